@@ -1,0 +1,52 @@
+# Osprey: the two commands a new user needs.
+#   make run   installs what is missing, builds, serves models/ on :8000
+#   make test  installs what is missing, builds, runs every test
+# Everything else here is a step of those two.
+
+BUILD      ?= build
+VENV       ?= .venv
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+HTTP_PORT  ?= 8000
+# CI sets CI=true: warnings are errors there.
+ifeq ($(CI),true)
+CMAKE_ARGS += -DOSPREY_WERROR=ON
+endif
+
+DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev \
+               zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip
+
+.PHONY: run test deps venv build unit integration clean format
+
+run: deps build
+	./$(BUILD)/osprey --model-repository=models --http-port=$(HTTP_PORT)
+
+test: deps venv build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(VENV)/bin/python -m pytest -q tests/integration
+
+# Installs Debian packages only when one is missing (needs root, as on a
+# fresh Debian 12 machine).
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: tests/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r tests/requirements.txt
+	touch $@
+
+build:
+	cmake -S . -B $(BUILD) $(CMAKE_ARGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc' '*.cu')

@@ -1,0 +1,86 @@
+/*
+ * The model backend interface: what a model computes, written once against
+ * device ops (osprey/device.h) so it runs on every device.
+ *
+ * Lifecycle, driven by the core:
+ *   model_new      once per loaded model version (host side: parse
+ *                  parameters, read weights)
+ *   instance_new   once per instance, on the instance's device and stream
+ *                  (upload weights)
+ *   execute        many times, one batch at a time per instance, never
+ *                  concurrently on the same instance
+ *   instance_free, model_free   at unload
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "osprey/device.h"
+#include "osprey/error.h"
+#include "osprey/model_config.h"
+#include "osprey/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One tensor of a batch as a backend sees it: device memory of the
+ * instance's device, owned by the core. */
+typedef struct osp_backend_tensor {
+    const char *name;
+    osp_datatype dtype;
+    osp_shape shape;      /* full shape, batch dim first when batching */
+    void *data;           /* NULL for an optional input not given */
+    size_t byte_size;
+} osp_backend_tensor;
+
+/* Opaque, owned by the core, valid only during execute(). */
+typedef struct osp_execute_ctx osp_execute_ctx;
+
+osp_device *osp_execute_device(const osp_execute_ctx *ctx);
+osp_stream *osp_execute_stream(const osp_execute_ctx *ctx);
+/* Batch size (sum of the requests' batch dims); 0 when the model does not
+ * batch (max_batch_size 0). */
+int64_t osp_execute_batch_size(const osp_execute_ctx *ctx);
+/* Inputs in config order (index i is config input i). Borrowed. */
+size_t osp_execute_input_count(const osp_execute_ctx *ctx);
+const osp_backend_tensor *osp_execute_input(const osp_execute_ctx *ctx,
+                                            size_t index);
+/* Whether config output `index` is wanted by any request in the batch; a
+ * backend may skip computing outputs nobody asked for. */
+bool osp_execute_output_requested(const osp_execute_ctx *ctx, size_t index);
+/* Allocates device memory for config output `index` with the given full
+ * shape and byte size, and sets *data. The core owns the memory and copies
+ * it out after execute's work on the stream completes. Call at most once
+ * per output. */
+osp_error *osp_execute_output_alloc(osp_execute_ctx *ctx, size_t index,
+                                    const osp_shape *shape, size_t byte_size,
+                                    void **data);
+
+typedef struct osp_backend {
+    const char *name;   /* matches `backend:` in config.pbtxt */
+    /* Validates the config for this backend and loads what the model needs
+     * from `version_path` (borrowed, the numbered version folder). Errors
+     * are load errors a user can act on (name the tensor, the parameter).
+     * Caller owns *model, freed with model_free. */
+    osp_error *(*model_new)(const osp_model_config *config,
+                            const char *version_path, void **model);
+    void (*model_free)(void *model);
+    /* Per-instance state on `device`, whose ops run on `stream` (both
+     * borrowed, valid until instance_free). */
+    osp_error *(*instance_new)(void *model, osp_device *device,
+                               osp_stream *stream, void **instance);
+    void (*instance_free)(void *instance);
+    /* Enqueues the batch's computation on the instance's stream and
+     * allocates every requested output with osp_execute_output_alloc.
+     * May return before the work completes. */
+    osp_error *(*execute)(void *instance, osp_execute_ctx *ctx);
+} osp_backend;
+
+/* The built-in backend named `name`, or NULL. */
+const osp_backend *osp_backend_find(const char *name);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,104 @@
+/*
+ * For device implementers only (server/core/cpu_device.c, cuda/): the
+ * function table behind device.h. The core's dispatch (server/core/device.c)
+ * validates arguments, fills in the optional slots' fallbacks, and wraps
+ * pointers into osp_buffer; implementations stay small.
+ *
+ * Slots marked (optional) may be NULL:
+ *   alloc_host     -> 64-byte aligned pageable host memory
+ *   memcpy_async   -> synchronize the stream, then memcpy
+ *   launch_host_func -> synchronize the stream, then call fn
+ *   event_*        -> host monotonic clock taken after synchronizing
+ *   memory_stats   -> all zero
+ */
+#pragma once
+
+#include "osprey/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct osp_device_ops {
+    /* Device memory of `size` bytes (size may be 0). Sets *ptr. */
+    osp_error *(*alloc)(osp_device *dev, size_t size, void **ptr);
+    void (*free)(osp_device *dev, void *ptr, size_t size);
+    /* (optional) host memory for transfers; *pinned says what it got. */
+    osp_error *(*alloc_host)(osp_device *dev, size_t size, void **ptr,
+                             bool *pinned);
+    void (*free_host)(osp_device *dev, void *ptr, size_t size, bool pinned);
+    /* (optional) */
+    void (*memory_stats)(const osp_device *dev, osp_device_memory_stats *out);
+
+    /* Streams: *impl is the implementation's per-stream state. */
+    osp_error *(*stream_new)(osp_device *dev, void **impl);
+    void (*stream_free)(osp_device *dev, void *impl);
+    osp_error *(*stream_synchronize)(osp_device *dev, void *impl);
+    /* (optional) */
+    osp_error *(*memcpy_async)(osp_device *dev, void *stream_impl, void *dst,
+                               const void *src, size_t n, osp_copy_kind kind);
+    /* (optional) */
+    osp_error *(*launch_host_func)(osp_device *dev, void *stream_impl,
+                                   void (*fn)(void *arg), void *arg);
+
+    /* (optional, all four or none) */
+    osp_error *(*event_new)(osp_device *dev, void **impl);
+    void (*event_free)(osp_device *dev, void *impl);
+    osp_error *(*event_record)(osp_device *dev, void *impl, void *stream_impl);
+    osp_error *(*event_synchronize)(osp_device *dev, void *impl);
+    /* (optional, needs the event slots) */
+    osp_error *(*event_elapsed_ns)(osp_device *dev, void *start, void *end,
+                                   uint64_t *ns);
+
+    /* Compute ops: arguments already validated by the dispatcher. */
+    osp_error *(*gemm)(osp_device *dev, void *stream_impl,
+                       const osp_gemm_args *args);
+    osp_error *(*binary)(osp_device *dev, void *stream_impl, osp_binary_op op,
+                         osp_datatype dtype, const void *a, const void *b,
+                         void *out, size_t n);
+    osp_error *(*bias_activation)(osp_device *dev, void *stream_impl,
+                                  float *x, const float *bias, int64_t rows,
+                                  int64_t cols, osp_activation act);
+    osp_error *(*softmax_rows)(osp_device *dev, void *stream_impl,
+                               const float *x, float *out, int64_t rows,
+                               int64_t cols);
+    osp_error *(*cast)(osp_device *dev, void *stream_impl, const void *src,
+                       osp_datatype src_dtype, void *dst,
+                       osp_datatype dst_dtype, size_t n);
+} osp_device_ops;
+
+struct osp_device {
+    const osp_device_ops *ops;
+    osp_device_info info;
+    void *impl; /* the implementation's per-device state */
+};
+
+/* Options for device discovery, from the command line. */
+typedef struct osp_device_options {
+    size_t pinned_pool_bytes;     /* --pinned-memory-pool-byte-size; 0 = no pinning */
+    size_t cuda_pool_bytes_default; /* per GPU, default 64 MiB */
+    /* --cuda-memory-pool-byte-size=<gpu>:<bytes> overrides, indexed by GPU
+     * ordinal; 0 = use the default. */
+    size_t cuda_pool_bytes[16];
+} osp_device_options;
+
+void osp_device_options_init(osp_device_options *opts);
+
+/* Discovers devices once per process (idempotent; later calls return the
+ * first result). Without CUDA support or a GPU it succeeds with 0 GPUs. */
+osp_error *osp_devices_init(const osp_device_options *opts);
+/* Frees GPU devices and pools; only at process exit, after every user. */
+void osp_devices_shutdown(void);
+
+#ifdef OSPREY_HAVE_CUDA
+/* Implemented in cuda/: create up to `cap` CUDA devices into `out`, sets
+ * *count (0 when no GPU is present or the driver is missing: not an
+ * error). */
+osp_error *osp_cuda_devices_create(const osp_device_options *opts,
+                                   osp_device **out, int cap, int *count);
+void osp_cuda_devices_destroy(osp_device **devices, int count);
+#endif
+
+#ifdef __cplusplus
+}
+#endif

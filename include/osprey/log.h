@@ -1,0 +1,32 @@
+/* Logging to stderr, Triton-style one-line records. */
+#pragma once
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum osp_log_level {
+    OSP_LOG_ERROR = 0,
+    OSP_LOG_WARNING,
+    OSP_LOG_INFO,
+    OSP_LOG_VERBOSE,
+} osp_log_level;
+
+/* Verbose records print only when the verbosity (--log-verbose) >= 1. */
+void osp_log_set_verbose(int level);
+int osp_log_verbose(void);
+void osp_log(osp_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define OSP_LOG_ERROR(...) osp_log(OSP_LOG_ERROR, __VA_ARGS__)
+#define OSP_LOG_WARN(...) osp_log(OSP_LOG_WARNING, __VA_ARGS__)
+#define OSP_LOG_INFO(...) osp_log(OSP_LOG_INFO, __VA_ARGS__)
+#define OSP_LOG_VERBOSE(...)                                                   \
+    do {                                                                       \
+        if (osp_log_verbose() > 0)                                             \
+            osp_log(OSP_LOG_VERBOSE, __VA_ARGS__);                             \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif

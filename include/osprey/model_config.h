@@ -1,0 +1,133 @@
+/*
+ * A model's configuration, parsed from protobuf text format (config.pbtxt,
+ * the fields of Triton's model_config.proto that Osprey uses). The struct
+ * is plain data: every pointer in it is owned by the osp_model_config and
+ * freed by osp_model_config_free().
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "osprey/datatype.h"
+#include "osprey/error.h"
+#include "osprey/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct osp_model_io {
+    char *name;
+    osp_datatype dtype;
+    osp_shape dims;          /* as configured, without the batch dim; -1 = any */
+    bool optional;           /* inputs only */
+    char *label_filename;    /* outputs only; NULL if absent */
+} osp_model_io;
+
+typedef enum osp_version_policy_kind {
+    OSP_VERSION_POLICY_LATEST = 0, /* default, num_versions 1 */
+    OSP_VERSION_POLICY_ALL,
+    OSP_VERSION_POLICY_SPECIFIC,
+} osp_version_policy_kind;
+
+typedef struct osp_version_policy {
+    osp_version_policy_kind kind;
+    uint32_t latest_num_versions;  /* LATEST */
+    int64_t *versions;             /* SPECIFIC */
+    size_t n_versions;
+} osp_version_policy;
+
+typedef enum osp_instance_kind {
+    OSP_INSTANCE_KIND_AUTO = 0,
+    OSP_INSTANCE_KIND_GPU,
+    OSP_INSTANCE_KIND_CPU,
+    OSP_INSTANCE_KIND_MODEL,
+} osp_instance_kind;
+
+typedef struct osp_instance_group {
+    char *name;        /* may be NULL */
+    int32_t count;     /* 0 = not given (the loader picks: 1) */
+    osp_instance_kind kind;
+    int32_t *gpus;
+    size_t n_gpus;
+} osp_instance_group;
+
+typedef enum osp_timeout_action {
+    OSP_TIMEOUT_REJECT = 0,
+    OSP_TIMEOUT_DELAY,
+} osp_timeout_action;
+
+typedef struct osp_queue_policy {
+    osp_timeout_action timeout_action;
+    uint64_t default_timeout_us;   /* 0 = none */
+    bool allow_timeout_override;
+    uint32_t max_queue_size;       /* 0 = unbounded */
+} osp_queue_policy;
+
+typedef struct osp_priority_queue_policy {
+    uint64_t level;
+    osp_queue_policy policy;
+} osp_priority_queue_policy;
+
+typedef struct osp_dynamic_batching {
+    bool enabled;                  /* the block was present */
+    int32_t *preferred_batch_sizes;
+    size_t n_preferred_batch_sizes;
+    uint64_t max_queue_delay_us;
+    bool preserve_ordering;
+    uint64_t priority_levels;
+    uint64_t default_priority_level;
+    osp_queue_policy default_queue_policy;
+    osp_priority_queue_policy *priority_queue_policies;
+    size_t n_priority_queue_policies;
+} osp_dynamic_batching;
+
+typedef struct osp_model_parameter {
+    char *key;
+    char *value;   /* string_value */
+} osp_model_parameter;
+
+typedef struct osp_model_config {
+    char *name;
+    char *platform;          /* "" when absent, never NULL */
+    char *backend;           /* "" when absent, never NULL */
+    int32_t max_batch_size;
+    osp_model_io *inputs;
+    size_t n_inputs;
+    osp_model_io *outputs;
+    size_t n_outputs;
+    osp_version_policy version_policy;
+    osp_instance_group *instance_groups;
+    size_t n_instance_groups;
+    osp_dynamic_batching dynamic_batching;
+    osp_model_parameter *parameters;
+    size_t n_parameters;
+    bool decoupled;          /* model_transaction_policy { decoupled } */
+} osp_model_config;
+
+/* Parses config.pbtxt text. `filename` (borrowed) is used in messages, which
+ * name the file, the line and the field: "<file>:<line>: <field>: <why>".
+ * Unknown fields of model_config.proto are skipped; unknown enum values and
+ * type mismatches are errors. Validates the result (names present and
+ * unique, dims non-empty and >= -1, batch size >= 0). Caller owns *out. */
+osp_error *osp_model_config_parse(const char *text, size_t len,
+                                  const char *filename,
+                                  osp_model_config **out);
+/* Reads and parses a file. Caller owns *out. */
+osp_error *osp_model_config_load(const char *path, osp_model_config **out);
+void osp_model_config_free(osp_model_config *config);
+
+/* Borrowed value of parameter `key`, or NULL. */
+const char *osp_model_config_parameter(const osp_model_config *config,
+                                       const char *key);
+/* Index of the input/output named `name`, or -1. */
+int osp_model_config_input_index(const osp_model_config *config,
+                                 const char *name);
+int osp_model_config_output_index(const osp_model_config *config,
+                                  const char *name);
+
+#ifdef __cplusplus
+}
+#endif

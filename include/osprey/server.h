@@ -1,0 +1,135 @@
+/*
+ * The server object frontends talk to: a model repository, the models'
+ * lifecycle, and asynchronous inference. Thread-safe: every function may be
+ * called from any frontend thread.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "osprey/device_impl.h"
+#include "osprey/error.h"
+#include "osprey/infer.h"
+#include "osprey/memory.h"
+#include "osprey/model_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct osp_server osp_server;
+typedef struct osp_model osp_model;
+
+typedef enum osp_model_control_mode {
+    OSP_MODEL_CONTROL_NONE = 0, /* load everything at start, no load API */
+    OSP_MODEL_CONTROL_EXPLICIT,
+} osp_model_control_mode;
+
+typedef enum osp_model_state {
+    OSP_MODEL_STATE_UNKNOWN = 0, /* in the repository, never loaded */
+    OSP_MODEL_STATE_READY,
+    OSP_MODEL_STATE_UNAVAILABLE,
+    OSP_MODEL_STATE_LOADING,
+    OSP_MODEL_STATE_UNLOADING,
+} osp_model_state;
+
+/* "READY", "UNAVAILABLE", "LOADING", "UNLOADING"; "" for UNKNOWN. */
+const char *osp_model_state_name(osp_model_state state);
+
+typedef struct osp_server_options {
+    const char *model_repository;      /* borrowed during osp_server_new */
+    osp_model_control_mode control_mode;
+    const char *const *load_models;    /* explicit mode: names, or "*" */
+    size_t n_load_models;
+    bool strict_gpu;                   /* KIND_GPU without a GPU fails */
+    osp_device_options devices;
+} osp_server_options;
+
+void osp_server_options_init(osp_server_options *opts);
+
+/* Initialises devices, scans the repository and loads models per the
+ * control mode. A model that fails to load is UNAVAILABLE with a reason;
+ * it does not fail the server. Errors only for a missing or unreadable
+ * repository. Caller owns *out. */
+osp_error *osp_server_new(const osp_server_options *opts, osp_server **out);
+/* Stops accepting work, finishes or fails everything queued (callbacks all
+ * run), unloads every model and frees. */
+void osp_server_free(osp_server *server);
+
+/* Marks the server as exiting: not ready, new inferences refused. */
+void osp_server_begin_shutdown(osp_server *server);
+bool osp_server_is_live(const osp_server *server);
+/* Live, not shutting down, and every model that was asked for is READY. */
+bool osp_server_is_ready(const osp_server *server);
+
+/* ---- models ------------------------------------------------------------- */
+
+/* A ready model version with a reference held (version -1 = latest ready).
+ * Errors follow Triton: NOT_FOUND "Request for unknown model: '<m>' is not
+ * found" / "... version <v> is not found" / "... has no available versions",
+ * UNAVAILABLE "... version <v> is not at ready state". Release with
+ * osp_model_unref. */
+osp_error *osp_server_model_get(osp_server *server, const char *name,
+                                int64_t version, osp_model **out);
+void osp_model_unref(osp_model *model);
+
+/* Borrowed, valid while the reference is held. */
+const osp_model_config *osp_model_get_config(const osp_model *model);
+int64_t osp_model_get_version(const osp_model *model);
+/* Ready versions of the model this version belongs to, ascending. Caller
+ * frees *versions with free(). */
+osp_error *osp_model_ready_versions(osp_server *server, const char *name,
+                                    int64_t **versions, size_t *n);
+/* Where the instances live: writes a short description such as
+ * "2 x CPU" or "1 x GPU 0 (NVIDIA H100)" into buf. */
+void osp_model_describe_placement(const osp_model *model, char *buf,
+                                  size_t cap);
+
+typedef struct osp_repository_entry {
+    char *name;
+    int64_t version;       /* -1 when the model has never been loaded */
+    osp_model_state state;
+    char *reason;          /* "" when none */
+} osp_repository_entry;
+
+/* Every model in the repository (name order, versions ascending), or only
+ * READY ones. Caller frees with osp_repository_index_free. */
+osp_error *osp_server_repository_index(osp_server *server, bool ready_only,
+                                       osp_repository_entry **entries,
+                                       size_t *n);
+void osp_repository_index_free(osp_repository_entry *entries, size_t n);
+
+/* Explicit mode only (else UNAVAILABLE "explicit model load / unload is not
+ * allowed if polling is enabled"). Load re-reads config.pbtxt and reloads
+ * the model; load failures are returned (and the model left UNAVAILABLE
+ * with the reason). Both block until done. */
+osp_error *osp_server_load_model(osp_server *server, const char *name);
+osp_error *osp_server_unload_model(osp_server *server, const char *name);
+
+/* ---- inference ------------------------------------------------------------- */
+
+/* Host memory for an input tensor's bytes, from the pinned pool of the
+ * device the models run on when there is one. Caller owns *out (it usually
+ * moves into a request). Size limits are the frontend's job. */
+osp_error *osp_server_alloc_input_buffer(osp_server *server, size_t size,
+                                         osp_buffer **out);
+
+/* Called once per request, on a server thread, with the response
+ * (ownership moves to the callee). Must not block for long. */
+typedef void (*osp_infer_complete_fn)(osp_infer_response *response,
+                                      void *user);
+
+/* Validates and queues `req`; ownership of req always moves to the server.
+ * Returns an error (and never calls `complete`) when the request is
+ * rejected before queuing: unknown model, bad inputs (Triton's messages,
+ * prefixed "[request id: <id>] "), full queue (UNAVAILABLE "Exceeds maximum
+ * queue size"), shutting down. Otherwise `complete` is called exactly once,
+ * possibly before this returns. */
+osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
+                                  osp_infer_complete_fn complete, void *user);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,120 @@
+/* osp_error: a code and a heap-allocated message. */
+#include "osprey/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct osp_error {
+    osp_error_code code;
+    char *message;
+};
+
+/* Returned when even the error cannot be allocated; never freed. */
+static osp_error out_of_memory_error = {OSP_ERROR_INTERNAL,
+                                        (char *)"out of memory"};
+
+static osp_error *error_new_va(osp_error_code code, const char *prefix,
+                               const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int body = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (body < 0)
+        body = 0;
+    size_t plen = prefix ? strlen(prefix) : 0;
+    osp_error *err = malloc(sizeof(*err));
+    char *msg = malloc(plen + (size_t)body + 1);
+    if (!err || !msg) {
+        free(err);
+        free(msg);
+        return &out_of_memory_error;
+    }
+    if (plen)
+        memcpy(msg, prefix, plen);
+    vsnprintf(msg + plen, (size_t)body + 1, fmt, ap);
+    err->code = code;
+    err->message = msg;
+    return err;
+}
+
+osp_error *osp_error_new(osp_error_code code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    osp_error *err = error_new_va(code, NULL, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+osp_error *osp_error_wrap(osp_error *inner, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    /* "<prefix>: <inner>": format the prefix, then append. */
+    osp_error *prefix = error_new_va(osp_error_get_code(inner), NULL, fmt, ap);
+    va_end(ap);
+    osp_error *err =
+        osp_error_new(osp_error_get_code(inner), "%s: %s",
+                      osp_error_message(prefix), osp_error_message(inner));
+    osp_error_free(prefix);
+    osp_error_free(inner);
+    return err;
+}
+
+void osp_error_free(osp_error *err)
+{
+    if (!err || err == &out_of_memory_error)
+        return;
+    free(err->message);
+    free(err);
+}
+
+osp_error_code osp_error_get_code(const osp_error *err)
+{
+    return err ? err->code : OSP_ERROR_UNKNOWN;
+}
+
+const char *osp_error_message(const osp_error *err)
+{
+    return err ? err->message : "";
+}
+
+/* The one table mapping codes to names and statuses. HTTP per Triton's
+ * HttpCodeFromError; gRPC values are grpc_status_code's. */
+static const struct {
+    const char *name;
+    int http;
+    int grpc;
+} code_table[] = {
+    [OSP_ERROR_UNKNOWN] = {"UNKNOWN", 400, 2},
+    [OSP_ERROR_INTERNAL] = {"INTERNAL", 500, 13},
+    [OSP_ERROR_NOT_FOUND] = {"NOT_FOUND", 404, 5},
+    [OSP_ERROR_INVALID_ARG] = {"INVALID_ARG", 400, 3},
+    [OSP_ERROR_UNAVAILABLE] = {"UNAVAILABLE", 503, 14},
+    [OSP_ERROR_UNSUPPORTED] = {"UNSUPPORTED", 501, 12},
+    [OSP_ERROR_ALREADY_EXISTS] = {"ALREADY_EXISTS", 400, 6},
+    [OSP_ERROR_CANCELLED] = {"CANCELLED", 400, 1},
+};
+
+static int valid_code(osp_error_code code)
+{
+    return (unsigned)code < sizeof(code_table) / sizeof(code_table[0]);
+}
+
+const char *osp_error_code_name(osp_error_code code)
+{
+    return valid_code(code) ? code_table[code].name : "UNKNOWN";
+}
+
+int osp_error_code_http_status(osp_error_code code)
+{
+    return valid_code(code) ? code_table[code].http : 500;
+}
+
+int osp_error_code_grpc_status(osp_error_code code)
+{
+    return valid_code(code) ? code_table[code].grpc : 2;
+}
