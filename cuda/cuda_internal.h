@@ -1,0 +1,51 @@
+/*
+ * State shared by the files of the CUDA device (cuda_device.c owns it,
+ * cuda_gemm.c reads it).
+ */
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "osprey/device_impl.h"
+#include "range_pool.h"
+
+/* Process-wide pinned host pool, shared by every GPU (allocated portable). */
+typedef struct cuda_pinned_pool {
+    pthread_mutex_t lock;
+    range_pool pool; /* empty when pinning is disabled or failed */
+    atomic_uint_fast64_t pageable_fallbacks;
+    atomic_bool fallback_logged;
+} cuda_pinned_pool;
+
+/* One GPU. `device` is what the rest of Osprey sees; device.impl points
+ * back at this struct. */
+typedef struct cuda_device {
+    osp_device device;
+    int ordinal;
+    pthread_mutex_t pool_lock;
+    range_pool pool;          /* device memory, grows on demand, never shrinks
+                                 unless cudaMalloc runs out */
+    size_t pool_grow_bytes;   /* smallest region added when the pool is full */
+    cuda_pinned_pool *pinned; /* shared, owned by the device list */
+} cuda_device;
+
+typedef struct cuda_stream {
+    cudaStream_t stream;
+    cublasHandle_t blas; /* bound to `stream` */
+} cuda_stream;
+
+static inline cuda_device *cuda_device_of(osp_device *dev) {
+    return (cuda_device *)dev->impl;
+}
+
+/* Makes dev's GPU current for the calling thread (cheap when it already
+ * is); every entry point calls it first since any thread may call any
+ * device. */
+osp_error *cuda_device_make_current(osp_device *dev);
+
+/* The gemm slot (cuda_gemm.c). */
+osp_error *cuda_gemm(osp_device *dev, void *stream_impl,
+                     const osp_gemm_args *args);

@@ -1,0 +1,499 @@
+/*
+ * The CPU device: the reference implementation of osprey/device_impl.h.
+ *
+ * Memory is 64-byte aligned host memory, streams are synchronous (every op
+ * has finished when it returns, so a stream needs no state), copies are
+ * memcpy and FP32 GEMM is OpenBLAS. Everything else is plain loops written
+ * to be obviously right: other devices are tested against this one. The
+ * optional slots (host memory, async copies, host functions, events,
+ * memory stats) are left NULL; the dispatcher's fallbacks are exactly what
+ * a synchronous device needs.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device_internal.h"
+#include "half.h"
+#include "osprey/error.h"
+
+/* ---- memory ------------------------------------------------------------ */
+
+static osp_error *cpu_alloc(osp_device *dev, size_t size, void **ptr) {
+    (void)dev;
+    void *p = osp_host_alloc_aligned(size);
+    if (p == NULL)
+        return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                             "CPU device: out of memory allocating %zu bytes",
+                             size);
+    *ptr = p;
+    return NULL;
+}
+
+static void cpu_free(osp_device *dev, void *ptr, size_t size) {
+    (void)dev;
+    (void)size;
+    free(ptr);
+}
+
+/* ---- streams ----------------------------------------------------------- */
+
+static osp_error *cpu_stream_new(osp_device *dev, void **impl) {
+    (void)dev;
+    *impl = NULL; /* synchronous: nothing to remember */
+    return NULL;
+}
+
+static void cpu_stream_free(osp_device *dev, void *impl) {
+    (void)dev;
+    (void)impl;
+}
+
+static osp_error *cpu_stream_synchronize(osp_device *dev, void *impl) {
+    (void)dev;
+    (void)impl;
+    return NULL;
+}
+
+/* ---- GEMM -------------------------------------------------------------- */
+
+/* Copies the rows x cols FP16 matrix stored with row stride ld into a packed
+ * FP32 array. */
+static void fp16_matrix_to_fp32(const uint16_t *src, int64_t ld, int64_t rows,
+                                int64_t cols, float *dst) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            dst[r * cols + c] = osp_fp16_to_fp32(src[r * ld + c]);
+}
+
+static float *alloc_floats(int64_t rows, int64_t cols) {
+    size_t n, bytes;
+    if (__builtin_mul_overflow((size_t)rows, (size_t)cols, &n) ||
+        __builtin_mul_overflow(n, sizeof(float), &bytes))
+        return NULL;
+    return osp_host_alloc_aligned(bytes);
+}
+
+/* FP16 GEMM as the header defines it (FP32 accumulation): widen A, B and C
+ * into packed FP32 copies, run sgemm, round C back. Only the m x n block of
+ * C is written; the padding between rows is left untouched. */
+static osp_error *cpu_gemm_fp16(const osp_gemm_args *g) {
+    int64_t a_rows = g->trans_a ? g->k : g->m,
+            a_cols = g->trans_a ? g->m : g->k;
+    int64_t b_rows = g->trans_b ? g->n : g->k,
+            b_cols = g->trans_b ? g->k : g->n;
+    float *a = alloc_floats(a_rows, a_cols);
+    float *b = alloc_floats(b_rows, b_cols);
+    float *c = alloc_floats(g->m, g->n);
+    osp_error *err = NULL;
+    if (a == NULL || b == NULL || c == NULL) {
+        err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                            "CPU device: out of memory for FP16 GEMM "
+                            "(m=%lld n=%lld k=%lld)",
+                            (long long)g->m, (long long)g->n, (long long)g->k);
+        goto out;
+    }
+    fp16_matrix_to_fp32(g->a, g->lda, a_rows, a_cols, a);
+    fp16_matrix_to_fp32(g->b, g->ldb, b_rows, b_cols, b);
+    if (g->beta != 0.0f)
+        fp16_matrix_to_fp32(g->c, g->ldc, g->m, g->n, c);
+    else
+        memset(c, 0, (size_t)g->m * (size_t)g->n * sizeof(float));
+
+    cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
+                g->trans_b ? CblasTrans : CblasNoTrans, (blasint)g->m,
+                (blasint)g->n, (blasint)g->k, g->alpha, a, (blasint)a_cols, b,
+                (blasint)b_cols, g->beta, c, (blasint)g->n);
+
+    uint16_t *out = g->c;
+    for (int64_t r = 0; r < g->m; r++)
+        for (int64_t col = 0; col < g->n; col++)
+            out[r * g->ldc + col] = osp_fp32_to_fp16(c[r * g->n + col]);
+out:
+    free(a);
+    free(b);
+    free(c);
+    return err;
+}
+
+static osp_error *cpu_gemm(osp_device *dev, void *stream,
+                           const osp_gemm_args *g) {
+    (void)dev;
+    (void)stream;
+    if (g->dtype == OSP_TYPE_FP16)
+        return cpu_gemm_fp16(g);
+    /* FP32 (the dispatcher allows nothing else); TF32 does not exist here. */
+    cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
+                g->trans_b ? CblasTrans : CblasNoTrans, (blasint)g->m,
+                (blasint)g->n, (blasint)g->k, g->alpha, g->a, (blasint)g->lda,
+                g->b, (blasint)g->ldb, g->beta, g->c, (blasint)g->ldc);
+    return NULL;
+}
+
+/* ---- elementwise ------------------------------------------------------- */
+
+/* Integer ops run in unsigned arithmetic so that overflow wraps (as on a
+ * GPU) instead of being undefined behaviour. */
+#define CPU_BINARY_INT(T, UT)                                                  \
+    static void binary_##T(osp_binary_op op, const T *a, const T *b, T *out,   \
+                           size_t n) {                                         \
+        for (size_t i = 0; i < n; i++) {                                       \
+            UT x = (UT)a[i], y = (UT)b[i];                                     \
+            UT r = op == OSP_BINARY_ADD   ? x + y                              \
+                   : op == OSP_BINARY_SUB ? x - y                              \
+                                          : x * y;                             \
+            out[i] = (T)r;                                                     \
+        }                                                                      \
+    }
+CPU_BINARY_INT(int32_t, uint32_t)
+CPU_BINARY_INT(int64_t, uint64_t)
+
+static float binary_apply(osp_binary_op op, float x, float y) {
+    switch (op) {
+    case OSP_BINARY_ADD:
+        return x + y;
+    case OSP_BINARY_SUB:
+        return x - y;
+    case OSP_BINARY_MUL:
+        return x * y;
+    }
+    return 0.0f;
+}
+
+static osp_error *cpu_binary(osp_device *dev, void *stream, osp_binary_op op,
+                             osp_datatype dtype, const void *a, const void *b,
+                             void *out, size_t n) {
+    (void)dev;
+    (void)stream;
+    switch (dtype) {
+    case OSP_TYPE_INT32:
+        binary_int32_t(op, a, b, out, n);
+        return NULL;
+    case OSP_TYPE_INT64:
+        binary_int64_t(op, a, b, out, n);
+        return NULL;
+    case OSP_TYPE_FP32: {
+        const float *x = a, *y = b;
+        float *z = out;
+        for (size_t i = 0; i < n; i++)
+            z[i] = binary_apply(op, x[i], y[i]);
+        return NULL;
+    }
+    case OSP_TYPE_FP16: {
+        const uint16_t *x = a, *y = b;
+        uint16_t *z = out;
+        for (size_t i = 0; i < n; i++)
+            z[i] = osp_fp32_to_fp16(binary_apply(op, osp_fp16_to_fp32(x[i]),
+                                                 osp_fp16_to_fp32(y[i])));
+        return NULL;
+    }
+    default:
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "CPU device: binary op on datatype %s",
+                             osp_datatype_wire_name(dtype));
+    }
+}
+
+static float activate(osp_activation act, float x) {
+    switch (act) {
+    case OSP_ACTIVATION_NONE:
+        return x;
+    case OSP_ACTIVATION_RELU:
+        return x > 0.0f ? x : 0.0f;
+    case OSP_ACTIVATION_SIGMOID:
+        return 1.0f / (1.0f + expf(-x));
+    case OSP_ACTIVATION_TANH:
+        return tanhf(x);
+    case OSP_ACTIVATION_GELU: {
+        /* 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3),
+         * written as x / (1 + exp(-2u)): the same function, without the
+         * cancellation in 1 + tanh(u) for negative x. */
+        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+        float u = k * (x + 0.044715f * x * x * x);
+        return x / (1.0f + expf(-2.0f * u));
+    }
+    }
+    return x;
+}
+
+static osp_error *cpu_bias_activation(osp_device *dev, void *stream, float *x,
+                                      const float *bias, int64_t rows,
+                                      int64_t cols, osp_activation act) {
+    (void)dev;
+    (void)stream;
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = x + r * cols;
+        for (int64_t c = 0; c < cols; c++)
+            row[c] = activate(act, row[c] + (bias != NULL ? bias[c] : 0.0f));
+    }
+    return NULL;
+}
+
+/* out may alias x: each element is read before it is written. */
+static osp_error *cpu_softmax_rows(osp_device *dev, void *stream,
+                                   const float *x, float *out, int64_t rows,
+                                   int64_t cols) {
+    (void)dev;
+    (void)stream;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *in_row = x + r * cols;
+        float *out_row = out + r * cols;
+        float max = -INFINITY;
+        for (int64_t c = 0; c < cols; c++)
+            max = fmaxf(max, in_row[c]);
+        float sum = 0.0f;
+        for (int64_t c = 0; c < cols; c++) {
+            out_row[c] = expf(in_row[c] - max);
+            sum += out_row[c];
+        }
+        for (int64_t c = 0; c < cols; c++)
+            out_row[c] /= sum;
+    }
+    return NULL;
+}
+
+/* ---- casts ------------------------------------------------------------- */
+
+/* Each source value is read into the widest type of its family, then
+ * written to the destination type:
+ *   float -> integer: truncate toward zero, saturate at the type's range,
+ *                     NaN -> 0 (what CUDA's conversions do; C leaves
+ *                     out-of-range conversions undefined);
+ *   integer -> integer: modulo 2^bits (two's complement wrap);
+ *   float -> FP16/BF16: through FP32, rounded to nearest even;
+ *   anything -> BOOL: x != 0 (NaN is true). */
+typedef enum cast_family { CAST_FLOAT, CAST_SIGNED, CAST_UNSIGNED } cast_family;
+
+typedef struct cast_value {
+    cast_family family;
+    double f;
+    int64_t i;
+    uint64_t u;
+} cast_value;
+
+static cast_value cast_load(const void *src, osp_datatype dt, size_t idx) {
+    cast_value v = {.family = CAST_UNSIGNED};
+    switch (dt) {
+    case OSP_TYPE_BOOL:
+    case OSP_TYPE_UINT8:
+        v.u = ((const uint8_t *)src)[idx];
+        break;
+    case OSP_TYPE_UINT16:
+        v.u = ((const uint16_t *)src)[idx];
+        break;
+    case OSP_TYPE_UINT32:
+        v.u = ((const uint32_t *)src)[idx];
+        break;
+    case OSP_TYPE_UINT64:
+        v.u = ((const uint64_t *)src)[idx];
+        break;
+    case OSP_TYPE_INT8:
+        v = (cast_value){.family = CAST_SIGNED,
+                         .i = ((const int8_t *)src)[idx]};
+        break;
+    case OSP_TYPE_INT16:
+        v = (cast_value){.family = CAST_SIGNED,
+                         .i = ((const int16_t *)src)[idx]};
+        break;
+    case OSP_TYPE_INT32:
+        v = (cast_value){.family = CAST_SIGNED,
+                         .i = ((const int32_t *)src)[idx]};
+        break;
+    case OSP_TYPE_INT64:
+        v = (cast_value){.family = CAST_SIGNED,
+                         .i = ((const int64_t *)src)[idx]};
+        break;
+    case OSP_TYPE_FP16:
+        v = (cast_value){.family = CAST_FLOAT,
+                         .f = osp_fp16_to_fp32(((const uint16_t *)src)[idx])};
+        break;
+    case OSP_TYPE_BF16:
+        v = (cast_value){.family = CAST_FLOAT,
+                         .f = osp_bf16_to_fp32(((const uint16_t *)src)[idx])};
+        break;
+    case OSP_TYPE_FP32:
+        v = (cast_value){.family = CAST_FLOAT, .f = ((const float *)src)[idx]};
+        break;
+    case OSP_TYPE_FP64:
+        v = (cast_value){.family = CAST_FLOAT, .f = ((const double *)src)[idx]};
+        break;
+    default:
+        break; /* excluded by the dispatcher */
+    }
+    return v;
+}
+
+/* Truncates x toward zero and clamps it to [lo, hi]; NaN -> 0. Comparing in
+ * double is exact for every bound up to 32 bits; for the 64-bit bounds,
+ * (double)hi rounds up to 2^63 or 2^64, so `t >= hi` catches exactly the
+ * values that do not fit. */
+static int64_t saturate_signed(double x, int64_t lo, int64_t hi) {
+    if (isnan(x))
+        return 0;
+    double t = trunc(x);
+    if (t <= (double)lo)
+        return lo;
+    if (t >= (double)hi)
+        return hi;
+    return (int64_t)t;
+}
+
+static uint64_t saturate_unsigned(double x, uint64_t hi) {
+    if (isnan(x))
+        return 0;
+    double t = trunc(x);
+    if (t <= 0.0)
+        return 0;
+    if (t >= (double)hi)
+        return hi;
+    return (uint64_t)t;
+}
+
+/* The value as an integer of the destination's width: wrapped for integer
+ * sources, saturated for float sources. Returned as uint64 bits; the caller
+ * keeps the low bits it needs. */
+static uint64_t cast_to_int_bits(cast_value v, bool is_signed, int64_t lo,
+                                 uint64_t hi) {
+    switch (v.family) {
+    case CAST_SIGNED:
+        return (uint64_t)v.i;
+    case CAST_UNSIGNED:
+        return v.u;
+    case CAST_FLOAT:
+        break;
+    }
+    if (is_signed)
+        return (uint64_t)saturate_signed(v.f, lo, (int64_t)hi);
+    return saturate_unsigned(v.f, hi);
+}
+
+static double cast_to_double(cast_value v) {
+    switch (v.family) {
+    case CAST_SIGNED:
+        return (double)v.i;
+    case CAST_UNSIGNED:
+        return (double)v.u;
+    case CAST_FLOAT:
+        break;
+    }
+    return v.f;
+}
+
+/* Integer sources convert to FP32 directly (one rounding), floats through
+ * double (exact for every float source but FP64). */
+static float cast_to_float(cast_value v) {
+    switch (v.family) {
+    case CAST_SIGNED:
+        return (float)v.i;
+    case CAST_UNSIGNED:
+        return (float)v.u;
+    case CAST_FLOAT:
+        break;
+    }
+    return (float)v.f;
+}
+
+static void cast_store(void *dst, osp_datatype dt, size_t idx, cast_value v) {
+    switch (dt) {
+    case OSP_TYPE_BOOL: {
+        bool nonzero = v.family == CAST_FLOAT    ? v.f != 0.0
+                       : v.family == CAST_SIGNED ? v.i != 0
+                                                 : v.u != 0;
+        ((uint8_t *)dst)[idx] = nonzero ? 1 : 0;
+        break;
+    }
+    case OSP_TYPE_UINT8:
+        ((uint8_t *)dst)[idx] =
+            (uint8_t)cast_to_int_bits(v, false, 0, UINT8_MAX);
+        break;
+    case OSP_TYPE_UINT16:
+        ((uint16_t *)dst)[idx] =
+            (uint16_t)cast_to_int_bits(v, false, 0, UINT16_MAX);
+        break;
+    case OSP_TYPE_UINT32:
+        ((uint32_t *)dst)[idx] =
+            (uint32_t)cast_to_int_bits(v, false, 0, UINT32_MAX);
+        break;
+    case OSP_TYPE_UINT64:
+        ((uint64_t *)dst)[idx] = cast_to_int_bits(v, false, 0, UINT64_MAX);
+        break;
+    case OSP_TYPE_INT8:
+        ((int8_t *)dst)[idx] =
+            (int8_t)cast_to_int_bits(v, true, INT8_MIN, INT8_MAX);
+        break;
+    case OSP_TYPE_INT16:
+        ((int16_t *)dst)[idx] =
+            (int16_t)cast_to_int_bits(v, true, INT16_MIN, INT16_MAX);
+        break;
+    case OSP_TYPE_INT32:
+        ((int32_t *)dst)[idx] =
+            (int32_t)cast_to_int_bits(v, true, INT32_MIN, INT32_MAX);
+        break;
+    case OSP_TYPE_INT64:
+        ((int64_t *)dst)[idx] =
+            (int64_t)cast_to_int_bits(v, true, INT64_MIN, INT64_MAX);
+        break;
+    case OSP_TYPE_FP16:
+        ((uint16_t *)dst)[idx] = osp_fp32_to_fp16(cast_to_float(v));
+        break;
+    case OSP_TYPE_BF16:
+        ((uint16_t *)dst)[idx] = osp_fp32_to_bf16(cast_to_float(v));
+        break;
+    case OSP_TYPE_FP32:
+        ((float *)dst)[idx] = cast_to_float(v);
+        break;
+    case OSP_TYPE_FP64:
+        ((double *)dst)[idx] = cast_to_double(v);
+        break;
+    default:
+        break; /* excluded by the dispatcher */
+    }
+}
+
+static osp_error *cpu_cast(osp_device *dev, void *stream, const void *src,
+                           osp_datatype src_dtype, void *dst,
+                           osp_datatype dst_dtype, size_t n) {
+    (void)dev;
+    (void)stream;
+    for (size_t i = 0; i < n; i++)
+        cast_store(dst, dst_dtype, i, cast_load(src, src_dtype, i));
+    return NULL;
+}
+
+/* ---- the device -------------------------------------------------------- */
+
+static const osp_device_ops cpu_ops = {
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .stream_new = cpu_stream_new,
+    .stream_free = cpu_stream_free,
+    .stream_synchronize = cpu_stream_synchronize,
+    .gemm = cpu_gemm,
+    .binary = cpu_binary,
+    .bias_activation = cpu_bias_activation,
+    .softmax_rows = cpu_softmax_rows,
+    .cast = cpu_cast,
+};
+
+static osp_device cpu_device = {
+    .ops = &cpu_ops,
+    .info = {.type = OSP_DEVICE_CPU, .index = 0, .name = "CPU"},
+};
+
+static pthread_once_t cpu_info_once = PTHREAD_ONCE_INIT;
+
+static void cpu_fill_info(void) {
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page_size = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page_size > 0)
+        cpu_device.info.total_memory = (size_t)pages * (size_t)page_size;
+}
+
+osp_device *osp_cpu_device_get(void) {
+    pthread_once(&cpu_info_once, cpu_fill_info);
+    return &cpu_device;
+}

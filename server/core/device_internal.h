@@ -1,0 +1,22 @@
+/*
+ * Pieces of the device layer shared inside server/core: the CPU device
+ * (cpu_device.c) and the aligned host allocator (memory.c) that both the
+ * dispatcher (device.c) and the CPU device use.
+ */
+#pragma once
+
+#include <stddef.h>
+
+#include "osprey/device_impl.h"
+
+/* Alignment of every host allocation Osprey makes (a cache line, and enough
+ * for any SIMD load). */
+#define OSP_HOST_ALIGNMENT 64
+
+/* OSP_HOST_ALIGNMENT-aligned host memory of `size` bytes (0 allowed: a
+ * valid, unique pointer). NULL when size is too large or memory is short.
+ * Release with free(). */
+void *osp_host_alloc_aligned(size_t size);
+
+/* The process-wide CPU device (a static object; never NULL, never freed). */
+osp_device *osp_cpu_device_get(void);

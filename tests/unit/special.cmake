@@ -1,0 +1,23 @@
+# Unit tests registered by hand (included by tests/unit/CMakeLists.txt).
+#
+# Device conformance is one source built twice: the CPU device (no label,
+# always runs) and every CUDA GPU (label `gpu`; without a GPU, or without
+# CUDA support, its cases are listed and report SKIPPED).
+osprey_add_unit_test(test_device_conformance
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_device_conformance.cc)
+osprey_add_unit_test(test_device_conformance_cuda
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_device_conformance.cc
+  LABELS gpu)
+target_compile_definitions(test_device_conformance_cuda PRIVATE
+  OSPREY_TEST_CUDA_ONLY=1)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS
+  test_device_conformance test_device_conformance_cuda)
+
+# The CUDA pools' sub-allocator is plain C and is tested without a GPU;
+# it only exists when the CUDA device is built.
+if(OSPREY_HAVE_CUDA)
+  osprey_add_unit_test(test_range_pool
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_range_pool.cc)
+  target_include_directories(test_range_pool PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
+endif()
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_range_pool)
