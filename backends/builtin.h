@@ -1,0 +1,29 @@
+/*
+ * The backends compiled into Osprey. Each is a static table defined in its
+ * own folder and looked up by name through osp_backend_find()
+ * (backends/registry.c).
+ */
+#pragma once
+
+#include <stdbool.h>
+
+#include "osprey/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+extern const osp_backend osp_backend_identity; /* identity/identity.c */
+extern const osp_backend osp_backend_add_sub;  /* add_sub/add_sub.c */
+extern const osp_backend osp_backend_dense;    /* dense/dense.c */
+
+/* Whether batch input `t` was sent. An optional input that no request sent
+ * has neither data nor shape; an empty tensor that was sent keeps its shape
+ * even when it has no data (zero bytes need no memory). */
+static inline bool osp_backend_input_given(const osp_backend_tensor *t) {
+    return t->data != NULL || t->shape.rank > 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
