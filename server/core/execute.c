@@ -1,0 +1,65 @@
+/* The accessors backends use on an osp_execute_ctx (see execute_ctx.h). */
+#include "execute_ctx.h"
+
+osp_device *osp_execute_device(const osp_execute_ctx *ctx)
+{
+    return ctx->device;
+}
+
+osp_stream *osp_execute_stream(const osp_execute_ctx *ctx)
+{
+    return ctx->stream;
+}
+
+int64_t osp_execute_batch_size(const osp_execute_ctx *ctx)
+{
+    return ctx->batch_size;
+}
+
+size_t osp_execute_input_count(const osp_execute_ctx *ctx)
+{
+    return ctx->n_inputs;
+}
+
+const osp_backend_tensor *osp_execute_input(const osp_execute_ctx *ctx,
+                                            size_t index)
+{
+    return index < ctx->n_inputs ? &ctx->inputs[index] : NULL;
+}
+
+bool osp_execute_output_requested(const osp_execute_ctx *ctx, size_t index)
+{
+    return index < ctx->n_outputs && ctx->output_requested[index];
+}
+
+osp_error *osp_execute_output_alloc(osp_execute_ctx *ctx, size_t index,
+                                    const osp_shape *shape, size_t byte_size,
+                                    void **data)
+{
+    if (index >= ctx->n_outputs)
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "backend allocated output %zu of %zu", index,
+                             ctx->n_outputs);
+    if (ctx->output_buffers[index])
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "backend allocated output %zu twice", index);
+    osp_buffer *buf = NULL;
+    osp_error *err = osp_device_alloc(ctx->device, byte_size, &buf);
+    if (err)
+        return err;
+    ctx->output_buffers[index] = buf;
+    ctx->outputs[index].shape = *shape;
+    ctx->outputs[index].byte_size = byte_size;
+    ctx->outputs[index].data = buf->data;
+    *data = buf->data;
+    return NULL;
+}
+
+void osp_execute_ctx_release_outputs(osp_execute_ctx *ctx)
+{
+    for (size_t i = 0; i < ctx->n_outputs; i++) {
+        osp_buffer_free(ctx->output_buffers[i]);
+        ctx->output_buffers[i] = NULL;
+        ctx->outputs[i].data = NULL;
+    }
+}

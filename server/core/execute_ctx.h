@@ -1,0 +1,28 @@
+/*
+ * The core's side of osp_execute_ctx (osprey/backend.h): one batch handed
+ * to a backend's execute(). The scheduler fills it; unit tests build one by
+ * hand to drive a backend directly.
+ */
+#pragma once
+
+#include <stdbool.h>
+
+#include "osprey/backend.h"
+
+struct osp_execute_ctx {
+    osp_device *device;
+    osp_stream *stream;
+    int64_t batch_size;
+    const osp_backend_tensor *inputs;  /* config order, borrowed */
+    size_t n_inputs;
+    const bool *output_requested;      /* per config output, borrowed */
+    size_t n_outputs;
+    /* Filled by osp_execute_output_alloc; the ctx's creator owns the
+     * buffers (free them with osp_execute_ctx_release_outputs). Arrays of
+     * n_outputs entries provided by the creator, zero-initialised. */
+    osp_backend_tensor *outputs;
+    osp_buffer **output_buffers;
+};
+
+/* Frees every buffer osp_execute_output_alloc made and clears the slots. */
+void osp_execute_ctx_release_outputs(osp_execute_ctx *ctx);

@@ -1,0 +1,345 @@
+/*
+ * Running one batch on a model instance: gather the requests' inputs into
+ * device tensors along the batch dimension, call the backend, copy outputs
+ * back into host buffers and scatter them into one response per request.
+ *
+ * All device work for a batch is enqueued on the instance's stream and the
+ * worker waits once per batch (not per request) before completing the
+ * responses.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "execute_ctx.h"
+#include "model_internal.h"
+#include "osprey/log.h"
+
+void pending_request_free(pending_request *p)
+{
+    if (!p)
+        return;
+    osp_infer_request_free(p->req);
+    free(p->input_map);
+    free(p->output_requested);
+    free(p->response_outputs);
+    if (p->model)
+        osp_model_unref(p->model);
+    free(p);
+}
+
+/* A response shell carrying the request's identity; NULL on OOM. */
+static osp_infer_response *response_new(const pending_request *p)
+{
+    osp_infer_response *resp = calloc(1, sizeof(*resp));
+    if (!resp)
+        return NULL;
+    resp->model_name = strdup(p->req->model_name);
+    resp->id = strdup(p->req->id);
+    resp->model_version = p->model ? p->model->version : -1;
+    if (!resp->model_name || !resp->id) {
+        osp_infer_response_free(resp);
+        return NULL;
+    }
+    return resp;
+}
+
+void pending_request_fail(pending_request *p, osp_error *err)
+{
+    osp_infer_response *resp = response_new(p);
+    if (resp) {
+        resp->error = err;
+        p->complete(resp, p->user);
+    } else {
+        /* Even the error response cannot be allocated: the callback still
+         * runs, with NULL, so the frontend can answer 500. */
+        osp_error_free(err);
+        p->complete(NULL, p->user);
+    }
+    pending_request_free(p);
+}
+
+static void fail_batch(pending_request **batch, size_t n, const osp_error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        pending_request_fail(batch[i],
+                             osp_error_new(osp_error_get_code(err), "%s",
+                                           osp_error_message(err)));
+}
+
+/* Per-batch scratch: device input tensors and the execute context. */
+typedef struct batch_state {
+    osp_backend_tensor *inputs;
+    osp_buffer **input_buffers;  /* device buffers we allocated, or NULL */
+    bool *output_requested;
+    osp_backend_tensor *outputs;
+    osp_buffer **output_buffers;
+    osp_execute_ctx ctx;
+} batch_state;
+
+static void batch_state_free(batch_state *bs, size_t n_inputs)
+{
+    if (bs->input_buffers)
+        for (size_t i = 0; i < n_inputs; i++)
+            osp_buffer_free(bs->input_buffers[i]);
+    if (bs->output_buffers)
+        osp_execute_ctx_release_outputs(&bs->ctx);
+    free(bs->inputs);
+    free(bs->input_buffers);
+    free(bs->output_requested);
+    free(bs->outputs);
+    free(bs->output_buffers);
+}
+
+/* Builds device input i from every request's bytes. A single request on
+ * a host-memory device is passed through without a copy. */
+static osp_error *gather_input(model_instance *inst, batch_state *bs,
+                               pending_request **batch, size_t n, size_t i,
+                               int64_t total_batch)
+{
+    const osp_model_config *cfg = inst->model->config;
+    osp_backend_tensor *t = &bs->inputs[i];
+    t->name = cfg->inputs[i].name;
+    t->dtype = cfg->inputs[i].dtype;
+    const osp_infer_input *first = NULL;
+    size_t total = 0, present = 0;
+    for (size_t r = 0; r < n; r++) {
+        int j = batch[r]->input_map[i];
+        if (j < 0)
+            continue;
+        const osp_infer_input *in = &batch[r]->req->inputs[j];
+        if (!first)
+            first = in;
+        present++;
+        total += in->data ? in->data->size : 0;
+    }
+    if (present != 0 && present != n)
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "optional input '%s' given by only some requests "
+                             "of a batch",
+                             t->name);
+    if (!first)
+        return NULL; /* optional input absent everywhere */
+    t->shape = first->shape;
+    if (cfg->max_batch_size > 0)
+        t->shape.dims[0] = total_batch;
+    t->byte_size = total;
+
+    osp_device_info info;
+    osp_device_get_info(inst->device, &info);
+    if (n == 1 && info.type == OSP_DEVICE_CPU) {
+        t->data = first->data ? first->data->data : NULL;
+        return NULL;
+    }
+    osp_error *err = osp_device_alloc(inst->device, total,
+                                      &bs->input_buffers[i]);
+    if (err)
+        return err;
+    t->data = bs->input_buffers[i]->data;
+    size_t offset = 0;
+    for (size_t r = 0; r < n; r++) {
+        const osp_infer_input *in =
+            &batch[r]->req->inputs[batch[r]->input_map[i]];
+        size_t size = in->data ? in->data->size : 0;
+        if (size == 0)
+            continue;
+        err = osp_memcpy_async(inst->stream, (char *)t->data + offset,
+                               in->data->data, size, OSP_COPY_HOST_TO_DEVICE);
+        if (err)
+            return err;
+        offset += size;
+    }
+    return NULL;
+}
+
+/* Bytes taken by the first `elements` serialized BYTES elements at p
+ * (within `avail` bytes). */
+static size_t bytes_rows_size(const unsigned char *p, size_t avail,
+                              int64_t elements)
+{
+    size_t off = 0;
+    for (int64_t e = 0; e < elements && off + 4 <= avail; e++) {
+        uint32_t len;
+        memcpy(&len, p + off, 4);
+        off += 4 + (size_t)len;
+    }
+    return off <= avail ? off : avail;
+}
+
+/* Copies output o of the batch into one host buffer per request and
+ * attaches them to the responses. */
+static osp_error *scatter_output(model_instance *inst, batch_state *bs,
+                                 pending_request **batch, size_t n,
+                                 osp_infer_response **resps, size_t o)
+{
+    const osp_model_config *cfg = inst->model->config;
+    osp_backend_tensor *t = &bs->outputs[o];
+    osp_error *err = NULL;
+    osp_device_info info;
+    osp_device_get_info(inst->device, &info);
+    bool host_device = info.type == OSP_DEVICE_CPU;
+
+    /* Whole output on the host: the device buffer itself for a host device,
+     * otherwise one device-to-host copy. */
+    osp_buffer *host = NULL;
+    if (host_device) {
+        host = bs->output_buffers[o];
+    } else {
+        if ((err = osp_device_alloc_host(inst->device, t->byte_size, &host)))
+            return err;
+        err = osp_memcpy_async(inst->stream, host->data, t->data,
+                               t->byte_size, OSP_COPY_DEVICE_TO_HOST);
+        if (!err)
+            err = osp_stream_synchronize(inst->stream);
+        if (err) {
+            osp_buffer_free(host);
+            return err;
+        }
+    }
+
+    int64_t row_elements = 1;
+    for (int d = cfg->max_batch_size > 0 ? 1 : 0; d < t->shape.rank; d++)
+        row_elements *= t->shape.dims[d];
+    size_t row_bytes = (size_t)row_elements * osp_datatype_byte_size(t->dtype);
+    size_t offset = 0;
+    for (size_t r = 0; r < n && !err; r++) {
+        int64_t rows = cfg->max_batch_size > 0 ? batch[r]->batch_size : 1;
+        size_t size =
+            t->dtype == OSP_TYPE_BYTES
+                ? bytes_rows_size((unsigned char *)host->data + offset,
+                                  t->byte_size - offset, rows * row_elements)
+                : (n == 1 ? t->byte_size : (size_t)rows * row_bytes);
+        osp_buffer *mine = NULL;
+        if (n == 1 && host_device) {
+            mine = host; /* hand the device buffer over, no copy */
+            bs->output_buffers[o] = NULL;
+        } else if (n == 1) {
+            mine = host;
+            host = NULL;
+        } else {
+            mine = osp_buffer_new_host(size);
+            if (!mine) {
+                err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+                break;
+            }
+            memcpy(mine->data, (char *)host->data + offset, size);
+        }
+        offset += size;
+        /* Attach to the request's response at its position. */
+        for (size_t k = 0; k < batch[r]->n_response_outputs; k++) {
+            if (batch[r]->response_outputs[k] != o)
+                continue;
+            osp_infer_output *out = &resps[r]->outputs[k];
+            out->dtype = t->dtype;
+            out->shape = t->shape;
+            if (cfg->max_batch_size > 0)
+                out->shape.dims[0] = batch[r]->batch_size;
+            out->data = mine;
+            out->byte_size = size;
+            mine = NULL;
+            break;
+        }
+        osp_buffer_free(mine); /* this request did not ask for it */
+    }
+    if (!host_device)
+        osp_buffer_free(host);
+    return err;
+}
+
+void instance_execute_batch(model_instance *inst, pending_request **batch,
+                            size_t n)
+{
+    osp_model *model = inst->model;
+    const osp_model_config *cfg = model->config;
+    size_t n_in = cfg->n_inputs, n_out = cfg->n_outputs;
+    batch_state bs = {0};
+    osp_infer_response **resps = calloc(n, sizeof(*resps));
+    osp_error *err = NULL;
+    int64_t total_batch = 0;
+
+    bs.inputs = calloc(n_in + 1, sizeof(*bs.inputs));
+    bs.input_buffers = calloc(n_in + 1, sizeof(*bs.input_buffers));
+    bs.output_requested = calloc(n_out + 1, sizeof(bool));
+    bs.outputs = calloc(n_out + 1, sizeof(*bs.outputs));
+    bs.output_buffers = calloc(n_out + 1, sizeof(*bs.output_buffers));
+    if (!resps || !bs.inputs || !bs.input_buffers || !bs.output_requested ||
+        !bs.outputs || !bs.output_buffers) {
+        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        goto out;
+    }
+    for (size_t r = 0; r < n; r++) {
+        total_batch += batch[r]->batch_size;
+        for (size_t o = 0; o < n_out; o++)
+            bs.output_requested[o] |= batch[r]->output_requested[o];
+    }
+    for (size_t o = 0; o < n_out; o++) {
+        bs.outputs[o].name = cfg->outputs[o].name;
+        bs.outputs[o].dtype = cfg->outputs[o].dtype;
+    }
+    for (size_t i = 0; i < n_in && !err; i++)
+        err = gather_input(inst, &bs, batch, n, i, total_batch);
+    if (err)
+        goto out;
+
+    bs.ctx = (osp_execute_ctx){
+        .device = inst->device,
+        .stream = inst->stream,
+        .batch_size = cfg->max_batch_size > 0 ? total_batch : 0,
+        .inputs = bs.inputs,
+        .n_inputs = n_in,
+        .output_requested = bs.output_requested,
+        .n_outputs = n_out,
+        .outputs = bs.outputs,
+        .output_buffers = bs.output_buffers,
+    };
+    if ((err = model->backend->execute(inst->state, &bs.ctx)))
+        goto out;
+    if ((err = osp_stream_synchronize(inst->stream)))
+        goto out;
+
+    for (size_t r = 0; r < n && !err; r++) {
+        resps[r] = response_new(batch[r]);
+        if (resps[r])
+            resps[r]->outputs =
+                calloc(batch[r]->n_response_outputs + 1,
+                       sizeof(*resps[r]->outputs));
+        if (!resps[r] || !resps[r]->outputs) {
+            err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            break;
+        }
+        resps[r]->n_outputs = batch[r]->n_response_outputs;
+        for (size_t k = 0; k < batch[r]->n_response_outputs; k++) {
+            size_t o = batch[r]->response_outputs[k];
+            resps[r]->outputs[k].name = strdup(cfg->outputs[o].name);
+            if (!resps[r]->outputs[k].name)
+                err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        }
+    }
+    for (size_t o = 0; o < n_out && !err; o++) {
+        if (!bs.output_requested[o])
+            continue;
+        if (!bs.output_buffers[o]) {
+            err = osp_error_new(OSP_ERROR_INTERNAL,
+                                "backend '%s' produced no output '%s'",
+                                model->backend->name, cfg->outputs[o].name);
+            break;
+        }
+        err = scatter_output(inst, &bs, batch, n, resps, o);
+    }
+
+out:
+    if (err) {
+        OSP_LOG_VERBOSE("model '%s' batch of %zu failed: %s", cfg->name, n,
+                        osp_error_message(err));
+        for (size_t r = 0; r < n && resps; r++)
+            osp_infer_response_free(resps[r]);
+        fail_batch(batch, n, err);
+        osp_error_free(err);
+    } else {
+        for (size_t r = 0; r < n; r++) {
+            batch[r]->complete(resps[r], batch[r]->user);
+            pending_request_free(batch[r]);
+        }
+    }
+    batch_state_free(&bs, n_in);
+    free(resps);
+}

@@ -1,0 +1,281 @@
+/*
+ * A loaded model version: backend state, instances placed on devices, and
+ * the scheduler queue its instance workers take requests from.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model_internal.h"
+#include "osprey/log.h"
+
+uint64_t osp_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+osp_model *model_ref(osp_model *model)
+{
+    atomic_fetch_add(&model->refs, 1);
+    return model;
+}
+
+/* Frees the struct itself once nobody refers to it; instances and backend
+ * state are already gone (model_unload). */
+void osp_model_unref(osp_model *model)
+{
+    if (!model || atomic_fetch_sub(&model->refs, 1) != 1)
+        return;
+    pthread_mutex_destroy(&model->lock);
+    pthread_cond_destroy(&model->work_ready);
+    osp_model_config_free(model->config);
+    free(model->version_path);
+    free(model);
+}
+
+const osp_model_config *osp_model_get_config(const osp_model *model)
+{
+    return model->config;
+}
+
+int64_t osp_model_get_version(const osp_model *model)
+{
+    return model->version;
+}
+
+void osp_model_describe_placement(const osp_model *model, char *buf,
+                                  size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < model->n_instances && used < cap; i++) {
+        osp_device_info info;
+        osp_device_get_info(model->instances[i].device, &info);
+        if (info.type == OSP_DEVICE_CPU)
+            used += (size_t)snprintf(buf + used, cap - used, "%sCPU",
+                                     i ? ", " : "");
+        else
+            used += (size_t)snprintf(buf + used, cap - used, "%sGPU %d (%s)",
+                                     i ? ", " : "", info.index, info.name);
+    }
+}
+
+/* ---- instance workers ------------------------------------------------------ */
+
+/* Takes the next batch from the queue, blocking while it is empty. Returns
+ * 0 when the model is stopping and the queue is drained. Without dynamic
+ * batching a batch is one request. */
+static size_t take_batch(osp_model *model, pending_request **batch,
+                         size_t cap)
+{
+    pthread_mutex_lock(&model->lock);
+    while (!model->queue_head && !model->stopping)
+        pthread_cond_wait(&model->work_ready, &model->lock);
+    size_t n = 0;
+    if (model->queue_head && cap > 0) {
+        pending_request *p = model->queue_head;
+        model->queue_head = p->next;
+        if (!model->queue_head)
+            model->queue_tail = NULL;
+        model->queue_length--;
+        p->next = NULL;
+        batch[n++] = p;
+    }
+    pthread_mutex_unlock(&model->lock);
+    return n;
+}
+
+static void *instance_worker(void *arg)
+{
+    model_instance *inst = arg;
+    pending_request *batch[1];
+    size_t n;
+    while ((n = take_batch(inst->model, batch, 1)) > 0)
+        instance_execute_batch(inst, batch, n);
+    return NULL;
+}
+
+osp_error *model_enqueue(osp_model *model, pending_request *p)
+{
+    pthread_mutex_lock(&model->lock);
+    if (model->stopping) {
+        pthread_mutex_unlock(&model->lock);
+        pending_request_free(p);
+        return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                             "Request for unknown model: '%s' is not at ready "
+                             "state",
+                             model->config->name);
+    }
+    p->queue_start_ns = osp_now_ns();
+    p->next = NULL;
+    if (model->queue_tail)
+        model->queue_tail->next = p;
+    else
+        model->queue_head = p;
+    model->queue_tail = p;
+    model->queue_length++;
+    pthread_cond_signal(&model->work_ready);
+    pthread_mutex_unlock(&model->lock);
+    return NULL;
+}
+
+/* ---- placement --------------------------------------------------------------- */
+
+/* Appends one instance slot on `dev`. */
+static osp_error *add_instance(osp_model *model, osp_device *dev)
+{
+    model_instance *bigger =
+        realloc(model->instances, sizeof(*bigger) * (model->n_instances + 1));
+    if (!bigger)
+        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+    model->instances = bigger;
+    model_instance *inst = &model->instances[model->n_instances];
+    memset(inst, 0, sizeof(*inst));
+    inst->model = model;
+    inst->index = (int)model->n_instances;
+    inst->device = dev;
+    model->n_instances++;
+    return NULL;
+}
+
+/* Decides the devices of every instance from instance_group (Triton's
+ * rules: KIND_AUTO = GPU when present; a group without gpus uses every GPU;
+ * count instances per GPU). Without a GPU, KIND_GPU falls back to the CPU
+ * with one warning unless strict_gpu. */
+static osp_error *place_instances(osp_model *model, bool strict_gpu)
+{
+    const osp_model_config *cfg = model->config;
+    int gpus = osp_device_cuda_count();
+    osp_instance_group fallback = {.count = 1, .kind = OSP_INSTANCE_KIND_AUTO};
+    const osp_instance_group *groups =
+        cfg->n_instance_groups ? cfg->instance_groups : &fallback;
+    size_t n_groups = cfg->n_instance_groups ? cfg->n_instance_groups : 1;
+    bool warned = false;
+    osp_error *err = NULL;
+
+    for (size_t g = 0; g < n_groups && !err; g++) {
+        const osp_instance_group *grp = &groups[g];
+        int count = grp->count > 0 ? grp->count : 1;
+        bool want_gpu = grp->kind == OSP_INSTANCE_KIND_GPU ||
+                        (grp->kind == OSP_INSTANCE_KIND_AUTO && gpus > 0);
+        if (want_gpu && gpus == 0) {
+            if (strict_gpu)
+                return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                                     "instance group %zu of model '%s' asks "
+                                     "for KIND_GPU but no GPU is available "
+                                     "(--strict-gpu)",
+                                     g, cfg->name);
+            if (!warned)
+                OSP_LOG_WARN("model '%s': KIND_GPU requested but no GPU is "
+                             "available; running its instances on the CPU",
+                             cfg->name);
+            warned = true;
+            want_gpu = false;
+        }
+        if (!want_gpu) {
+            for (int c = 0; c < count && !err; c++)
+                err = add_instance(model, osp_device_cpu());
+            continue;
+        }
+        size_t n_ids = grp->n_gpus ? grp->n_gpus : (size_t)gpus;
+        for (size_t k = 0; k < n_ids && !err; k++) {
+            int id = grp->n_gpus ? grp->gpus[k] : (int)k;
+            osp_device *dev = NULL;
+            if ((err = osp_device_cuda_get(id, &dev)))
+                break;
+            for (int c = 0; c < count && !err; c++)
+                err = add_instance(model, dev);
+        }
+    }
+    return err;
+}
+
+/* Stops workers (after draining the queue) and frees instance state. */
+static void stop_instances(osp_model *model)
+{
+    pthread_mutex_lock(&model->lock);
+    model->stopping = true;
+    pthread_cond_broadcast(&model->work_ready);
+    pthread_mutex_unlock(&model->lock);
+    for (size_t i = 0; i < model->n_instances; i++) {
+        model_instance *inst = &model->instances[i];
+        if (inst->thread_started)
+            pthread_join(inst->thread, NULL);
+        if (inst->state)
+            model->backend->instance_free(inst->state);
+        osp_stream_free(inst->stream);
+    }
+    free(model->instances);
+    model->instances = NULL;
+    model->n_instances = 0;
+    if (model->backend_model)
+        model->backend->model_free(model->backend_model);
+    model->backend_model = NULL;
+}
+
+osp_error *model_load(osp_model_config *config, int64_t version,
+                      const char *version_path, bool strict_gpu,
+                      osp_model **out)
+{
+    osp_error *err = NULL;
+    osp_model *model = calloc(1, sizeof(*model));
+    if (!model)
+        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+    atomic_init(&model->refs, 1);
+    pthread_mutex_init(&model->lock, NULL);
+    pthread_cond_init(&model->work_ready, NULL);
+    model->config = config;
+    model->version = version;
+    model->version_path = strdup(version_path);
+    if (!model->version_path) {
+        err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        goto out;
+    }
+    model->backend = osp_backend_find(config->backend);
+    if (!model->backend) {
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "unknown backend '%s' (built in: identity, "
+                            "add_sub, dense)",
+                            config->backend);
+        goto out;
+    }
+    if ((err = model->backend->model_new(config, version_path,
+                                         &model->backend_model)))
+        goto out;
+    if ((err = place_instances(model, strict_gpu)))
+        goto out;
+    for (size_t i = 0; i < model->n_instances && !err; i++) {
+        model_instance *inst = &model->instances[i];
+        err = osp_stream_new(inst->device, &inst->stream);
+        if (!err)
+            err = model->backend->instance_new(model->backend_model,
+                                               inst->device, inst->stream,
+                                               &inst->state);
+    }
+    for (size_t i = 0; i < model->n_instances && !err; i++) {
+        model_instance *inst = &model->instances[i];
+        if (pthread_create(&inst->thread, NULL, instance_worker, inst) != 0)
+            err = osp_error_new(OSP_ERROR_INTERNAL,
+                                "cannot start instance thread");
+        else
+            inst->thread_started = true;
+    }
+out:
+    if (err) {
+        stop_instances(model);
+        model->config = NULL; /* the caller keeps the config on failure */
+        osp_model_unref(model);
+        return err;
+    }
+    *out = model;
+    return NULL;
+}
+
+void model_unload(osp_model *model)
+{
+    stop_instances(model);
+    osp_model_unref(model);
+}

@@ -1,0 +1,90 @@
+/*
+ * Core-internal view of a loaded model version: its config, backend state,
+ * instances and scheduler queue. Frontends see only the opaque osp_model of
+ * osprey/server.h.
+ */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "osprey/backend.h"
+#include "osprey/server.h"
+
+typedef struct model_instance model_instance;
+
+/* A validated request waiting in (or taken from) a model's queue. Owns its
+ * request; holds a reference on its model. */
+typedef struct pending_request {
+    osp_infer_request *req;
+    osp_infer_complete_fn complete;
+    void *user;
+    osp_model *model;
+    int64_t batch_size;       /* request's batch dim; 0 if the model doesn't batch */
+    int *input_map;           /* config input i -> req->inputs index, or -1 */
+    bool *output_requested;   /* per config output */
+    size_t *response_outputs; /* config output indices in response order */
+    size_t n_response_outputs;
+    uint64_t queue_start_ns;
+    struct pending_request *next;
+} pending_request;
+
+/* Frees a pending request and everything it owns, releasing its model
+ * reference. Does not call its completion callback. */
+void pending_request_free(pending_request *p);
+
+/* Completes `p` with `err` (ownership moves) as an error response, then
+ * frees it. */
+void pending_request_fail(pending_request *p, osp_error *err);
+
+struct model_instance {
+    osp_model *model;          /* borrowed: the model owns its instances */
+    int index;
+    osp_device *device;        /* borrowed */
+    osp_stream *stream;        /* owned */
+    void *state;               /* backend's instance state */
+    pthread_t thread;
+    bool thread_started;
+};
+
+struct osp_model {
+    atomic_int refs;
+    osp_model_config *config;  /* owned */
+    int64_t version;
+    char *version_path;
+    const osp_backend *backend;
+    void *backend_model;
+    model_instance *instances;
+    size_t n_instances;
+
+    /* Scheduler queue: FIFO, guarded by lock. */
+    pthread_mutex_t lock;
+    pthread_cond_t work_ready;
+    pending_request *queue_head, *queue_tail;
+    size_t queue_length;
+    bool stopping;             /* no new work; workers exit once drained */
+};
+
+/* Loads version `version` of the model whose config is `config` (borrowed;
+ * copied by reparsing is not needed: the model takes ownership on success).
+ * Creates instances per instance_group and starts their workers. */
+osp_error *model_load(osp_model_config *config, int64_t version,
+                      const char *version_path, bool strict_gpu,
+                      osp_model **out);
+/* Stops accepting work, lets workers finish everything queued, frees the
+ * instances and backend state, and drops the loader's reference. */
+void model_unload(osp_model *model);
+
+osp_model *model_ref(osp_model *model);
+
+/* Queues a validated request (ownership of p moves). Returns UNAVAILABLE if
+ * the model is stopping (p is then freed without completing). */
+osp_error *model_enqueue(osp_model *model, pending_request *p);
+
+/* Runs one batch of requests on an instance and completes each of them.
+ * Consumes the array's entries. */
+void instance_execute_batch(model_instance *inst, pending_request **batch,
+                            size_t n);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t osp_now_ns(void);

@@ -1,0 +1,676 @@
+/*
+ * The server object: which models exist, their versions' states, loading
+ * and unloading, and the entry point of inference (validate, then queue on
+ * the model).
+ *
+ * Locking: `lock` guards the entries table and is held only briefly;
+ * `load_lock` serialises whole load/unload operations, which do their slow
+ * work (reading weights, starting instances, draining queues) without
+ * holding `lock`.
+ */
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+#include "osprey/log.h"
+#include "repository.h"
+#include "request_validate.h"
+
+typedef struct version_slot {
+    int64_t version;
+    osp_model_state state;
+    char *reason;
+    osp_model *model; /* loader's reference, when READY */
+} version_slot;
+
+typedef struct model_entry {
+    char *name;
+    char *reason;          /* why the whole model is unavailable, or NULL */
+    version_slot *versions;
+    size_t n_versions;
+    bool wanted;           /* asked to be loaded (readiness counts it) */
+} model_entry;
+
+struct osp_server {
+    char *repo_root;
+    osp_model_control_mode control_mode;
+    bool strict_gpu;
+    pthread_mutex_t lock;
+    pthread_mutex_t load_lock;
+    model_entry *entries;
+    size_t n_entries;
+    atomic_bool shutting_down;
+};
+
+const char *osp_model_state_name(osp_model_state state)
+{
+    switch (state) {
+    case OSP_MODEL_STATE_READY:
+        return "READY";
+    case OSP_MODEL_STATE_UNAVAILABLE:
+        return "UNAVAILABLE";
+    case OSP_MODEL_STATE_LOADING:
+        return "LOADING";
+    case OSP_MODEL_STATE_UNLOADING:
+        return "UNLOADING";
+    default:
+        return "";
+    }
+}
+
+void osp_server_options_init(osp_server_options *opts)
+{
+    memset(opts, 0, sizeof(*opts));
+    opts->control_mode = OSP_MODEL_CONTROL_NONE;
+    osp_device_options_init(&opts->devices);
+}
+
+/* ---- entries table (call with `lock` held) --------------------------------- */
+
+static model_entry *find_entry(osp_server *server, const char *name)
+{
+    for (size_t i = 0; i < server->n_entries; i++)
+        if (strcmp(server->entries[i].name, name) == 0)
+            return &server->entries[i];
+    return NULL;
+}
+
+/* Finds or appends the entry for `name` (kept sorted by name). */
+static model_entry *get_or_add_entry(osp_server *server, const char *name)
+{
+    model_entry *e = find_entry(server, name);
+    if (e)
+        return e;
+    char *copy = strdup(name);
+    model_entry *bigger = copy ? realloc(server->entries,
+                                         sizeof(*bigger) *
+                                             (server->n_entries + 1))
+                               : NULL;
+    if (!bigger) {
+        free(copy);
+        return NULL;
+    }
+    server->entries = bigger;
+    size_t pos = 0;
+    while (pos < server->n_entries && strcmp(bigger[pos].name, name) < 0)
+        pos++;
+    memmove(&bigger[pos + 1], &bigger[pos],
+            sizeof(*bigger) * (server->n_entries - pos));
+    memset(&bigger[pos], 0, sizeof(*bigger));
+    bigger[pos].name = copy;
+    server->n_entries++;
+    return &bigger[pos];
+}
+
+static void versions_free(version_slot *slots, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(slots[i].reason);
+    free(slots);
+}
+
+/* ---- loading ------------------------------------------------------------------ */
+
+static char *read_text_file(const char *path, size_t *len, osp_error **err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        *err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "cannot open '%s': %m", path);
+        return NULL;
+    }
+    char *text = NULL;
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0)
+        size = ftell(f);
+    if (size < 0 || size > 16 * 1024 * 1024 || fseek(f, 0, SEEK_SET) != 0) {
+        *err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "'%s' is unreadable or larger than 16 MiB", path);
+        goto out;
+    }
+    text = malloc((size_t)size + 1);
+    if (!text || fread(text, 1, (size_t)size, f) != (size_t)size) {
+        free(text);
+        text = NULL;
+        *err = osp_error_new(OSP_ERROR_INVALID_ARG, "cannot read '%s'", path);
+        goto out;
+    }
+    text[size] = '\0';
+    *len = (size_t)size;
+out:
+    fclose(f);
+    return text;
+}
+
+/* Parses <model_dir>/config.pbtxt and checks its name against the folder
+ * (an absent name takes the folder's). Caller owns *out. */
+static osp_error *read_config(const char *model_dir, const char *name,
+                              const char *text, size_t len,
+                              const char *path, osp_model_config **out)
+{
+    (void)model_dir;
+    osp_model_config *cfg = NULL;
+    osp_error *err = osp_model_config_parse(text, len, path, &cfg);
+    if (err)
+        return err;
+    if (!cfg->name || !cfg->name[0]) {
+        free(cfg->name);
+        cfg->name = strdup(name);
+        if (!cfg->name) {
+            osp_model_config_free(cfg);
+            return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        }
+    } else if (strcmp(cfg->name, name) != 0) {
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "%s: name: model name '%s' does not match its "
+                            "folder '%s'",
+                            path, cfg->name, name);
+        osp_model_config_free(cfg);
+        return err;
+    }
+    *out = cfg;
+    return NULL;
+}
+
+/* Loads every selected version of model `name` into new slots. Returns an
+ * error only when nothing could be tried (bad name, config, versions);
+ * per-version failures are recorded in the slots. */
+static osp_error *load_versions(osp_server *server, const char *name,
+                                version_slot **slots_out, size_t *n_out)
+{
+    osp_error *err = NULL;
+    char *model_dir = NULL, *text = NULL, path[PATH_MAX];
+    osp_model_config *cfg = NULL;
+    int64_t *versions = NULL;
+    size_t n_versions = 0, len = 0;
+    version_slot *slots = NULL;
+
+    if ((err = osp_repository_check_name(name)))
+        goto out;
+    if ((err = osp_repository_model_dir(server->repo_root, name, &model_dir)))
+        goto out;
+    snprintf(path, sizeof(path), "%s/config.pbtxt", model_dir);
+    if (!(text = read_text_file(path, &len, &err)))
+        goto out;
+    if ((err = read_config(model_dir, name, text, len, path, &cfg)))
+        goto out;
+    if ((err = osp_repository_select_versions(model_dir, &cfg->version_policy,
+                                              &versions, &n_versions)))
+        goto out;
+    slots = calloc(n_versions, sizeof(*slots));
+    if (!slots) {
+        err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n_versions; i++) {
+        version_slot *slot = &slots[i];
+        slot->version = versions[i];
+        char vpath[PATH_MAX];
+        snprintf(vpath, sizeof(vpath), "%s/%lld", model_dir,
+                 (long long)versions[i]);
+        /* Each version owns its config: parse again (cheap, and keeps
+         * versions independent). */
+        osp_model_config *vcfg = NULL;
+        osp_error *verr = read_config(model_dir, name, text, len, path, &vcfg);
+        if (!verr)
+            verr = model_load(vcfg, versions[i], vpath, server->strict_gpu,
+                              &slot->model);
+        if (verr) {
+            osp_model_config_free(vcfg);
+            slot->state = OSP_MODEL_STATE_UNAVAILABLE;
+            slot->reason = strdup(osp_error_message(verr));
+            OSP_LOG_ERROR("failed to load '%s' version %lld: %s", name,
+                          (long long)versions[i], osp_error_message(verr));
+            osp_error_free(verr);
+        } else {
+            slot->state = OSP_MODEL_STATE_READY;
+            char where[256];
+            osp_model_describe_placement(slot->model, where, sizeof(where));
+            OSP_LOG_INFO("successfully loaded '%s' version %lld on %s", name,
+                         (long long)versions[i], where);
+        }
+    }
+    *slots_out = slots;
+    *n_out = n_versions;
+    slots = NULL;
+out:
+    free(slots);
+    free(versions);
+    osp_model_config_free(cfg);
+    free(text);
+    free(model_dir);
+    return err;
+}
+
+/* Unloads the versions in `slots` that hold a model (their queues drain
+ * first) and marks them "unloaded". Call without `lock` held; the slot
+ * fields are updated under it so lookups never see a half-written slot. */
+static void unload_slots(osp_server *server, version_slot *slots, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        osp_model *model = slots[i].model;
+        if (!model)
+            continue;
+        model_unload(model);
+        char *reason = strdup("unloaded");
+        pthread_mutex_lock(&server->lock);
+        slots[i].model = NULL;
+        slots[i].state = OSP_MODEL_STATE_UNAVAILABLE;
+        free(slots[i].reason);
+        slots[i].reason = reason;
+        pthread_mutex_unlock(&server->lock);
+    }
+}
+
+/* Loads (or reloads) `name`; call with load_lock held. On failure the
+ * model is left UNAVAILABLE with the reason, and the error returned. */
+static osp_error *load_model_locked(osp_server *server, const char *name)
+{
+    version_slot *slots = NULL, *old = NULL;
+    size_t n = 0, n_old = 0;
+    osp_error *err = load_versions(server, name, &slots, &n);
+    bool any_ready = false;
+    for (size_t i = 0; i < n; i++)
+        any_ready |= slots[i].state == OSP_MODEL_STATE_READY;
+    if (!err && !any_ready)
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "load failed for model '%s': version %lld is at "
+                            "UNAVAILABLE state: %s",
+                            name, n ? (long long)slots[0].version : -1LL,
+                            n && slots[0].reason ? slots[0].reason : "");
+    else if (err)
+        OSP_LOG_ERROR("failed to load '%s': %s", name,
+                      osp_error_message(err));
+
+    osp_error *unsafe = osp_repository_check_name(name);
+    if (unsafe) {
+        /* Never create entries for unsafe names (nothing was loaded). */
+        osp_error_free(unsafe);
+        versions_free(slots, n);
+        return err;
+    }
+    pthread_mutex_lock(&server->lock);
+    model_entry *e = get_or_add_entry(server, name);
+    if (!e) {
+        pthread_mutex_unlock(&server->lock);
+        unload_slots(server, slots, n);
+        versions_free(slots, n);
+        osp_error_free(err);
+        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+    }
+    old = e->versions;
+    n_old = e->n_versions;
+    e->versions = slots;
+    e->n_versions = n;
+    e->wanted = true;
+    free(e->reason);
+    e->reason = err ? strdup(osp_error_message(err)) : NULL;
+    pthread_mutex_unlock(&server->lock);
+
+    unload_slots(server, old, n_old);
+    versions_free(old, n_old);
+    return err;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------ */
+
+/* Loads every model folder of the repository (control mode none, or
+ * --load-model=*). Failures are logged and recorded, not returned. */
+static void load_all(osp_server *server)
+{
+    char **names = NULL;
+    size_t n = 0;
+    osp_error *err = osp_repository_list(server->repo_root, &names, &n);
+    if (err) {
+        OSP_LOG_ERROR("cannot list model repository: %s",
+                      osp_error_message(err));
+        osp_error_free(err);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        osp_error_free(load_model_locked(server, names[i]));
+        free(names[i]);
+    }
+    free(names);
+}
+
+osp_error *osp_server_new(const osp_server_options *opts, osp_server **out)
+{
+    if (!opts->model_repository)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "--model-repository must be specified");
+    osp_error *err = osp_devices_init(&opts->devices);
+    if (err)
+        return err;
+    osp_server *server = calloc(1, sizeof(*server));
+    if (!server)
+        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+    server->repo_root = realpath(opts->model_repository, NULL);
+    if (!server->repo_root) {
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "failed to stat model repository path '%s': %m",
+                            opts->model_repository);
+        free(server);
+        return err;
+    }
+    server->control_mode = opts->control_mode;
+    server->strict_gpu = opts->strict_gpu;
+    pthread_mutex_init(&server->lock, NULL);
+    pthread_mutex_init(&server->load_lock, NULL);
+    atomic_init(&server->shutting_down, false);
+
+    pthread_mutex_lock(&server->load_lock);
+    if (opts->control_mode == OSP_MODEL_CONTROL_NONE) {
+        load_all(server);
+    } else {
+        for (size_t i = 0; i < opts->n_load_models; i++) {
+            if (strcmp(opts->load_models[i], "*") == 0)
+                load_all(server);
+            else
+                osp_error_free(
+                    load_model_locked(server, opts->load_models[i]));
+        }
+    }
+    pthread_mutex_unlock(&server->load_lock);
+    *out = server;
+    return NULL;
+}
+
+void osp_server_begin_shutdown(osp_server *server)
+{
+    atomic_store(&server->shutting_down, true);
+}
+
+void osp_server_free(osp_server *server)
+{
+    if (!server)
+        return;
+    osp_server_begin_shutdown(server);
+    pthread_mutex_lock(&server->load_lock);
+    for (size_t i = 0; i < server->n_entries; i++) {
+        model_entry *e = &server->entries[i];
+        unload_slots(server, e->versions, e->n_versions);
+        versions_free(e->versions, e->n_versions);
+        free(e->name);
+        free(e->reason);
+    }
+    free(server->entries);
+    pthread_mutex_unlock(&server->load_lock);
+    pthread_mutex_destroy(&server->lock);
+    pthread_mutex_destroy(&server->load_lock);
+    free(server->repo_root);
+    free(server);
+}
+
+bool osp_server_is_live(const osp_server *server)
+{
+    return !atomic_load(&server->shutting_down);
+}
+
+bool osp_server_is_ready(const osp_server *server)
+{
+    if (atomic_load(&server->shutting_down))
+        return false;
+    osp_server *s = (osp_server *)server;
+    bool ready = true;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n_entries && ready; i++) {
+        const model_entry *e = &s->entries[i];
+        if (!e->wanted)
+            continue;
+        bool any = false;
+        for (size_t v = 0; v < e->n_versions; v++)
+            any |= e->versions[v].state == OSP_MODEL_STATE_READY;
+        ready = any;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return ready;
+}
+
+/* ---- model lookup ---------------------------------------------------------------- */
+
+osp_error *osp_server_model_get(osp_server *server, const char *name,
+                                int64_t version, osp_model **out)
+{
+    osp_error *err = NULL;
+    pthread_mutex_lock(&server->lock);
+    model_entry *e = find_entry(server, name);
+    version_slot *pick = NULL;
+    if (!e) {
+        err = osp_error_new(OSP_ERROR_NOT_FOUND,
+                            "Request for unknown model: '%s' is not found",
+                            name);
+    } else if (version < 0) {
+        for (size_t i = 0; i < e->n_versions; i++)
+            if (e->versions[i].state == OSP_MODEL_STATE_READY)
+                pick = &e->versions[i];
+        if (!pick)
+            err = osp_error_new(OSP_ERROR_NOT_FOUND,
+                                "Request for unknown model: '%s' has no "
+                                "available versions",
+                                name);
+    } else {
+        for (size_t i = 0; i < e->n_versions; i++)
+            if (e->versions[i].version == version)
+                pick = &e->versions[i];
+        if (!pick)
+            err = osp_error_new(OSP_ERROR_NOT_FOUND,
+                                "Request for unknown model: '%s' version "
+                                "%lld is not found",
+                                name, (long long)version);
+        else if (pick->state != OSP_MODEL_STATE_READY)
+            err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                                "Request for unknown model: '%s' version "
+                                "%lld is not at ready state",
+                                name, (long long)version);
+    }
+    if (!err)
+        *out = model_ref(pick->model);
+    pthread_mutex_unlock(&server->lock);
+    return err;
+}
+
+osp_error *osp_model_ready_versions(osp_server *server, const char *name,
+                                    int64_t **versions, size_t *n)
+{
+    osp_error *err = NULL;
+    pthread_mutex_lock(&server->lock);
+    model_entry *e = find_entry(server, name);
+    if (!e) {
+        err = osp_error_new(OSP_ERROR_NOT_FOUND,
+                            "Request for unknown model: '%s' is not found",
+                            name);
+        goto out;
+    }
+    *versions = malloc(sizeof(int64_t) * (e->n_versions + 1));
+    if (!*versions) {
+        err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        goto out;
+    }
+    *n = 0;
+    for (size_t i = 0; i < e->n_versions; i++)
+        if (e->versions[i].state == OSP_MODEL_STATE_READY)
+            (*versions)[(*n)++] = e->versions[i].version;
+out:
+    pthread_mutex_unlock(&server->lock);
+    return err;
+}
+
+/* ---- repository API ---------------------------------------------------------------- */
+
+static bool entry_push(osp_repository_entry **list, size_t *n, size_t *cap,
+                       const char *name, int64_t version,
+                       osp_model_state state, const char *reason)
+{
+    if (*n == *cap) {
+        size_t bigger_cap = *cap ? *cap * 2 : 16;
+        osp_repository_entry *bigger =
+            realloc(*list, sizeof(**list) * bigger_cap);
+        if (!bigger)
+            return false;
+        *list = bigger;
+        *cap = bigger_cap;
+    }
+    osp_repository_entry *r = &(*list)[*n];
+    r->name = strdup(name);
+    r->reason = strdup(reason ? reason : "");
+    r->version = version;
+    r->state = state;
+    if (!r->name || !r->reason) {
+        free(r->name);
+        free(r->reason);
+        return false;
+    }
+    (*n)++;
+    return true;
+}
+
+osp_error *osp_server_repository_index(osp_server *server, bool ready_only,
+                                       osp_repository_entry **entries,
+                                       size_t *n)
+{
+    char **names = NULL;
+    size_t n_names = 0, cap = 0, count = 0;
+    osp_repository_entry *list = NULL;
+    bool ok = true;
+    osp_error *err = osp_repository_list(server->repo_root, &names, &n_names);
+    if (err)
+        return err;
+    pthread_mutex_lock(&server->lock);
+    for (size_t i = 0; i < n_names && ok; i++) {
+        model_entry *e = find_entry(server, names[i]);
+        if (!e || (e->n_versions == 0 && !e->reason)) {
+            if (!ready_only)
+                ok = entry_push(&list, &count, &cap, names[i], -1,
+                                OSP_MODEL_STATE_UNKNOWN, NULL);
+            continue;
+        }
+        if (e->n_versions == 0 && !ready_only)
+            ok = entry_push(&list, &count, &cap, names[i], -1,
+                            OSP_MODEL_STATE_UNAVAILABLE, e->reason);
+        for (size_t v = 0; v < e->n_versions && ok; v++) {
+            const version_slot *s = &e->versions[v];
+            if (ready_only && s->state != OSP_MODEL_STATE_READY)
+                continue;
+            ok = entry_push(&list, &count, &cap, names[i], s->version,
+                            s->state, s->reason);
+        }
+    }
+    pthread_mutex_unlock(&server->lock);
+    for (size_t i = 0; i < n_names; i++)
+        free(names[i]);
+    free(names);
+    if (!ok) {
+        osp_repository_index_free(list, count);
+        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+    }
+    *entries = list;
+    *n = count;
+    return NULL;
+}
+
+void osp_repository_index_free(osp_repository_entry *entries, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(entries[i].name);
+        free(entries[i].reason);
+    }
+    free(entries);
+}
+
+static osp_error *check_explicit(const osp_server *server)
+{
+    if (server->control_mode != OSP_MODEL_CONTROL_EXPLICIT)
+        return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                             "explicit model load / unload is not allowed if "
+                             "polling is enabled");
+    return NULL;
+}
+
+osp_error *osp_server_load_model(osp_server *server, const char *name)
+{
+    osp_error *err = check_explicit(server);
+    if (err)
+        return err;
+    pthread_mutex_lock(&server->load_lock);
+    err = load_model_locked(server, name);
+    pthread_mutex_unlock(&server->load_lock);
+    return err;
+}
+
+osp_error *osp_server_unload_model(osp_server *server, const char *name)
+{
+    osp_error *err = check_explicit(server);
+    if (err)
+        return err;
+    pthread_mutex_lock(&server->load_lock);
+    version_slot *slots = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&server->lock);
+    model_entry *e = find_entry(server, name);
+    if (e) {
+        e->wanted = false;
+        slots = e->versions;
+        n = e->n_versions;
+        for (size_t i = 0; i < n; i++)
+            if (slots[i].state == OSP_MODEL_STATE_READY)
+                slots[i].state = OSP_MODEL_STATE_UNLOADING;
+    }
+    pthread_mutex_unlock(&server->lock);
+    /* Drain outside `lock`: lookups see UNLOADING meanwhile. The slots stay
+     * owned by the entry; only load_lock holders replace them. */
+    unload_slots(server, slots, n);
+    pthread_mutex_unlock(&server->load_lock);
+    return NULL;
+}
+
+/* ---- inference ------------------------------------------------------------------- */
+
+osp_error *osp_server_alloc_input_buffer(osp_server *server, size_t size,
+                                         osp_buffer **out)
+{
+    (void)server;
+    osp_device *gpu = NULL;
+    if (osp_device_cuda_count() > 0 && !osp_device_cuda_get(0, &gpu))
+        return osp_device_alloc_host(gpu, size, out);
+    *out = osp_buffer_new_host(size);
+    if (!*out)
+        return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                             "cannot allocate %zu bytes for an input", size);
+    return NULL;
+}
+
+osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
+                                  osp_infer_complete_fn complete, void *user)
+{
+    if (atomic_load(&server->shutting_down)) {
+        osp_infer_request_free(req);
+        return osp_error_new(OSP_ERROR_UNAVAILABLE, "Server is shutting down");
+    }
+    osp_model *model = NULL;
+    osp_error *err =
+        osp_server_model_get(server, req->model_name, req->model_version,
+                             &model);
+    if (err) {
+        osp_infer_request_free(req);
+        return err;
+    }
+    pending_request *p = calloc(1, sizeof(*p));
+    if (!p) {
+        osp_infer_request_free(req);
+        osp_model_unref(model);
+        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    }
+    p->req = req;
+    p->model = model;
+    p->complete = complete;
+    p->user = user;
+    if ((err = request_validate(model->config, p))) {
+        pending_request_free(p);
+        return err;
+    }
+    return model_enqueue(model, p);
+}
