@@ -1,0 +1,119 @@
+/*
+ * JSON helpers for the HTTP frontends:
+ *  - jbuf: a growing output buffer with compact JSON writers (no spaces,
+ *    '/' not escaped), the hot path for responses;
+ *  - json_scan: an iterative validator that also measures nesting depth and
+ *    can locate the text of every `inputs[i].data` value, with rapidjson's
+ *    error messages ("failed to parse the request JSON buffer: ... at N");
+ *  - json_parse: json-c parsing bounded by the scanned depth, skipping the
+ *    located data spans, and an iterative free (json_object_put recurses);
+ *  - typed accessors that fail with TritonJson's messages (all INTERNAL).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "osprey/error.h"
+
+/* ---- output buffer ---- */
+
+typedef struct jbuf {
+    char *data;
+    size_t len;
+    size_t cap;
+    bool oom; /* sticky: an append failed; contents are then incomplete */
+} jbuf;
+
+void jbuf_init(jbuf *b);
+void jbuf_free(jbuf *b);
+/* Makes room for `extra` more bytes; false (and oom set) on failure. */
+bool jbuf_reserve(jbuf *b, size_t extra);
+void jbuf_put(jbuf *b, const void *s, size_t n);
+void jbuf_puts(jbuf *b, const char *s);
+void jbuf_putc(jbuf *b, char c);
+void jbuf_printf(jbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* A quoted, escaped JSON string of n raw bytes (not UTF-8 validated, as
+ * Triton). */
+void jbuf_json_string(jbuf *b, const char *s, size_t n);
+void jbuf_json_cstr(jbuf *b, const char *s);
+void jbuf_json_int(jbuf *b, int64_t v);
+void jbuf_json_uint(jbuf *b, uint64_t v);
+void jbuf_json_double(jbuf *b, double v);
+void jbuf_json_bool(jbuf *b, bool v);
+/* Moves the bytes out (NUL-terminated; *len excludes the NUL). Caller frees.
+ * NULL if the buffer hit OOM (the buffer is then freed). */
+char *jbuf_take(jbuf *b, size_t *len);
+
+/* ---- validation and parsing ---- */
+
+/* Hard cap on nesting the parser accepts at all; deeper bodies get 400
+ * "JSON nesting depth exceeds maximum allowed limit (<cap>)". */
+#define JSON_MAX_PARSE_DEPTH 1000000
+
+typedef struct json_span {
+    size_t input_index; /* i in inputs[i] */
+    size_t start;       /* offset of the value's first character */
+    size_t end;         /* one past its last character */
+} json_span;
+
+typedef struct json_scan_info {
+    size_t max_depth;
+    /* Filled only when want_data_spans: the text of every inputs[i].data
+     * value of a root object, in document order. Caller frees spans. */
+    bool want_data_spans;
+    json_span *spans;
+    size_t n_spans;
+} json_scan_info;
+
+/* Validates text[0..len) as one JSON document (RFC 8259 plus NaN, Infinity
+ * and -Infinity, as rapidjson's kParseNanAndInfFlag). Never recurses.
+ * Errors: INTERNAL "failed to parse the request JSON buffer: <rapidjson
+ * message> at <offset>"; INVALID_ARG when nesting exceeds
+ * JSON_MAX_PARSE_DEPTH. info->spans is freed on error. */
+osp_error *json_scan(const char *text, size_t len, json_scan_info *info);
+
+/* Parses a document that json_scan accepted into a json-c tree, replacing
+ * each span in `skip` (sorted, non-overlapping) by an empty array.
+ * `text` must have a NUL at text[len]. Caller frees *out with json_free. */
+osp_error *json_parse(const char *text, size_t len, size_t max_depth,
+                      const json_span *skip, size_t n_skip,
+                      struct json_object **out);
+
+/* json_scan + json_parse for an ordinary request body. */
+osp_error *json_parse_body(const char *text, size_t len,
+                           struct json_object **out);
+
+/* Frees a json-c tree without recursion. NULL is a no-op. */
+void json_free(struct json_object *root);
+
+/* ---- TritonJson-style typed access (errors are INTERNAL) ---- */
+
+/* TritonJson's Find: true when obj is an object with member `key`, which
+ * may be JSON null (json-c's NULL); *value (if not NULL) gets it. */
+bool json_find(struct json_object *obj, const char *key,
+               struct json_object **value);
+/* Member value; NULL when absent, null, or obj is not an object. */
+struct json_object *json_member(struct json_object *obj, const char *key);
+/* "attempt to access non-existing object member '<key>'" when absent. */
+osp_error *json_member_required(struct json_object *obj, const char *key,
+                                struct json_object **out);
+osp_error *json_as_string(struct json_object *v, const char **s, size_t *len);
+osp_error *json_as_uint(struct json_object *v, uint64_t *out);
+osp_error *json_as_int(struct json_object *v, int64_t *out);
+osp_error *json_as_bool(struct json_object *v, bool *out);
+osp_error *json_as_double(struct json_object *v, double *out);
+osp_error *json_as_array(struct json_object *v);
+/* Member + type in one step (the TritonJson MemberAsX calls). */
+osp_error *json_member_string(struct json_object *obj, const char *key,
+                              const char **s, size_t *len);
+osp_error *json_member_array(struct json_object *obj, const char *key,
+                             struct json_object **out);
+/* True for json-c integers that fit in int64 / are >= 0 (rapidjson's
+ * IsInt64 / IsUint64). */
+bool json_is_int64(struct json_object *v);
+bool json_is_uint64(struct json_object *v);

@@ -1,0 +1,580 @@
+#include "kserve.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_util.h"
+#include "osprey/log.h"
+
+#ifndef OSPREY_VERSION
+#define OSPREY_VERSION "0.0.0"
+#endif
+
+const char *const kserve_extensions[] = {
+    "model_repository",
+    "model_configuration",
+    "binary_tensor_data",
+    "parameters",
+    NULL,
+};
+
+/* ---- helpers ---- */
+
+static void reply_json(http_request *req, jbuf *b) {
+    size_t len;
+    char *body = jbuf_take(b, &len);
+    if (!body) {
+        http_reply_error_status(req, 503, "out of memory");
+        return;
+    }
+    http_reply(req, 200, "application/json", body, len);
+}
+
+static bool method_is(http_request *req, http_method m) {
+    if (http_request_method(req) == m)
+        return true;
+    http_reply_error_status(req, 405, "Method Not Allowed");
+    return false;
+}
+
+osp_error *kserve_parse_version(const char *s, int64_t *out) {
+    if (s[0] == '\0') {
+        *out = -1;
+        return NULL;
+    }
+    /* The URL pattern only admits digits; std::stol's range still applies. */
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < 0)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "invalid model version specified '%s' , version "
+                             "should be an integral value > 0",
+                             s);
+    *out = v;
+    return NULL;
+}
+
+/* The request is decided at route time: only the reply is pending. These
+ * handlers ignore the body (GET endpoints) or buffer it (POST ones). */
+typedef struct simple_ctx {
+    osp_error *(*complete)(http_request *req, struct simple_ctx *ctx);
+    /* (optional) after asynchronous work: sets the reply */
+    osp_error *(*resume)(http_request *req, struct simple_ctx *ctx);
+    http_request *req;
+    char *model;   /* owned; "" when the path has none */
+    char *version; /* owned */
+    char *repository;
+    char *action;
+    int64_t version_num;
+    osp_error *result; /* of the asynchronous work */
+} simple_ctx;
+
+static void simple_destroy(void *p) {
+    simple_ctx *ctx = p;
+    if (!ctx)
+        return;
+    free(ctx->model);
+    free(ctx->version);
+    free(ctx->repository);
+    free(ctx->action);
+    osp_error_free(ctx->result);
+    free(ctx);
+}
+
+static osp_error *simple_complete(http_request *req) {
+    simple_ctx *ctx = http_request_handler_ctx(req);
+    return ctx->complete(req, ctx);
+}
+
+static osp_error *simple_resume(http_request *req) {
+    simple_ctx *ctx = http_request_handler_ctx(req);
+    return ctx->resume(req, ctx);
+}
+
+static const http_handler simple_handler = {
+    .on_body = NULL,
+    .on_complete = simple_complete,
+    .on_resume = simple_resume,
+    .destroy = simple_destroy,
+    .decode_body = false,
+};
+
+static char *dup_n(const char *s, size_t n) {
+    char *p = malloc(n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+/* Claims the request for `complete`, copying the path pieces. */
+static void claim(http_request *req,
+                  osp_error *(*complete)(http_request *, simple_ctx *),
+                  const char *model, size_t model_len, const char *version,
+                  size_t version_len) {
+    simple_ctx *ctx = calloc(1, sizeof *ctx);
+    if (ctx) {
+        ctx->complete = complete;
+        ctx->req = req;
+        ctx->model = dup_n(model ? model : "", model ? model_len : 0);
+        ctx->version = dup_n(version ? version : "", version ? version_len : 0);
+    }
+    if (!ctx || !ctx->model || !ctx->version) {
+        simple_destroy(ctx);
+        http_reply_error_status(req, 503, "out of memory");
+        return;
+    }
+    http_request_set_handler(req, &simple_handler, ctx);
+}
+
+/* ---- health and server metadata ---- */
+
+static osp_error *health_live(http_request *req, simple_ctx *ctx) {
+    (void)ctx;
+    bool live = osp_server_is_live(http_request_core(req));
+    http_reply(req, live ? 200 : 400, NULL, NULL, 0);
+    return NULL;
+}
+
+static osp_error *health_ready(http_request *req, simple_ctx *ctx) {
+    (void)ctx;
+    bool ready = osp_server_is_ready(http_request_core(req));
+    http_reply(req, ready ? 200 : 400, NULL, NULL, 0);
+    return NULL;
+}
+
+static osp_error *server_metadata(http_request *req, simple_ctx *ctx) {
+    (void)ctx;
+    jbuf b;
+    jbuf_init(&b);
+    jbuf_puts(&b, "{\"name\":\"osprey\",\"version\":");
+    jbuf_json_cstr(&b, OSPREY_VERSION);
+    jbuf_puts(&b, ",\"extensions\":[");
+    for (size_t i = 0; kserve_extensions[i]; i++) {
+        if (i)
+            jbuf_putc(&b, ',');
+        jbuf_json_cstr(&b, kserve_extensions[i]);
+    }
+    jbuf_puts(&b, "]}");
+    reply_json(req, &b);
+    return NULL;
+}
+
+/* ---- models ---- */
+
+/* A held reference to the model the URL names. */
+static osp_error *get_model(http_request *req, simple_ctx *ctx,
+                            osp_model **model) {
+    osp_error *err = kserve_parse_version(ctx->version, &ctx->version_num);
+    if (err)
+        return err;
+    return osp_server_model_get(http_request_core(req), ctx->model,
+                                ctx->version_num, model);
+}
+
+/* As TRITONSERVER_ServerModelIsReady: a model the core cannot hand out is
+ * its error (404 unknown model or version, 503 not at ready state); 400
+ * "Model version not ready" is left for a model that is handed out but not
+ * READY, which osp_server_model_get never does. */
+static osp_error *model_ready(http_request *req, simple_ctx *ctx) {
+    osp_model *model = NULL;
+    osp_error *err = get_model(req, ctx, &model);
+    if (err)
+        return err;
+    osp_model_unref(model);
+    http_reply(req, 200, NULL, NULL, 0);
+    return NULL;
+}
+
+static void write_io(jbuf *b, const osp_model_io *io, size_t n,
+                     bool batch_dim) {
+    jbuf_putc(b, '[');
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            jbuf_putc(b, ',');
+        jbuf_puts(b, "{\"name\":");
+        jbuf_json_cstr(b, io[i].name);
+        jbuf_puts(b, ",\"datatype\":");
+        jbuf_json_cstr(b, osp_datatype_wire_name(io[i].dtype));
+        jbuf_puts(b, ",\"shape\":[");
+        bool first = true;
+        if (batch_dim) {
+            jbuf_puts(b, "-1");
+            first = false;
+        }
+        for (int d = 0; d < io[i].dims.rank; d++) {
+            if (!first)
+                jbuf_putc(b, ',');
+            first = false;
+            jbuf_json_int(b, io[i].dims.dims[d]);
+        }
+        jbuf_puts(b, "]}");
+    }
+    jbuf_putc(b, ']');
+}
+
+static osp_error *model_metadata(http_request *req, simple_ctx *ctx) {
+    osp_model *model = NULL;
+    osp_error *err = get_model(req, ctx, &model);
+    if (err)
+        return err;
+    const osp_model_config *cfg = osp_model_get_config(model);
+    int64_t *versions = NULL;
+    size_t n_versions = 0;
+    if (ctx->version_num < 0) {
+        err = osp_model_ready_versions(http_request_core(req), ctx->model,
+                                       &versions, &n_versions);
+        if (err)
+            goto out;
+    }
+    jbuf b;
+    jbuf_init(&b);
+    jbuf_puts(&b, "{\"name\":");
+    jbuf_json_cstr(&b, ctx->model);
+    jbuf_puts(&b, ",\"versions\":[");
+    if (ctx->version_num >= 0) {
+        jbuf_printf(&b, "\"%lld\"", (long long)ctx->version_num);
+    } else {
+        for (size_t i = 0; i < n_versions; i++)
+            jbuf_printf(&b, "%s\"%lld\"", i ? "," : "", (long long)versions[i]);
+    }
+    jbuf_puts(&b, "],\"platform\":");
+    jbuf_json_cstr(&b, cfg->platform[0] ? cfg->platform : cfg->backend);
+    jbuf_puts(&b, ",\"inputs\":");
+    write_io(&b, cfg->inputs, cfg->n_inputs, cfg->max_batch_size > 0);
+    jbuf_puts(&b, ",\"outputs\":");
+    write_io(&b, cfg->outputs, cfg->n_outputs, cfg->max_batch_size > 0);
+    jbuf_putc(&b, '}');
+    reply_json(req, &b);
+out:
+    free(versions);
+    osp_model_unref(model);
+    return err;
+}
+
+static osp_error *model_config(http_request *req, simple_ctx *ctx) {
+    osp_model *model = NULL;
+    osp_error *err = get_model(req, ctx, &model);
+    if (err)
+        return err;
+    char placement[512];
+    osp_model_describe_placement(model, placement, sizeof placement);
+    jbuf b;
+    jbuf_init(&b);
+    model_config_to_json(osp_model_get_config(model), placement, &b);
+    reply_json(req, &b);
+    osp_model_unref(model);
+    return NULL;
+}
+
+/* ---- repository ---- */
+
+/* The buffered JSON body, or NULL when empty (allowed everywhere here). */
+static osp_error *body_json(http_request *req, struct json_object **out) {
+    size_t len;
+    const char *body = http_request_body(req, &len);
+    *out = NULL;
+    if (!body || len == 0)
+        return NULL;
+    return json_parse_body(body, len, out);
+}
+
+static osp_error *repository_index(http_request *req, simple_ctx *ctx) {
+    (void)ctx;
+    struct json_object *root = NULL;
+    bool ready_only = false;
+    osp_repository_entry *entries = NULL;
+    size_t n = 0;
+    osp_error *err = body_json(req, &root);
+    if (err)
+        goto out;
+    struct json_object *ready;
+    if (json_find(root, "ready", &ready)) {
+        /* null included: TritonJson's Find succeeds, IsBool fails */
+        if (!json_object_is_type(ready, json_type_boolean)) {
+            err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                                "Invalid value for 'ready': expected a "
+                                "boolean");
+            goto out;
+        }
+        ready_only = json_object_get_boolean(ready);
+    }
+    err = osp_server_repository_index(http_request_core(req), ready_only,
+                                      &entries, &n);
+    if (err)
+        goto out;
+    jbuf b;
+    jbuf_init(&b);
+    jbuf_putc(&b, '[');
+    for (size_t i = 0; i < n; i++) {
+        const osp_repository_entry *e = &entries[i];
+        jbuf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
+        jbuf_json_cstr(&b, e->name);
+        if (e->version >= 0)
+            jbuf_printf(&b, ",\"version\":\"%lld\"", (long long)e->version);
+        const char *state = osp_model_state_name(e->state);
+        if (state && state[0]) {
+            jbuf_puts(&b, ",\"state\":");
+            jbuf_json_cstr(&b, state);
+        }
+        if (e->reason && e->reason[0]) {
+            jbuf_puts(&b, ",\"reason\":");
+            jbuf_json_cstr(&b, e->reason);
+        }
+        jbuf_putc(&b, '}');
+    }
+    jbuf_putc(&b, ']');
+    reply_json(req, &b);
+out:
+    osp_repository_index_free(entries, n);
+    json_free(root);
+    return err;
+}
+
+/* Load and unload block until done, so they run on their own thread while
+ * the connection is suspended, keeping the MHD threads serving. The
+ * request (and ctx) stay alive until http_request_resume. */
+static void *control_thread(void *p) {
+    simple_ctx *ctx = p;
+    osp_server *core = http_request_core(ctx->req);
+    ctx->result = strcmp(ctx->action, "load") == 0
+                      ? osp_server_load_model(core, ctx->model)
+                      : osp_server_unload_model(core, ctx->model);
+    http_request_resume(ctx->req);
+    return NULL;
+}
+
+static osp_error *control_done(http_request *req, simple_ctx *ctx) {
+    osp_error *err = ctx->result;
+    ctx->result = NULL;
+    if (err)
+        return err;
+    http_reply(req, 200, "application/json", NULL, 0);
+    return NULL;
+}
+
+/* Validates the optional body the way Triton does before acting. */
+static osp_error *control_check_body(http_request *req, bool load) {
+    struct json_object *root = NULL;
+    osp_error *err = body_json(req, &root);
+    if (err || !root)
+        return err;
+    struct json_object *params = json_member(root, "parameters");
+    if (params && json_object_is_type(params, json_type_object)) {
+        json_object_object_foreach(params, key, value) {
+            if (load) {
+                const char *s;
+                err = json_as_string(value, &s, NULL);
+                if (err)
+                    break;
+                if (strcmp(key, "config") == 0 ||
+                    strncmp(key, "file:", 5) == 0) {
+                    err = osp_error_new(OSP_ERROR_UNSUPPORTED,
+                                        "load parameter '%s' is not supported: "
+                                        "Osprey loads models from the "
+                                        "repository only",
+                                        key);
+                    break;
+                }
+            } else if (strcmp(key, "unload_dependents") == 0) {
+                bool b;
+                err = json_as_bool(value, &b);
+                if (err) {
+                    err = osp_error_wrap(err,
+                                         "Unable to parse 'unload_dependents'");
+                    break;
+                }
+            }
+        }
+    }
+    json_free(root);
+    return err;
+}
+
+static osp_error *repository_control(http_request *req, simple_ctx *ctx) {
+    if (ctx->repository[0])
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "'repository_name' specification is not "
+                             "supported");
+    osp_error *err = control_check_body(req, strcmp(ctx->action, "load") == 0);
+    if (err)
+        return err;
+    ctx->resume = control_done;
+    http_request_begin_async(req);
+    pthread_t tid;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&tid, &attr, control_thread, ctx);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        http_request_resume(req);
+        return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                             "failed to start the model control thread");
+    }
+    return NULL;
+}
+
+/* ---- routing ---- */
+
+static bool starts_with(const char *s, const char *prefix, const char **rest) {
+    size_t n = strlen(prefix);
+    if (strncmp(s, prefix, n) != 0)
+        return false;
+    *rest = s + n;
+    return true;
+}
+
+/* One path segment: [^/]+ ; sets its length. */
+static size_t segment(const char *s) {
+    size_t n = 0;
+    while (s[n] && s[n] != '/')
+        n++;
+    return n;
+}
+
+/* /v2/models/([^/]+)(?:/versions/([0-9]+))?(?:/(infer|...|trace/setting))? */
+static bool route_model(http_request *req, const char *path) {
+    const char *p;
+    if (!starts_with(path, "/v2/models/", &p))
+        return false;
+    const char *name = p;
+    size_t name_len = segment(p);
+    if (name_len == 0)
+        return false;
+    p += name_len;
+    const char *version = NULL;
+    size_t version_len = 0;
+    const char *q;
+    if (starts_with(p, "/versions/", &q)) {
+        size_t n = 0;
+        while (q[n] >= '0' && q[n] <= '9')
+            n++;
+        if (n > 0 && (q[n] == '\0' || q[n] == '/')) {
+            version = q;
+            version_len = n;
+            p = q + n;
+        }
+    }
+    const char *kind = "";
+    if (*p == '/') {
+        kind = p + 1;
+        static const char *const kinds[] = {
+            "infer",  "generate", "generate_stream", "ready",
+            "config", "stats",    "trace/setting",   NULL};
+        bool known = false;
+        for (size_t i = 0; kinds[i]; i++)
+            known = known || strcmp(kind, kinds[i]) == 0;
+        if (!known)
+            return false;
+    } else if (*p != '\0') {
+        return false;
+    }
+
+    if (strcmp(kind, "") == 0) {
+        if (method_is(req, HTTP_METHOD_GET))
+            claim(req, model_metadata, name, name_len, version, version_len);
+        return true;
+    }
+    if (strcmp(kind, "ready") == 0) {
+        if (method_is(req, HTTP_METHOD_GET))
+            claim(req, model_ready, name, name_len, version, version_len);
+        return true;
+    }
+    if (strcmp(kind, "config") == 0) {
+        if (method_is(req, HTTP_METHOD_GET))
+            claim(req, model_config, name, name_len, version, version_len);
+        return true;
+    }
+    if (strcmp(kind, "infer") == 0) {
+        char *n = dup_n(name, name_len);
+        char *v = dup_n(version ? version : "", version_len);
+        if (n && v)
+            kserve_infer_route(req, n, v);
+        else
+            http_reply_error_status(req, 503, "out of memory");
+        free(n);
+        free(v);
+        return true;
+    }
+    /* generate, stats and trace are not implemented: Not Found. */
+    return false;
+}
+
+/* /v2/repository(?:/([^/]+))?/(index|models/([^/]+)/(load|unload)) */
+static bool route_repository(http_request *req, const char *path) {
+    const char *p;
+    if (!starts_with(path, "/v2/repository/", &p))
+        return false;
+    const char *repo = NULL;
+    size_t repo_len = 0;
+    /* Try without a repository name first, then with one. */
+    for (int with_repo = 0; with_repo < 2; with_repo++) {
+        const char *s = p;
+        if (with_repo) {
+            repo = p;
+            repo_len = segment(p);
+            if (repo_len == 0 || p[repo_len] != '/')
+                return false;
+            s = p + repo_len + 1;
+        }
+        if (strcmp(s, "index") == 0) {
+            if (method_is(req, HTTP_METHOD_POST))
+                claim(req, repository_index, NULL, 0, NULL, 0);
+            return true;
+        }
+        const char *m;
+        if (!starts_with(s, "models/", &m))
+            continue;
+        size_t m_len = segment(m);
+        if (m_len == 0 || m[m_len] != '/')
+            continue;
+        const char *action = m + m_len + 1;
+        if (strcmp(action, "load") != 0 && strcmp(action, "unload") != 0)
+            continue;
+        if (!method_is(req, HTTP_METHOD_POST))
+            return true;
+        claim(req, repository_control, m, m_len, NULL, 0);
+        simple_ctx *ctx = http_request_handler_ctx(req);
+        if (ctx) {
+            ctx->repository =
+                dup_n(with_repo ? repo : "", with_repo ? repo_len : 0);
+            ctx->action = strdup(action);
+            if (!ctx->repository || !ctx->action)
+                http_reply_error_status(req, 503, "out of memory");
+        }
+        return true;
+    }
+    return false;
+}
+
+bool kserve_route(http_request *req, void *surface_ctx) {
+    (void)surface_ctx;
+    const char *path = http_request_path(req);
+    OSP_LOG_VERBOSE("HTTP request: %s %s", http_request_method_name(req), path);
+    if (strncmp(path, "/v2", 3) != 0)
+        return false;
+    if (route_model(req, path))
+        return true;
+    if (strcmp(path, "/v2") == 0) {
+        if (method_is(req, HTTP_METHOD_GET))
+            claim(req, server_metadata, NULL, 0, NULL, 0);
+        return true;
+    }
+    if (strcmp(path, "/v2/health/live") == 0 ||
+        strcmp(path, "/v2/health/ready") == 0) {
+        if (method_is(req, HTTP_METHOD_GET))
+            claim(req,
+                  strcmp(path, "/v2/health/live") == 0 ? health_live
+                                                       : health_ready,
+                  NULL, 0, NULL, 0);
+        return true;
+    }
+    if (route_repository(req, path))
+        return true;
+    return false;
+}

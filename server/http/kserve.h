@@ -1,0 +1,35 @@
+/*
+ * The KServe v2 HTTP surface (/v2/...) with Triton's extensions: health,
+ * server and model metadata, model config, repository index and control,
+ * and inference (kserve_infer.c). Routing follows Triton's dispatch order
+ * and regular expressions exactly (§1 of the protocol reference).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http_server.h"
+
+/* The surface to list in http_server_options; its context is unused. */
+bool kserve_route(http_request *req, void *surface_ctx);
+
+/* Extensions reported by GET /v2, in Triton's order; exactly what Osprey
+ * implements. */
+extern const char *const kserve_extensions[];
+
+/* Version from the URL ("" = latest). Caller owns nothing. */
+osp_error *kserve_parse_version(const char *s, int64_t *out);
+
+/* Starts POST .../infer for model `name` (borrowed) and version string
+ * `version` ("" when absent). Claims the request. */
+void kserve_infer_route(http_request *req, const char *name,
+                        const char *version);
+
+/* Appends the model configuration as protobuf JSON (model_config_json.c).
+ * placement: osp_model_describe_placement text, used for the instance
+ * group Triton adds when the config has none; may be NULL. */
+struct jbuf;
+void model_config_to_json(const osp_model_config *config, const char *placement,
+                          struct jbuf *b);

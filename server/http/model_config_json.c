@@ -1,0 +1,304 @@
+/*
+ * GET .../config: the model configuration as protobuf JSON, the way Triton
+ * prints a ModelConfig (proto field names, declaration order, every
+ * primitive and repeated field printed with its default, enums as strings,
+ * 64-bit integers as JSON numbers). Message fields that Osprey does not model
+ * (optimization, reshape, sequence_batching, ...) are left out, as protobuf
+ * leaves out unset messages.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_util.h"
+#include "kserve.h"
+
+static void key(jbuf *b, bool *first, const char *name) {
+    if (!*first)
+        jbuf_putc(b, ',');
+    *first = false;
+    jbuf_json_cstr(b, name);
+    jbuf_putc(b, ':');
+}
+
+static void str_field(jbuf *b, bool *first, const char *name, const char *v) {
+    key(b, first, name);
+    jbuf_json_cstr(b, v ? v : "");
+}
+
+static void bool_field(jbuf *b, bool *first, const char *name, bool v) {
+    key(b, first, name);
+    jbuf_json_bool(b, v);
+}
+
+static void int_field(jbuf *b, bool *first, const char *name, int64_t v) {
+    key(b, first, name);
+    jbuf_json_int(b, v);
+}
+
+static void dims_field(jbuf *b, bool *first, const char *name,
+                       const osp_shape *dims) {
+    key(b, first, name);
+    jbuf_putc(b, '[');
+    for (int i = 0; i < dims->rank; i++) {
+        if (i)
+            jbuf_putc(b, ',');
+        jbuf_json_int(b, dims->dims[i]);
+    }
+    jbuf_putc(b, ']');
+}
+
+static void write_input(jbuf *b, const osp_model_io *io) {
+    bool first = true;
+    jbuf_putc(b, '{');
+    str_field(b, &first, "name", io->name);
+    str_field(b, &first, "data_type", osp_datatype_config_name(io->dtype));
+    str_field(b, &first, "format", "FORMAT_NONE");
+    dims_field(b, &first, "dims", &io->dims);
+    bool_field(b, &first, "is_shape_tensor", false);
+    bool_field(b, &first, "allow_ragged_batch", false);
+    bool_field(b, &first, "optional", io->optional);
+    bool_field(b, &first, "is_non_linear_format_io", false);
+    jbuf_putc(b, '}');
+}
+
+static void write_output(jbuf *b, const osp_model_io *io) {
+    bool first = true;
+    jbuf_putc(b, '{');
+    str_field(b, &first, "name", io->name);
+    str_field(b, &first, "data_type", osp_datatype_config_name(io->dtype));
+    dims_field(b, &first, "dims", &io->dims);
+    str_field(b, &first, "label_filename", io->label_filename);
+    bool_field(b, &first, "is_shape_tensor", false);
+    bool_field(b, &first, "is_non_linear_format_io", false);
+    jbuf_putc(b, '}');
+}
+
+static void write_version_policy(jbuf *b, const osp_version_policy *vp) {
+    switch (vp->kind) {
+    case OSP_VERSION_POLICY_ALL:
+        jbuf_puts(b, "{\"all\":{}}");
+        break;
+    case OSP_VERSION_POLICY_SPECIFIC:
+        jbuf_puts(b, "{\"specific\":{\"versions\":[");
+        for (size_t i = 0; i < vp->n_versions; i++) {
+            if (i)
+                jbuf_putc(b, ',');
+            jbuf_json_int(b, vp->versions[i]);
+        }
+        jbuf_puts(b, "]}}");
+        break;
+    default:
+        jbuf_printf(b, "{\"latest\":{\"num_versions\":%u}}",
+                    vp->latest_num_versions ? vp->latest_num_versions : 1u);
+        break;
+    }
+}
+
+static const char *kind_name(osp_instance_kind kind) {
+    switch (kind) {
+    case OSP_INSTANCE_KIND_GPU:
+        return "KIND_GPU";
+    case OSP_INSTANCE_KIND_CPU:
+        return "KIND_CPU";
+    case OSP_INSTANCE_KIND_MODEL:
+        return "KIND_MODEL";
+    default:
+        return "KIND_AUTO";
+    }
+}
+
+static void write_instance_group(jbuf *b, const char *model,
+                                 const osp_instance_group *g, size_t index) {
+    bool first = true;
+    jbuf_putc(b, '{');
+    if (g->name && g->name[0]) {
+        str_field(b, &first, "name", g->name);
+    } else {
+        /* Triton names unnamed groups "<model>_<index>". */
+        char name[512];
+        snprintf(name, sizeof name, "%s_%zu", model, index);
+        str_field(b, &first, "name", name);
+    }
+    str_field(b, &first, "kind", kind_name(g->kind));
+    int_field(b, &first, "count", g->count > 0 ? g->count : 1);
+    key(b, &first, "gpus");
+    jbuf_putc(b, '[');
+    for (size_t i = 0; i < g->n_gpus; i++) {
+        if (i)
+            jbuf_putc(b, ',');
+        jbuf_json_int(b, g->gpus[i]);
+    }
+    jbuf_putc(b, ']');
+    key(b, &first, "secondary_devices");
+    jbuf_puts(b, "[]");
+    key(b, &first, "profile");
+    jbuf_puts(b, "[]");
+    bool_field(b, &first, "passive", false);
+    str_field(b, &first, "host_policy", "");
+    jbuf_putc(b, '}');
+}
+
+static void write_queue_policy(jbuf *b, const osp_queue_policy *q) {
+    bool first = true;
+    jbuf_putc(b, '{');
+    str_field(b, &first, "timeout_action",
+              q->timeout_action == OSP_TIMEOUT_DELAY ? "DELAY" : "REJECT");
+    int_field(b, &first, "default_timeout_microseconds",
+              (int64_t)q->default_timeout_us);
+    bool_field(b, &first, "allow_timeout_override", q->allow_timeout_override);
+    int_field(b, &first, "max_queue_size", q->max_queue_size);
+    jbuf_putc(b, '}');
+}
+
+static void write_dynamic_batching(jbuf *b, const osp_dynamic_batching *db) {
+    bool first = true;
+    jbuf_putc(b, '{');
+    key(b, &first, "preferred_batch_size");
+    jbuf_putc(b, '[');
+    for (size_t i = 0; i < db->n_preferred_batch_sizes; i++) {
+        if (i)
+            jbuf_putc(b, ',');
+        jbuf_json_int(b, db->preferred_batch_sizes[i]);
+    }
+    jbuf_putc(b, ']');
+    int_field(b, &first, "max_queue_delay_microseconds",
+              (int64_t)db->max_queue_delay_us);
+    bool_field(b, &first, "preserve_ordering", db->preserve_ordering);
+    int_field(b, &first, "priority_levels", (int64_t)db->priority_levels);
+    int_field(b, &first, "default_priority_level",
+              (int64_t)db->default_priority_level);
+    key(b, &first, "default_queue_policy");
+    write_queue_policy(b, &db->default_queue_policy);
+    key(b, &first, "priority_queue_policy");
+    jbuf_putc(b, '{');
+    for (size_t i = 0; i < db->n_priority_queue_policies; i++) {
+        if (i)
+            jbuf_putc(b, ',');
+        jbuf_printf(b, "\"%llu\":",
+                    (unsigned long long)db->priority_queue_policies[i].level);
+        write_queue_policy(b, &db->priority_queue_policies[i].policy);
+    }
+    jbuf_putc(b, '}');
+    jbuf_putc(b, '}');
+}
+
+/* Triton fills in one group when the config has none; Osprey's placement
+ * text ("CPU, CPU" or "GPU 0 (name), GPU 1 (name)") says what the loader
+ * chose. */
+static void write_default_instance_group(jbuf *b, const char *model,
+                                         const char *placement) {
+    int cpus = 0, gpus = 0;
+    int gpu_ids[64];
+    for (const char *p = placement; *p;) {
+        if (strncmp(p, "CPU", 3) == 0) {
+            cpus++;
+        } else if (strncmp(p, "GPU ", 4) == 0) {
+            if (gpus < 64)
+                gpu_ids[gpus] = atoi(p + 4);
+            gpus++;
+        }
+        const char *next = strstr(p, ", ");
+        if (!next)
+            break;
+        p = next + 2;
+    }
+    bool first = true;
+    jbuf_putc(b, '{');
+    str_field(b, &first, "name", model);
+    str_field(b, &first, "kind", gpus > 0 ? "KIND_GPU" : "KIND_CPU");
+    /* Triton's count is per GPU for KIND_GPU groups. */
+    int distinct = 0;
+    for (int i = 0; i < gpus && i < 64; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++)
+            seen = seen || gpu_ids[j] == gpu_ids[i];
+        if (!seen)
+            gpu_ids[distinct++] = gpu_ids[i];
+    }
+    int count = gpus > 0 ? (distinct ? gpus / distinct : 1) : cpus;
+    int_field(b, &first, "count", count > 0 ? count : 1);
+    key(b, &first, "gpus");
+    jbuf_putc(b, '[');
+    for (int i = 0; i < distinct; i++) {
+        if (i)
+            jbuf_putc(b, ',');
+        jbuf_json_int(b, gpu_ids[i]);
+    }
+    jbuf_putc(b, ']');
+    key(b, &first, "secondary_devices");
+    jbuf_puts(b, "[]");
+    key(b, &first, "profile");
+    jbuf_puts(b, "[]");
+    bool_field(b, &first, "passive", false);
+    str_field(b, &first, "host_policy", "");
+    jbuf_putc(b, '}');
+}
+
+void model_config_to_json(const osp_model_config *c, const char *placement,
+                          jbuf *b) {
+    bool first = true;
+    jbuf_putc(b, '{');
+    str_field(b, &first, "name", c->name);
+    str_field(b, &first, "platform", c->platform);
+    str_field(b, &first, "backend", c->backend);
+    str_field(b, &first, "runtime", "");
+    key(b, &first, "version_policy");
+    write_version_policy(b, &c->version_policy);
+    int_field(b, &first, "max_batch_size", c->max_batch_size);
+    key(b, &first, "input");
+    jbuf_putc(b, '[');
+    for (size_t i = 0; i < c->n_inputs; i++) {
+        if (i)
+            jbuf_putc(b, ',');
+        write_input(b, &c->inputs[i]);
+    }
+    jbuf_putc(b, ']');
+    key(b, &first, "output");
+    jbuf_putc(b, '[');
+    for (size_t i = 0; i < c->n_outputs; i++) {
+        if (i)
+            jbuf_putc(b, ',');
+        write_output(b, &c->outputs[i]);
+    }
+    jbuf_putc(b, ']');
+    key(b, &first, "batch_input");
+    jbuf_puts(b, "[]");
+    key(b, &first, "batch_output");
+    jbuf_puts(b, "[]");
+    if (c->dynamic_batching.enabled) {
+        key(b, &first, "dynamic_batching");
+        write_dynamic_batching(b, &c->dynamic_batching);
+    }
+    key(b, &first, "instance_group");
+    jbuf_putc(b, '[');
+    for (size_t i = 0; i < c->n_instance_groups; i++) {
+        if (i)
+            jbuf_putc(b, ',');
+        write_instance_group(b, c->name, &c->instance_groups[i], i);
+    }
+    if (c->n_instance_groups == 0 && placement)
+        write_default_instance_group(b, c->name, placement);
+    jbuf_putc(b, ']');
+    str_field(b, &first, "default_model_filename", "");
+    key(b, &first, "cc_model_filenames");
+    jbuf_puts(b, "{}");
+    key(b, &first, "metric_tags");
+    jbuf_puts(b, "{}");
+    key(b, &first, "parameters");
+    jbuf_putc(b, '{');
+    for (size_t i = 0; i < c->n_parameters; i++) {
+        if (i)
+            jbuf_putc(b, ',');
+        jbuf_json_cstr(b, c->parameters[i].key);
+        jbuf_puts(b, ":{\"string_value\":");
+        jbuf_json_cstr(b, c->parameters[i].value);
+        jbuf_putc(b, '}');
+    }
+    jbuf_putc(b, '}');
+    key(b, &first, "model_warmup");
+    jbuf_puts(b, "[]");
+    key(b, &first, "model_transaction_policy");
+    jbuf_printf(b, "{\"decoupled\":%s}", c->decoupled ? "true" : "false");
+    jbuf_putc(b, '}');
+}
