@@ -1,0 +1,535 @@
+"""Issue 2: the server starts on the example repository, every example model
+answers, digits_mlp is accurate through the server, broken models are
+reported without taking the server down, explicit model control works, and
+model names that would escape the repository are refused."""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import struct
+import threading
+import time
+
+import numpy as np
+import pytest
+import requests
+
+import harness
+
+EXAMPLES = ["simple", "simple_identity", "identity_fp32", "digits_mlp"]
+
+
+def infer(url, model, payload, **kw):
+    return requests.post(f"{url}/v2/models/{model}/infer", json=payload, timeout=60, **kw)
+
+
+def index(url, body=None):
+    r = requests.post(f"{url}/v2/repository/index",
+                      data=json.dumps(body) if body is not None else b"", timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def index_by_name(url):
+    out = {}
+    for e in index(url):
+        out.setdefault(e["name"], []).append(e)
+    return out
+
+
+# ---- readiness and one inference per example model ----------------------------
+
+
+def test_live_and_ready(models_server):
+    for path in ("/v2/health/live", "/v2/health/ready"):
+        r = requests.get(models_server.url + path)
+        assert r.status_code == 200, (path, r.status_code, r.text)
+        assert r.content == b""
+
+
+def test_server_metadata(models_server):
+    r = requests.get(models_server.url + "/v2")
+    assert r.status_code == 200
+    meta = r.json()
+    assert isinstance(meta["name"], str) and meta["name"]
+    assert isinstance(meta["version"], str) and meta["version"]
+    assert "binary_tensor_data" in meta["extensions"]
+    assert "model_repository" in meta["extensions"]
+
+
+@pytest.mark.parametrize("model", EXAMPLES)
+def test_example_model_ready(models_server, model):
+    r = requests.get(f"{models_server.url}/v2/models/{model}/ready")
+    assert r.status_code == 200, r.text
+
+
+def test_example_models_in_index(models_server):
+    entries = index_by_name(models_server.url)
+    for model in EXAMPLES:
+        assert model in entries, entries
+        assert [e["state"] for e in entries[model]] == ["READY"], entries[model]
+        assert entries[model][0]["version"] == "1"
+
+
+def test_infer_simple(models_server):
+    a = list(range(16))
+    b = [1] * 16
+    r = infer(models_server.url, "simple", {"inputs": [
+        {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16], "data": a},
+        {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "data": b}]})
+    assert r.status_code == 200, r.text
+    out = {o["name"]: o for o in r.json()["outputs"]}
+    assert out["OUTPUT0"]["data"] == [x + 1 for x in a]
+    assert out["OUTPUT1"]["data"] == [x - 1 for x in a]
+    assert out["OUTPUT0"]["shape"] == [1, 16]
+    assert out["OUTPUT0"]["datatype"] == "INT32"
+
+
+def test_infer_simple_identity(models_server):
+    r = infer(models_server.url, "simple_identity", {"inputs": [
+        {"name": "INPUT0", "datatype": "BYTES", "shape": [1, 3],
+         "data": ["hello", "", "wörld"]}]})
+    assert r.status_code == 200, r.text
+    out = r.json()["outputs"][0]
+    assert out["name"] == "OUTPUT0" and out["datatype"] == "BYTES"
+    assert out["shape"] == [1, 3]
+    assert out["data"] == ["hello", "", "wörld"]
+
+
+def test_infer_identity_fp32(models_server):
+    data = [[1.5, -2.25, 3.0], [0.0, 1e-3, -7.0]]
+    r = infer(models_server.url, "identity_fp32", {"inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [2, 3], "data": data}]})
+    assert r.status_code == 200, r.text
+    out = r.json()["outputs"][0]
+    assert out["shape"] == [2, 3]
+    np.testing.assert_array_equal(np.array(out["data"], np.float32),
+                                  np.array(data, np.float32).ravel())
+
+
+def digits_io(url):
+    """(input name, output name, max_batch_size) from the metadata/config
+    endpoints, so the test follows whatever names the model uses."""
+    meta = requests.get(f"{url}/v2/models/digits_mlp").json()
+    assert len(meta["inputs"]) == 1 and len(meta["outputs"]) == 1, meta
+    assert meta["inputs"][0]["datatype"] == "FP32"
+    assert meta["inputs"][0]["shape"][-1] == 64
+    assert meta["outputs"][0]["shape"][-1] == 10
+    cfg = requests.get(f"{url}/v2/models/digits_mlp/config").json()
+    return meta["inputs"][0]["name"], meta["outputs"][0]["name"], cfg["max_batch_size"]
+
+
+def test_infer_digits_mlp_one(models_server):
+    in_name, out_name, _ = digits_io(models_server.url)
+    x = np.zeros((1, 64), np.float32)
+    r = infer(models_server.url, "digits_mlp", {"inputs": [
+        {"name": in_name, "datatype": "FP32", "shape": [1, 64], "data": x.ravel().tolist()}]})
+    assert r.status_code == 200, r.text
+    out = r.json()["outputs"][0]
+    assert out["name"] == out_name and out["shape"] == [1, 10]
+    p = np.array(out["data"])
+    assert np.all(p >= 0) and abs(p.sum() - 1.0) < 1e-4  # softmax output
+
+
+def held_out_digits():
+    """The split documented in models/digits_mlp/train.py."""
+    from sklearn.datasets import load_digits
+    x, y = load_digits(return_X_y=True)
+    x = (x / 16.0).astype(np.float32)
+    order = np.random.RandomState(0).permutation(len(x))
+    held = order[-360:]
+    return x[held], y[held]
+
+
+def read_safetensors(path):
+    raw = pathlib.Path(path).read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32"
+        lo, hi = info["data_offsets"]
+        out[name] = np.frombuffer(raw[base + lo:base + hi], "<f4").reshape(info["shape"])
+    return out
+
+
+def reference_digits(x):
+    w = read_safetensors(harness.EXAMPLE_MODELS / "digits_mlp" / "1" / "model.safetensors")
+    h = x
+    n_layers = len([k for k in w if k.endswith(".weight")])
+    for i in range(n_layers):
+        h = h @ w[f"layers.{i}.weight"].T + w[f"layers.{i}.bias"]
+        if i < n_layers - 1:
+            h = np.maximum(h, 0.0)
+    e = np.exp(h - h.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_digits_mlp_held_out_accuracy(models_server):
+    in_name, out_name, mbs = digits_io(models_server.url)
+    x, y = held_out_digits()
+    batch = min(mbs, 128) if mbs > 0 else 1
+    probs = []
+    for start in range(0, len(x), batch):
+        xb = x[start:start + batch]
+        r = infer(models_server.url, "digits_mlp", {"inputs": [
+            {"name": in_name, "datatype": "FP32", "shape": list(xb.shape),
+             "data": xb.ravel().tolist()}]})
+        assert r.status_code == 200, r.text
+        out = r.json()["outputs"][0]
+        assert out["shape"] == [len(xb), 10]
+        probs.append(np.array(out["data"], np.float32).reshape(len(xb), 10))
+    probs = np.concatenate(probs)
+    accuracy = float((probs.argmax(axis=1) == y).mean())
+    assert accuracy >= 0.95, f"held-out accuracy {accuracy:.4f} < 0.95"
+    # And the server computes the same function as the weights file says.
+    np.testing.assert_allclose(probs, reference_digits(x), rtol=1e-4, atol=1e-5)
+
+
+def test_example_model_config_endpoint(models_server):
+    r = requests.get(f"{models_server.url}/v2/models/simple/config")
+    assert r.status_code == 200
+    assert r.headers.get("Content-Type", "").startswith("application/json")
+    assert ", " not in r.text and '": ' not in r.text, "JSON must be compact"
+    cfg = r.json()
+    assert cfg["name"] == "simple"
+    assert cfg["backend"] == "add_sub"
+    assert cfg["max_batch_size"] == 8
+    assert [i["name"] for i in cfg["input"]] == ["INPUT0", "INPUT1"]
+    assert cfg["input"][0]["data_type"] == "TYPE_INT32"
+    assert cfg["input"][0]["dims"] == [16]
+    assert [o["name"] for o in cfg["output"]] == ["OUTPUT0", "OUTPUT1"]
+    assert cfg["output"][1]["data_type"] == "TYPE_INT32"
+    # Fields perf_analyzer and the clients read, with proto names and enum strings.
+    assert cfg["version_policy"] == {"latest": {"num_versions": 1}}
+    assert cfg["instance_group"] and cfg["instance_group"][0]["kind"] in ("KIND_CPU", "KIND_GPU")
+    assert cfg["instance_group"][0]["count"] >= 1
+    cfg = requests.get(f"{models_server.url}/v2/models/digits_mlp/config").json()
+    assert cfg["backend"] == "dense"
+    assert cfg["parameters"]["activation"] == {"string_value": "relu"}
+    assert cfg["parameters"]["output_activation"] == {"string_value": "softmax"}
+
+
+# ---- broken models leave the server up -------------------------------------------
+
+
+DIGITS_WEIGHTS = harness.EXAMPLE_MODELS / "digits_mlp" / "1" / "model.safetensors"
+
+
+def dense_config(name, n_in, n_out):
+    return harness.model_config(
+        name, "dense", [("INPUT0", "TYPE_FP32", [n_in])], [("OUTPUT0", "TYPE_FP32", [n_out])],
+        max_batch_size=8,
+        extra=('parameters [ { key: "output_activation" value: { string_value: "softmax" } } ]\n'))
+
+
+def build_broken_repo(repo):
+    repo.mkdir(parents=True, exist_ok=True)
+    harness.write_model(repo, "good_identity",
+                        harness.identity_config("good_identity", "TYPE_FP32", [-1]))
+    harness.write_model(repo, "good_simple", harness.add_sub_config("good_simple"))
+    harness.write_model(repo, "good_dense", dense_config("good_dense", 64, 10),
+                        files={"model.safetensors": DIGITS_WEIGHTS.read_bytes()})
+    # Syntax error: the output list is never closed.
+    harness.write_model(repo, "bad_syntax", (
+        'name: "bad_syntax"\nbackend: "identity"\nmax_batch_size: 8\n'
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] }\n'))
+    # Unknown enum value.
+    harness.write_model(repo, "bad_dtype", harness.identity_config(
+        "bad_dtype", "TYPE_NOT_A_TYPE", [-1]))
+    # name does not match the folder.
+    harness.write_model(repo, "bad_name", harness.identity_config(
+        "some_other_name", "TYPE_FP32", [-1]))
+    # Unknown backend.
+    harness.write_model(repo, "bad_backend", harness.model_config(
+        "bad_backend", "no_such_backend", [("INPUT0", "TYPE_FP32", [-1])],
+        [("OUTPUT0", "TYPE_FP32", [-1])]))
+    # Dense model whose weights file is missing.
+    harness.write_model(repo, "missing_weights", dense_config("missing_weights", 64, 10))
+    # Dense model whose weights do not fit the config (64 inputs in the file).
+    harness.write_model(repo, "shape_mismatch", dense_config("shape_mismatch", 32, 10),
+                        files={"model.safetensors": DIGITS_WEIGHTS.read_bytes()})
+    return repo
+
+
+GOOD = ["good_identity", "good_simple", "good_dense"]
+BROKEN = {
+    # model: substrings the reason must contain (what a user needs to act on)
+    "bad_syntax": ["config.pbtxt"],
+    "bad_dtype": ["TYPE_NOT_A_TYPE"],
+    "bad_name": [("some_other_name", "bad_name")],
+    "bad_backend": ["no_such_backend"],
+    "missing_weights": ["model.safetensors"],
+    "shape_mismatch": ["layers.0.weight"],
+}
+
+
+def wait_settled(url, names, timeout=30):
+    deadline = time.monotonic() + timeout * harness.timeout_scale()
+    while True:
+        entries = index_by_name(url)
+        states = {n: [e.get("state") for e in entries.get(n, [])] for n in names}
+        if all(s and not any(x in ("LOADING", "UNLOADING") for x in s) for s in states.values()):
+            return entries
+        assert time.monotonic() < deadline, f"models never settled: {states}"
+        time.sleep(0.1)
+
+
+def test_broken_models_are_unavailable_others_ready(start_server, tmp_path):
+    repo = build_broken_repo(tmp_path / "repo")
+    srv = start_server(repo, ["--model-control-mode=none"], wait="live")
+    entries = wait_settled(srv.url, GOOD + list(BROKEN))
+    for name in GOOD:
+        assert [e["state"] for e in entries[name]] == ["READY"], entries[name]
+        r = requests.get(f"{srv.url}/v2/models/{name}/ready")
+        assert r.status_code == 200
+    for name, needles in BROKEN.items():
+        for e in entries[name]:
+            assert e["state"] == "UNAVAILABLE", e
+            reason = e.get("reason", "")
+            assert reason, f"{name}: no reason given: {e}"
+            for needle in needles:
+                options = needle if isinstance(needle, tuple) else (needle,)
+                assert any(o in reason for o in options), \
+                    f"{name}: reason {reason!r} does not mention {' or '.join(options)!r}"
+        r = requests.get(f"{srv.url}/v2/models/{name}/ready")
+        assert r.status_code in (400, 404), (name, r.status_code, r.text)
+        r = infer(srv.url, name, {"inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [1, 1], "data": [1.0]}]})
+        assert r.status_code in (404, 503), (name, r.status_code, r.text)
+        assert f"Request for unknown model: '{name}'" in r.json()["error"]
+    # {"ready": true} lists only the READY ones.
+    ready_only = index(srv.url, {"ready": True})
+    assert sorted(e["name"] for e in ready_only) == sorted(GOOD)
+    # Strict readiness: the server is live but not ready while models failed.
+    assert requests.get(srv.url + "/v2/health/live").status_code == 200
+    assert requests.get(srv.url + "/v2/health/ready").status_code == 400
+    # The good models serve.
+    r = infer(srv.url, "good_simple", {"inputs": [
+        {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16], "data": [3] * 16},
+        {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "data": [1] * 16}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["outputs"][0]["data"] == [4] * 16
+    x, y = held_out_digits()
+    r = infer(srv.url, "good_dense", {"inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [8, 64], "data": x[:8].ravel().tolist()}]})
+    assert r.status_code == 200, r.text
+    np.testing.assert_allclose(np.array(r.json()["outputs"][0]["data"]).reshape(8, 10),
+                               reference_digits(x[:8]), rtol=1e-4, atol=1e-5)
+
+
+# ---- explicit model control ---------------------------------------------------
+
+
+def load(url, model, body=b""):
+    return requests.post(f"{url}/v2/repository/models/{model}/load", data=body, timeout=60)
+
+
+def unload(url, model, body=b""):
+    return requests.post(f"{url}/v2/repository/models/{model}/unload", data=body, timeout=60)
+
+
+SIMPLE_REQ = {"inputs": [
+    {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16], "data": list(range(16))},
+    {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "data": [1] * 16}]}
+FP32_REQ = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [1.0, 2.0]}]}
+
+
+def test_explicit_load_unload(start_server, example_repo_copy):
+    repo = example_repo_copy
+    srv = start_server(repo, ["--model-control-mode=explicit", "--load-model=simple"])
+    url = srv.url
+
+    entries = index_by_name(url)
+    assert [e["state"] for e in entries["simple"]] == ["READY"]
+    # Never-loaded models are listed by name only.
+    assert entries["identity_fp32"] == [{"name": "identity_fp32"}]
+    assert requests.get(url + "/v2/health/ready").status_code == 200
+    assert infer(url, "identity_fp32", FP32_REQ).status_code == 404
+
+    # Load at run time.
+    r = load(url, "identity_fp32")
+    assert r.status_code == 200, r.text
+    assert r.content == b""
+    r = infer(url, "identity_fp32", FP32_REQ)
+    assert r.status_code == 200, r.text
+    assert r.json()["outputs"][0]["data"] == [1.0, 2.0]
+
+    # Unload (the python client always sends this body).
+    r = unload(url, "simple", json.dumps({"parameters": {"unload_dependents": False}}))
+    assert r.status_code == 200, r.text
+    assert r.content == b""
+    entries = index_by_name(url)
+    assert [(e["state"], e.get("reason")) for e in entries["simple"]] == [("UNAVAILABLE", "unloaded")]
+    r = infer(url, "simple", SIMPLE_REQ)
+    assert r.status_code == 404, r.text
+    assert "Request for unknown model: 'simple'" in r.json()["error"]
+    # Unloaded models do not make the server unready.
+    assert requests.get(url + "/v2/health/ready").status_code == 200
+
+    # Load again.
+    assert load(url, "simple").status_code == 200
+    r = infer(url, "simple", SIMPLE_REQ)
+    assert r.status_code == 200
+    assert r.json()["outputs"][1]["data"] == [i - 1 for i in range(16)]
+
+    # A model added to the repository after start-up.
+    harness.write_model(repo, "late_model", harness.identity_config("late_model", "TYPE_FP32", [-1]))
+    r = load(url, "late_model")
+    assert r.status_code == 200, r.text
+    assert infer(url, "late_model", FP32_REQ).status_code == 200
+
+    # Load re-reads config.pbtxt: change max_batch_size and reload.
+    cfg = (repo / "late_model" / "config.pbtxt").read_text().replace(
+        "max_batch_size: 8", "max_batch_size: 2")
+    (repo / "late_model" / "config.pbtxt").write_text(cfg)
+    assert load(url, "late_model").status_code == 200
+    assert requests.get(f"{url}/v2/models/late_model/config").json()["max_batch_size"] == 2
+
+    # A broken model: the load fails with a reason, the rest keep serving.
+    harness.write_model(repo, "broken", "name: \"broken\"\nbackend: \"identity\"\ninput [ {\n")
+    r = load(url, "broken")
+    assert r.status_code >= 400
+    assert r.json()["error"]
+    entries = index_by_name(url)
+    assert all(e["state"] == "UNAVAILABLE" and e.get("reason") for e in entries["broken"])
+    assert infer(url, "simple", SIMPLE_REQ).status_code == 200
+
+    # A model that does not exist.
+    r = load(url, "no_such_model")
+    assert r.status_code >= 400
+    assert "error" in r.json()
+
+
+def test_load_refused_in_none_mode(models_server):
+    for action in ("load", "unload"):
+        r = requests.post(f"{models_server.url}/v2/repository/models/simple/{action}")
+        assert r.status_code == 503, r.text
+        assert r.text == '{"error":"explicit model load / unload is not allowed if polling is enabled"}'
+    assert infer(models_server.url, "simple", SIMPLE_REQ).status_code == 200
+
+
+def test_sigterm_drains_in_flight_request(start_server, tmp_path):
+    repo = tmp_path / "repo"
+    harness.write_model(repo, "slow", harness.identity_config(
+        "slow", "TYPE_FP32", [-1],
+        extra='parameters [ { key: "execute_delay_ms" value: { string_value: "1500" } } ]\n'))
+    srv = start_server(repo)
+    result = {}
+
+    def send():
+        try:
+            result["r"] = infer(srv.url, "slow", FP32_REQ)
+        except Exception as e:  # noqa: BLE001
+            result["e"] = e
+
+    t = threading.Thread(target=send)
+    t.start()
+    time.sleep(0.5)
+    srv.proc.send_signal(signal.SIGTERM)
+    t.join(30 * harness.timeout_scale())
+    assert "e" not in result, f"in-flight request failed: {result.get('e')}"
+    assert result["r"].status_code == 200, result["r"].text
+    assert result["r"].json()["outputs"][0]["data"] == [1.0, 2.0]
+    rc = srv.wait_exit()  # no second signal: that may force an exit
+    assert rc == 0, srv.log_tail()
+
+
+# ---- names that would escape the repository ---------------------------------------
+
+
+def build_escape_case(base):
+    """base/config.pbtxt + base/1/ is a loadable nameless model sitting just
+    above the repository (what '..' would reach); base/outside/escape is a
+    loadable model reached only through the symlink repo/escape."""
+    base.mkdir(parents=True, exist_ok=True)
+    nameless = harness.identity_config("x", "TYPE_FP32", [-1]).replace('name: "x"\n', "")
+    (base / "config.pbtxt").write_text(nameless)
+    (base / "1").mkdir(exist_ok=True)
+    harness.write_model(base / "outside", "escape",
+                        harness.identity_config("escape", "TYPE_FP32", [-1]))
+    harness.write_model(base / "outside", "stolen_version",
+                        harness.identity_config("ver_escape", "TYPE_FP32", [-1]))
+    repo = base / "repo"
+    harness.write_model(repo, "simple", harness.add_sub_config("simple"))
+    os.symlink(base / "outside" / "escape", repo / "escape")
+    # A version folder that is a symlink out of its model folder.
+    harness.write_model(repo, "ver_escape", harness.identity_config("ver_escape", "TYPE_FP32", [-1]))
+    os.symlink(base / "outside" / "stolen_version" / "1", repo / "ver_escape" / "2")
+    return repo
+
+
+def raw_post(srv, path, body=b""):
+    with harness.RawConnection(srv.host, srv.port) as c:
+        return c.request("POST", path, {"Content-Type": "application/json"}, body)
+
+
+def raw_get(srv, path):
+    with harness.RawConnection(srv.host, srv.port) as c:
+        return c.request("GET", path)
+
+
+UNSAFE_NAMES = ["..", ".", "escape"]
+
+
+def test_unsafe_model_names_refused_explicit(start_server, tmp_path):
+    repo = build_escape_case(tmp_path / "case")
+    srv = start_server(repo, ["--model-control-mode=explicit", "--load-model=simple"])
+    for name in UNSAFE_NAMES + ["%2e%2e", "..%2F..%2Fetc", "simple%2F..%2F.."]:
+        # A raw socket, so that no client library normalises the dot segments.
+        r = raw_post(srv, f"/v2/repository/models/{name}/load")
+        assert r.status_code >= 400, (name, r)
+        assert "error" in json.loads(r.body), (name, r)
+        r = raw_get(srv, f"/v2/models/{name}/ready")
+        assert r.status_code != 200, (name, r)
+        r = raw_post(srv, f"/v2/models/{name}/infer", json.dumps(FP32_REQ).encode())
+        assert r.status_code != 200, (name, r)
+    ready = [e["name"] for e in index(srv.url, {"ready": True})]
+    assert ready == ["simple"], ready
+    assert requests.get(srv.url + "/v2/health/live").status_code == 200
+    # Loading all is still safe: the symlinked-out model is not loaded.
+    assert infer(srv.url, "simple", SIMPLE_REQ).status_code == 200
+
+
+def test_unsafe_models_skipped_at_startup(start_server, tmp_path):
+    repo = build_escape_case(tmp_path / "case")
+    srv = start_server(repo, ["--model-control-mode=none"], wait="live")
+    entries = wait_settled(srv.url, ["simple", "ver_escape"])
+    assert [e["state"] for e in entries["simple"]] == ["READY"]
+    # The symlink out of the repository is either not listed or not READY.
+    assert all(e.get("state") != "READY" for e in entries.get("escape", []))
+    assert raw_get(srv, "/v2/models/escape/ready").status_code != 200
+    # Version 2 of ver_escape is a symlink out of the model: only 1 is served.
+    r = requests.get(f"{srv.url}/v2/models/ver_escape")
+    assert r.status_code == 200, r.text
+    assert r.json()["versions"] == ["1"]
+    assert requests.get(f"{srv.url}/v2/models/ver_escape/versions/2/ready").status_code != 200
+
+
+# ---- command line -------------------------------------------------------------------
+
+
+def test_flag_value_forms_and_verbose_log(start_server, example_repo_copy):
+    """`--flag value` works like `--flag=value`; verbose logging runs."""
+    srv = start_server(example_repo_copy, ["--model-control-mode", "explicit",
+                                           "--load-model", "simple", "--log-verbose", "1"])
+    assert infer(srv.url, "simple", SIMPLE_REQ).status_code == 200
+    ready = [e["name"] for e in index(srv.url, {"ready": True})]
+    assert ready == ["simple"]
+    assert srv.log().strip(), "nothing logged at --log-verbose=1"
+
+
+def test_help_lists_flags(tmp_path):
+    out = harness.subprocess.run([harness.osprey_bin(), "--help"], capture_output=True,
+                                 timeout=30, cwd=tmp_path)
+    assert out.returncode == 0
+    text = (out.stdout + out.stderr).decode()
+    for flag in ("--model-repository", "--http-port", "--http-max-input-size",
+                 "--model-control-mode", "--load-model", "--log-verbose"):
+        assert flag in text, flag
