@@ -43,19 +43,24 @@ static osp_infer_response *response_new(const pending_request *p)
     return resp;
 }
 
+/* The one place every queued request ends, successful or not: statistics
+ * and trace record it here, then the frontend's callback gets the response
+ * (ownership moves; NULL only when even an error response could not be
+ * allocated) and the pending request is freed. */
+static void request_finish(pending_request *p, osp_infer_response *resp)
+{
+    p->complete(resp, p->user);
+    pending_request_free(p);
+}
+
 void pending_request_fail(pending_request *p, osp_error *err)
 {
     osp_infer_response *resp = response_new(p);
-    if (resp) {
+    if (resp)
         resp->error = err;
-        p->complete(resp, p->user);
-    } else {
-        /* Even the error response cannot be allocated: the callback still
-         * runs, with NULL, so the frontend can answer 500. */
+    else
         osp_error_free(err);
-        p->complete(NULL, p->user);
-    }
-    pending_request_free(p);
+    request_finish(p, resp);
 }
 
 static void fail_batch(pending_request **batch, size_t n, const osp_error *err)
@@ -245,6 +250,28 @@ static osp_error *scatter_output(model_instance *inst, batch_state *bs,
     return err;
 }
 
+/* Sets every request's compute stamps from the instance's marks: the host
+ * clock at the start plus device-measured intervals (on a GPU these come
+ * from CUDA events on the stream; on the CPU device from the host clock). */
+static void stamp_compute_times(model_instance *inst, pending_request **batch,
+                                size_t n, uint64_t compute_start)
+{
+    uint64_t at[4] = {compute_start, 0, 0, 0};
+    for (int m = 1; m < 4; m++) {
+        uint64_t ns = 0;
+        osp_error *err = osp_event_elapsed_ns(inst->marks[0], inst->marks[m],
+                                              &ns);
+        osp_error_free(err); /* a device that cannot time: intervals of 0 */
+        at[m] = compute_start + ns;
+    }
+    for (size_t r = 0; r < n; r++) {
+        batch[r]->times.compute_start = at[0];
+        batch[r]->times.compute_input_end = at[1];
+        batch[r]->times.compute_output_start = at[2];
+        batch[r]->times.compute_end = at[3];
+    }
+}
+
 void instance_execute_batch(model_instance *inst, pending_request **batch,
                             size_t n)
 {
@@ -275,6 +302,8 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
         bs.outputs[o].name = cfg->outputs[o].name;
         bs.outputs[o].dtype = cfg->outputs[o].dtype;
     }
+    uint64_t compute_start = osp_now_ns();
+    err = osp_event_record(inst->marks[0], inst->stream);
     for (size_t i = 0; i < n_in && !err; i++)
         err = gather_input(inst, &bs, batch, n, i, total_batch);
     if (err)
@@ -291,7 +320,11 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
         .outputs = bs.outputs,
         .output_buffers = bs.output_buffers,
     };
+    if ((err = osp_event_record(inst->marks[1], inst->stream)))
+        goto out;
     if ((err = model->backend->execute(inst->state, &bs.ctx)))
+        goto out;
+    if ((err = osp_event_record(inst->marks[2], inst->stream)))
         goto out;
     if ((err = osp_stream_synchronize(inst->stream)))
         goto out;
@@ -325,6 +358,12 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
         }
         err = scatter_output(inst, &bs, batch, n, resps, o);
     }
+    if (!err)
+        err = osp_event_record(inst->marks[3], inst->stream);
+    if (!err)
+        err = osp_event_synchronize(inst->marks[3]);
+    if (!err)
+        stamp_compute_times(inst, batch, n, compute_start);
 
 out:
     if (err) {
@@ -335,10 +374,8 @@ out:
         fail_batch(batch, n, err);
         osp_error_free(err);
     } else {
-        for (size_t r = 0; r < n; r++) {
-            batch[r]->complete(resps[r], batch[r]->user);
-            pending_request_free(batch[r]);
-        }
+        for (size_t r = 0; r < n; r++)
+            request_finish(batch[r], resps[r]);
     }
     batch_state_free(&bs, n_in);
     free(resps);

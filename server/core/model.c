@@ -109,7 +109,7 @@ osp_error *model_enqueue(osp_model *model, pending_request *p)
                              "state",
                              model->config->name);
     }
-    p->queue_start_ns = osp_now_ns();
+    p->times.queue_start = osp_now_ns();
     p->next = NULL;
     if (model->queue_tail)
         model->queue_tail->next = p;
@@ -206,6 +206,8 @@ static void stop_instances(osp_model *model)
             pthread_join(inst->thread, NULL);
         if (inst->state)
             model->backend->instance_free(inst->state);
+        for (int m = 0; m < 4; m++)
+            osp_event_free(inst->marks[m]);
         osp_stream_free(inst->stream);
     }
     free(model->instances);
@@ -250,6 +252,8 @@ osp_error *model_load(osp_model_config *config, int64_t version,
     for (size_t i = 0; i < model->n_instances && !err; i++) {
         model_instance *inst = &model->instances[i];
         err = osp_stream_new(inst->device, &inst->stream);
+        for (int m = 0; m < 4 && !err; m++)
+            err = osp_event_new(inst->device, &inst->marks[m]);
         if (!err)
             err = model->backend->instance_new(model->backend_model,
                                                inst->device, inst->stream,

@@ -13,6 +13,18 @@
 
 typedef struct model_instance model_instance;
 
+/* Monotonic timestamps (ns) of one request's stages, as Triton's
+ * statistics and trace extensions name them; 0 = not reached. A request
+ * that ran in a batch carries the batch's compute stamps. */
+typedef struct request_times {
+    uint64_t request_start;        /* accepted by osp_server_infer_async */
+    uint64_t queue_start;          /* entered the model's queue */
+    uint64_t compute_start;        /* its batch started on an instance */
+    uint64_t compute_input_end;    /* inputs are on the device */
+    uint64_t compute_output_start; /* the backend's work is done */
+    uint64_t compute_end;          /* outputs are back in host memory */
+} request_times;
+
 /* A validated request waiting in (or taken from) a model's queue. Owns its
  * request; holds a reference on its model. */
 typedef struct pending_request {
@@ -25,7 +37,7 @@ typedef struct pending_request {
     bool *output_requested;   /* per config output */
     size_t *response_outputs; /* config output indices in response order */
     size_t n_response_outputs;
-    uint64_t queue_start_ns;
+    request_times times;
     struct pending_request *next;
 } pending_request;
 
@@ -45,6 +57,11 @@ struct model_instance {
     void *state;               /* backend's instance state */
     pthread_t thread;
     bool thread_started;
+    /* Marks recorded on the stream around each batch, so that device-side
+     * stage times come from the device, not from host time around async
+     * calls: [0] compute start, [1] inputs copied, [2] backend done,
+     * [3] outputs copied. */
+    osp_event *marks[4];
 };
 
 struct osp_model {

@@ -646,6 +646,7 @@ osp_error *osp_server_alloc_input_buffer(osp_server *server, size_t size,
 osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
                                   osp_infer_complete_fn complete, void *user)
 {
+    uint64_t request_start = osp_now_ns();
     if (atomic_load(&server->shutting_down)) {
         osp_infer_request_free(req);
         return osp_error_new(OSP_ERROR_UNAVAILABLE, "Server is shutting down");
@@ -668,6 +669,7 @@ osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
     p->model = model;
     p->complete = complete;
     p->user = user;
+    p->times.request_start = request_start;
     if ((err = request_validate(model->config, p))) {
         pending_request_free(p);
         return err;
