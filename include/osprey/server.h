@@ -75,7 +75,9 @@ osp_error *osp_server_model_get(osp_server *server, const char *name,
                                 int64_t version, osp_model **out);
 void osp_model_unref(osp_model *model);
 
-/* Borrowed, valid while the reference is held. */
+/* Borrowed, valid while the reference is held. Its instance groups are
+ * the placed ones: kind resolved (KIND_AUTO, and KIND_GPU without a GPU,
+ * become what was used), count, gpus and a name filled in. */
 const osp_model_config *osp_model_get_config(const osp_model *model);
 int64_t osp_model_get_version(const osp_model *model);
 /* Ready versions of the model this version belongs to, ascending. Caller

@@ -141,33 +141,65 @@ static osp_error *add_instance(osp_model *model, osp_device *dev)
     return NULL;
 }
 
+/* Replaces config->instance_groups with `groups` (ownership moves). */
+static void set_effective_groups(osp_model_config *cfg,
+                                 osp_instance_group *groups, size_t n)
+{
+    for (size_t i = 0; i < cfg->n_instance_groups; i++) {
+        free(cfg->instance_groups[i].name);
+        free(cfg->instance_groups[i].gpus);
+    }
+    free(cfg->instance_groups);
+    cfg->instance_groups = groups;
+    cfg->n_instance_groups = n;
+}
+
 /* Decides the devices of every instance from instance_group (Triton's
  * rules: KIND_AUTO = GPU when present; a group without gpus uses every GPU;
  * count instances per GPU). Without a GPU, KIND_GPU falls back to the CPU
- * with one warning unless strict_gpu. */
+ * with one warning unless strict_gpu. Afterwards the config's groups say
+ * what was chosen (kind, count, gpus, a name), as Triton reports them, so
+ * the model configuration endpoints show where instances live. */
 static osp_error *place_instances(osp_model *model, bool strict_gpu)
 {
-    const osp_model_config *cfg = model->config;
+    osp_model_config *cfg = model->config;
     int gpus = osp_device_cuda_count();
     osp_instance_group fallback = {.count = 1, .kind = OSP_INSTANCE_KIND_AUTO};
     const osp_instance_group *groups =
         cfg->n_instance_groups ? cfg->instance_groups : &fallback;
     size_t n_groups = cfg->n_instance_groups ? cfg->n_instance_groups : 1;
+    osp_instance_group *placed = calloc(n_groups, sizeof(*placed));
     bool warned = false;
     osp_error *err = NULL;
+    if (!placed)
+        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
 
     for (size_t g = 0; g < n_groups && !err; g++) {
         const osp_instance_group *grp = &groups[g];
+        osp_instance_group *eff = &placed[g];
         int count = grp->count > 0 ? grp->count : 1;
         bool want_gpu = grp->kind == OSP_INSTANCE_KIND_GPU ||
                         (grp->kind == OSP_INSTANCE_KIND_AUTO && gpus > 0);
+        char name[512];
+        if (grp->name && grp->name[0])
+            snprintf(name, sizeof(name), "%s", grp->name);
+        else
+            snprintf(name, sizeof(name), "%s_%zu", cfg->name, g);
+        eff->name = strdup(name);
+        eff->count = count;
+        if (!eff->name) {
+            err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            break;
+        }
         if (want_gpu && gpus == 0) {
-            if (strict_gpu)
-                return osp_error_new(OSP_ERROR_UNAVAILABLE,
-                                     "instance group %zu of model '%s' asks "
-                                     "for KIND_GPU but no GPU is available "
-                                     "(--strict-gpu)",
-                                     g, cfg->name);
+            if (strict_gpu) {
+                err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                                    "instance group %zu of model '%s' asks "
+                                    "for KIND_GPU but no GPU is available "
+                                    "(--strict-gpu)",
+                                    g, cfg->name);
+                break;
+            }
             if (!warned)
                 OSP_LOG_WARN("model '%s': KIND_GPU requested but no GPU is "
                              "available; running its instances on the CPU",
@@ -176,21 +208,38 @@ static osp_error *place_instances(osp_model *model, bool strict_gpu)
             want_gpu = false;
         }
         if (!want_gpu) {
+            eff->kind = OSP_INSTANCE_KIND_CPU;
             for (int c = 0; c < count && !err; c++)
                 err = add_instance(model, osp_device_cpu());
             continue;
         }
+        eff->kind = OSP_INSTANCE_KIND_GPU;
         size_t n_ids = grp->n_gpus ? grp->n_gpus : (size_t)gpus;
+        eff->gpus = calloc(n_ids + 1, sizeof(*eff->gpus));
+        if (!eff->gpus) {
+            err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            break;
+        }
         for (size_t k = 0; k < n_ids && !err; k++) {
             int id = grp->n_gpus ? grp->gpus[k] : (int)k;
             osp_device *dev = NULL;
             if ((err = osp_device_cuda_get(id, &dev)))
                 break;
+            eff->gpus[eff->n_gpus++] = id;
             for (int c = 0; c < count && !err; c++)
                 err = add_instance(model, dev);
         }
     }
-    return err;
+    if (err) {
+        for (size_t g = 0; g < n_groups; g++) {
+            free(placed[g].name);
+            free(placed[g].gpus);
+        }
+        free(placed);
+        return err;
+    }
+    set_effective_groups(cfg, placed, n_groups);
+    return NULL;
 }
 
 /* Stops workers (after draining the queue) and frees instance state. */

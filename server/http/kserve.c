@@ -261,11 +261,9 @@ static osp_error *model_config(http_request *req, simple_ctx *ctx) {
     osp_error *err = get_model(req, ctx, &model);
     if (err)
         return err;
-    char placement[512];
-    osp_model_describe_placement(model, placement, sizeof placement);
     jbuf b;
     jbuf_init(&b);
-    model_config_to_json(osp_model_get_config(model), placement, &b);
+    model_config_to_json(osp_model_get_config(model), &b);
     reply_json(req, &b);
     osp_model_unref(model);
     return NULL;

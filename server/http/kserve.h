@@ -28,8 +28,7 @@ void kserve_infer_route(http_request *req, const char *name,
                         const char *version);
 
 /* Appends the model configuration as protobuf JSON (model_config_json.c).
- * placement: osp_model_describe_placement text, used for the instance
- * group Triton adds when the config has none; may be NULL. */
+ * A loaded model's instance groups are the placed ones (kind, count, gpus
+ * as chosen by the loader). */
 struct jbuf;
-void model_config_to_json(const osp_model_config *config, const char *placement,
-                          struct jbuf *b);
+void model_config_to_json(const osp_model_config *config, struct jbuf *b);

@@ -183,60 +183,7 @@ static void write_dynamic_batching(jbuf *b, const osp_dynamic_batching *db) {
     jbuf_putc(b, '}');
 }
 
-/* Triton fills in one group when the config has none; Osprey's placement
- * text ("CPU, CPU" or "GPU 0 (name), GPU 1 (name)") says what the loader
- * chose. */
-static void write_default_instance_group(jbuf *b, const char *model,
-                                         const char *placement) {
-    int cpus = 0, gpus = 0;
-    int gpu_ids[64];
-    for (const char *p = placement; *p;) {
-        if (strncmp(p, "CPU", 3) == 0) {
-            cpus++;
-        } else if (strncmp(p, "GPU ", 4) == 0) {
-            if (gpus < 64)
-                gpu_ids[gpus] = atoi(p + 4);
-            gpus++;
-        }
-        const char *next = strstr(p, ", ");
-        if (!next)
-            break;
-        p = next + 2;
-    }
-    bool first = true;
-    jbuf_putc(b, '{');
-    str_field(b, &first, "name", model);
-    str_field(b, &first, "kind", gpus > 0 ? "KIND_GPU" : "KIND_CPU");
-    /* Triton's count is per GPU for KIND_GPU groups. */
-    int distinct = 0;
-    for (int i = 0; i < gpus && i < 64; i++) {
-        bool seen = false;
-        for (int j = 0; j < i; j++)
-            seen = seen || gpu_ids[j] == gpu_ids[i];
-        if (!seen)
-            gpu_ids[distinct++] = gpu_ids[i];
-    }
-    int count = gpus > 0 ? (distinct ? gpus / distinct : 1) : cpus;
-    int_field(b, &first, "count", count > 0 ? count : 1);
-    key(b, &first, "gpus");
-    jbuf_putc(b, '[');
-    for (int i = 0; i < distinct; i++) {
-        if (i)
-            jbuf_putc(b, ',');
-        jbuf_json_int(b, gpu_ids[i]);
-    }
-    jbuf_putc(b, ']');
-    key(b, &first, "secondary_devices");
-    jbuf_puts(b, "[]");
-    key(b, &first, "profile");
-    jbuf_puts(b, "[]");
-    bool_field(b, &first, "passive", false);
-    str_field(b, &first, "host_policy", "");
-    jbuf_putc(b, '}');
-}
-
-void model_config_to_json(const osp_model_config *c, const char *placement,
-                          jbuf *b) {
+void model_config_to_json(const osp_model_config *c, jbuf *b) {
     bool first = true;
     jbuf_putc(b, '{');
     str_field(b, &first, "name", c->name);
@@ -277,8 +224,6 @@ void model_config_to_json(const osp_model_config *c, const char *placement,
             jbuf_putc(b, ',');
         write_instance_group(b, c->name, &c->instance_groups[i], i);
     }
-    if (c->n_instance_groups == 0 && placement)
-        write_default_instance_group(b, c->name, placement);
     jbuf_putc(b, ']');
     str_field(b, &first, "default_model_filename", "");
     key(b, &first, "cc_model_filenames");
