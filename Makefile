@@ -16,7 +16,7 @@ endif
 DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev \
                zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip
 
-.PHONY: run test deps venv build unit integration clean format
+.PHONY: run test deps venv build leakcheck clean format
 
 run: deps build
 	./$(BUILD)/osprey --model-repository=models --http-port=$(HTTP_PORT)
@@ -24,6 +24,18 @@ run: deps build
 test: deps venv build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(VENV)/bin/python -m pytest -q tests/integration
+	$(MAKE) leakcheck
+
+# The leak check: an AddressSanitizer + LeakSanitizer build of the server
+# driven by a short mix of the integration tests (tritonclient flows and the
+# malformed-request cases, without the 64 MiB bodies); the harness fails a
+# test whose server log holds any sanitizer report or whose exit is not 0.
+leakcheck: deps venv
+	cmake -S . -B $(BUILD)-asan -DOSPREY_SANITIZE=ON -DOSPREY_TESTS=OFF -DOSPREY_CUDA=OFF $(CMAKE_ARGS)
+	cmake --build $(BUILD)-asan -j $(JOBS) --target osprey
+	OSPREY_BIN=$(BUILD)-asan/osprey OSPREY_TIMEOUT_SCALE=3 \
+	  $(VENV)/bin/python -m pytest -q -m "not large" \
+	  tests/integration/test_http_tritonclient.py tests/integration/test_http_protocol.py
 
 # Installs Debian packages only when one is missing (needs root, as on a
 # fresh Debian 12 machine).
