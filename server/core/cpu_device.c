@@ -36,8 +36,7 @@ static osp_error *cpu_alloc(osp_device *dev, size_t size, void **ptr) {
 
 static void cpu_free(osp_device *dev, void *ptr, size_t size) {
     (void)dev;
-    (void)size;
-    free(ptr);
+    osp_host_free_aligned(ptr, size);
 }
 
 /* ---- streams ----------------------------------------------------------- */

@@ -154,7 +154,7 @@ static void device_buffer_release(osp_buffer *buf) {
     if (db->from_device_alloc)
         dev->ops->free(dev, buf->data, buf->size);
     else if (db->from_fallback)
-        free(buf->data);
+        osp_host_free_aligned(buf->data, buf->size);
     else
         dev->ops->free_host(dev, buf->data, buf->size, db->pinned);
     free(db);

@@ -9,18 +9,6 @@
 #include "device_internal.h"
 #include "osprey/memory.h"
 
-void *osp_host_alloc_aligned(size_t size) {
-    /* aligned_alloc wants a multiple of the alignment; 0 becomes one line so
-     * that the pointer is unique and non-NULL. */
-    if (size > SIZE_MAX - OSP_HOST_ALIGNMENT)
-        return NULL;
-    size_t rounded =
-        (size + OSP_HOST_ALIGNMENT - 1) & ~(size_t)(OSP_HOST_ALIGNMENT - 1);
-    if (rounded == 0)
-        rounded = OSP_HOST_ALIGNMENT;
-    return aligned_alloc(OSP_HOST_ALIGNMENT, rounded);
-}
-
 /* Header and bytes in one allocation: the header takes the first aligned
  * line, the data starts on the next one. */
 typedef union host_buffer_header {
@@ -32,7 +20,7 @@ _Static_assert(sizeof(osp_buffer) <= OSP_HOST_ALIGNMENT,
                "osp_buffer must fit in one aligned line");
 
 static void host_buffer_release(osp_buffer *buf) {
-    free(buf);
+    osp_host_free_aligned(buf, sizeof(host_buffer_header) + buf->size);
 }
 
 osp_buffer *osp_buffer_new_host(size_t size) {

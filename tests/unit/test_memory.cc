@@ -6,6 +6,10 @@
 
 #include "osprey/memory.h"
 
+extern "C" {
+#include "device_internal.h"
+}
+
 namespace {
 
 TEST(Memory, HostBuffersAreAlignedAndUsable) {
@@ -30,6 +34,33 @@ TEST(Memory, HugeHostBufferFailsCleanly) {
 
 void CountCall(void *ctx) {
     ++*static_cast<int *>(ctx);
+}
+
+// Large blocks come back from the cache: the same class gives the same
+// block, so a request-sized buffer costs no mmap or page faults the second
+// time; small blocks bypass the cache.
+TEST(Memory, LargeHostBlocksAreReused) {
+    const size_t size = (size_t{16} << 20) + 100;
+    void *a = osp_host_alloc_aligned(size);
+    ASSERT_NE(a, nullptr);
+    memset(a, 1, size);
+    osp_host_free_aligned(a, size);
+    void *b = osp_host_alloc_aligned(size + 1000); // same size class
+    EXPECT_EQ(a, b);
+    osp_host_free_aligned(b, size + 1000);
+
+    osp_buffer *buf = osp_buffer_new_host(size);
+    ASSERT_NE(buf, nullptr);
+    void *first = buf->data;
+    osp_buffer_free(buf);
+    buf = osp_buffer_new_host(size);
+    EXPECT_EQ(buf->data, first);
+    EXPECT_EQ((uintptr_t)buf->data % 64, 0u);
+    osp_buffer_free(buf);
+
+    // A cached block may still be released with plain free().
+    void *c = osp_host_alloc_aligned(size);
+    free(c);
 }
 
 TEST(Memory, WrapCallsFreeFnOnce) {
