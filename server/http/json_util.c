@@ -413,9 +413,18 @@ static osp_error *scan_number(scanner *s) {
     }
     s->pos = p;
     if (huge) {
-        /* Only then can the value overflow a double; strtod stops at the
-         * first character that is not part of the number. */
-        double d = strtod(t + start, NULL);
+        /* Only then can the value overflow a double. strtod gets a
+         * terminated copy: text[len] need not be a NUL, and the bytes
+         * after it may continue the number. */
+        size_t n = p - start;
+        char *num = malloc(n + 1);
+        if (!num)
+            return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                                 "out of memory parsing JSON");
+        memcpy(num, t + start, n);
+        num[n] = '\0';
+        double d = strtod(num, NULL);
+        free(num);
         if (d == HUGE_VAL || d == -HUGE_VAL)
             return scan_error(s, "Number too big to be stored in double.",
                               start);
