@@ -16,8 +16,10 @@
 
 #include "http_server.h"
 #include "kserve.h"
+#include "metrics.h"
 #include "osprey/log.h"
 #include "osprey/server.h"
+#include "osprey/trace.h"
 
 #define DRAIN_TIMEOUT_MS 30000
 
@@ -33,6 +35,12 @@ typedef struct flags {
     long long log_verbose;
     bool strict_gpu;
     osp_device_options devices;
+    osp_tracer_options trace;
+    bool allow_metrics;
+    bool allow_gpu_metrics;
+    bool allow_cpu_metrics;
+    long long metrics_port;
+    const char *metrics_address; /* NULL = the HTTP address */
 } flags;
 
 static void usage(FILE *f) {
@@ -66,6 +74,27 @@ static void usage(FILE *f) {
             "                                    device memory pool of one GPU "
             "(default 67108864);\n"
             "                                    repeatable\n"
+            "  --trace-config=[MODE,]KEY=VALUE   trace settings (Triton's): "
+            "rate=N, level=OFF|\n"
+            "                                    TIMESTAMPS|TENSORS, count=N, "
+            "mode=triton,\n"
+            "                                    triton,file=PATH, "
+            "triton,log-frequency=N;\n"
+            "                                    repeatable\n"
+            "  --trace-file-directory=DIR        let the trace settings API set "
+            "trace_file to a\n"
+            "                                    file name inside DIR "
+            "(default: refused)\n"
+            "  --allow-metrics=BOOL              Prometheus metrics service "
+            "(default true)\n"
+            "  --allow-gpu-metrics=BOOL          GPU metrics through NVML when "
+            "present (default true)\n"
+            "  --allow-cpu-metrics=BOOL          CPU metrics from /proc "
+            "(default true)\n"
+            "  --metrics-port=PORT               metrics port, 0 = any free "
+            "port (default 8002)\n"
+            "  --metrics-address=ADDR            metrics bind address "
+            "(default: --http-address)\n"
             "  --help                            this text\n");
 }
 
@@ -138,6 +167,13 @@ static void parse_flags(int argc, char **argv, flags *f) {
                                             "log-verbose",
                                             "pinned-memory-pool-byte-size",
                                             "cuda-memory-pool-byte-size",
+                                            "trace-config",
+                                            "trace-file-directory",
+                                            "allow-metrics",
+                                            "allow-gpu-metrics",
+                                            "allow-cpu-metrics",
+                                            "metrics-port",
+                                            "metrics-address",
                                             NULL};
         bool is_known = false;
         for (size_t k = 0; known[k]; k++)
@@ -212,6 +248,30 @@ static void parse_flags(int argc, char **argv, flags *f) {
                 bytes < 0)
                 bad_value(name, value);
             f->devices.cuda_pool_bytes[gpu] = (size_t)bytes;
+        } else if (strcmp(name, "trace-config") == 0) {
+            osp_error *err = osp_tracer_options_parse(&f->trace, value);
+            if (err) {
+                fprintf(stderr, "Error: %s\n", osp_error_message(err));
+                osp_error_free(err);
+                exit(2);
+            }
+        } else if (strcmp(name, "trace-file-directory") == 0) {
+            f->trace.file_directory = value;
+        } else if (strcmp(name, "allow-metrics") == 0) {
+            if (!parse_bool(value, &f->allow_metrics))
+                bad_value(name, value);
+        } else if (strcmp(name, "allow-gpu-metrics") == 0) {
+            if (!parse_bool(value, &f->allow_gpu_metrics))
+                bad_value(name, value);
+        } else if (strcmp(name, "allow-cpu-metrics") == 0) {
+            if (!parse_bool(value, &f->allow_cpu_metrics))
+                bad_value(name, value);
+        } else if (strcmp(name, "metrics-port") == 0) {
+            if (!parse_ll(value, &v) || v < 0 || v > 65535)
+                bad_value(name, value);
+            f->metrics_port = v;
+        } else if (strcmp(name, "metrics-address") == 0) {
+            f->metrics_address = value;
         }
     }
 }
@@ -224,7 +284,12 @@ int main(int argc, char **argv) {
     f.http_thread_count = 8;
     f.http_max_input_size = 67108864;
     f.control_mode = OSP_MODEL_CONTROL_NONE;
+    f.allow_metrics = true;
+    f.allow_gpu_metrics = true;
+    f.allow_cpu_metrics = true;
+    f.metrics_port = 8002;
     osp_device_options_init(&f.devices);
+    osp_tracer_options_init(&f.trace);
     parse_flags(argc, argv, &f);
 
     if (f.http_max_input_size <= 0) {
@@ -257,11 +322,22 @@ int main(int argc, char **argv) {
     opts.strict_gpu = f.strict_gpu;
     opts.devices = f.devices;
 
+    /* After the signal mask: the tracer starts its writer thread. */
+    osp_tracer *tracer = NULL;
+    osp_error *err = osp_tracer_new(&f.trace, &tracer);
+    if (err) {
+        OSP_LOG_ERROR("%s", osp_error_message(err));
+        osp_error_free(err);
+        free(f.load_models);
+        return 1;
+    }
+
     osp_server *server = NULL;
-    osp_error *err = osp_server_new(&opts, &server);
+    err = osp_server_new(&opts, &server);
     if (err) {
         OSP_LOG_ERROR("failed to start the server: %s", osp_error_message(err));
         osp_error_free(err);
+        osp_tracer_free(tracer);
         free(f.load_models);
         return 1;
     }
@@ -276,6 +352,7 @@ int main(int argc, char **argv) {
         .max_input_size = (size_t)f.http_max_input_size,
         .surfaces = surfaces,
         .n_surfaces = sizeof surfaces / sizeof surfaces[0],
+        .tracer = tracer,
     };
     http_server *http = NULL;
     err = http_server_start(&hopts, server, &http);
@@ -283,11 +360,40 @@ int main(int argc, char **argv) {
         OSP_LOG_ERROR("%s", osp_error_message(err));
         osp_error_free(err);
         osp_server_free(server);
+        osp_tracer_free(tracer);
         free(f.load_models);
         return 1;
     }
+    metrics_server *metrics = NULL;
+    const char *metrics_address =
+        f.metrics_address ? f.metrics_address : f.http_address;
+    if (f.allow_metrics) {
+        metrics_options mopts = {
+            .address = metrics_address,
+            .port = (int)f.metrics_port,
+            .gpu = f.allow_gpu_metrics,
+            .cpu = f.allow_cpu_metrics,
+        };
+        err = metrics_server_start(&mopts, server, &metrics);
+        if (err) {
+            OSP_LOG_ERROR("%s", osp_error_message(err));
+            osp_error_free(err);
+            http_server_stop_accepting(http);
+            osp_server_begin_shutdown(server);
+            if (!http_server_drain(http, DRAIN_TIMEOUT_MS))
+                return 1; /* see the same case at the end */
+            http_server_free(http);
+            osp_server_free(server);
+            osp_tracer_free(tracer);
+            free(f.load_models);
+            return 1;
+        }
+    }
     OSP_LOG_INFO("Started HTTPService at %s:%d", f.http_address,
                  http_server_port(http));
+    if (metrics)
+        OSP_LOG_INFO("Started Metrics Service at %s:%d", metrics_address,
+                     metrics_server_port(metrics));
 
     int sig = 0;
     while (sigwait(&stop_signals, &sig) != 0)
@@ -302,10 +408,15 @@ int main(int argc, char **argv) {
          * must not be stopped then; the process exit releases them. */
         OSP_LOG_WARN("requests still in progress after %d ms; exiting",
                      DRAIN_TIMEOUT_MS);
+        osp_tracer_shutdown(tracer); /* trace files still get their "]" */
         return 0;
     }
     http_server_free(http);
+    metrics_server_free(metrics); /* it reads the core's statistics */
     osp_server_free(server);
+    /* Last: every trace has ended; buffered traces are written and the
+     * trace files closed. */
+    osp_tracer_free(tracer);
     free(f.load_models);
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "osprey/error.h"
 #include "osprey/memory.h"
 #include "osprey/tensor.h"
+#include "osprey/trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,6 +64,11 @@ typedef struct osp_infer_request {
     /* Monotonic ns when the frontend started receiving it (for trace and
      * statistics); 0 = unknown. */
     uint64_t receive_start_ns;
+    /* The request's trace when it was sampled, else NULL. Borrowed: the
+     * frontend owns it (osp_tracer_sample .. osp_trace_end); the core
+     * reports into it until it calls the completion callback or returns
+     * an error from osp_server_infer_async, and never frees it. */
+    osp_trace *trace;
 } osp_infer_request;
 
 /* New empty request for `model` (copied). NULL on OOM. */

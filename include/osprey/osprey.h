@@ -10,3 +10,4 @@
 #include "osprey/model_config.h"
 #include "osprey/server.h"
 #include "osprey/tensor.h"
+#include "osprey/trace.h"

@@ -9,10 +9,12 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "execute_ctx.h"
 #include "model_internal.h"
 #include "osprey/log.h"
+#include "trace_report.h"
 
 void pending_request_free(pending_request *p)
 {
@@ -49,8 +51,28 @@ static osp_infer_response *response_new(const pending_request *p)
  * allocated) and the pending request is freed. */
 static void request_finish(pending_request *p, osp_infer_response *resp)
 {
-    p->complete(resp, p->user);
-    pending_request_free(p);
+    if (p->req->trace)
+        trace_report_finish(p);
+    if (p->model) {
+        uint64_t end_ns = osp_now_ns();
+        if (resp && !resp->error) {
+            stats_stamps t = {
+                .request_start = p->times.request_start,
+                .queue_start = p->times.queue_start,
+                .compute_start = p->times.compute_start,
+                .compute_input_end = p->times.compute_input_end,
+                .compute_output_start = p->times.compute_output_start,
+                .compute_end = p->times.compute_end,
+            };
+            model_stats_record_success(&p->model->stats, &t, end_ns,
+                                       p->batch_size);
+        } else {
+            model_stats_record_failure(&p->model->stats,
+                                       p->times.request_start, end_ns,
+                                       p->failure_reason);
+        }
+    }
+    model_deliver(p, resp);
 }
 
 void pending_request_fail(pending_request *p, osp_error *err)
@@ -65,10 +87,12 @@ void pending_request_fail(pending_request *p, osp_error *err)
 
 static void fail_batch(pending_request **batch, size_t n, const osp_error *err)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        batch[i]->failure_reason = OSP_FAILURE_BACKEND;
         pending_request_fail(batch[i],
                              osp_error_new(osp_error_get_code(err), "%s",
                                            osp_error_message(err)));
+    }
 }
 
 /* Per-batch scratch: device input tensors and the execute context. */
@@ -374,6 +398,23 @@ out:
         fail_batch(batch, n, err);
         osp_error_free(err);
     } else {
+        /* The execution counts before any response leaves, so a client
+         * that reads statistics after its response sees its batch. */
+        stats_stamps t = {
+            .compute_start = batch[0]->times.compute_start,
+            .compute_input_end = batch[0]->times.compute_input_end,
+            .compute_output_start = batch[0]->times.compute_output_start,
+            .compute_end = batch[0]->times.compute_end,
+        };
+        int64_t rows = 0;
+        for (size_t r = 0; r < n; r++)
+            rows += batch[r]->batch_size > 0 ? batch[r]->batch_size : 1;
+        struct timespec wall;
+        clock_gettime(CLOCK_REALTIME, &wall);
+        model_stats_record_execution(&model->stats, &t, rows,
+                                     (uint64_t)wall.tv_sec * 1000u +
+                                         (uint64_t)wall.tv_nsec / 1000000u);
+        trace_report_backend_tensors(inst, batch, n, bs.inputs, resps);
         for (size_t r = 0; r < n; r++)
             request_finish(batch[r], resps[r]);
     }

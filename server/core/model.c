@@ -31,6 +31,9 @@ void osp_model_unref(osp_model *model)
         return;
     pthread_mutex_destroy(&model->lock);
     pthread_cond_destroy(&model->work_ready);
+    pthread_mutex_destroy(&model->order_lock);
+    batcher_destroy(&model->batcher);
+    model_stats_destroy(&model->stats);
     osp_model_config_free(model->config);
     free(model->version_path);
     free(model);
@@ -65,36 +68,105 @@ void osp_model_describe_placement(const osp_model *model, char *buf,
 
 /* ---- instance workers ------------------------------------------------------ */
 
-/* Takes the next batch from the queue, blocking while it is empty. Returns
- * 0 when the model is stopping and the queue is drained. Without dynamic
- * batching a batch is one request. */
-static size_t take_batch(osp_model *model, pending_request **batch,
-                         size_t cap)
+/* Whether request b may run in one batch with a (batcher_compatible_fn):
+ * the same optional inputs given, and each input's datatype and shape
+ * beyond the batch dimension equal (gather_input concatenates rows). */
+static bool requests_compatible(const batcher_entry *a, const batcher_entry *b,
+                                void *ctx)
 {
-    pthread_mutex_lock(&model->lock);
-    while (!model->queue_head && !model->stopping)
-        pthread_cond_wait(&model->work_ready, &model->lock);
-    size_t n = 0;
-    if (model->queue_head && cap > 0) {
-        pending_request *p = model->queue_head;
-        model->queue_head = p->next;
-        if (!model->queue_head)
-            model->queue_tail = NULL;
-        model->queue_length--;
-        p->next = NULL;
-        batch[n++] = p;
+    const osp_model_config *cfg = ctx;
+    const pending_request *p = a->owner, *q = b->owner;
+    for (size_t i = 0; i < cfg->n_inputs; i++) {
+        int x = p->input_map[i], y = q->input_map[i];
+        if ((x < 0) != (y < 0))
+            return false;
+        if (x < 0)
+            continue;
+        const osp_infer_input *u = &p->req->inputs[x];
+        const osp_infer_input *v = &q->req->inputs[y];
+        if (u->dtype != v->dtype || u->shape.rank != v->shape.rank)
+            return false;
+        for (int d = cfg->max_batch_size > 0 ? 1 : 0; d < u->shape.rank; d++)
+            if (u->shape.dims[d] != v->shape.dims[d])
+                return false;
     }
-    pthread_mutex_unlock(&model->lock);
+    return true;
+}
+
+/* Fails requests whose queue timeout expired under REJECT (a list linked
+ * by entry.next), as Triton: UNAVAILABLE "Request timeout expired". */
+static void fail_expired(batcher_entry *expired)
+{
+    while (expired) {
+        pending_request *p = expired->owner;
+        expired = expired->next;
+        p->failure_reason = OSP_FAILURE_REJECTED;
+        pending_request_fail(p, osp_error_new(OSP_ERROR_UNAVAILABLE,
+                                              "Request timeout expired"));
+    }
+}
+
+/* Takes the next batch for an instance into inst->batch, blocking until
+ * the batcher has one ready (or its delay or a queue timeout runs out).
+ * Expired requests are failed on the way. Returns 0 when the model is
+ * stopping and its queue is drained: while stopping, whatever is queued
+ * runs at once. */
+static size_t take_batch(model_instance *inst)
+{
+    osp_model *model = inst->model;
+    size_t cap = batcher_max_entries(&model->batcher);
+    size_t n = 0;
+    pthread_mutex_lock(&model->lock);
+    for (;;) {
+        batcher_entry *expired = NULL;
+        uint64_t wait_ns = 0;
+        n = batcher_take(&model->batcher, osp_now_ns(),
+                         model->stopping || model->flushing, inst->entries,
+                         cap, &expired, &wait_ns);
+        if (n > 0 || expired) {
+            /* What is left may make a batch for another idle instance. */
+            if (batcher_queued(&model->batcher) > 0)
+                pthread_cond_signal(&model->work_ready);
+            pthread_mutex_unlock(&model->lock);
+            fail_expired(expired);
+            if (n > 0)
+                break;
+            pthread_mutex_lock(&model->lock);
+            continue;
+        }
+        if (model->stopping) { /* and nothing is queued */
+            pthread_mutex_unlock(&model->lock);
+            break;
+        }
+        if (wait_ns == 0) {
+            pthread_cond_wait(&model->work_ready, &model->lock);
+        } else {
+            /* Long waits are cut to an hour: the batcher is asked again. */
+            const uint64_t hour_ns = 3600ull * 1000000000ull;
+            struct timespec until;
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            uint64_t ns = (uint64_t)until.tv_nsec +
+                          (wait_ns < hour_ns ? wait_ns : hour_ns);
+            until.tv_sec += (time_t)(ns / 1000000000u);
+            until.tv_nsec = (long)(ns % 1000000000u);
+            pthread_cond_timedwait(&model->work_ready, &model->lock, &until);
+        }
+    }
+    bool ordered = model->config->dynamic_batching.enabled &&
+                   model->config->dynamic_batching.preserve_ordering;
+    for (size_t i = 0; i < n; i++) {
+        inst->batch[i] = inst->entries[i]->owner;
+        inst->batch[i]->ordered = ordered;
+    }
     return n;
 }
 
 static void *instance_worker(void *arg)
 {
     model_instance *inst = arg;
-    pending_request *batch[1];
     size_t n;
-    while ((n = take_batch(inst->model, batch, 1)) > 0)
-        instance_execute_batch(inst, batch, n);
+    while ((n = take_batch(inst)) > 0)
+        instance_execute_batch(inst, inst->batch, n);
     return NULL;
 }
 
@@ -109,17 +181,67 @@ osp_error *model_enqueue(osp_model *model, pending_request *p)
                              "state",
                              model->config->name);
     }
-    p->times.queue_start = osp_now_ns();
+    uint64_t now = osp_now_ns();
+    p->times.queue_start = now;
     p->next = NULL;
-    if (model->queue_tail)
-        model->queue_tail->next = p;
-    else
-        model->queue_head = p;
-    model->queue_tail = p;
-    model->queue_length++;
-    pthread_cond_signal(&model->work_ready);
+    p->entry.owner = p;
+    p->entry.batch_size = p->batch_size;
+    p->entry.priority = p->req->priority;
+    p->entry.timeout_us = p->req->timeout_us;
+    osp_error *err = batcher_enqueue(&model->batcher, &p->entry, now);
+    if (!err)
+        pthread_cond_signal(&model->work_ready);
     pthread_mutex_unlock(&model->lock);
+    if (err) {
+        /* Triton prefixes the queue's refusal with the request id. */
+        osp_error *out = osp_error_new(
+            osp_error_get_code(err), "[request id: %s] %s",
+            p->req->id[0] ? p->req->id : OSP_REQUEST_ID_UNKNOWN,
+            osp_error_message(err));
+        osp_error_free(err);
+        pending_request_free(p);
+        return out;
+    }
     return NULL;
+}
+
+void model_deliver(pending_request *p, osp_infer_response *resp)
+{
+    if (!p->ordered) {
+        p->complete(resp, p->user);
+        pending_request_free(p);
+        return;
+    }
+    /* Callbacks run under order_lock so that two threads releasing
+     * consecutive requests cannot overtake each other. */
+    osp_model *model = model_ref(p->model);
+    pthread_mutex_lock(&model->order_lock);
+    p->held_response = resp;
+    batcher_entry *ready = reorder_push(&model->reorder, &p->entry);
+    while (ready) {
+        pending_request *q = ready->owner;
+        ready = ready->next;
+        q->complete(q->held_response, q->user);
+        pending_request_free(q);
+    }
+    pthread_mutex_unlock(&model->order_lock);
+    osp_model_unref(model);
+}
+
+void model_flush(osp_model *model)
+{
+    pthread_mutex_lock(&model->lock);
+    model->flushing = true;
+    pthread_cond_broadcast(&model->work_ready);
+    pthread_mutex_unlock(&model->lock);
+}
+
+size_t model_pending_count(osp_model *model)
+{
+    pthread_mutex_lock(&model->lock);
+    size_t n = batcher_queued(&model->batcher);
+    pthread_mutex_unlock(&model->lock);
+    return n;
 }
 
 /* ---- placement --------------------------------------------------------------- */
@@ -258,6 +380,8 @@ static void stop_instances(osp_model *model)
         for (int m = 0; m < 4; m++)
             osp_event_free(inst->marks[m]);
         osp_stream_free(inst->stream);
+        free(inst->batch);
+        free(inst->entries);
     }
     free(model->instances);
     model->instances = NULL;
@@ -277,7 +401,13 @@ osp_error *model_load(osp_model_config *config, int64_t version,
         return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
     atomic_init(&model->refs, 1);
     pthread_mutex_init(&model->lock, NULL);
-    pthread_cond_init(&model->work_ready, NULL);
+    pthread_mutex_init(&model->order_lock, NULL);
+    reorder_init(&model->reorder);
+    pthread_condattr_t cond_attr;
+    pthread_condattr_init(&cond_attr);
+    pthread_condattr_setclock(&cond_attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&model->work_ready, &cond_attr);
+    pthread_condattr_destroy(&cond_attr);
     model->config = config;
     model->version = version;
     model->version_path = strdup(version_path);
@@ -296,10 +426,22 @@ osp_error *model_load(osp_model_config *config, int64_t version,
     if ((err = model->backend->model_new(config, version_path,
                                          &model->backend_model)))
         goto out;
+    if ((err = batcher_init(&model->batcher, config, requests_compatible,
+                            config)))
+        goto out;
+    if ((err = model_stats_init(&model->stats, config->max_batch_size)))
+        goto out;
     if ((err = place_instances(model, strict_gpu)))
         goto out;
     for (size_t i = 0; i < model->n_instances && !err; i++) {
         model_instance *inst = &model->instances[i];
+        size_t slots = batcher_max_entries(&model->batcher);
+        inst->batch = calloc(slots, sizeof(*inst->batch));
+        inst->entries = calloc(slots, sizeof(*inst->entries));
+        if (!inst->batch || !inst->entries) {
+            err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            break;
+        }
         err = osp_stream_new(inst->device, &inst->stream);
         for (int m = 0; m < 4 && !err; m++)
             err = osp_event_new(inst->device, &inst->marks[m]);

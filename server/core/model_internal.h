@@ -8,8 +8,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "batcher.h"
 #include "osprey/backend.h"
 #include "osprey/server.h"
+#include "stats.h"
 
 typedef struct model_instance model_instance;
 
@@ -39,6 +41,10 @@ typedef struct pending_request {
     size_t n_response_outputs;
     request_times times;
     struct pending_request *next;
+    batcher_entry entry;      /* its place in the model's queue */
+    bool ordered;             /* delivered in queue order (preserve_ordering) */
+    osp_infer_response *held_response; /* finished, waiting for its turn */
+    osp_failure_reason failure_reason; /* statistics label if it fails */
 } pending_request;
 
 /* Frees a pending request and everything it owns, releasing its model
@@ -62,6 +68,9 @@ struct model_instance {
      * calls: [0] compute start, [1] inputs copied, [2] backend done,
      * [3] outputs copied. */
     osp_event *marks[4];
+    /* The batch being taken and run: batcher_max_entries slots each. */
+    pending_request **batch;
+    batcher_entry **entries;
 };
 
 struct osp_model {
@@ -74,12 +83,19 @@ struct osp_model {
     model_instance *instances;
     size_t n_instances;
 
-    /* Scheduler queue: FIFO, guarded by lock. */
+    /* Scheduler queue and dynamic batcher, guarded by lock. work_ready
+     * (CLOCK_MONOTONIC) wakes workers on arrivals and shutdown. */
     pthread_mutex_t lock;
     pthread_cond_t work_ready;
-    pending_request *queue_head, *queue_tail;
-    size_t queue_length;
+    batcher batcher;
     bool stopping;             /* no new work; workers exit once drained */
+    bool flushing;             /* shutting down: run what is queued now */
+
+    /* preserve_ordering: finished requests wait here for their turn. */
+    pthread_mutex_t order_lock;
+    reorder_buffer reorder;
+
+    model_stats stats;
 };
 
 /* Loads version `version` of the model whose config is `config` (borrowed;
@@ -102,6 +118,19 @@ osp_error *model_enqueue(osp_model *model, pending_request *p);
  * Consumes the array's entries. */
 void instance_execute_batch(model_instance *inst, pending_request **batch,
                             size_t n);
+
+/* Ends p with resp (ownership of both moves): the frontend's callback
+ * gets the response, in queue order when the model preserves ordering
+ * (then possibly later, from the thread finishing an earlier request), and
+ * p is freed. Statistics are recorded by the caller (request_finish). */
+void model_deliver(pending_request *p, osp_infer_response *resp);
+
+/* From now on queued requests run as soon as an instance is free, without
+ * waiting for a batch to fill (server shutdown). */
+void model_flush(osp_model *model);
+
+/* Requests queued now, waiting for an instance. */
+size_t model_pending_count(osp_model *model);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t osp_now_ns(void);

@@ -18,6 +18,7 @@
 #include "osprey/log.h"
 #include "repository.h"
 #include "request_validate.h"
+#include "trace_report.h"
 
 typedef struct version_slot {
     int64_t version;
@@ -382,6 +383,19 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out)
 void osp_server_begin_shutdown(osp_server *server)
 {
     atomic_store(&server->shutting_down, true);
+    /* Requests already queued run now rather than wait for batches to
+     * fill, so that draining the frontends does not wait out batch
+     * delays. Only READY slots: an UNLOADING model may be freed by its
+     * unloader at any time (and its stopping workers flush anyway). */
+    pthread_mutex_lock(&server->lock);
+    for (size_t i = 0; i < server->n_entries; i++) {
+        const model_entry *e = &server->entries[i];
+        for (size_t v = 0; v < e->n_versions; v++)
+            if (e->versions[v].state == OSP_MODEL_STATE_READY &&
+                e->versions[v].model)
+                model_flush(e->versions[v].model);
+    }
+    pthread_mutex_unlock(&server->lock);
 }
 
 void osp_server_free(osp_server *server)
@@ -674,5 +688,7 @@ osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
         pending_request_free(p);
         return err;
     }
+    if (req->trace)
+        trace_report_accepted(p);
     return model_enqueue(model, p);
 }

@@ -29,6 +29,7 @@
 struct http_server {
     struct MHD_Daemon *daemon;
     osp_server *core;
+    osp_tracer *tracer;
     size_t max_input_size;
     int port;
     const http_surface *surfaces;
@@ -577,6 +578,10 @@ osp_server *http_request_core(const http_request *req) {
     return req->server->core;
 }
 
+osp_tracer *http_request_tracer(const http_request *req) {
+    return req->server->tracer;
+}
+
 http_method http_request_method(const http_request *req) {
     return req->method;
 }
@@ -684,6 +689,7 @@ osp_error *http_server_start(const http_server_options *opts, osp_server *core,
     if (!server)
         return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
     server->core = core;
+    server->tracer = opts->tracer;
     server->max_input_size = opts->max_input_size;
     server->surfaces = opts->surfaces;
     server->n_surfaces = opts->n_surfaces;

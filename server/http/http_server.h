@@ -21,6 +21,7 @@
 #include "http_compress.h"
 #include "osprey/error.h"
 #include "osprey/server.h"
+#include "osprey/trace.h"
 
 typedef struct http_server http_server;
 typedef struct http_request http_request;
@@ -72,6 +73,7 @@ typedef struct http_server_options {
     size_t max_input_size;
     const http_surface *surfaces; /* borrowed for the server's lifetime */
     size_t n_surfaces;
+    osp_tracer *tracer; /* borrowed for the server's lifetime; may be NULL */
 } http_server_options;
 
 /* Binds and starts serving. `core` is borrowed for the server's lifetime.
@@ -93,6 +95,8 @@ void http_server_free(http_server *server);
 /* ---- request accessors (valid until the request completes) ---- */
 
 osp_server *http_request_core(const http_request *req);
+/* The tracer of http_server_options (NULL when none). */
+osp_tracer *http_request_tracer(const http_request *req);
 http_method http_request_method(const http_request *req);
 const char *http_request_method_name(const http_request *req);
 /* The path without the query string, not URL-decoded (as Triton routes). */

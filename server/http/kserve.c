@@ -17,6 +17,8 @@ const char *const kserve_extensions[] = {
     "model_configuration",
     "binary_tensor_data",
     "parameters",
+    "statistics",
+    "trace",
     NULL,
 };
 
@@ -269,6 +271,11 @@ static osp_error *model_config(http_request *req, simple_ctx *ctx) {
     return NULL;
 }
 
+/* GET /v2/models/stats (ctx->model "") and .../{m}[/versions/{v}]/stats. */
+static osp_error *model_stats(http_request *req, simple_ctx *ctx) {
+    return kserve_stats_reply(req, ctx->model, ctx->version);
+}
+
 /* ---- repository ---- */
 
 /* The buffered JSON body, or NULL when empty (allowed everywhere here). */
@@ -499,7 +506,19 @@ static bool route_model(http_request *req, const char *path) {
         free(v);
         return true;
     }
-    /* generate, stats and trace are not implemented: Not Found. */
+    if (strcmp(kind, "trace/setting") == 0) {
+        /* Trace settings are per model, not per version: Not Found. */
+        if (version)
+            return false;
+        kserve_trace_route(req, name, name_len);
+        return true;
+    }
+    if (strcmp(kind, "stats") == 0) {
+        if (method_is(req, HTTP_METHOD_GET))
+            claim(req, model_stats, name, name_len, version, version_len);
+        return true;
+    }
+    /* generate is not implemented: Not Found. */
     return false;
 }
 
@@ -556,6 +575,13 @@ bool kserve_route(http_request *req, void *surface_ctx) {
     OSP_LOG_VERBOSE("HTTP request: %s %s", http_request_method_name(req), path);
     if (strncmp(path, "/v2", 3) != 0)
         return false;
+    /* Triton checks this exact path first: a model named "stats" has no
+     * metadata endpoint. */
+    if (strcmp(path, "/v2/models/stats") == 0) {
+        if (method_is(req, HTTP_METHOD_GET))
+            claim(req, model_stats, NULL, 0, NULL, 0);
+        return true;
+    }
     if (route_model(req, path))
         return true;
     if (strcmp(path, "/v2") == 0) {
@@ -574,5 +600,9 @@ bool kserve_route(http_request *req, void *surface_ctx) {
     }
     if (route_repository(req, path))
         return true;
+    if (strcmp(path, "/v2/trace/setting") == 0) {
+        kserve_trace_route(req, NULL, 0);
+        return true;
+    }
     return false;
 }

@@ -19,6 +19,11 @@ bool kserve_route(http_request *req, void *surface_ctx);
  * implements. */
 extern const char *const kserve_extensions[];
 
+/* std::stoi as Triton applies it to header and setting values: leading
+ * whitespace, a sign, digits, anything after. Returns 0 and sets *out on
+ * success, 1 when there are no digits, 2 when out of int range. */
+int kserve_parse_stoi(const char *s, long long *out);
+
 /* Version from the URL ("" = latest). Caller owns nothing. */
 osp_error *kserve_parse_version(const char *s, int64_t *out);
 
@@ -26,6 +31,17 @@ osp_error *kserve_parse_version(const char *s, int64_t *out);
  * `version` ("" when absent). Claims the request. */
 void kserve_infer_route(http_request *req, const char *name,
                         const char *version);
+
+/* GET/POST /v2/trace/setting (model NULL) and
+ * /v2/models/{model}/trace/setting (kserve_trace.c). `model` (model_len
+ * bytes) is borrowed. Claims the request. */
+void kserve_trace_route(http_request *req, const char *model, size_t model_len);
+
+/* Replies to a statistics request for `model` ("" = every model) and
+ * `version` ("" = every ready version) with Triton's JSON, or returns the
+ * error (kserve_stats.c). Both strings borrowed. */
+osp_error *kserve_stats_reply(http_request *req, const char *model,
+                              const char *version);
 
 /* Appends the model configuration as protobuf JSON (model_config_json.c).
  * A loaded model's instance groups are the placed ones (kind, count, gpus

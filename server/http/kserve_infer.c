@@ -13,6 +13,12 @@
  * Errors follow Triton's order: a problem in the header is kept and
  * reported only after the blobs of the inputs before it were checked, as
  * Triton reads those first.
+ *
+ * Tracing: the request is offered to the tracer's sampler when it is
+ * routed; a sampled request's trace (owned by the ctx) gets HTTP_RECV_START
+ * then, HTTP_RECV_END when the body is in, is lent to the core with the
+ * request, gets HTTP_SEND_START when the response is built and
+ * HTTP_SEND_END when the connection is done with it, and is ended there.
  */
 #include <errno.h>
 #include <limits.h>
@@ -89,6 +95,9 @@ typedef struct infer_ctx {
     size_t n_outputs;
 
     osp_infer_response *response;
+
+    /* this request's trace when sampled (owned; ended in infer_ctx_free) */
+    osp_trace *trace;
 } infer_ctx;
 
 static uint64_t now_ns(void) {
@@ -101,6 +110,13 @@ static void infer_ctx_free(void *p) {
     infer_ctx *ctx = p;
     if (!ctx)
         return;
+    if (ctx->trace) {
+        /* The connection is done with the response (or the request ended
+         * without one). */
+        if (osp_trace_stamped(ctx->trace, OSP_TRACE_HTTP_SEND_START))
+            osp_trace_stamp(ctx->trace, OSP_TRACE_HTTP_SEND_END, now_ns());
+        osp_trace_end(ctx->trace);
+    }
     free(ctx->model);
     free(ctx->ihcl_text);
     jbuf_free(&ctx->header);
@@ -124,9 +140,7 @@ static osp_error *oom(void) {
 
 /* ---- header values ---- */
 
-/* std::stoi: leading whitespace, a sign, digits, anything after. Returns 0
- * on success, 1 when there are no digits, 2 when out of int range. */
-static int parse_stoi(const char *s, long long *out) {
+int kserve_parse_stoi(const char *s, long long *out) {
     const char *p = s;
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' ||
            *p == '\v')
@@ -778,6 +792,8 @@ static osp_error *build_raw_request(infer_ctx *ctx) {
 static osp_error *infer_on_complete(http_request *http) {
     infer_ctx *ctx = http_request_handler_ctx(http);
     osp_error *err;
+    if (ctx->trace)
+        osp_trace_stamp(ctx->trace, OSP_TRACE_HTTP_RECV_END, now_ns());
     uint64_t body = http_request_body_bytes(http);
     uint64_t content_length = ctx->has_cl ? ctx->cl : body;
     if (ctx->has_ihcl && (ctx->ihcl_value < 0 || ctx->ihcl > content_length))
@@ -819,6 +835,7 @@ static osp_error *infer_on_complete(http_request *http) {
     osp_infer_request *request = ctx->request;
     ctx->request = NULL;
     request->receive_start_ns = ctx->start_ns;
+    request->trace = ctx->trace; /* lent to the core */
     http_request_begin_async(http);
     err = osp_server_infer_async(ctx->core, request, infer_done, ctx);
     if (err) {
@@ -884,6 +901,8 @@ static void write_response_parameters(jbuf *b, const osp_infer_response *r) {
  * outputs in output order, sent from their buffers without a copy. */
 static osp_error *infer_on_resume(http_request *http) {
     infer_ctx *ctx = http_request_handler_ctx(http);
+    if (ctx->trace)
+        osp_trace_stamp(ctx->trace, OSP_TRACE_HTTP_SEND_START, now_ns());
     osp_infer_response *r = ctx->response;
     osp_error *err = NULL;
     if (!r)
@@ -1048,6 +1067,9 @@ void kserve_infer_route(http_request *http, const char *name,
     ctx->version = v;
     ctx->start_ns = now_ns();
     ctx->max_input = http_request_max_input_size(http);
+    ctx->trace = osp_tracer_sample(http_request_tracer(http), name);
+    if (ctx->trace)
+        osp_trace_stamp(ctx->trace, OSP_TRACE_HTTP_RECV_START, ctx->start_ns);
     jbuf_init(&ctx->header);
     jbuf_init(&ctx->raw_grow);
     http_request_set_handler(http, &infer_handler, ctx);
@@ -1061,7 +1083,7 @@ void kserve_infer_route(http_request *http, const char *name,
     const char *cl = http_request_header(http, "Content-Length");
     if (cl && !ctx->compressed) {
         long long parsed;
-        int why = parse_stoi(cl, &parsed);
+        int why = kserve_parse_stoi(cl, &parsed);
         if (why) {
             http_request_fail(http,
                               header_parse_error("Content-Length", cl, why));
@@ -1074,7 +1096,7 @@ void kserve_infer_route(http_request *http, const char *name,
         http_request_header(http, "Inference-Header-Content-Length");
     if (ihcl) {
         long long parsed;
-        int why = parse_stoi(ihcl, &parsed);
+        int why = kserve_parse_stoi(ihcl, &parsed);
         if (why) {
             http_request_fail(
                 http, header_parse_error("Inference-Header-Content-Length",

@@ -28,6 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE_MODELS = ROOT / "models"
 
 STARTED_RE = re.compile(r"Started HTTPService at (\S+):(\d+)")
+METRICS_RE = re.compile(r"Started Metrics Service at (\S+):(\d+)")
 SANITIZER_MARKERS = (
     "AddressSanitizer",
     "LeakSanitizer",
@@ -93,6 +94,9 @@ class OspreyServer:
         cmd = wrapper_argv() + [binary, f"--model-repository={self.repo}"]
         if not any(a.startswith("--http-port") for a in self.args):
             cmd.append("--http-port=0")
+        # Servers run side by side: never the fixed default metrics port.
+        if not any(a.startswith("--metrics-port") for a in self.args):
+            cmd.append("--metrics-port=0")
         cmd += self.args
         extra = os.environ.get("OSPREY_EXTRA_ARGS", "").strip()
         if extra:
@@ -243,6 +247,20 @@ class OspreyServer:
     @property
     def hostport(self):
         return f"{self.host}:{self.port}"
+
+    @property
+    def metrics_url(self):
+        """http://127.0.0.1:<port> of the metrics service, from the line
+        `Started Metrics Service at <addr>:<port>` (logged right after the
+        HTTP one)."""
+        deadline = time.monotonic() + 10 * timeout_scale()
+        while True:
+            m = METRICS_RE.search(self.stderr())
+            if m:
+                return f"http://{self.host}:{m.group(2)}"
+            if time.monotonic() > deadline:
+                raise AssertionError("no 'Started Metrics Service' line:\n" + self.log_tail())
+            time.sleep(0.02)
 
     @property
     def pid(self):

@@ -693,7 +693,6 @@ def test_chunked_infer_rejected_over_max_chunks():
     pass
 
 
-@pytest.mark.skip(reason="needs dynamic batcher (issue 5)")
 def test_descriptive_status_code(start_server, tmp_path):
     repo = harness.make_repo(tmp_path / "repo", ["onnx_zero_1_float32_queue"])
     srv = start_server(repo)

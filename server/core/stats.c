@@ -1,0 +1,251 @@
+/*
+ * Per-model-version statistics (Triton's InferenceStatsAggregator and
+ * TRITONSERVER_ServerModelStatistics).
+ */
+#include "stats.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+const char *osp_failure_reason_name(osp_failure_reason reason)
+{
+    switch (reason) {
+    case OSP_FAILURE_REJECTED:
+        return "REJECTED";
+    case OSP_FAILURE_CANCELED:
+        return "CANCELED";
+    case OSP_FAILURE_BACKEND:
+        return "BACKEND";
+    default:
+        return "OTHER";
+    }
+}
+
+/* ---- recorder ----------------------------------------------------------------- */
+
+osp_error *model_stats_init(model_stats *s, int64_t max_batch)
+{
+    memset(s, 0, sizeof(*s));
+    s->n_batches = (size_t)(max_batch > 0 ? max_batch : 1) + 1;
+    s->batches = calloc(s->n_batches, sizeof(*s->batches));
+    if (!s->batches)
+        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < s->n_batches; i++)
+        s->batches[i].batch_size = i;
+    pthread_mutex_init(&s->lock, NULL);
+    return NULL;
+}
+
+void model_stats_destroy(model_stats *s)
+{
+    if (!s->batches)
+        return;
+    pthread_mutex_destroy(&s->lock);
+    free(s->batches);
+    s->batches = NULL;
+}
+
+/* b - a, or 0 when a stage was not reached or clocks disagree. */
+static uint64_t span(uint64_t a, uint64_t b)
+{
+    return a && b > a ? b - a : 0;
+}
+
+static void add(osp_duration_stat *d, uint64_t count, uint64_t ns)
+{
+    d->count += count;
+    d->ns += ns;
+    d->us += ns / 1000;
+}
+
+void model_stats_record_success(model_stats *s, const stats_stamps *t,
+                                uint64_t end_ns, int64_t rows)
+{
+    uint64_t request = span(t->request_start, end_ns);
+    uint64_t queue = span(t->queue_start, t->compute_start);
+    uint64_t input = span(t->compute_start, t->compute_input_end);
+    uint64_t infer = span(t->compute_input_end, t->compute_output_start);
+    uint64_t output = span(t->compute_output_start, t->compute_end);
+    pthread_mutex_lock(&s->lock);
+    osp_model_stats *m = &s->totals;
+    m->inference_count += (uint64_t)(rows > 0 ? rows : 1);
+    add(&m->success, 1, request);
+    add(&m->queue, 1, queue);
+    add(&m->compute_input, 1, input);
+    add(&m->compute_infer, 1, infer);
+    add(&m->compute_output, 1, output);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void model_stats_record_failure(model_stats *s, uint64_t request_start_ns,
+                                uint64_t end_ns, osp_failure_reason reason)
+{
+    if ((unsigned)reason >= OSP_FAILURE_REASON_COUNT)
+        reason = OSP_FAILURE_OTHER;
+    pthread_mutex_lock(&s->lock);
+    add(&s->totals.fail, 1, span(request_start_ns, end_ns));
+    s->totals.failures[reason]++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void model_stats_record_execution(model_stats *s, const stats_stamps *t,
+                                  int64_t rows, uint64_t now_ms)
+{
+    uint64_t input = span(t->compute_start, t->compute_input_end);
+    uint64_t infer = span(t->compute_input_end, t->compute_output_start);
+    uint64_t output = span(t->compute_output_start, t->compute_end);
+    size_t size = (size_t)(rows > 0 ? rows : 1);
+    pthread_mutex_lock(&s->lock);
+    if (now_ms > s->totals.last_inference_ms)
+        s->totals.last_inference_ms = now_ms;
+    s->totals.execution_count++;
+    if (size < s->n_batches) {
+        osp_batch_stat *b = &s->batches[size];
+        add(&b->compute_input, 1, input);
+        add(&b->compute_infer, 1, infer);
+        add(&b->compute_output, 1, output);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+osp_error *model_stats_snapshot(model_stats *s, osp_model_stats *out)
+{
+    osp_batch_stat *list = calloc(s->n_batches, sizeof(*list));
+    if (!list)
+        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    char *name = out->name;
+    int64_t version = out->version;
+    size_t n = 0;
+    pthread_mutex_lock(&s->lock);
+    *out = s->totals;
+    for (size_t i = 0; i < s->n_batches; i++)
+        if (s->batches[i].compute_infer.count > 0)
+            list[n++] = s->batches[i];
+    pthread_mutex_unlock(&s->lock);
+    out->name = name;
+    out->version = version;
+    out->batch_stats = list;
+    out->n_batch_stats = n;
+    return NULL;
+}
+
+/* ---- the statistics API ---------------------------------------------------------- */
+
+/* Appends the snapshot of name/version to the list; a version unloaded
+ * meanwhile is skipped. */
+static osp_error *append_model(osp_server *server, const char *name,
+                               int64_t version, osp_model_stats **list,
+                               size_t *n, size_t *cap)
+{
+    osp_model *model = NULL;
+    osp_error *err = osp_server_model_get(server, name, version, &model);
+    if (err) {
+        osp_error_free(err);
+        return NULL;
+    }
+    if (*n == *cap) {
+        size_t bigger_cap = *cap ? *cap * 2 : 8;
+        osp_model_stats *bigger = realloc(*list, sizeof(**list) * bigger_cap);
+        if (!bigger) {
+            osp_model_unref(model);
+            return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        }
+        *list = bigger;
+        *cap = bigger_cap;
+    }
+    osp_model_stats *m = &(*list)[*n];
+    memset(m, 0, sizeof(*m));
+    m->name = strdup(name);
+    m->version = version;
+    err = m->name ? model_stats_snapshot(&model->stats, m)
+                  : osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    if (!err) {
+        m->pending_requests = model_pending_count(model);
+        (*n)++;
+    } else {
+        free(m->name);
+    }
+    osp_model_unref(model);
+    return err;
+}
+
+/* The ready versions of `name` to report, per the version asked for. */
+static osp_error *versions_to_report(osp_server *server, const char *name,
+                                     int64_t version, int64_t **versions,
+                                     size_t *n)
+{
+    *versions = NULL;
+    *n = 0;
+    osp_error *err = osp_model_ready_versions(server, name, versions, n);
+    if (err && osp_error_get_code(err) != OSP_ERROR_NOT_FOUND)
+        return err;
+    if (err || *n == 0) {
+        osp_error_free(err);
+        free(*versions);
+        *versions = NULL;
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "requested model '%s' is not available", name);
+    }
+    if (version < 0)
+        return NULL;
+    for (size_t i = 0; i < *n; i++) {
+        if ((*versions)[i] == version) {
+            (*versions)[0] = version;
+            *n = 1;
+            return NULL;
+        }
+    }
+    free(*versions);
+    *versions = NULL;
+    return osp_error_new(OSP_ERROR_INVALID_ARG,
+                         "requested model version is not available for "
+                         "model '%s'",
+                         name);
+}
+
+osp_error *osp_server_model_statistics(osp_server *server, const char *name,
+                                       int64_t version, osp_model_stats **stats,
+                                       size_t *n)
+{
+    osp_model_stats *list = NULL;
+    size_t count = 0, cap = 0;
+    osp_error *err = NULL;
+    if (name && name[0]) {
+        int64_t *versions = NULL;
+        size_t n_versions = 0;
+        if ((err = versions_to_report(server, name, version, &versions,
+                                      &n_versions)))
+            return err;
+        for (size_t i = 0; i < n_versions && !err; i++)
+            err = append_model(server, name, versions[i], &list, &count, &cap);
+        free(versions);
+    } else {
+        osp_repository_entry *entries = NULL;
+        size_t n_entries = 0;
+        if ((err = osp_server_repository_index(server, true, &entries,
+                                               &n_entries)))
+            return err;
+        for (size_t i = 0; i < n_entries && !err; i++)
+            err = append_model(server, entries[i].name, entries[i].version,
+                               &list, &count, &cap);
+        osp_repository_index_free(entries, n_entries);
+    }
+    if (err) {
+        osp_model_stats_free(list, count);
+        return err;
+    }
+    *stats = list;
+    *n = count;
+    return NULL;
+}
+
+void osp_model_stats_free(osp_model_stats *stats, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(stats[i].name);
+        free(stats[i].batch_stats);
+    }
+    free(stats);
+}

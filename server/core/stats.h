@@ -1,0 +1,49 @@
+/*
+ * The statistics recorder of one model version (Triton's
+ * InferenceStatsAggregator): counters updated when requests and batch
+ * executions end, read as a snapshot by the statistics API and metrics.
+ * Thread-safe; each update takes the recorder's mutex briefly.
+ */
+#pragma once
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "osprey/stats.h"
+
+typedef struct model_stats {
+    pthread_mutex_t lock;
+    osp_model_stats totals;    /* name, version, batch_stats unused here */
+    osp_batch_stat *batches;   /* index = batch size, 0..max_batch */
+    size_t n_batches;
+} model_stats;
+
+/* Monotonic stage stamps (ns) of one request or batch; see request_times
+ * in model_internal.h. */
+typedef struct stats_stamps {
+    uint64_t request_start;
+    uint64_t queue_start;
+    uint64_t compute_start;
+    uint64_t compute_input_end;
+    uint64_t compute_output_start;
+    uint64_t compute_end;
+} stats_stamps;
+
+/* Sets up counters for batches of up to max_batch rows. */
+osp_error *model_stats_init(model_stats *s, int64_t max_batch);
+void model_stats_destroy(model_stats *s);
+
+/* A request ended well at end_ns: one success of `rows` inferences. */
+void model_stats_record_success(model_stats *s, const stats_stamps *t,
+                                uint64_t end_ns, int64_t rows);
+/* A queued request failed at end_ns. */
+void model_stats_record_failure(model_stats *s, uint64_t request_start_ns,
+                                uint64_t end_ns, osp_failure_reason reason);
+/* A batch of `rows` rows was executed (compute stamps of t) and finished
+ * at wall-clock time now_ms (ms since the epoch). */
+void model_stats_record_execution(model_stats *s, const stats_stamps *t,
+                                  int64_t rows, uint64_t now_ms);
+
+/* Copies the counters into out (name and version left alone;
+ * out->batch_stats is allocated: caller frees). */
+osp_error *model_stats_snapshot(model_stats *s, osp_model_stats *out);

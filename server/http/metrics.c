@@ -1,0 +1,610 @@
+/*
+ * The metrics service (see metrics.h): Triton's metric names, HELP texts
+ * and label sets, in the order Triton registers its families, written the
+ * way prometheus-cpp's text serializer writes them.
+ *
+ * Path rules (Triton's HTTPMetricsServer): any method but GET gives 405
+ * {"error":"Method Not Allowed"}; GET /metrics or /metrics/ gives the
+ * text; any other GET gives 200 with an empty body.
+ */
+#include "metrics.h"
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_util.h"
+#include "osprey/device.h"
+#include "osprey/log.h"
+#include "osprey/stats.h"
+
+#define MAX_NVML_DEVICES 64
+
+/* ---- NVML, resolved at run time ---------------------------------------------
+ */
+
+/* The few NVML types used, as nvml.h declares them. */
+typedef struct nvml_device_st *nvml_device;
+typedef struct nvml_utilization {
+    unsigned int gpu;
+    unsigned int memory;
+} nvml_utilization;
+typedef struct nvml_memory {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+} nvml_memory;
+
+typedef struct nvml_api {
+    void *lib;
+    int (*init)(void);
+    int (*shutdown)(void);
+    int (*count)(unsigned int *);
+    int (*handle)(unsigned int, nvml_device *);
+    int (*uuid)(nvml_device, char *, unsigned int);
+    int (*utilization)(nvml_device, nvml_utilization *);
+    int (*memory)(nvml_device, nvml_memory *);
+    int (*power)(nvml_device, unsigned int *);        /* mW */
+    int (*power_limit)(nvml_device, unsigned int *);  /* mW */
+    int (*energy)(nvml_device, unsigned long long *); /* mJ (optional) */
+    unsigned int n;
+    struct {
+        nvml_device handle;
+        char uuid[96];
+        bool has_energy;
+        unsigned long long energy_at_start; /* mJ */
+    } devices[MAX_NVML_DEVICES];
+} nvml_api;
+
+/* Loads libnvidia-ml.so.1 and lists its GPUs. false (and nothing held)
+ * when the library or a GPU is missing: GPU metrics are then left out. */
+static bool nvml_open(nvml_api *api) {
+    memset(api, 0, sizeof(*api));
+    api->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!api->lib)
+        return false;
+#define NVML_SYM(field, name) *(void **)(&api->field) = dlsym(api->lib, name)
+    NVML_SYM(init, "nvmlInit_v2");
+    NVML_SYM(shutdown, "nvmlShutdown");
+    NVML_SYM(count, "nvmlDeviceGetCount_v2");
+    NVML_SYM(handle, "nvmlDeviceGetHandleByIndex_v2");
+    NVML_SYM(uuid, "nvmlDeviceGetUUID");
+    NVML_SYM(utilization, "nvmlDeviceGetUtilizationRates");
+    NVML_SYM(memory, "nvmlDeviceGetMemoryInfo");
+    NVML_SYM(power, "nvmlDeviceGetPowerUsage");
+    NVML_SYM(power_limit, "nvmlDeviceGetPowerManagementLimit");
+    NVML_SYM(energy, "nvmlDeviceGetTotalEnergyConsumption");
+#undef NVML_SYM
+    unsigned int n = 0;
+    if (!api->init || !api->shutdown || !api->count || !api->handle ||
+        !api->uuid || !api->utilization || !api->memory || !api->power ||
+        !api->power_limit || api->init() != 0) {
+        dlclose(api->lib);
+        api->lib = NULL;
+        return false;
+    }
+    if (api->count(&n) != 0)
+        n = 0;
+    for (unsigned int i = 0; i < n && api->n < MAX_NVML_DEVICES; i++) {
+        nvml_device h;
+        if (api->handle(i, &h) != 0)
+            continue;
+        unsigned k = api->n;
+        api->devices[k].handle = h;
+        if (api->uuid(h, api->devices[k].uuid, sizeof(api->devices[k].uuid)) !=
+            0)
+            snprintf(api->devices[k].uuid, sizeof(api->devices[k].uuid),
+                     "GPU-%u", i);
+        api->devices[k].has_energy =
+            api->energy &&
+            api->energy(h, &api->devices[k].energy_at_start) == 0;
+        api->n++;
+    }
+    if (api->n == 0) {
+        api->shutdown();
+        dlclose(api->lib);
+        api->lib = NULL;
+        return false;
+    }
+    return true;
+}
+
+static void nvml_close(nvml_api *api) {
+    if (!api->lib)
+        return;
+    api->shutdown();
+    dlclose(api->lib);
+    api->lib = NULL;
+}
+
+/* ---- the server ------------------------------------------------------------
+ */
+
+struct metrics_server {
+    struct MHD_Daemon *daemon;
+    osp_server *core;
+    int port;
+    bool cpu;
+    bool gpu;
+    nvml_api nvml;
+    pthread_mutex_t lock;         /* the CPU sample below, and NVML calls */
+    uint64_t cpu_busy, cpu_total; /* /proc/stat at the previous scrape */
+};
+
+/* ---- text format ------------------------------------------------------------
+ */
+
+static void family(jbuf *b, const char *name, const char *help,
+                   const char *type) {
+    jbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value with Prometheus's escapes (\\, \", \n). */
+static void label_value(jbuf *b, const char *s) {
+    jbuf_putc(b, '"');
+    for (; *s; s++) {
+        if (*s == '\\')
+            jbuf_puts(b, "\\\\");
+        else if (*s == '"')
+            jbuf_puts(b, "\\\"");
+        else if (*s == '\n')
+            jbuf_puts(b, "\\n");
+        else
+            jbuf_putc(b, *s);
+    }
+    jbuf_putc(b, '"');
+}
+
+/* name{model="m",[reason="r",]version="v"} (labels sorted by name, as
+ * prometheus-cpp writes them). */
+static void model_sample(jbuf *b, const char *name, const osp_model_stats *m,
+                         const char *reason) {
+    jbuf_printf(b, "%s{model=", name);
+    label_value(b, m->name);
+    if (reason) {
+        jbuf_puts(b, ",reason=");
+        label_value(b, reason);
+    }
+    jbuf_printf(b, ",version=\"%lld\"} ", (long long)m->version);
+}
+
+static void value_u64(jbuf *b, uint64_t v) {
+    jbuf_printf(b, "%" PRIu64 "\n", v);
+}
+
+static void value_double(jbuf *b, double v) {
+    jbuf_printf(b, "%.10g\n", v);
+}
+
+/* A per-model counter family whose value is field(m). */
+typedef uint64_t (*model_field)(const osp_model_stats *m);
+
+static uint64_t f_success(const osp_model_stats *m) {
+    return m->success.count;
+}
+static uint64_t f_count(const osp_model_stats *m) {
+    return m->inference_count;
+}
+static uint64_t f_exec(const osp_model_stats *m) {
+    return m->execution_count;
+}
+static uint64_t f_request_us(const osp_model_stats *m) {
+    return m->success.us;
+}
+static uint64_t f_queue_us(const osp_model_stats *m) {
+    return m->queue.us;
+}
+static uint64_t f_input_us(const osp_model_stats *m) {
+    return m->compute_input.us;
+}
+static uint64_t f_infer_us(const osp_model_stats *m) {
+    return m->compute_infer.us;
+}
+static uint64_t f_output_us(const osp_model_stats *m) {
+    return m->compute_output.us;
+}
+static uint64_t f_pending(const osp_model_stats *m) {
+    return m->pending_requests;
+}
+
+static const struct model_family {
+    const char *name;
+    const char *help;
+    const char *type;
+    model_field field; /* NULL: the failure family, one series per reason */
+} model_families[] = {
+    {"nv_inference_request_success",
+     "Number of successful inference requests, all batch sizes", "counter",
+     f_success},
+    {"nv_inference_request_failure",
+     "Number of failed inference requests, all batch sizes", "counter", NULL},
+    {"nv_inference_count",
+     "Number of inferences performed (does not include cached requests)",
+     "counter", f_count},
+    {"nv_inference_exec_count",
+     "Number of model executions performed (does not include cached "
+     "requests)",
+     "counter", f_exec},
+    {"nv_inference_request_duration_us",
+     "Cumulative inference request duration in microseconds (includes "
+     "cached requests)",
+     "counter", f_request_us},
+    {"nv_inference_queue_duration_us",
+     "Cumulative inference queuing duration in microseconds (includes "
+     "cached requests)",
+     "counter", f_queue_us},
+    {"nv_inference_compute_input_duration_us",
+     "Cumulative compute input duration in microseconds (does not include "
+     "cached requests)",
+     "counter", f_input_us},
+    {"nv_inference_compute_infer_duration_us",
+     "Cumulative compute inference duration in microseconds (does not "
+     "include cached requests)",
+     "counter", f_infer_us},
+    {"nv_inference_compute_output_duration_us",
+     "Cumulative inference compute output duration in microseconds (does "
+     "not include cached requests)",
+     "counter", f_output_us},
+    {"nv_inference_pending_request_count",
+     "Instantaneous number of pending requests awaiting execution "
+     "per-model.",
+     "gauge", f_pending},
+};
+
+/* Triton's label order of the failure reasons. */
+static const osp_failure_reason failure_order[] = {
+    OSP_FAILURE_REJECTED, OSP_FAILURE_CANCELED, OSP_FAILURE_BACKEND,
+    OSP_FAILURE_OTHER};
+
+static void render_models(jbuf *b, const osp_model_stats *stats, size_t n) {
+    size_t n_families = sizeof(model_families) / sizeof(model_families[0]);
+    for (size_t f = 0; f < n_families; f++) {
+        const struct model_family *fam = &model_families[f];
+        family(b, fam->name, fam->help, fam->type);
+        for (size_t i = 0; i < n; i++) {
+            if (fam->field) {
+                model_sample(b, fam->name, &stats[i], NULL);
+                value_u64(b, fam->field(&stats[i]));
+                continue;
+            }
+            for (size_t r = 0; r < 4; r++) {
+                osp_failure_reason reason = failure_order[r];
+                model_sample(b, fam->name, &stats[i],
+                             osp_failure_reason_name(reason));
+                value_u64(b, stats[i].failures[reason]);
+            }
+        }
+    }
+}
+
+/* The pinned pool is one per process, kept by the first GPU. */
+static void render_pinned(jbuf *b) {
+    osp_device_memory_stats mem;
+    osp_device *gpu = NULL;
+    if (osp_device_cuda_count() > 0 && !osp_device_cuda_get(0, &gpu))
+        osp_device_get_memory_stats(gpu, &mem);
+    else
+        osp_device_get_memory_stats(osp_device_cpu(), &mem);
+    family(b, "nv_pinned_memory_pool_total_bytes",
+           "Pinned memory pool total memory size, in bytes", "gauge");
+    jbuf_puts(b, "nv_pinned_memory_pool_total_bytes ");
+    value_u64(b, mem.pinned_pool_total);
+    family(b, "nv_pinned_memory_pool_used_bytes",
+           "Pinned memory pool used memory size, in bytes", "gauge");
+    jbuf_puts(b, "nv_pinned_memory_pool_used_bytes ");
+    value_u64(b, mem.pinned_pool_used);
+    family(b, "osprey_pinned_memory_pageable_fallbacks",
+           "Host buffers for device transfers that were allocated as "
+           "pageable memory because the pinned pool was full or disabled",
+           "counter");
+    jbuf_puts(b, "osprey_pinned_memory_pageable_fallbacks ");
+    value_u64(b, mem.pageable_fallbacks);
+}
+
+static void gpu_sample(jbuf *b, const char *name, const char *uuid) {
+    jbuf_printf(b, "%s{gpu_uuid=", name);
+    label_value(b, uuid);
+    jbuf_puts(b, "} ");
+}
+
+/* Call with ms->lock held. */
+static void render_gpus(metrics_server *ms, jbuf *b) {
+    nvml_api *api = &ms->nvml;
+    if (!api->lib)
+        return;
+    static const struct {
+        const char *name, *help;
+    } gauges[] = {
+        {"nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)"},
+        {"nv_gpu_memory_total_bytes", "GPU total memory, in bytes"},
+        {"nv_gpu_memory_used_bytes", "GPU used memory, in bytes"},
+        {"nv_gpu_power_usage", "GPU power usage in watts"},
+        {"nv_gpu_power_limit", "GPU power management limit in watts"},
+    };
+    for (size_t g = 0; g < sizeof(gauges) / sizeof(gauges[0]); g++) {
+        family(b, gauges[g].name, gauges[g].help, "gauge");
+        for (unsigned i = 0; i < api->n; i++) {
+            nvml_device h = api->devices[i].handle;
+            nvml_utilization util = {0, 0};
+            nvml_memory mem = {0, 0, 0};
+            unsigned int mw = 0;
+            double v = 0;
+            bool ok = false;
+            switch (g) {
+            case 0:
+                ok = api->utilization(h, &util) == 0;
+                v = util.gpu / 100.0;
+                break;
+            case 1:
+            case 2:
+                ok = api->memory(h, &mem) == 0;
+                v = (double)(g == 1 ? mem.total : mem.used);
+                break;
+            case 3:
+                ok = api->power(h, &mw) == 0;
+                v = mw / 1000.0;
+                break;
+            default:
+                ok = api->power_limit(h, &mw) == 0;
+                v = mw / 1000.0;
+                break;
+            }
+            if (!ok)
+                continue;
+            gpu_sample(b, gauges[g].name, api->devices[i].uuid);
+            value_double(b, v);
+        }
+    }
+    family(b, "nv_energy_consumption",
+           "GPU energy consumption in joules since the Triton Server started",
+           "counter");
+    for (unsigned i = 0; i < api->n; i++) {
+        unsigned long long mj;
+        if (!api->devices[i].has_energy ||
+            api->energy(api->devices[i].handle, &mj) != 0)
+            continue;
+        gpu_sample(b, "nv_energy_consumption", api->devices[i].uuid);
+        value_double(b,
+                     (double)(mj - api->devices[i].energy_at_start) / 1000.0);
+    }
+}
+
+/* Aggregate CPU time from /proc/stat (Triton's busy/idle split). */
+static bool read_cpu_times(uint64_t *busy, uint64_t *total) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return false;
+    unsigned long long v[8] = {0};
+    int got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                     &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (got < 4)
+        return false;
+    /* user nice system idle iowait irq softirq steal */
+    uint64_t idle = v[3] + v[4];
+    *busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    *total = *busy + idle;
+    return true;
+}
+
+/* MemTotal and MemTotal - MemAvailable, in bytes. */
+static bool read_memory(uint64_t *total, uint64_t *used) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return false;
+    char line[256];
+    unsigned long long kb, mem_total = 0, mem_available = 0;
+    bool have_total = false, have_available = false;
+    while (fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) {
+            mem_total = kb;
+            have_total = true;
+        } else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+            mem_available = kb;
+            have_available = true;
+        }
+    }
+    fclose(f);
+    if (!have_total || !have_available)
+        return false;
+    if (mem_available > mem_total)
+        mem_available = mem_total;
+    *total = (uint64_t)mem_total * 1024;
+    *used = (uint64_t)(mem_total - mem_available) * 1024;
+    return true;
+}
+
+/* Call with ms->lock held. Utilisation is over the time since the previous
+ * scrape (since boot on the first). */
+static void render_cpu(metrics_server *ms, jbuf *b) {
+    uint64_t busy, total, mem_total, mem_used;
+    if (read_cpu_times(&busy, &total)) {
+        double util = 0;
+        if (total > ms->cpu_total && busy >= ms->cpu_busy)
+            util =
+                (double)(busy - ms->cpu_busy) / (double)(total - ms->cpu_total);
+        ms->cpu_busy = busy;
+        ms->cpu_total = total;
+        family(b, "nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]",
+               "gauge");
+        jbuf_puts(b, "nv_cpu_utilization ");
+        value_double(b, util > 1.0 ? 1.0 : util);
+    }
+    if (read_memory(&mem_total, &mem_used)) {
+        family(b, "nv_cpu_memory_total_bytes",
+               "CPU total memory (RAM), in bytes", "gauge");
+        jbuf_puts(b, "nv_cpu_memory_total_bytes ");
+        value_u64(b, mem_total);
+        family(b, "nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes",
+               "gauge");
+        jbuf_puts(b, "nv_cpu_memory_used_bytes ");
+        value_u64(b, mem_used);
+    }
+}
+
+osp_error *metrics_render(metrics_server *ms, char **text, size_t *len) {
+    osp_model_stats *stats = NULL;
+    size_t n = 0;
+    osp_error *err =
+        osp_server_model_statistics(ms->core, NULL, -1, &stats, &n);
+    if (err)
+        return err;
+    jbuf b;
+    jbuf_init(&b);
+    render_models(&b, stats, n);
+    osp_model_stats_free(stats, n);
+    render_pinned(&b);
+    pthread_mutex_lock(&ms->lock);
+    if (ms->gpu)
+        render_gpus(ms, &b);
+    if (ms->cpu)
+        render_cpu(ms, &b);
+    pthread_mutex_unlock(&ms->lock);
+    *text = jbuf_take(&b, len);
+    if (!*text)
+        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    return NULL;
+}
+
+/* ---- HTTP -------------------------------------------------------------------
+ */
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status,
+                             const char *content_type, char *body, size_t len) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        len, body ? body : (char *)"",
+        body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", content_type);
+    enum MHD_Result ret = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static bool is_metrics_path(const char *url) {
+    return strcmp(url, "/metrics") == 0 || strcmp(url, "/metrics/") == 0;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
+                                 const char *url, const char *method,
+                                 const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls) {
+    static int started;
+    metrics_server *ms = cls;
+    (void)version;
+    (void)upload_data;
+    if (*con_cls == NULL) { /* headers only so far */
+        *con_cls = &started;
+        return MHD_YES;
+    }
+    if (*upload_data_size != 0) { /* a body is read and ignored */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0) {
+        static const char body[] = "{\"error\":\"Method Not Allowed\"}";
+        char *copy = strdup(body);
+        return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json",
+                     copy, copy ? sizeof(body) - 1 : 0);
+    }
+    if (!is_metrics_path(url))
+        return reply(conn, MHD_HTTP_OK, "text/plain; charset=utf-8", NULL, 0);
+    char *text = NULL;
+    size_t len = 0;
+    osp_error *err = metrics_render(ms, &text, &len);
+    if (err) {
+        OSP_LOG_ERROR("metrics: %s", osp_error_message(err));
+        osp_error_free(err);
+        return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                     "text/plain; charset=utf-8", NULL, 0);
+    }
+    return reply(conn, MHD_HTTP_OK, "text/plain; charset=utf-8", text, len);
+}
+
+static bool parse_address(const char *address, int port,
+                          struct sockaddr_storage *ss, bool *ipv6) {
+    memset(ss, 0, sizeof(*ss));
+    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, address, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)port);
+        *ipv6 = false;
+        return true;
+    }
+    if (inet_pton(AF_INET6, address, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        *ipv6 = true;
+        return true;
+    }
+    return false;
+}
+
+osp_error *metrics_server_start(const metrics_options *opts, osp_server *core,
+                                metrics_server **out) {
+    struct sockaddr_storage ss;
+    bool ipv6;
+    if (opts->port < 0 || opts->port > 65535)
+        return osp_error_new(OSP_ERROR_INVALID_ARG, "invalid metrics port %d",
+                             opts->port);
+    if (!parse_address(opts->address, opts->port, &ss, &ipv6))
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "invalid metrics address '%s'", opts->address);
+    metrics_server *ms = calloc(1, sizeof(*ms));
+    if (!ms)
+        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    ms->core = core;
+    ms->cpu = opts->cpu;
+    ms->gpu = opts->gpu && nvml_open(&ms->nvml);
+    pthread_mutex_init(&ms->lock, NULL);
+    if (opts->cpu) { /* the first scrape's utilisation starts from here */
+        uint64_t busy, total;
+        if (read_cpu_times(&busy, &total)) {
+            ms->cpu_busy = busy;
+            ms->cpu_total = total;
+        }
+    }
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
+    if (ipv6)
+        flags |= MHD_USE_IPv6;
+    ms->daemon = MHD_start_daemon(
+        flags, (uint16_t)opts->port, NULL, NULL, on_access, ms,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60, MHD_OPTION_END);
+    if (!ms->daemon) {
+        nvml_close(&ms->nvml);
+        pthread_mutex_destroy(&ms->lock);
+        free(ms);
+        return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                             "failed to start the metrics service at %s:%d",
+                             opts->address, opts->port);
+    }
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(ms->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    ms->port = info ? info->port : opts->port;
+    *out = ms;
+    return NULL;
+}
+
+int metrics_server_port(const metrics_server *ms) {
+    return ms->port;
+}
+
+void metrics_server_free(metrics_server *ms) {
+    if (!ms)
+        return;
+    MHD_stop_daemon(ms->daemon);
+    nvml_close(&ms->nvml);
+    pthread_mutex_destroy(&ms->lock);
+    free(ms);
+}
