@@ -7,7 +7,9 @@
 # `gpu`-labelled tests, runs compute-sanitizer memcheck on the device
 # conformance test, and runs the benchmarks in tests/gpu/: H2D bandwidth
 # pinned vs pageable (4 KiB..256 MiB) and GEMM TFLOP/s (FP32/TF32/FP16 at
-# 8192^3 and at digits_mlp-like shapes). Every step gets what is left of an
+# 8192^3 and at digits_mlp-like shapes), then an end-to-end HTTP run of a
+# 4096-4096-4096-1000 dense model on the GPU vs the CPU (e2e_dense.py: p50,
+# infer/s, share of H2D/compute/D2H). Every step gets what is left of an
 # 8-minute budget; the summary table is printed last. Logs go to
 # <build-dir>/gpu-check/. Exit status 0 when every step passed.
 set -uo pipefail
@@ -178,6 +180,23 @@ if ((STEP_RC == 0)); then
             cells+=("$(awk -v h="$h" -v o="$o" 'BEGIN { printf "%.1f", h + o }')")
         done
         row "mlp b=$batch 64->64->10 us FP32/TF32/FP16" "${cells[0]} / ${cells[1]} / ${cells[2]}"
+    done
+fi
+
+# ---- end to end: a large dense model over HTTP, GPU vs CPU ---------------------
+E2E_LOG=$LOGS/e2e_dense.log
+PYTHON=$ROOT/.venv/bin/python
+[[ -x $PYTHON ]] || PYTHON=python3
+step "e2e dense 4096-4096-4096-1000" "$E2E_LOG" "$PYTHON" "$ROOT/tests/gpu/e2e_dense.py" \
+    --osprey "$BUILD/osprey" --load-client "$BUILD/tests/bench/load_client" --duration 4
+if ((STEP_RC == 0)); then
+    for batch in 1 64; do
+        for model in dense_gpu dense_cpu; do
+            row "e2e $model b=$batch p50 ms / infer/s" \
+                "$(result "$E2E_LOG" e2e "model=$model" "batch=$batch" p50_ms) / $(result "$E2E_LOG" e2e "model=$model" "batch=$batch" infer_per_s)"
+        done
+        row "e2e dense_gpu b=$batch H2D/compute/D2H %" \
+            "$(result "$E2E_LOG" e2e model=dense_gpu "batch=$batch" h2d_pct) / $(result "$E2E_LOG" e2e model=dense_gpu "batch=$batch" compute_pct) / $(result "$E2E_LOG" e2e model=dense_gpu "batch=$batch" d2h_pct)"
     done
 fi
 
