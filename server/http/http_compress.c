@@ -95,6 +95,10 @@ struct http_inflater {
     unsigned char out[INFLATE_CHUNK];
 };
 
+bool http_inflater_done(const http_inflater *z) {
+    return z->done;
+}
+
 http_inflater *http_inflater_new(void) {
     http_inflater *z = calloc(1, sizeof *z);
     if (!z)

@@ -42,6 +42,9 @@ void http_inflater_free(http_inflater *z);
  * the compressed stream are ignored. */
 osp_error *http_inflater_feed(http_inflater *z, const void *in, size_t n,
                               http_sink_fn sink, void *ctx);
+/* Whether the end of the compressed stream has been reached: a body that
+ * ends before it was truncated. */
+bool http_inflater_done(const http_inflater *z);
 
 /* ---- one-shot compress ---- */
 

@@ -460,6 +460,11 @@ static bool complete_request(http_request *req) {
     if (req->inflater && req->wire_bytes == 0 && !req->error_final)
         fail_decompress(req, osp_error_new(OSP_ERROR_INVALID_ARG,
                                            "nothing to be decompressed"));
+    else if (req->inflater && !req->error_final &&
+             !http_inflater_done(req->inflater))
+        fail_decompress(req, osp_error_new(OSP_ERROR_INVALID_ARG,
+                                           "Failed to decompress data: the "
+                                           "compressed body is truncated"));
     if (req->error || req->reply.set || !req->handler)
         return false;
     if (req->body_too_large) {

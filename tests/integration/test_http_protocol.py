@@ -1043,6 +1043,16 @@ def test_corrupt_gzip_body(qa_server):
     assert live(qa_server)
 
 
+def test_truncated_gzip_body_is_refused(qa_server):
+    body = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
+                                   "data": [1.0, 2.0, 3.0, 4.0]}]}).encode()
+    whole = gzip.compress(body)
+    r = post(qa_server, "onnx_zero_1_float32", whole[:-12], {"Content-Encoding": "gzip"})
+    assert r.status_code == 400
+    assert r.json() == {"error": "Failed to decompress data: the compressed body is truncated"}
+    assert post(qa_server, "onnx_zero_1_float32", whole, {"Content-Encoding": "gzip"}).status_code == 200
+
+
 def raw_response(srv, body, accept, extra=None):
     headers = {"Accept-Encoding": accept}
     headers.update(extra or {})
