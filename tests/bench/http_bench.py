@@ -331,7 +331,7 @@ def main():
         servers.append(echo)
         osprey = Server("osprey", [
             osprey_bin, "--model-repository=" + args.model_repository,
-            "--http-port=0", "--http-address=127.0.0.1",
+            "--http-port=0", "--http-address=127.0.0.1", "--metrics-port=0",
             "--http-thread-count=%d" % args.http_threads] + args.osprey_arg,
             log_dir)
         servers.append(osprey)

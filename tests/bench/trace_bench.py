@@ -57,12 +57,6 @@ def cpu_ns(pid):
     return total
 
 
-def supports(binary, flag):
-    out = subprocess.run([binary, "--help"], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True).stdout
-    return flag in out
-
-
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))
@@ -103,12 +97,10 @@ def main():
     log_dir = tempfile.mkdtemp(prefix="osprey-trace-bench-")
     trace_file = os.path.join(log_dir, "trace.json")
     argv = [osprey_bin, "--model-repository=" + args.model_repository,
-            "--http-port=0", "--http-address=127.0.0.1",
+            "--http-port=0", "--http-address=127.0.0.1", "--metrics-port=0",
             "--http-thread-count=%d" % args.http_threads,
             "--trace-config=triton,file=" + trace_file,
             "--trace-config=rate=1", "--trace-config=level=OFF"]
-    if supports(osprey_bin, "--metrics-port"):
-        argv.append("--metrics-port=0")
     argv += args.osprey_arg
     status = 0
     rows = []
