@@ -30,8 +30,8 @@ extern "C" {
 typedef struct osp_backend_tensor {
     const char *name;
     osp_datatype dtype;
-    osp_shape shape;      /* full shape, batch dim first when batching */
-    void *data;           /* NULL for an optional input not given */
+    osp_shape shape; /* full shape, batch dim first when batching */
+    void *data;      /* NULL for an optional input not given */
     size_t byte_size;
 } osp_backend_tensor;
 
@@ -59,7 +59,7 @@ osp_error *osp_execute_output_alloc(osp_execute_ctx *ctx, size_t index,
                                     void **data);
 
 typedef struct osp_backend {
-    const char *name;   /* matches `backend:` in config.pbtxt */
+    const char *name; /* matches `backend:` in config.pbtxt */
     /* Validates the config for this backend and loads what the model needs
      * from `version_path` (borrowed, the numbered version folder). Errors
      * are load errors a user can act on (name the tensor, the parameter).

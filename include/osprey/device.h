@@ -34,19 +34,19 @@ typedef enum osp_device_type {
 
 typedef struct osp_device_info {
     osp_device_type type;
-    int index;              /* GPU ordinal; 0 for the CPU device */
-    char name[128];         /* "CPU", "NVIDIA H100 80GB HBM3", ... */
-    size_t total_memory;    /* bytes; 0 when unknown */
-    int compute_major;      /* CUDA compute capability; 0 for CPU */
+    int index;           /* GPU ordinal; 0 for the CPU device */
+    char name[128];      /* "CPU", "NVIDIA H100 80GB HBM3", ... */
+    size_t total_memory; /* bytes; 0 when unknown */
+    int compute_major;   /* CUDA compute capability; 0 for CPU */
     int compute_minor;
 } osp_device_info;
 
 /* Memory counters of a device, for metrics and tests. */
 typedef struct osp_device_memory_stats {
-    size_t pinned_pool_total;   /* bytes reserved for the pinned host pool */
-    size_t pinned_pool_used;    /* bytes handed out from it now */
-    uint64_t pageable_fallbacks;/* host allocations that could not be pinned */
-    size_t device_pool_total;   /* bytes held by the device-memory pool */
+    size_t pinned_pool_total;    /* bytes reserved for the pinned host pool */
+    size_t pinned_pool_used;     /* bytes handed out from it now */
+    uint64_t pageable_fallbacks; /* host allocations that could not be pinned */
+    size_t device_pool_total;    /* bytes held by the device-memory pool */
     size_t device_pool_used;
 } osp_device_memory_stats;
 
@@ -68,7 +68,8 @@ typedef enum osp_activation {
     OSP_ACTIVATION_RELU,
     OSP_ACTIVATION_SIGMOID,
     OSP_ACTIVATION_TANH,
-    OSP_ACTIVATION_GELU, /* tanh approximation, as PyTorch's approximate="tanh" */
+    OSP_ACTIVATION_GELU, /* tanh approximation, as PyTorch's approximate="tanh"
+                          */
 } osp_activation;
 
 /* Row-major GEMM: C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C.
@@ -139,10 +140,10 @@ void osp_event_free(osp_event *event);
 osp_error *osp_event_record(osp_event *event, osp_stream *stream);
 osp_error *osp_event_synchronize(osp_event *event);
 /* Nanoseconds between two completed events. */
-osp_error *osp_event_elapsed_ns(osp_event *start, osp_event *end,
-                                uint64_t *ns);
+osp_error *osp_event_elapsed_ns(osp_event *start, osp_event *end, uint64_t *ns);
 
-/* ---- compute ops ----------------------------------------------------------- */
+/* ---- compute ops -----------------------------------------------------------
+ */
 
 osp_error *osp_op_gemm(osp_stream *stream, const osp_gemm_args *args);
 
@@ -155,8 +156,8 @@ osp_error *osp_op_binary(osp_stream *stream, osp_binary_op op,
 /* In place on FP32 x[rows, cols]: x = act(x + bias) with bias[cols]
  * broadcast over rows; bias may be NULL. */
 osp_error *osp_op_bias_activation(osp_stream *stream, float *x,
-                                  const float *bias, int64_t rows,
-                                  int64_t cols, osp_activation act);
+                                  const float *bias, int64_t rows, int64_t cols,
+                                  osp_activation act);
 
 /* FP32 softmax of each row of x[rows, cols] into out (may alias x),
  * numerically stable (max subtracted). */

@@ -56,9 +56,9 @@ typedef struct osp_device_ops {
     osp_error *(*binary)(osp_device *dev, void *stream_impl, osp_binary_op op,
                          osp_datatype dtype, const void *a, const void *b,
                          void *out, size_t n);
-    osp_error *(*bias_activation)(osp_device *dev, void *stream_impl,
-                                  float *x, const float *bias, int64_t rows,
-                                  int64_t cols, osp_activation act);
+    osp_error *(*bias_activation)(osp_device *dev, void *stream_impl, float *x,
+                                  const float *bias, int64_t rows, int64_t cols,
+                                  osp_activation act);
     osp_error *(*softmax_rows)(osp_device *dev, void *stream_impl,
                                const float *x, float *out, int64_t rows,
                                int64_t cols);
@@ -75,7 +75,8 @@ struct osp_device {
 
 /* Options for device discovery, from the command line. */
 typedef struct osp_device_options {
-    size_t pinned_pool_bytes;     /* --pinned-memory-pool-byte-size; 0 = no pinning */
+    size_t
+        pinned_pool_bytes; /* --pinned-memory-pool-byte-size; 0 = no pinning */
     size_t cuda_pool_bytes_default; /* per GPU, default 64 MiB */
     /* --cuda-memory-pool-byte-size=<gpu>:<bytes> overrides, indexed by GPU
      * ordinal; 0 = use the default. */

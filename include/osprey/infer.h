@@ -42,20 +42,20 @@ typedef struct osp_infer_input {
     char *name;
     osp_datatype dtype;
     osp_shape shape;
-    osp_buffer *data;   /* owned by the request */
+    osp_buffer *data; /* owned by the request */
 } osp_infer_input;
 
 typedef struct osp_infer_request {
     char *model_name;
-    int64_t model_version;     /* -1 = latest ready version */
-    char *id;                  /* "" when none; never NULL */
+    int64_t model_version; /* -1 = latest ready version */
+    char *id;              /* "" when none; never NULL */
     osp_infer_input *inputs;
     size_t n_inputs;
     /* Raw binary request (Triton's Inference-Header-Content-Length: 0): a
      * single input with no name, dtype or shape, deduced by the core from
      * the model's only input. */
     bool raw_input;
-    char **outputs;            /* requested output names; none = all */
+    char **outputs; /* requested output names; none = all */
     size_t n_outputs;
     uint64_t priority;         /* 0 = the model's default level */
     uint64_t timeout_us;       /* 0 = the model's default */
@@ -78,8 +78,8 @@ osp_error *osp_infer_request_set_id(osp_infer_request *req, const char *id);
 
 /* Appends an input. `data` ownership moves to the request on success; on
  * error the caller keeps it. */
-osp_error *osp_infer_request_add_input(osp_infer_request *req,
-                                       const char *name, osp_datatype dtype,
+osp_error *osp_infer_request_add_input(osp_infer_request *req, const char *name,
+                                       osp_datatype dtype,
                                        const osp_shape *shape,
                                        osp_buffer *data);
 /* Makes this a raw request with `data` as its only input (ownership moves
@@ -98,15 +98,15 @@ typedef struct osp_infer_output {
     char *name;
     osp_datatype dtype;
     osp_shape shape;
-    osp_buffer *data;   /* host memory, owned by the response; NULL if taken */
-    size_t byte_size;   /* valid bytes at data->data */
+    osp_buffer *data; /* host memory, owned by the response; NULL if taken */
+    size_t byte_size; /* valid bytes at data->data */
 } osp_infer_output;
 
 typedef struct osp_infer_response {
-    osp_error *error;          /* non-NULL: the request failed, no outputs */
+    osp_error *error; /* non-NULL: the request failed, no outputs */
     char *model_name;
     int64_t model_version;
-    char *id;                  /* the request's id ("" when none) */
+    char *id; /* the request's id ("" when none) */
     /* In the order the request listed them, or config order when it listed
      * none. */
     osp_infer_output *outputs;
@@ -118,8 +118,7 @@ typedef struct osp_infer_response {
 void osp_infer_response_free(osp_infer_response *resp);
 /* Moves output i's buffer to the caller (e.g. to send it without a copy);
  * the response keeps the metadata. */
-osp_buffer *osp_infer_response_take_output(osp_infer_response *resp,
-                                           size_t i);
+osp_buffer *osp_infer_response_take_output(osp_infer_response *resp, size_t i);
 
 /* Error message prefix the core puts on request errors, like Triton:
  * "[request id: <id>] " or "[request id: <id_unknown>] ". */

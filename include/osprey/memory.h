@@ -22,10 +22,10 @@ typedef struct osp_buffer osp_buffer;
 
 /* Fields are read-only for everyone but the allocator that made it. */
 struct osp_buffer {
-    void *data;                 /* first byte; a device pointer for DEVICE */
-    size_t size;                /* usable bytes */
+    void *data;  /* first byte; a device pointer for DEVICE */
+    size_t size; /* usable bytes */
     osp_memory_kind kind;
-    struct osp_device *device;  /* device whose memory this is, or NULL */
+    struct osp_device *device; /* device whose memory this is, or NULL */
     /* private to the allocator */
     void (*release_)(osp_buffer *buf);
     void *allocator_;

@@ -21,9 +21,9 @@ extern "C" {
 typedef struct osp_model_io {
     char *name;
     osp_datatype dtype;
-    osp_shape dims;          /* as configured, without the batch dim; -1 = any */
-    bool optional;           /* inputs only */
-    char *label_filename;    /* outputs only; NULL if absent */
+    osp_shape dims;       /* as configured, without the batch dim; -1 = any */
+    bool optional;        /* inputs only */
+    char *label_filename; /* outputs only; NULL if absent */
 } osp_model_io;
 
 typedef enum osp_version_policy_kind {
@@ -34,8 +34,8 @@ typedef enum osp_version_policy_kind {
 
 typedef struct osp_version_policy {
     osp_version_policy_kind kind;
-    uint32_t latest_num_versions;  /* LATEST */
-    int64_t *versions;             /* SPECIFIC */
+    uint32_t latest_num_versions; /* LATEST */
+    int64_t *versions;            /* SPECIFIC */
     size_t n_versions;
 } osp_version_policy;
 
@@ -47,8 +47,8 @@ typedef enum osp_instance_kind {
 } osp_instance_kind;
 
 typedef struct osp_instance_group {
-    char *name;        /* may be NULL */
-    int32_t count;     /* 0 = not given (the loader picks: 1) */
+    char *name;    /* may be NULL */
+    int32_t count; /* 0 = not given (the loader picks: 1) */
     osp_instance_kind kind;
     int32_t *gpus;
     size_t n_gpus;
@@ -61,9 +61,9 @@ typedef enum osp_timeout_action {
 
 typedef struct osp_queue_policy {
     osp_timeout_action timeout_action;
-    uint64_t default_timeout_us;   /* 0 = none */
+    uint64_t default_timeout_us; /* 0 = none */
     bool allow_timeout_override;
-    uint32_t max_queue_size;       /* 0 = unbounded */
+    uint32_t max_queue_size; /* 0 = unbounded */
 } osp_queue_policy;
 
 typedef struct osp_priority_queue_policy {
@@ -72,7 +72,7 @@ typedef struct osp_priority_queue_policy {
 } osp_priority_queue_policy;
 
 typedef struct osp_dynamic_batching {
-    bool enabled;                  /* the block was present */
+    bool enabled; /* the block was present */
     int32_t *preferred_batch_sizes;
     size_t n_preferred_batch_sizes;
     uint64_t max_queue_delay_us;
@@ -86,13 +86,13 @@ typedef struct osp_dynamic_batching {
 
 typedef struct osp_model_parameter {
     char *key;
-    char *value;   /* string_value */
+    char *value; /* string_value */
 } osp_model_parameter;
 
 typedef struct osp_model_config {
     char *name;
-    char *platform;          /* "" when absent, never NULL */
-    char *backend;           /* "" when absent, never NULL */
+    char *platform; /* "" when absent, never NULL */
+    char *backend;  /* "" when absent, never NULL */
     int32_t max_batch_size;
     osp_model_io *inputs;
     size_t n_inputs;
@@ -104,7 +104,7 @@ typedef struct osp_model_config {
     osp_dynamic_batching dynamic_batching;
     osp_model_parameter *parameters;
     size_t n_parameters;
-    bool decoupled;          /* model_transaction_policy { decoupled } */
+    bool decoupled; /* model_transaction_policy { decoupled } */
 } osp_model_config;
 
 /* Parses config.pbtxt text. `filename` (borrowed) is used in messages, which
@@ -113,8 +113,7 @@ typedef struct osp_model_config {
  * type mismatches are errors. Validates the result (names present and
  * unique, dims non-empty and >= -1, batch size >= 0). Caller owns *out. */
 osp_error *osp_model_config_parse(const char *text, size_t len,
-                                  const char *filename,
-                                  osp_model_config **out);
+                                  const char *filename, osp_model_config **out);
 /* Reads and parses a file. Caller owns *out. */
 osp_error *osp_model_config_load(const char *path, osp_model_config **out);
 void osp_model_config_free(osp_model_config *config);

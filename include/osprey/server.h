@@ -39,11 +39,11 @@ typedef enum osp_model_state {
 const char *osp_model_state_name(osp_model_state state);
 
 typedef struct osp_server_options {
-    const char *model_repository;      /* borrowed during osp_server_new */
+    const char *model_repository; /* borrowed during osp_server_new */
     osp_model_control_mode control_mode;
-    const char *const *load_models;    /* explicit mode: names, or "*" */
+    const char *const *load_models; /* explicit mode: names, or "*" */
     size_t n_load_models;
-    bool strict_gpu;                   /* KIND_GPU without a GPU fails */
+    bool strict_gpu; /* KIND_GPU without a GPU fails */
     osp_device_options devices;
 } osp_server_options;
 
@@ -91,9 +91,9 @@ void osp_model_describe_placement(const osp_model *model, char *buf,
 
 typedef struct osp_repository_entry {
     char *name;
-    int64_t version;       /* -1 when the model has never been loaded */
+    int64_t version; /* -1 when the model has never been loaded */
     osp_model_state state;
-    char *reason;          /* "" when none */
+    char *reason; /* "" when none */
 } osp_repository_entry;
 
 /* Every model in the repository (name order, versions ascending), or only
@@ -110,7 +110,8 @@ void osp_repository_index_free(osp_repository_entry *entries, size_t n);
 osp_error *osp_server_load_model(osp_server *server, const char *name);
 osp_error *osp_server_unload_model(osp_server *server, const char *name);
 
-/* ---- inference ------------------------------------------------------------- */
+/* ---- inference -------------------------------------------------------------
+ */
 
 /* Host memory for an input tensor's bytes, from the pinned pool of the
  * device the models run on when there is one. Caller owns *out (it usually
@@ -120,8 +121,7 @@ osp_error *osp_server_alloc_input_buffer(osp_server *server, size_t size,
 
 /* Called once per request, on a server thread, with the response
  * (ownership moves to the callee). Must not block for long. */
-typedef void (*osp_infer_complete_fn)(osp_infer_response *response,
-                                      void *user);
+typedef void (*osp_infer_complete_fn)(osp_infer_response *response, void *user);
 
 /* Validates and queues `req`; ownership of req always moves to the server.
  * Returns an error (and never calls `complete`) when the request is

@@ -24,7 +24,7 @@ typedef enum osp_failure_reason {
     OSP_FAILURE_OTHER = 0,
     OSP_FAILURE_REJECTED, /* its queue timeout expired (REJECT) */
     OSP_FAILURE_CANCELED,
-    OSP_FAILURE_BACKEND,  /* the batch it ran in failed */
+    OSP_FAILURE_BACKEND, /* the batch it ran in failed */
     OSP_FAILURE_REASON_COUNT,
 } osp_failure_reason;
 
@@ -43,7 +43,7 @@ typedef struct osp_duration_stat {
 /* Executions of one batch size. */
 typedef struct osp_batch_stat {
     uint64_t batch_size;
-    osp_duration_stat compute_input;  /* count = executions */
+    osp_duration_stat compute_input; /* count = executions */
     osp_duration_stat compute_infer;
     osp_duration_stat compute_output;
 } osp_batch_stat;
@@ -51,21 +51,21 @@ typedef struct osp_batch_stat {
 typedef struct osp_model_stats {
     char *name;
     int64_t version;
-    uint64_t last_inference_ms;  /* ms since the epoch; 0 = never */
-    uint64_t inference_count;    /* batch rows of successful requests */
-    uint64_t execution_count;    /* batches executed */
-    osp_duration_stat success;   /* request durations */
+    uint64_t last_inference_ms; /* ms since the epoch; 0 = never */
+    uint64_t inference_count;   /* batch rows of successful requests */
+    uint64_t execution_count;   /* batches executed */
+    osp_duration_stat success;  /* request durations */
     osp_duration_stat fail;
-    osp_duration_stat queue;     /* count = success count */
+    osp_duration_stat queue; /* count = success count */
     osp_duration_stat compute_input;
     osp_duration_stat compute_infer;
     osp_duration_stat compute_output;
-    osp_duration_stat cache_hit;  /* always 0: no response cache */
+    osp_duration_stat cache_hit; /* always 0: no response cache */
     osp_duration_stat cache_miss;
     uint64_t failures[OSP_FAILURE_REASON_COUNT]; /* fail.count, by reason */
-    osp_batch_stat *batch_stats;  /* ascending batch size, executed only */
+    osp_batch_stat *batch_stats; /* ascending batch size, executed only */
     size_t n_batch_stats;
-    uint64_t pending_requests;    /* queued now, waiting for an instance */
+    uint64_t pending_requests; /* queued now, waiting for an instance */
 } osp_model_stats;
 
 /* Statistics of READY model versions, in name order, versions ascending.

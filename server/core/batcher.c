@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- lists ------------------------------------------------------------------ */
+/* ---- lists ------------------------------------------------------------------
+ */
 
-static void list_append(batcher_list *l, batcher_entry *e)
-{
+static void list_append(batcher_list *l, batcher_entry *e) {
     e->next = NULL;
     if (l->tail)
         l->tail->next = e;
@@ -24,8 +24,7 @@ static void list_append(batcher_list *l, batcher_entry *e)
     l->tail = e;
 }
 
-static batcher_entry *list_pop(batcher_list *l)
-{
+static batcher_entry *list_pop(batcher_list *l) {
     batcher_entry *e = l->head;
     if (e) {
         l->head = e->next;
@@ -36,18 +35,17 @@ static batcher_entry *list_pop(batcher_list *l)
     return e;
 }
 
-static int64_t rows_of(const batcher_entry *e)
-{
+static int64_t rows_of(const batcher_entry *e) {
     return e->batch_size > 0 ? e->batch_size : 1;
 }
 
-/* ---- levels ----------------------------------------------------------------- */
+/* ---- levels -----------------------------------------------------------------
+ */
 
 /* The policy of level `number`: its priority_queue_policy, else the
  * default. Sets *permanent when the level must outlive its requests. */
 static osp_queue_policy level_policy(const batcher *b, uint64_t number,
-                                     bool *permanent)
-{
+                                     bool *permanent) {
     for (size_t i = 0; i < b->n_level_policies; i++) {
         if (b->level_policies[i].level == number) {
             *permanent = true;
@@ -60,8 +58,7 @@ static osp_queue_policy level_policy(const batcher *b, uint64_t number,
 
 /* Finds level `number`, creating it in priority order. NULL on allocation
  * failure. */
-static batcher_level *level_get(batcher *b, uint64_t number)
-{
+static batcher_level *level_get(batcher *b, uint64_t number) {
     size_t pos = 0;
     while (pos < b->n_levels && b->levels[pos]->level < number)
         pos++;
@@ -85,8 +82,7 @@ static batcher_level *level_get(batcher *b, uint64_t number)
 }
 
 /* Frees level index i if it is empty and not permanent. */
-static void level_release(batcher *b, size_t i)
-{
+static void level_release(batcher *b, size_t i) {
     batcher_level *lvl = b->levels[i];
     if (lvl->count > 0 || lvl->permanent)
         return;
@@ -96,18 +92,17 @@ static void level_release(batcher *b, size_t i)
     free(lvl);
 }
 
-/* ---- setup ------------------------------------------------------------------ */
+/* ---- setup ------------------------------------------------------------------
+ */
 
-static int compare_i64(const void *a, const void *b)
-{
+static int compare_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
 }
 
 /* preferred_batch_size as a sorted set; Triton fills an empty list with
  * max_batch_size. Sizes a batch can never have are ignored. */
-static osp_error *init_preferred(batcher *b, const osp_dynamic_batching *db)
-{
+static osp_error *init_preferred(batcher *b, const osp_dynamic_batching *db) {
     b->preferred = calloc(db->n_preferred_batch_sizes + 1, sizeof(int64_t));
     if (!b->preferred)
         return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
@@ -129,8 +124,7 @@ static osp_error *init_preferred(batcher *b, const osp_dynamic_batching *db)
 }
 
 osp_error *batcher_init(batcher *b, const osp_model_config *config,
-                        batcher_compatible_fn compatible, void *ctx)
-{
+                        batcher_compatible_fn compatible, void *ctx) {
     const osp_dynamic_batching *db = &config->dynamic_batching;
     osp_error *err = NULL;
     memset(b, 0, sizeof(*b));
@@ -144,8 +138,7 @@ osp_error *batcher_init(batcher *b, const osp_model_config *config,
                               ? db->max_queue_delay_us * 1000
                               : UINT64_MAX;
         b->priority_levels = db->priority_levels;
-        b->default_level =
-            db->priority_levels ? db->default_priority_level : 0;
+        b->default_level = db->priority_levels ? db->default_priority_level : 0;
         b->default_policy = db->default_queue_policy;
         if ((err = init_preferred(b, db)))
             goto out;
@@ -178,8 +171,7 @@ out:
     return err;
 }
 
-void batcher_destroy(batcher *b)
-{
+void batcher_destroy(batcher *b) {
     for (size_t i = 0; i < b->n_levels; i++)
         free(b->levels[i]);
     free(b->levels);
@@ -188,10 +180,10 @@ void batcher_destroy(batcher *b)
     memset(b, 0, sizeof(*b));
 }
 
-/* ---- enqueue ---------------------------------------------------------------- */
+/* ---- enqueue ----------------------------------------------------------------
+ */
 
-osp_error *batcher_enqueue(batcher *b, batcher_entry *e, uint64_t now_ns)
-{
+osp_error *batcher_enqueue(batcher *b, batcher_entry *e, uint64_t now_ns) {
     uint64_t number = 0;
     if (b->dynamic) {
         number = e->priority;
@@ -222,15 +214,15 @@ osp_error *batcher_enqueue(batcher *b, batcher_entry *e, uint64_t now_ns)
     return NULL;
 }
 
-/* ---- expiry ----------------------------------------------------------------- */
+/* ---- expiry -----------------------------------------------------------------
+ */
 
 /* Applies each level's timeout action to the entries past their deadline
  * at now_ns: REJECT prepends them to *expired, DELAY moves them behind
  * the level's unexpired entries. Returns the closest deadline still
  * pending (0 = none). */
 static uint64_t apply_timeouts(batcher *b, uint64_t now_ns,
-                               batcher_entry **expired)
-{
+                               batcher_entry **expired) {
     uint64_t closest = 0;
     if (b->n_deadlines == 0)
         return 0;
@@ -253,7 +245,7 @@ static uint64_t apply_timeouts(batcher *b, uint64_t now_ns,
                 b->n_deadlines--;
                 lvl->count--;
                 b->count--;
-                        e->next = *expired;
+                e->next = *expired;
                 *expired = e;
             }
             e = next;
@@ -265,10 +257,10 @@ static uint64_t apply_timeouts(batcher *b, uint64_t now_ns,
     return closest;
 }
 
-/* ---- batches ---------------------------------------------------------------- */
+/* ---- batches ----------------------------------------------------------------
+ */
 
-static bool is_preferred(const batcher *b, int64_t rows)
-{
+static bool is_preferred(const batcher *b, int64_t rows) {
     for (size_t i = 0; i < b->n_preferred; i++)
         if (b->preferred[i] == rows)
             return true;
@@ -277,8 +269,7 @@ static bool is_preferred(const batcher *b, int64_t rows)
 
 /* Removes the first entry in walk order (levels ascending; unexpired, then
  * delayed). */
-static batcher_entry *pop_front(batcher *b)
-{
+static batcher_entry *pop_front(batcher *b) {
     for (size_t i = 0; i < b->n_levels; i++) {
         batcher_level *lvl = b->levels[i];
         batcher_entry *e = list_pop(&lvl->unexpired);
@@ -298,18 +289,17 @@ static batcher_entry *pop_front(batcher *b)
 
 /* The walk of one batch decision. */
 typedef struct batch_walk {
-    size_t n;            /* entries walked into the pending batch */
+    size_t n; /* entries walked into the pending batch */
     int64_t rows;
-    size_t best_n;       /* entries of the batch to send without waiting */
-    bool send_now;       /* the batch cannot grow: send all n */
-    uint64_t oldest_ns;  /* enqueue time of the oldest walked entry */
+    size_t best_n;      /* entries of the batch to send without waiting */
+    bool send_now;      /* the batch cannot grow: send all n */
+    uint64_t oldest_ns; /* enqueue time of the oldest walked entry */
 } batch_walk;
 
 /* Considers e for the pending batch w (entries go to batch[]). Returns
  * false when the walk must stop before e. */
 static bool walk_step(const batcher *b, batch_walk *w, batcher_entry *e,
-                      batcher_entry **batch, size_t cap)
-{
+                      batcher_entry **batch, size_t cap) {
     int64_t rows = rows_of(e);
     if (w->n > 0) {
         /* Past the largest preferred size: what is pending is the batch
@@ -320,8 +310,7 @@ static bool walk_step(const batcher *b, batch_walk *w, batcher_entry *e,
             w->send_now = true;
             return false;
         }
-        if (b->compatible &&
-            !b->compatible(batch[0], e, b->compatible_ctx)) {
+        if (b->compatible && !b->compatible(batch[0], e, b->compatible_ctx)) {
             w->send_now = true;
             return false;
         }
@@ -338,8 +327,7 @@ static bool walk_step(const batcher *b, batch_walk *w, batcher_entry *e,
 }
 
 static void walk_queue(const batcher *b, batch_walk *w, batcher_entry **batch,
-                       size_t cap)
-{
+                       size_t cap) {
     for (size_t i = 0; i < b->n_levels; i++) {
         const batcher_level *lvl = b->levels[i];
         for (int delayed = 0; delayed < 2; delayed++) {
@@ -353,8 +341,7 @@ static void walk_queue(const batcher *b, batch_walk *w, batcher_entry **batch,
 }
 
 /* Moves the first n entries out of the queue (they are batch[0..n)). */
-static size_t take_front(batcher *b, batcher_entry **batch, size_t n)
-{
+static size_t take_front(batcher *b, batcher_entry **batch, size_t n) {
     for (size_t i = 0; i < n; i++) {
         batcher_entry *e = pop_front(b);
         (void)e; /* == batch[i]: the walk visits the queue front first */
@@ -364,9 +351,8 @@ static size_t take_front(batcher *b, batcher_entry **batch, size_t n)
 }
 
 size_t batcher_take(batcher *b, uint64_t now_ns, bool flush,
-                    batcher_entry **batch, size_t cap,
-                    batcher_entry **expired, uint64_t *wait_ns)
-{
+                    batcher_entry **batch, size_t cap, batcher_entry **expired,
+                    uint64_t *wait_ns) {
     *wait_ns = 0;
     if (!b->dynamic) {
         /* Plain FIFO: one request per batch. */
@@ -404,26 +390,23 @@ size_t batcher_take(batcher *b, uint64_t now_ns, bool flush,
     return 0;
 }
 
-size_t batcher_queued(const batcher *b)
-{
+size_t batcher_queued(const batcher *b) {
     return b->count;
 }
 
-size_t batcher_max_entries(const batcher *b)
-{
+size_t batcher_max_entries(const batcher *b) {
     return (size_t)b->max_batch;
 }
 
-/* ---- response ordering ---------------------------------------------------- */
+/* ---- response ordering ----------------------------------------------------
+ */
 
-void reorder_init(reorder_buffer *rb)
-{
+void reorder_init(reorder_buffer *rb) {
     rb->next = 0;
     rb->held = NULL;
 }
 
-batcher_entry *reorder_push(reorder_buffer *rb, batcher_entry *e)
-{
+batcher_entry *reorder_push(reorder_buffer *rb, batcher_entry *e) {
     /* Insert in sequence order. */
     batcher_entry **at = &rb->held;
     while (*at && (*at)->sequence < e->sequence)
@@ -444,8 +427,7 @@ batcher_entry *reorder_push(reorder_buffer *rb, batcher_entry *e)
     return ready;
 }
 
-size_t reorder_held(const reorder_buffer *rb)
-{
+size_t reorder_held(const reorder_buffer *rb) {
     size_t n = 0;
     for (const batcher_entry *e = rb->held; e; e = e->next)
         n++;

@@ -59,14 +59,14 @@ extern "C" {
  * fills the first four fields before batcher_enqueue; the rest belong to
  * the batcher. */
 typedef struct batcher_entry {
-    void *owner;          /* the caller's request; never touched */
-    int64_t batch_size;   /* rows it adds to a batch; < 1 counts as 1 */
-    uint64_t priority;    /* as requested: 0 = the default level */
-    uint64_t timeout_us;  /* as requested: 0 = none */
+    void *owner;         /* the caller's request; never touched */
+    int64_t batch_size;  /* rows it adds to a batch; < 1 counts as 1 */
+    uint64_t priority;   /* as requested: 0 = the default level */
+    uint64_t timeout_us; /* as requested: 0 = none */
 
-    uint64_t enqueue_ns;  /* when it entered the queue */
-    uint64_t deadline_ns; /* 0 = none (or already expired and delayed) */
-    uint64_t sequence;    /* order of leaving the queue (batcher_take) */
+    uint64_t enqueue_ns;        /* when it entered the queue */
+    uint64_t deadline_ns;       /* 0 = none (or already expired and delayed) */
+    uint64_t sequence;          /* order of leaving the queue (batcher_take) */
     struct batcher_entry *next; /* queue, expired or reorder list link */
 } batcher_entry;
 
@@ -80,7 +80,7 @@ typedef struct batcher_list {
 } batcher_list;
 
 typedef struct batcher_level {
-    uint64_t level;        /* priority level number; 0 without levels */
+    uint64_t level; /* priority level number; 0 without levels */
     osp_queue_policy policy;
     batcher_list unexpired; /* FIFO */
     batcher_list delayed;   /* expired under DELAY, FIFO */
@@ -89,9 +89,9 @@ typedef struct batcher_level {
 } batcher_level;
 
 typedef struct batcher {
-    bool dynamic;             /* dynamic_batching was configured */
-    int64_t max_batch;        /* rows per batch, >= 1 */
-    int64_t *preferred;       /* ascending, unique, each in 1..max_batch */
+    bool dynamic;       /* dynamic_batching was configured */
+    int64_t max_batch;  /* rows per batch, >= 1 */
+    int64_t *preferred; /* ascending, unique, each in 1..max_batch */
     size_t n_preferred;
     int64_t max_preferred;
     uint64_t max_delay_ns;
@@ -103,8 +103,8 @@ typedef struct batcher {
     /* Levels in priority order (ascending number); created on first use. */
     batcher_level **levels;
     size_t n_levels;
-    size_t count;             /* entries queued, all levels */
-    size_t n_deadlines;       /* queued entries with a deadline */
+    size_t count;       /* entries queued, all levels */
+    size_t n_deadlines; /* queued entries with a deadline */
     uint64_t next_sequence;
     batcher_compatible_fn compatible;
     void *compatible_ctx;
@@ -134,8 +134,8 @@ osp_error *batcher_enqueue(batcher *b, batcher_entry *e, uint64_t now_ns);
  *   wait for an arrival).
  * flush: send whatever is queued now (shutdown), ignoring the delay. */
 size_t batcher_take(batcher *b, uint64_t now_ns, bool flush,
-                    batcher_entry **batch, size_t cap,
-                    batcher_entry **expired, uint64_t *wait_ns);
+                    batcher_entry **batch, size_t cap, batcher_entry **expired,
+                    uint64_t *wait_ns);
 
 /* Requests waiting (all levels). */
 size_t batcher_queued(const batcher *b);
@@ -143,13 +143,14 @@ size_t batcher_queued(const batcher *b);
  * for batcher_take. */
 size_t batcher_max_entries(const batcher *b);
 
-/* ---- response ordering ---------------------------------------------------- */
+/* ---- response ordering ----------------------------------------------------
+ */
 
 /* Releases finished entries in the order of their ->sequence, which must
  * run 0, 1, 2, ... without gaps (batcher_take assigns them so). */
 typedef struct reorder_buffer {
-    uint64_t next;        /* the sequence number to release next */
-    batcher_entry *held;  /* finished early, ascending sequence */
+    uint64_t next;       /* the sequence number to release next */
+    batcher_entry *held; /* finished early, ascending sequence */
 } reorder_buffer;
 
 void reorder_init(reorder_buffer *rb);

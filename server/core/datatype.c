@@ -25,36 +25,30 @@ static const struct {
     [OSP_TYPE_BF16] = {2, "BF16", "TYPE_BF16"},
 };
 
-static int valid_type(osp_datatype dt)
-{
+static int valid_type(osp_datatype dt) {
     return (unsigned)dt < OSP_TYPE_COUNT_;
 }
 
-size_t osp_datatype_byte_size(osp_datatype dt)
-{
+size_t osp_datatype_byte_size(osp_datatype dt) {
     return valid_type(dt) ? type_table[dt].size : 0;
 }
 
-const char *osp_datatype_wire_name(osp_datatype dt)
-{
+const char *osp_datatype_wire_name(osp_datatype dt) {
     return valid_type(dt) ? type_table[dt].wire : "INVALID";
 }
 
-const char *osp_datatype_config_name(osp_datatype dt)
-{
+const char *osp_datatype_config_name(osp_datatype dt) {
     return valid_type(dt) ? type_table[dt].config : "TYPE_INVALID";
 }
 
-osp_datatype osp_datatype_from_wire_name(const char *name)
-{
+osp_datatype osp_datatype_from_wire_name(const char *name) {
     for (int dt = OSP_TYPE_BOOL; name && dt < OSP_TYPE_COUNT_; dt++)
         if (strcmp(type_table[dt].wire, name) == 0)
             return (osp_datatype)dt;
     return OSP_TYPE_INVALID;
 }
 
-osp_datatype osp_datatype_from_config_name(const char *name)
-{
+osp_datatype osp_datatype_from_config_name(const char *name) {
     for (int dt = OSP_TYPE_BOOL; name && dt < OSP_TYPE_COUNT_; dt++)
         if (strcmp(type_table[dt].config, name) == 0)
             return (osp_datatype)dt;

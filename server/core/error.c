@@ -16,8 +16,7 @@ static osp_error out_of_memory_error = {OSP_ERROR_INTERNAL,
                                         (char *)"out of memory"};
 
 static osp_error *error_new_va(osp_error_code code, const char *prefix,
-                               const char *fmt, va_list ap)
-{
+                               const char *fmt, va_list ap) {
     va_list ap2;
     va_copy(ap2, ap);
     int body = vsnprintf(NULL, 0, fmt, ap2);
@@ -40,8 +39,7 @@ static osp_error *error_new_va(osp_error_code code, const char *prefix,
     return err;
 }
 
-osp_error *osp_error_new(osp_error_code code, const char *fmt, ...)
-{
+osp_error *osp_error_new(osp_error_code code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     osp_error *err = error_new_va(code, NULL, fmt, ap);
@@ -49,8 +47,7 @@ osp_error *osp_error_new(osp_error_code code, const char *fmt, ...)
     return err;
 }
 
-osp_error *osp_error_wrap(osp_error *inner, const char *fmt, ...)
-{
+osp_error *osp_error_wrap(osp_error *inner, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     /* "<prefix>: <inner>": format the prefix, then append. */
@@ -64,21 +61,18 @@ osp_error *osp_error_wrap(osp_error *inner, const char *fmt, ...)
     return err;
 }
 
-void osp_error_free(osp_error *err)
-{
+void osp_error_free(osp_error *err) {
     if (!err || err == &out_of_memory_error)
         return;
     free(err->message);
     free(err);
 }
 
-osp_error_code osp_error_get_code(const osp_error *err)
-{
+osp_error_code osp_error_get_code(const osp_error *err) {
     return err ? err->code : OSP_ERROR_UNKNOWN;
 }
 
-const char *osp_error_message(const osp_error *err)
-{
+const char *osp_error_message(const osp_error *err) {
     return err ? err->message : "";
 }
 
@@ -99,22 +93,18 @@ static const struct {
     [OSP_ERROR_CANCELLED] = {"CANCELLED", 400, 1},
 };
 
-static int valid_code(osp_error_code code)
-{
+static int valid_code(osp_error_code code) {
     return (unsigned)code < sizeof(code_table) / sizeof(code_table[0]);
 }
 
-const char *osp_error_code_name(osp_error_code code)
-{
+const char *osp_error_code_name(osp_error_code code) {
     return valid_code(code) ? code_table[code].name : "UNKNOWN";
 }
 
-int osp_error_code_http_status(osp_error_code code)
-{
+int osp_error_code_http_status(osp_error_code code) {
     return valid_code(code) ? code_table[code].http : 500;
 }
 
-int osp_error_code_grpc_status(osp_error_code code)
-{
+int osp_error_code_grpc_status(osp_error_code code) {
     return valid_code(code) ? code_table[code].grpc : 2;
 }

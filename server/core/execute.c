@@ -1,41 +1,34 @@
 /* The accessors backends use on an osp_execute_ctx (see execute_ctx.h). */
 #include "execute_ctx.h"
 
-osp_device *osp_execute_device(const osp_execute_ctx *ctx)
-{
+osp_device *osp_execute_device(const osp_execute_ctx *ctx) {
     return ctx->device;
 }
 
-osp_stream *osp_execute_stream(const osp_execute_ctx *ctx)
-{
+osp_stream *osp_execute_stream(const osp_execute_ctx *ctx) {
     return ctx->stream;
 }
 
-int64_t osp_execute_batch_size(const osp_execute_ctx *ctx)
-{
+int64_t osp_execute_batch_size(const osp_execute_ctx *ctx) {
     return ctx->batch_size;
 }
 
-size_t osp_execute_input_count(const osp_execute_ctx *ctx)
-{
+size_t osp_execute_input_count(const osp_execute_ctx *ctx) {
     return ctx->n_inputs;
 }
 
 const osp_backend_tensor *osp_execute_input(const osp_execute_ctx *ctx,
-                                            size_t index)
-{
+                                            size_t index) {
     return index < ctx->n_inputs ? &ctx->inputs[index] : NULL;
 }
 
-bool osp_execute_output_requested(const osp_execute_ctx *ctx, size_t index)
-{
+bool osp_execute_output_requested(const osp_execute_ctx *ctx, size_t index) {
     return index < ctx->n_outputs && ctx->output_requested[index];
 }
 
 osp_error *osp_execute_output_alloc(osp_execute_ctx *ctx, size_t index,
                                     const osp_shape *shape, size_t byte_size,
-                                    void **data)
-{
+                                    void **data) {
     if (index >= ctx->n_outputs)
         return osp_error_new(OSP_ERROR_INTERNAL,
                              "backend allocated output %zu of %zu", index,
@@ -55,8 +48,7 @@ osp_error *osp_execute_output_alloc(osp_execute_ctx *ctx, size_t index,
     return NULL;
 }
 
-void osp_execute_ctx_release_outputs(osp_execute_ctx *ctx)
-{
+void osp_execute_ctx_release_outputs(osp_execute_ctx *ctx) {
     for (size_t i = 0; i < ctx->n_outputs; i++) {
         osp_buffer_free(ctx->output_buffers[i]);
         ctx->output_buffers[i] = NULL;

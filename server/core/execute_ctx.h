@@ -13,9 +13,9 @@ struct osp_execute_ctx {
     osp_device *device;
     osp_stream *stream;
     int64_t batch_size;
-    const osp_backend_tensor *inputs;  /* config order, borrowed */
+    const osp_backend_tensor *inputs; /* config order, borrowed */
     size_t n_inputs;
-    const bool *output_requested;      /* per config output, borrowed */
+    const bool *output_requested; /* per config output, borrowed */
     size_t n_outputs;
     /* Filled by osp_execute_output_alloc; the ctx's creator owns the
      * buffers (free them with osp_execute_ctx_release_outputs). Arrays of

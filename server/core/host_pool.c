@@ -18,8 +18,8 @@
 
 #include "device_internal.h"
 
-#define POOL_MIN_SHIFT 16  /* 64 KiB: smallest pooled class */
-#define POOL_MAX_SHIFT 34  /* 16 GiB: larger blocks are not pooled */
+#define POOL_MIN_SHIFT 16 /* 64 KiB: smallest pooled class */
+#define POOL_MAX_SHIFT 34 /* 16 GiB: larger blocks are not pooled */
 #define CLASSES_PER_DOUBLING 8
 #define POOL_CLASSES ((POOL_MAX_SHIFT - POOL_MIN_SHIFT) * CLASSES_PER_DOUBLING)
 #define OSP_HOST_POOL_CACHE_BYTES ((size_t)1 << 30)
@@ -34,8 +34,7 @@ static size_t cached_bytes;
 
 /* The class of a request of `size` bytes and its rounded capacity; -1 when
  * the size is not pooled (too small or too large). */
-static int size_class(size_t size, size_t *capacity)
-{
+static int size_class(size_t size, size_t *capacity) {
     if (size < ((size_t)1 << POOL_MIN_SHIFT) ||
         size > ((size_t)1 << POOL_MAX_SHIFT) - 1)
         return -1;
@@ -53,15 +52,13 @@ static int size_class(size_t size, size_t *capacity)
     return cls;
 }
 
-static size_t align_up(size_t size)
-{
+static size_t align_up(size_t size) {
     size_t rounded =
         (size + OSP_HOST_ALIGNMENT - 1) & ~(size_t)(OSP_HOST_ALIGNMENT - 1);
     return rounded ? rounded : OSP_HOST_ALIGNMENT;
 }
 
-void *osp_host_alloc_aligned(size_t size)
-{
+void *osp_host_alloc_aligned(size_t size) {
     if (size > SIZE_MAX - OSP_HOST_ALIGNMENT)
         return NULL;
     size_t capacity;
@@ -78,8 +75,7 @@ void *osp_host_alloc_aligned(size_t size)
     return b ? (void *)b : aligned_alloc(OSP_HOST_ALIGNMENT, capacity);
 }
 
-void osp_host_free_aligned(void *ptr, size_t size)
-{
+void osp_host_free_aligned(void *ptr, size_t size) {
     if (!ptr)
         return;
     size_t capacity;

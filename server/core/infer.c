@@ -4,8 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-osp_infer_request *osp_infer_request_new(const char *model, int64_t version)
-{
+osp_infer_request *osp_infer_request_new(const char *model, int64_t version) {
     osp_infer_request *req = calloc(1, sizeof(*req));
     if (!req)
         return NULL;
@@ -19,8 +18,7 @@ osp_infer_request *osp_infer_request_new(const char *model, int64_t version)
     return req;
 }
 
-static void parameters_free(osp_parameter *params, size_t n)
-{
+static void parameters_free(osp_parameter *params, size_t n) {
     for (size_t i = 0; i < n; i++) {
         free(params[i].key);
         if (params[i].type == OSP_PARAM_STRING)
@@ -29,8 +27,7 @@ static void parameters_free(osp_parameter *params, size_t n)
     free(params);
 }
 
-void osp_infer_request_free(osp_infer_request *req)
-{
+void osp_infer_request_free(osp_infer_request *req) {
     if (!req)
         return;
     for (size_t i = 0; i < req->n_inputs; i++) {
@@ -47,8 +44,7 @@ void osp_infer_request_free(osp_infer_request *req)
     free(req);
 }
 
-osp_error *osp_infer_request_set_id(osp_infer_request *req, const char *id)
-{
+osp_error *osp_infer_request_set_id(osp_infer_request *req, const char *id) {
     char *copy = strdup(id ? id : "");
     if (!copy)
         return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
@@ -58,8 +54,7 @@ osp_error *osp_infer_request_set_id(osp_infer_request *req, const char *id)
 }
 
 /* Grows *array (of element size `size`) to hold n + 1 entries. */
-static bool grow(void **array, size_t n, size_t size)
-{
+static bool grow(void **array, size_t n, size_t size) {
     void *bigger = realloc(*array, (n + 1) * size);
     if (!bigger)
         return false;
@@ -67,11 +62,10 @@ static bool grow(void **array, size_t n, size_t size)
     return true;
 }
 
-osp_error *osp_infer_request_add_input(osp_infer_request *req,
-                                       const char *name, osp_datatype dtype,
+osp_error *osp_infer_request_add_input(osp_infer_request *req, const char *name,
+                                       osp_datatype dtype,
                                        const osp_shape *shape,
-                                       osp_buffer *data)
-{
+                                       osp_buffer *data) {
     if (req->raw_input)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "input '%s' can't be added to a raw request",
@@ -81,8 +75,8 @@ osp_error *osp_infer_request_add_input(osp_infer_request *req,
             return osp_error_new(OSP_ERROR_INVALID_ARG,
                                  "input '%s' already exists in request", name);
     char *copy = strdup(name);
-    if (!copy || !grow((void **)&req->inputs, req->n_inputs,
-                       sizeof(req->inputs[0]))) {
+    if (!copy ||
+        !grow((void **)&req->inputs, req->n_inputs, sizeof(req->inputs[0]))) {
         free(copy);
         return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
     }
@@ -95,24 +89,21 @@ osp_error *osp_infer_request_add_input(osp_infer_request *req,
 }
 
 osp_error *osp_infer_request_set_raw_input(osp_infer_request *req,
-                                           osp_buffer *data)
-{
+                                           osp_buffer *data) {
     if (req->n_inputs > 0)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "raw input can't be added to request with other "
                              "inputs");
     osp_shape none = {0};
-    osp_error *err =
-        osp_infer_request_add_input(req, "raw_input", OSP_TYPE_INVALID, &none,
-                                    data);
+    osp_error *err = osp_infer_request_add_input(req, "raw_input",
+                                                 OSP_TYPE_INVALID, &none, data);
     if (!err)
         req->raw_input = true;
     return err;
 }
 
 osp_error *osp_infer_request_add_output(osp_infer_request *req,
-                                        const char *name)
-{
+                                        const char *name) {
     for (size_t i = 0; i < req->n_outputs; i++)
         if (strcmp(req->outputs[i], name) == 0)
             return osp_error_new(OSP_ERROR_INVALID_ARG,
@@ -128,8 +119,7 @@ osp_error *osp_infer_request_add_output(osp_infer_request *req,
 }
 
 osp_error *osp_infer_request_add_parameter(osp_infer_request *req,
-                                           const osp_parameter *param)
-{
+                                           const osp_parameter *param) {
     osp_parameter copy = *param;
     copy.key = strdup(param->key);
     if (param->type == OSP_PARAM_STRING)
@@ -146,8 +136,7 @@ osp_error *osp_infer_request_add_parameter(osp_infer_request *req,
     return NULL;
 }
 
-void osp_infer_response_free(osp_infer_response *resp)
-{
+void osp_infer_response_free(osp_infer_response *resp) {
     if (!resp)
         return;
     osp_error_free(resp->error);
@@ -162,8 +151,7 @@ void osp_infer_response_free(osp_infer_response *resp)
     free(resp);
 }
 
-osp_buffer *osp_infer_response_take_output(osp_infer_response *resp, size_t i)
-{
+osp_buffer *osp_infer_response_take_output(osp_infer_response *resp, size_t i) {
     if (i >= resp->n_outputs)
         return NULL;
     osp_buffer *buf = resp->outputs[i].data;

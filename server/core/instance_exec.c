@@ -16,8 +16,7 @@
 #include "osprey/log.h"
 #include "trace_report.h"
 
-void pending_request_free(pending_request *p)
-{
+void pending_request_free(pending_request *p) {
     if (!p)
         return;
     osp_infer_request_free(p->req);
@@ -30,8 +29,7 @@ void pending_request_free(pending_request *p)
 }
 
 /* A response shell carrying the request's identity; NULL on OOM. */
-static osp_infer_response *response_new(const pending_request *p)
-{
+static osp_infer_response *response_new(const pending_request *p) {
     osp_infer_response *resp = calloc(1, sizeof(*resp));
     if (!resp)
         return NULL;
@@ -49,8 +47,7 @@ static osp_infer_response *response_new(const pending_request *p)
  * and trace record it here, then the frontend's callback gets the response
  * (ownership moves; NULL only when even an error response could not be
  * allocated) and the pending request is freed. */
-static void request_finish(pending_request *p, osp_infer_response *resp)
-{
+static void request_finish(pending_request *p, osp_infer_response *resp) {
     if (p->req->trace)
         trace_report_finish(p);
     if (p->model) {
@@ -67,16 +64,14 @@ static void request_finish(pending_request *p, osp_infer_response *resp)
             model_stats_record_success(&p->model->stats, &t, end_ns,
                                        p->batch_size);
         } else {
-            model_stats_record_failure(&p->model->stats,
-                                       p->times.request_start, end_ns,
-                                       p->failure_reason);
+            model_stats_record_failure(&p->model->stats, p->times.request_start,
+                                       end_ns, p->failure_reason);
         }
     }
     model_deliver(p, resp);
 }
 
-void pending_request_fail(pending_request *p, osp_error *err)
-{
+void pending_request_fail(pending_request *p, osp_error *err) {
     osp_infer_response *resp = response_new(p);
     if (resp)
         resp->error = err;
@@ -85,8 +80,8 @@ void pending_request_fail(pending_request *p, osp_error *err)
     request_finish(p, resp);
 }
 
-static void fail_batch(pending_request **batch, size_t n, const osp_error *err)
-{
+static void fail_batch(pending_request **batch, size_t n,
+                       const osp_error *err) {
     for (size_t i = 0; i < n; i++) {
         batch[i]->failure_reason = OSP_FAILURE_BACKEND;
         pending_request_fail(batch[i],
@@ -98,15 +93,14 @@ static void fail_batch(pending_request **batch, size_t n, const osp_error *err)
 /* Per-batch scratch: device input tensors and the execute context. */
 typedef struct batch_state {
     osp_backend_tensor *inputs;
-    osp_buffer **input_buffers;  /* device buffers we allocated, or NULL */
+    osp_buffer **input_buffers; /* device buffers we allocated, or NULL */
     bool *output_requested;
     osp_backend_tensor *outputs;
     osp_buffer **output_buffers;
     osp_execute_ctx ctx;
 } batch_state;
 
-static void batch_state_free(batch_state *bs, size_t n_inputs)
-{
+static void batch_state_free(batch_state *bs, size_t n_inputs) {
     if (bs->input_buffers)
         for (size_t i = 0; i < n_inputs; i++)
             osp_buffer_free(bs->input_buffers[i]);
@@ -123,8 +117,7 @@ static void batch_state_free(batch_state *bs, size_t n_inputs)
  * a host-memory device is passed through without a copy. */
 static osp_error *gather_input(model_instance *inst, batch_state *bs,
                                pending_request **batch, size_t n, size_t i,
-                               int64_t total_batch)
-{
+                               int64_t total_batch) {
     const osp_model_config *cfg = inst->model->config;
     osp_backend_tensor *t = &bs->inputs[i];
     t->name = cfg->inputs[i].name;
@@ -159,8 +152,8 @@ static osp_error *gather_input(model_instance *inst, batch_state *bs,
         t->data = first->data ? first->data->data : NULL;
         return NULL;
     }
-    osp_error *err = osp_device_alloc(inst->device, total,
-                                      &bs->input_buffers[i]);
+    osp_error *err =
+        osp_device_alloc(inst->device, total, &bs->input_buffers[i]);
     if (err)
         return err;
     t->data = bs->input_buffers[i]->data;
@@ -183,8 +176,7 @@ static osp_error *gather_input(model_instance *inst, batch_state *bs,
 /* Bytes taken by the first `elements` serialized BYTES elements at p
  * (within `avail` bytes). */
 static size_t bytes_rows_size(const unsigned char *p, size_t avail,
-                              int64_t elements)
-{
+                              int64_t elements) {
     size_t off = 0;
     for (int64_t e = 0; e < elements && off + 4 <= avail; e++) {
         uint32_t len;
@@ -198,8 +190,7 @@ static size_t bytes_rows_size(const unsigned char *p, size_t avail,
  * attaches them to the responses. */
 static osp_error *scatter_output(model_instance *inst, batch_state *bs,
                                  pending_request **batch, size_t n,
-                                 osp_infer_response **resps, size_t o)
-{
+                                 osp_infer_response **resps, size_t o) {
     const osp_model_config *cfg = inst->model->config;
     osp_backend_tensor *t = &bs->outputs[o];
     osp_error *err = NULL;
@@ -215,8 +206,8 @@ static osp_error *scatter_output(model_instance *inst, batch_state *bs,
     } else {
         if ((err = osp_device_alloc_host(inst->device, t->byte_size, &host)))
             return err;
-        err = osp_memcpy_async(inst->stream, host->data, t->data,
-                               t->byte_size, OSP_COPY_DEVICE_TO_HOST);
+        err = osp_memcpy_async(inst->stream, host->data, t->data, t->byte_size,
+                               OSP_COPY_DEVICE_TO_HOST);
         if (!err)
             err = osp_stream_synchronize(inst->stream);
         if (err) {
@@ -278,13 +269,12 @@ static osp_error *scatter_output(model_instance *inst, batch_state *bs,
  * clock at the start plus device-measured intervals (on a GPU these come
  * from CUDA events on the stream; on the CPU device from the host clock). */
 static void stamp_compute_times(model_instance *inst, pending_request **batch,
-                                size_t n, uint64_t compute_start)
-{
+                                size_t n, uint64_t compute_start) {
     uint64_t at[4] = {compute_start, 0, 0, 0};
     for (int m = 1; m < 4; m++) {
         uint64_t ns = 0;
-        osp_error *err = osp_event_elapsed_ns(inst->marks[0], inst->marks[m],
-                                              &ns);
+        osp_error *err =
+            osp_event_elapsed_ns(inst->marks[0], inst->marks[m], &ns);
         osp_error_free(err); /* a device that cannot time: intervals of 0 */
         at[m] = compute_start + ns;
     }
@@ -297,8 +287,7 @@ static void stamp_compute_times(model_instance *inst, pending_request **batch,
 }
 
 void instance_execute_batch(model_instance *inst, pending_request **batch,
-                            size_t n)
-{
+                            size_t n) {
     osp_model *model = inst->model;
     const osp_model_config *cfg = model->config;
     size_t n_in = cfg->n_inputs, n_out = cfg->n_outputs;
@@ -356,9 +345,8 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
     for (size_t r = 0; r < n && !err; r++) {
         resps[r] = response_new(batch[r]);
         if (resps[r])
-            resps[r]->outputs =
-                calloc(batch[r]->n_response_outputs + 1,
-                       sizeof(*resps[r]->outputs));
+            resps[r]->outputs = calloc(batch[r]->n_response_outputs + 1,
+                                       sizeof(*resps[r]->outputs));
         if (!resps[r] || !resps[r]->outputs) {
             err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
             break;

@@ -10,23 +10,20 @@
 #include "model_internal.h"
 #include "osprey/log.h"
 
-uint64_t osp_now_ns(void)
-{
+uint64_t osp_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-osp_model *model_ref(osp_model *model)
-{
+osp_model *model_ref(osp_model *model) {
     atomic_fetch_add(&model->refs, 1);
     return model;
 }
 
 /* Frees the struct itself once nobody refers to it; instances and backend
  * state are already gone (model_unload). */
-void osp_model_unref(osp_model *model)
-{
+void osp_model_unref(osp_model *model) {
     if (!model || atomic_fetch_sub(&model->refs, 1) != 1)
         return;
     pthread_mutex_destroy(&model->lock);
@@ -39,19 +36,16 @@ void osp_model_unref(osp_model *model)
     free(model);
 }
 
-const osp_model_config *osp_model_get_config(const osp_model *model)
-{
+const osp_model_config *osp_model_get_config(const osp_model *model) {
     return model->config;
 }
 
-int64_t osp_model_get_version(const osp_model *model)
-{
+int64_t osp_model_get_version(const osp_model *model) {
     return model->version;
 }
 
 void osp_model_describe_placement(const osp_model *model, char *buf,
-                                  size_t cap)
-{
+                                  size_t cap) {
     size_t used = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < model->n_instances && used < cap; i++) {
@@ -66,14 +60,14 @@ void osp_model_describe_placement(const osp_model *model, char *buf,
     }
 }
 
-/* ---- instance workers ------------------------------------------------------ */
+/* ---- instance workers ------------------------------------------------------
+ */
 
 /* Whether request b may run in one batch with a (batcher_compatible_fn):
  * the same optional inputs given, and each input's datatype and shape
  * beyond the batch dimension equal (gather_input concatenates rows). */
 static bool requests_compatible(const batcher_entry *a, const batcher_entry *b,
-                                void *ctx)
-{
+                                void *ctx) {
     const osp_model_config *cfg = ctx;
     const pending_request *p = a->owner, *q = b->owner;
     for (size_t i = 0; i < cfg->n_inputs; i++) {
@@ -95,14 +89,13 @@ static bool requests_compatible(const batcher_entry *a, const batcher_entry *b,
 
 /* Fails requests whose queue timeout expired under REJECT (a list linked
  * by entry.next), as Triton: UNAVAILABLE "Request timeout expired". */
-static void fail_expired(batcher_entry *expired)
-{
+static void fail_expired(batcher_entry *expired) {
     while (expired) {
         pending_request *p = expired->owner;
         expired = expired->next;
         p->failure_reason = OSP_FAILURE_REJECTED;
-        pending_request_fail(p, osp_error_new(OSP_ERROR_UNAVAILABLE,
-                                              "Request timeout expired"));
+        pending_request_fail(
+            p, osp_error_new(OSP_ERROR_UNAVAILABLE, "Request timeout expired"));
     }
 }
 
@@ -111,8 +104,7 @@ static void fail_expired(batcher_entry *expired)
  * Expired requests are failed on the way. Returns 0 when the model is
  * stopping and its queue is drained: while stopping, whatever is queued
  * runs at once. */
-static size_t take_batch(model_instance *inst)
-{
+static size_t take_batch(model_instance *inst) {
     osp_model *model = inst->model;
     size_t cap = batcher_max_entries(&model->batcher);
     size_t n = 0;
@@ -121,8 +113,8 @@ static size_t take_batch(model_instance *inst)
         batcher_entry *expired = NULL;
         uint64_t wait_ns = 0;
         n = batcher_take(&model->batcher, osp_now_ns(),
-                         model->stopping || model->flushing, inst->entries,
-                         cap, &expired, &wait_ns);
+                         model->stopping || model->flushing, inst->entries, cap,
+                         &expired, &wait_ns);
         if (n > 0 || expired) {
             /* What is left may make a batch for another idle instance. */
             if (batcher_queued(&model->batcher) > 0)
@@ -161,8 +153,7 @@ static size_t take_batch(model_instance *inst)
     return n;
 }
 
-static void *instance_worker(void *arg)
-{
+static void *instance_worker(void *arg) {
     model_instance *inst = arg;
     size_t n;
     while ((n = take_batch(inst)) > 0)
@@ -170,8 +161,7 @@ static void *instance_worker(void *arg)
     return NULL;
 }
 
-osp_error *model_enqueue(osp_model *model, pending_request *p)
-{
+osp_error *model_enqueue(osp_model *model, pending_request *p) {
     pthread_mutex_lock(&model->lock);
     if (model->stopping) {
         pthread_mutex_unlock(&model->lock);
@@ -194,10 +184,10 @@ osp_error *model_enqueue(osp_model *model, pending_request *p)
     pthread_mutex_unlock(&model->lock);
     if (err) {
         /* Triton prefixes the queue's refusal with the request id. */
-        osp_error *out = osp_error_new(
-            osp_error_get_code(err), "[request id: %s] %s",
-            p->req->id[0] ? p->req->id : OSP_REQUEST_ID_UNKNOWN,
-            osp_error_message(err));
+        osp_error *out =
+            osp_error_new(osp_error_get_code(err), "[request id: %s] %s",
+                          p->req->id[0] ? p->req->id : OSP_REQUEST_ID_UNKNOWN,
+                          osp_error_message(err));
         osp_error_free(err);
         pending_request_free(p);
         return out;
@@ -205,8 +195,7 @@ osp_error *model_enqueue(osp_model *model, pending_request *p)
     return NULL;
 }
 
-void model_deliver(pending_request *p, osp_infer_response *resp)
-{
+void model_deliver(pending_request *p, osp_infer_response *resp) {
     if (!p->ordered) {
         p->complete(resp, p->user);
         pending_request_free(p);
@@ -228,27 +217,25 @@ void model_deliver(pending_request *p, osp_infer_response *resp)
     osp_model_unref(model);
 }
 
-void model_flush(osp_model *model)
-{
+void model_flush(osp_model *model) {
     pthread_mutex_lock(&model->lock);
     model->flushing = true;
     pthread_cond_broadcast(&model->work_ready);
     pthread_mutex_unlock(&model->lock);
 }
 
-size_t model_pending_count(osp_model *model)
-{
+size_t model_pending_count(osp_model *model) {
     pthread_mutex_lock(&model->lock);
     size_t n = batcher_queued(&model->batcher);
     pthread_mutex_unlock(&model->lock);
     return n;
 }
 
-/* ---- placement --------------------------------------------------------------- */
+/* ---- placement
+ * --------------------------------------------------------------- */
 
 /* Appends one instance slot on `dev`. */
-static osp_error *add_instance(osp_model *model, osp_device *dev)
-{
+static osp_error *add_instance(osp_model *model, osp_device *dev) {
     model_instance *bigger =
         realloc(model->instances, sizeof(*bigger) * (model->n_instances + 1));
     if (!bigger)
@@ -265,8 +252,7 @@ static osp_error *add_instance(osp_model *model, osp_device *dev)
 
 /* Replaces config->instance_groups with `groups` (ownership moves). */
 static void set_effective_groups(osp_model_config *cfg,
-                                 osp_instance_group *groups, size_t n)
-{
+                                 osp_instance_group *groups, size_t n) {
     for (size_t i = 0; i < cfg->n_instance_groups; i++) {
         free(cfg->instance_groups[i].name);
         free(cfg->instance_groups[i].gpus);
@@ -282,8 +268,7 @@ static void set_effective_groups(osp_model_config *cfg,
  * with one warning unless strict_gpu. Afterwards the config's groups say
  * what was chosen (kind, count, gpus, a name), as Triton reports them, so
  * the model configuration endpoints show where instances live. */
-static osp_error *place_instances(osp_model *model, bool strict_gpu)
-{
+static osp_error *place_instances(osp_model *model, bool strict_gpu) {
     osp_model_config *cfg = model->config;
     int gpus = osp_device_cuda_count();
     osp_instance_group fallback = {.count = 1, .kind = OSP_INSTANCE_KIND_AUTO};
@@ -365,8 +350,7 @@ static osp_error *place_instances(osp_model *model, bool strict_gpu)
 }
 
 /* Stops workers (after draining the queue) and frees instance state. */
-static void stop_instances(osp_model *model)
-{
+static void stop_instances(osp_model *model) {
     pthread_mutex_lock(&model->lock);
     model->stopping = true;
     pthread_cond_broadcast(&model->work_ready);
@@ -393,8 +377,7 @@ static void stop_instances(osp_model *model)
 
 osp_error *model_load(osp_model_config *config, int64_t version,
                       const char *version_path, bool strict_gpu,
-                      osp_model **out)
-{
+                      osp_model **out) {
     osp_error *err = NULL;
     osp_model *model = calloc(1, sizeof(*model));
     if (!model)
@@ -446,9 +429,8 @@ osp_error *model_load(osp_model_config *config, int64_t version,
         for (int m = 0; m < 4 && !err; m++)
             err = osp_event_new(inst->device, &inst->marks[m]);
         if (!err)
-            err = model->backend->instance_new(model->backend_model,
-                                               inst->device, inst->stream,
-                                               &inst->state);
+            err = model->backend->instance_new(
+                model->backend_model, inst->device, inst->stream, &inst->state);
     }
     for (size_t i = 0; i < model->n_instances && !err; i++) {
         model_instance *inst = &model->instances[i];
@@ -469,8 +451,7 @@ out:
     return NULL;
 }
 
-void model_unload(osp_model *model)
-{
+void model_unload(osp_model *model) {
     stop_instances(model);
     osp_model_unref(model);
 }

@@ -34,15 +34,15 @@ typedef struct pending_request {
     osp_infer_complete_fn complete;
     void *user;
     osp_model *model;
-    int64_t batch_size;       /* request's batch dim; 0 if the model doesn't batch */
-    int *input_map;           /* config input i -> req->inputs index, or -1 */
+    int64_t batch_size; /* request's batch dim; 0 if the model doesn't batch */
+    int *input_map;     /* config input i -> req->inputs index, or -1 */
     bool *output_requested;   /* per config output */
     size_t *response_outputs; /* config output indices in response order */
     size_t n_response_outputs;
     request_times times;
     struct pending_request *next;
-    batcher_entry entry;      /* its place in the model's queue */
-    bool ordered;             /* delivered in queue order (preserve_ordering) */
+    batcher_entry entry; /* its place in the model's queue */
+    bool ordered;        /* delivered in queue order (preserve_ordering) */
     osp_infer_response *held_response; /* finished, waiting for its turn */
     osp_failure_reason failure_reason; /* statistics label if it fails */
 } pending_request;
@@ -56,11 +56,11 @@ void pending_request_free(pending_request *p);
 void pending_request_fail(pending_request *p, osp_error *err);
 
 struct model_instance {
-    osp_model *model;          /* borrowed: the model owns its instances */
+    osp_model *model; /* borrowed: the model owns its instances */
     int index;
-    osp_device *device;        /* borrowed */
-    osp_stream *stream;        /* owned */
-    void *state;               /* backend's instance state */
+    osp_device *device; /* borrowed */
+    osp_stream *stream; /* owned */
+    void *state;        /* backend's instance state */
     pthread_t thread;
     bool thread_started;
     /* Marks recorded on the stream around each batch, so that device-side
@@ -75,7 +75,7 @@ struct model_instance {
 
 struct osp_model {
     atomic_int refs;
-    osp_model_config *config;  /* owned */
+    osp_model_config *config; /* owned */
     int64_t version;
     char *version_path;
     const osp_backend *backend;
@@ -88,8 +88,8 @@ struct osp_model {
     pthread_mutex_t lock;
     pthread_cond_t work_ready;
     batcher batcher;
-    bool stopping;             /* no new work; workers exit once drained */
-    bool flushing;             /* shutting down: run what is queued now */
+    bool stopping; /* no new work; workers exit once drained */
+    bool flushing; /* shutting down: run what is queued now */
 
     /* preserve_ordering: finished requests wait here for their turn. */
     pthread_mutex_t order_lock;

@@ -8,18 +8,17 @@
 #include "osprey/memory.h"
 
 /* Triton's LogRequest() prefix. */
-static const char *id_or_unknown(const osp_infer_request *req)
-{
+static const char *id_or_unknown(const osp_infer_request *req) {
     return req->id[0] ? req->id : OSP_REQUEST_ID_UNKNOWN;
 }
 
 /* Prefixes inner's message with "[request id: <id>] " (ownership of inner
  * moves). */
-static osp_error *request_error(const osp_infer_request *req, osp_error *inner)
-{
-    osp_error *err = osp_error_new(osp_error_get_code(inner),
-                                   "[request id: %s] %s", id_or_unknown(req),
-                                   osp_error_message(inner));
+static osp_error *request_error(const osp_infer_request *req,
+                                osp_error *inner) {
+    osp_error *err =
+        osp_error_new(osp_error_get_code(inner), "[request id: %s] %s",
+                      id_or_unknown(req), osp_error_message(inner));
     osp_error_free(inner);
     return err;
 }
@@ -29,8 +28,7 @@ static osp_error *request_error(const osp_infer_request *req, osp_error *inner)
 /* Deduces the raw input's name, dtype and shape from the model's only
  * input; prepends the 4-byte length for BYTES. */
 static osp_error *resolve_raw_input(const osp_model_config *config,
-                                    osp_infer_request *req)
-{
+                                    osp_infer_request *req) {
     if (req->n_inputs != 1 || config->n_inputs != 1)
         return REQUEST_ERROR(req,
                              "Raw request must only have 1 input (found %zu) "
@@ -69,8 +67,7 @@ static osp_error *resolve_raw_input(const osp_model_config *config,
                                  "must have input shape [1]",
                                  cin->name);
         if (bytes > UINT32_MAX)
-            return REQUEST_ERROR(req, "raw input '%s' is too large",
-                                 cin->name);
+            return REQUEST_ERROR(req, "raw input '%s' is too large", cin->name);
         osp_buffer *prefixed = osp_buffer_new_host(bytes + 4);
         if (!prefixed)
             return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
@@ -97,16 +94,14 @@ static osp_error *resolve_raw_input(const osp_model_config *config,
 }
 
 /* Appends "'a','b'" style lists for the input-count message. */
-static void append_name(char *buf, size_t cap, const char *name, bool *first)
-{
+static void append_name(char *buf, size_t cap, const char *name, bool *first) {
     size_t used = strlen(buf);
     snprintf(buf + used, cap - used, "%s'%s'", *first ? "" : ",", name);
     *first = false;
 }
 
 static osp_error *check_input_count(const osp_model_config *config,
-                                    const osp_infer_request *req)
-{
+                                    const osp_infer_request *req) {
     size_t required = 0;
     for (size_t i = 0; i < config->n_inputs; i++)
         required += !config->inputs[i].optional;
@@ -133,8 +128,8 @@ static osp_error *check_input_count(const osp_model_config *config,
                              "model '%s'. Got input(s) %s, but missing "
                              "required input(s) %s. Please provide all "
                              "required input(s).",
-                             config->n_inputs, req->n_inputs, config->name,
-                             got, missing);
+                             config->n_inputs, req->n_inputs, config->name, got,
+                             missing);
     return REQUEST_ERROR(req,
                          "expected number of inputs between %zu and %zu but "
                          "got %zu inputs for model '%s'. Got input(s) %s, but "
@@ -148,8 +143,7 @@ static osp_error *check_input_count(const osp_model_config *config,
  * each a complete 4-byte length + bytes, nothing left over. */
 static osp_error *check_bytes_input(const osp_infer_request *req,
                                     const osp_infer_input *in,
-                                    const char *model, int64_t expected)
-{
+                                    const char *model, int64_t expected) {
     const unsigned char *p = in->data ? in->data->data : NULL;
     size_t left = in->data ? in->data->size : 0;
     int64_t count = 0;
@@ -196,15 +190,14 @@ static osp_error *check_bytes_input(const osp_infer_request *req,
 static osp_error *check_input(const osp_model_config *config,
                               const osp_infer_request *req,
                               const osp_infer_input *in,
-                              const osp_model_io *cin, int64_t batch_size)
-{
+                              const osp_model_io *cin, int64_t batch_size) {
     const char *model = config->name;
     if (in->dtype != cin->dtype)
         return REQUEST_ERROR(req,
                              "inference input '%s' data-type is '%s', but "
                              "model '%s' expects '%s'",
-                             in->name, osp_datatype_wire_name(in->dtype),
-                             model, osp_datatype_wire_name(cin->dtype));
+                             in->name, osp_datatype_wire_name(in->dtype), model,
+                             osp_datatype_wire_name(cin->dtype));
     int skip = config->max_batch_size > 0 ? 1 : 0;
     bool match = in->shape.rank - skip == cin->dims.rank;
     for (int i = 0; match && i < cin->dims.rank; i++) {
@@ -220,8 +213,9 @@ static osp_error *check_input(const osp_model_config *config,
             full.dims[full.rank++] = cin->dims.dims[i];
         char want_s[256], got_s[256];
         return REQUEST_ERROR(
-            req, "unexpected shape for input '%s' for model '%s'. Expected %s, "
-                 "got %s. %s",
+            req,
+            "unexpected shape for input '%s' for model '%s'. Expected %s, "
+            "got %s. %s",
             in->name, model, osp_shape_format(&full, want_s, sizeof(want_s)),
             osp_shape_format(&in->shape, got_s, sizeof(got_s)),
             skip ? "NOTE: Setting a non-zero max_batch_size in the model "
@@ -257,8 +251,7 @@ static osp_error *check_input(const osp_model_config *config,
 }
 
 osp_error *request_validate(const osp_model_config *config,
-                            pending_request *p)
-{
+                            pending_request *p) {
     osp_infer_request *req = p->req;
     osp_error *err = NULL;
     if (req->raw_input && (err = resolve_raw_input(config, req)))

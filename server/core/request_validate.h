@@ -11,5 +11,4 @@
  * p->output_requested and p->response_outputs. Raw requests are resolved
  * here (name, dtype and shape deduced; BYTES get their length prefix).
  * INVALID_ARG errors carry the "[request id: <id>] " prefix. */
-osp_error *request_validate(const osp_model_config *config,
-                            pending_request *p);
+osp_error *request_validate(const osp_model_config *config, pending_request *p);

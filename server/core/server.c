@@ -29,10 +29,10 @@ typedef struct version_slot {
 
 typedef struct model_entry {
     char *name;
-    char *reason;          /* why the whole model is unavailable, or NULL */
+    char *reason; /* why the whole model is unavailable, or NULL */
     version_slot *versions;
     size_t n_versions;
-    bool wanted;           /* asked to be loaded (readiness counts it) */
+    bool wanted; /* asked to be loaded (readiness counts it) */
 } model_entry;
 
 struct osp_server {
@@ -46,8 +46,7 @@ struct osp_server {
     atomic_bool shutting_down;
 };
 
-const char *osp_model_state_name(osp_model_state state)
-{
+const char *osp_model_state_name(osp_model_state state) {
     switch (state) {
     case OSP_MODEL_STATE_READY:
         return "READY";
@@ -62,17 +61,16 @@ const char *osp_model_state_name(osp_model_state state)
     }
 }
 
-void osp_server_options_init(osp_server_options *opts)
-{
+void osp_server_options_init(osp_server_options *opts) {
     memset(opts, 0, sizeof(*opts));
     opts->control_mode = OSP_MODEL_CONTROL_NONE;
     osp_device_options_init(&opts->devices);
 }
 
-/* ---- entries table (call with `lock` held) --------------------------------- */
+/* ---- entries table (call with `lock` held) ---------------------------------
+ */
 
-static model_entry *find_entry(osp_server *server, const char *name)
-{
+static model_entry *find_entry(osp_server *server, const char *name) {
     for (size_t i = 0; i < server->n_entries; i++)
         if (strcmp(server->entries[i].name, name) == 0)
             return &server->entries[i];
@@ -80,16 +78,15 @@ static model_entry *find_entry(osp_server *server, const char *name)
 }
 
 /* Finds or appends the entry for `name` (kept sorted by name). */
-static model_entry *get_or_add_entry(osp_server *server, const char *name)
-{
+static model_entry *get_or_add_entry(osp_server *server, const char *name) {
     model_entry *e = find_entry(server, name);
     if (e)
         return e;
     char *copy = strdup(name);
-    model_entry *bigger = copy ? realloc(server->entries,
-                                         sizeof(*bigger) *
-                                             (server->n_entries + 1))
-                               : NULL;
+    model_entry *bigger =
+        copy ? realloc(server->entries,
+                       sizeof(*bigger) * (server->n_entries + 1))
+             : NULL;
     if (!bigger) {
         free(copy);
         return NULL;
@@ -106,21 +103,20 @@ static model_entry *get_or_add_entry(osp_server *server, const char *name)
     return &bigger[pos];
 }
 
-static void versions_free(version_slot *slots, size_t n)
-{
+static void versions_free(version_slot *slots, size_t n) {
     for (size_t i = 0; i < n; i++)
         free(slots[i].reason);
     free(slots);
 }
 
-/* ---- loading ------------------------------------------------------------------ */
+/* ---- loading
+ * ------------------------------------------------------------------ */
 
-static char *read_text_file(const char *path, size_t *len, osp_error **err)
-{
+static char *read_text_file(const char *path, size_t *len, osp_error **err) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        *err = osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "cannot open '%s': %m", path);
+        *err =
+            osp_error_new(OSP_ERROR_INVALID_ARG, "cannot open '%s': %m", path);
         return NULL;
     }
     char *text = NULL;
@@ -149,9 +145,8 @@ out:
 /* Parses <model_dir>/config.pbtxt and checks its name against the folder
  * (an absent name takes the folder's). Caller owns *out. */
 static osp_error *read_config(const char *model_dir, const char *name,
-                              const char *text, size_t len,
-                              const char *path, osp_model_config **out)
-{
+                              const char *text, size_t len, const char *path,
+                              osp_model_config **out) {
     (void)model_dir;
     osp_model_config *cfg = NULL;
     osp_error *err = osp_model_config_parse(text, len, path, &cfg);
@@ -180,8 +175,7 @@ static osp_error *read_config(const char *model_dir, const char *name,
  * error only when nothing could be tried (bad name, config, versions);
  * per-version failures are recorded in the slots. */
 static osp_error *load_versions(osp_server *server, const char *name,
-                                version_slot **slots_out, size_t *n_out)
-{
+                                version_slot **slots_out, size_t *n_out) {
     osp_error *err = NULL;
     char *model_dir = NULL, *text = NULL, path[PATH_MAX];
     osp_model_config *cfg = NULL;
@@ -249,8 +243,7 @@ out:
 /* Unloads the versions in `slots` that hold a model (their queues drain
  * first) and marks them "unloaded". Call without `lock` held; the slot
  * fields are updated under it so lookups never see a half-written slot. */
-static void unload_slots(osp_server *server, version_slot *slots, size_t n)
-{
+static void unload_slots(osp_server *server, version_slot *slots, size_t n) {
     for (size_t i = 0; i < n; i++) {
         osp_model *model = slots[i].model;
         if (!model)
@@ -268,8 +261,7 @@ static void unload_slots(osp_server *server, version_slot *slots, size_t n)
 
 /* Loads (or reloads) `name`; call with load_lock held. On failure the
  * model is left UNAVAILABLE with the reason, and the error returned. */
-static osp_error *load_model_locked(osp_server *server, const char *name)
-{
+static osp_error *load_model_locked(osp_server *server, const char *name) {
     version_slot *slots = NULL, *old = NULL;
     size_t n = 0, n_old = 0;
     osp_error *err = load_versions(server, name, &slots, &n);
@@ -283,8 +275,7 @@ static osp_error *load_model_locked(osp_server *server, const char *name)
                             name, n ? (long long)slots[0].version : -1LL,
                             n && slots[0].reason ? slots[0].reason : "");
     else if (err)
-        OSP_LOG_ERROR("failed to load '%s': %s", name,
-                      osp_error_message(err));
+        OSP_LOG_ERROR("failed to load '%s': %s", name, osp_error_message(err));
 
     osp_error *unsafe = osp_repository_check_name(name);
     if (unsafe) {
@@ -316,12 +307,12 @@ static osp_error *load_model_locked(osp_server *server, const char *name)
     return err;
 }
 
-/* ---- lifecycle ------------------------------------------------------------------ */
+/* ---- lifecycle
+ * ------------------------------------------------------------------ */
 
 /* Loads every model folder of the repository (control mode none, or
  * --load-model=*). Failures are logged and recorded, not returned. */
-static void load_all(osp_server *server)
-{
+static void load_all(osp_server *server) {
     char **names = NULL;
     size_t n = 0;
     osp_error *err = osp_repository_list(server->repo_root, &names, &n);
@@ -338,8 +329,7 @@ static void load_all(osp_server *server)
     free(names);
 }
 
-osp_error *osp_server_new(const osp_server_options *opts, osp_server **out)
-{
+osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
     if (!opts->model_repository)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "--model-repository must be specified");
@@ -371,8 +361,7 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out)
             if (strcmp(opts->load_models[i], "*") == 0)
                 load_all(server);
             else
-                osp_error_free(
-                    load_model_locked(server, opts->load_models[i]));
+                osp_error_free(load_model_locked(server, opts->load_models[i]));
         }
     }
     pthread_mutex_unlock(&server->load_lock);
@@ -380,8 +369,7 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out)
     return NULL;
 }
 
-void osp_server_begin_shutdown(osp_server *server)
-{
+void osp_server_begin_shutdown(osp_server *server) {
     atomic_store(&server->shutting_down, true);
     /* Requests already queued run now rather than wait for batches to
      * fill, so that draining the frontends does not wait out batch
@@ -398,8 +386,7 @@ void osp_server_begin_shutdown(osp_server *server)
     pthread_mutex_unlock(&server->lock);
 }
 
-void osp_server_free(osp_server *server)
-{
+void osp_server_free(osp_server *server) {
     if (!server)
         return;
     osp_server_begin_shutdown(server);
@@ -419,13 +406,11 @@ void osp_server_free(osp_server *server)
     free(server);
 }
 
-bool osp_server_is_live(const osp_server *server)
-{
+bool osp_server_is_live(const osp_server *server) {
     return !atomic_load(&server->shutting_down);
 }
 
-bool osp_server_is_ready(const osp_server *server)
-{
+bool osp_server_is_ready(const osp_server *server) {
     if (atomic_load(&server->shutting_down))
         return false;
     osp_server *s = (osp_server *)server;
@@ -444,19 +429,19 @@ bool osp_server_is_ready(const osp_server *server)
     return ready;
 }
 
-/* ---- model lookup ---------------------------------------------------------------- */
+/* ---- model lookup
+ * ---------------------------------------------------------------- */
 
 osp_error *osp_server_model_get(osp_server *server, const char *name,
-                                int64_t version, osp_model **out)
-{
+                                int64_t version, osp_model **out) {
     osp_error *err = NULL;
     pthread_mutex_lock(&server->lock);
     model_entry *e = find_entry(server, name);
     version_slot *pick = NULL;
     if (!e) {
-        err = osp_error_new(OSP_ERROR_NOT_FOUND,
-                            "Request for unknown model: '%s' is not found",
-                            name);
+        err =
+            osp_error_new(OSP_ERROR_NOT_FOUND,
+                          "Request for unknown model: '%s' is not found", name);
     } else if (version < 0) {
         for (size_t i = 0; i < e->n_versions; i++)
             if (e->versions[i].state == OSP_MODEL_STATE_READY)
@@ -488,15 +473,14 @@ osp_error *osp_server_model_get(osp_server *server, const char *name,
 }
 
 osp_error *osp_model_ready_versions(osp_server *server, const char *name,
-                                    int64_t **versions, size_t *n)
-{
+                                    int64_t **versions, size_t *n) {
     osp_error *err = NULL;
     pthread_mutex_lock(&server->lock);
     model_entry *e = find_entry(server, name);
     if (!e) {
-        err = osp_error_new(OSP_ERROR_NOT_FOUND,
-                            "Request for unknown model: '%s' is not found",
-                            name);
+        err =
+            osp_error_new(OSP_ERROR_NOT_FOUND,
+                          "Request for unknown model: '%s' is not found", name);
         goto out;
     }
     *versions = malloc(sizeof(int64_t) * (e->n_versions + 1));
@@ -513,12 +497,12 @@ out:
     return err;
 }
 
-/* ---- repository API ---------------------------------------------------------------- */
+/* ---- repository API
+ * ---------------------------------------------------------------- */
 
 static bool entry_push(osp_repository_entry **list, size_t *n, size_t *cap,
-                       const char *name, int64_t version,
-                       osp_model_state state, const char *reason)
-{
+                       const char *name, int64_t version, osp_model_state state,
+                       const char *reason) {
     if (*n == *cap) {
         size_t bigger_cap = *cap ? *cap * 2 : 16;
         osp_repository_entry *bigger =
@@ -544,8 +528,7 @@ static bool entry_push(osp_repository_entry **list, size_t *n, size_t *cap,
 
 osp_error *osp_server_repository_index(osp_server *server, bool ready_only,
                                        osp_repository_entry **entries,
-                                       size_t *n)
-{
+                                       size_t *n) {
     char **names = NULL;
     size_t n_names = 0, cap = 0, count = 0;
     osp_repository_entry *list = NULL;
@@ -569,8 +552,8 @@ osp_error *osp_server_repository_index(osp_server *server, bool ready_only,
             const version_slot *s = &e->versions[v];
             if (ready_only && s->state != OSP_MODEL_STATE_READY)
                 continue;
-            ok = entry_push(&list, &count, &cap, names[i], s->version,
-                            s->state, s->reason);
+            ok = entry_push(&list, &count, &cap, names[i], s->version, s->state,
+                            s->reason);
         }
     }
     pthread_mutex_unlock(&server->lock);
@@ -586,8 +569,7 @@ osp_error *osp_server_repository_index(osp_server *server, bool ready_only,
     return NULL;
 }
 
-void osp_repository_index_free(osp_repository_entry *entries, size_t n)
-{
+void osp_repository_index_free(osp_repository_entry *entries, size_t n) {
     for (size_t i = 0; i < n; i++) {
         free(entries[i].name);
         free(entries[i].reason);
@@ -595,8 +577,7 @@ void osp_repository_index_free(osp_repository_entry *entries, size_t n)
     free(entries);
 }
 
-static osp_error *check_explicit(const osp_server *server)
-{
+static osp_error *check_explicit(const osp_server *server) {
     if (server->control_mode != OSP_MODEL_CONTROL_EXPLICIT)
         return osp_error_new(OSP_ERROR_UNAVAILABLE,
                              "explicit model load / unload is not allowed if "
@@ -604,8 +585,7 @@ static osp_error *check_explicit(const osp_server *server)
     return NULL;
 }
 
-osp_error *osp_server_load_model(osp_server *server, const char *name)
-{
+osp_error *osp_server_load_model(osp_server *server, const char *name) {
     osp_error *err = check_explicit(server);
     if (err)
         return err;
@@ -615,8 +595,7 @@ osp_error *osp_server_load_model(osp_server *server, const char *name)
     return err;
 }
 
-osp_error *osp_server_unload_model(osp_server *server, const char *name)
-{
+osp_error *osp_server_unload_model(osp_server *server, const char *name) {
     osp_error *err = check_explicit(server);
     if (err)
         return err;
@@ -641,11 +620,11 @@ osp_error *osp_server_unload_model(osp_server *server, const char *name)
     return NULL;
 }
 
-/* ---- inference ------------------------------------------------------------------- */
+/* ---- inference
+ * ------------------------------------------------------------------- */
 
 osp_error *osp_server_alloc_input_buffer(osp_server *server, size_t size,
-                                         osp_buffer **out)
-{
+                                         osp_buffer **out) {
     (void)server;
     osp_device *gpu = NULL;
     if (osp_device_cuda_count() > 0 && !osp_device_cuda_get(0, &gpu))
@@ -658,17 +637,15 @@ osp_error *osp_server_alloc_input_buffer(osp_server *server, size_t size,
 }
 
 osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
-                                  osp_infer_complete_fn complete, void *user)
-{
+                                  osp_infer_complete_fn complete, void *user) {
     uint64_t request_start = osp_now_ns();
     if (atomic_load(&server->shutting_down)) {
         osp_infer_request_free(req);
         return osp_error_new(OSP_ERROR_UNAVAILABLE, "Server is shutting down");
     }
     osp_model *model = NULL;
-    osp_error *err =
-        osp_server_model_get(server, req->model_name, req->model_version,
-                             &model);
+    osp_error *err = osp_server_model_get(server, req->model_name,
+                                          req->model_version, &model);
     if (err) {
         osp_infer_request_free(req);
         return err;

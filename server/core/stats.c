@@ -9,8 +9,7 @@
 
 #include "model_internal.h"
 
-const char *osp_failure_reason_name(osp_failure_reason reason)
-{
+const char *osp_failure_reason_name(osp_failure_reason reason) {
     switch (reason) {
     case OSP_FAILURE_REJECTED:
         return "REJECTED";
@@ -23,10 +22,10 @@ const char *osp_failure_reason_name(osp_failure_reason reason)
     }
 }
 
-/* ---- recorder ----------------------------------------------------------------- */
+/* ---- recorder
+ * ----------------------------------------------------------------- */
 
-osp_error *model_stats_init(model_stats *s, int64_t max_batch)
-{
+osp_error *model_stats_init(model_stats *s, int64_t max_batch) {
     memset(s, 0, sizeof(*s));
     s->n_batches = (size_t)(max_batch > 0 ? max_batch : 1) + 1;
     s->batches = calloc(s->n_batches, sizeof(*s->batches));
@@ -38,8 +37,7 @@ osp_error *model_stats_init(model_stats *s, int64_t max_batch)
     return NULL;
 }
 
-void model_stats_destroy(model_stats *s)
-{
+void model_stats_destroy(model_stats *s) {
     if (!s->batches)
         return;
     pthread_mutex_destroy(&s->lock);
@@ -48,21 +46,18 @@ void model_stats_destroy(model_stats *s)
 }
 
 /* b - a, or 0 when a stage was not reached or clocks disagree. */
-static uint64_t span(uint64_t a, uint64_t b)
-{
+static uint64_t span(uint64_t a, uint64_t b) {
     return a && b > a ? b - a : 0;
 }
 
-static void add(osp_duration_stat *d, uint64_t count, uint64_t ns)
-{
+static void add(osp_duration_stat *d, uint64_t count, uint64_t ns) {
     d->count += count;
     d->ns += ns;
     d->us += ns / 1000;
 }
 
 void model_stats_record_success(model_stats *s, const stats_stamps *t,
-                                uint64_t end_ns, int64_t rows)
-{
+                                uint64_t end_ns, int64_t rows) {
     uint64_t request = span(t->request_start, end_ns);
     uint64_t queue = span(t->queue_start, t->compute_start);
     uint64_t input = span(t->compute_start, t->compute_input_end);
@@ -80,8 +75,7 @@ void model_stats_record_success(model_stats *s, const stats_stamps *t,
 }
 
 void model_stats_record_failure(model_stats *s, uint64_t request_start_ns,
-                                uint64_t end_ns, osp_failure_reason reason)
-{
+                                uint64_t end_ns, osp_failure_reason reason) {
     if ((unsigned)reason >= OSP_FAILURE_REASON_COUNT)
         reason = OSP_FAILURE_OTHER;
     pthread_mutex_lock(&s->lock);
@@ -91,8 +85,7 @@ void model_stats_record_failure(model_stats *s, uint64_t request_start_ns,
 }
 
 void model_stats_record_execution(model_stats *s, const stats_stamps *t,
-                                  int64_t rows, uint64_t now_ms)
-{
+                                  int64_t rows, uint64_t now_ms) {
     uint64_t input = span(t->compute_start, t->compute_input_end);
     uint64_t infer = span(t->compute_input_end, t->compute_output_start);
     uint64_t output = span(t->compute_output_start, t->compute_end);
@@ -110,8 +103,7 @@ void model_stats_record_execution(model_stats *s, const stats_stamps *t,
     pthread_mutex_unlock(&s->lock);
 }
 
-osp_error *model_stats_snapshot(model_stats *s, osp_model_stats *out)
-{
+osp_error *model_stats_snapshot(model_stats *s, osp_model_stats *out) {
     osp_batch_stat *list = calloc(s->n_batches, sizeof(*list));
     if (!list)
         return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
@@ -131,14 +123,14 @@ osp_error *model_stats_snapshot(model_stats *s, osp_model_stats *out)
     return NULL;
 }
 
-/* ---- the statistics API ---------------------------------------------------------- */
+/* ---- the statistics API
+ * ---------------------------------------------------------- */
 
 /* Appends the snapshot of name/version to the list; a version unloaded
  * meanwhile is skipped. */
 static osp_error *append_model(osp_server *server, const char *name,
                                int64_t version, osp_model_stats **list,
-                               size_t *n, size_t *cap)
-{
+                               size_t *n, size_t *cap) {
     osp_model *model = NULL;
     osp_error *err = osp_server_model_get(server, name, version, &model);
     if (err) {
@@ -174,8 +166,7 @@ static osp_error *append_model(osp_server *server, const char *name,
 /* The ready versions of `name` to report, per the version asked for. */
 static osp_error *versions_to_report(osp_server *server, const char *name,
                                      int64_t version, int64_t **versions,
-                                     size_t *n)
-{
+                                     size_t *n) {
     *versions = NULL;
     *n = 0;
     osp_error *err = osp_model_ready_versions(server, name, versions, n);
@@ -207,8 +198,7 @@ static osp_error *versions_to_report(osp_server *server, const char *name,
 
 osp_error *osp_server_model_statistics(osp_server *server, const char *name,
                                        int64_t version, osp_model_stats **stats,
-                                       size_t *n)
-{
+                                       size_t *n) {
     osp_model_stats *list = NULL;
     size_t count = 0, cap = 0;
     osp_error *err = NULL;
@@ -241,8 +231,7 @@ osp_error *osp_server_model_statistics(osp_server *server, const char *name,
     return NULL;
 }
 
-void osp_model_stats_free(osp_model_stats *stats, size_t n)
-{
+void osp_model_stats_free(osp_model_stats *stats, size_t n) {
     for (size_t i = 0; i < n; i++) {
         free(stats[i].name);
         free(stats[i].batch_stats);

@@ -13,8 +13,8 @@
 
 typedef struct model_stats {
     pthread_mutex_t lock;
-    osp_model_stats totals;    /* name, version, batch_stats unused here */
-    osp_batch_stat *batches;   /* index = batch size, 0..max_batch */
+    osp_model_stats totals;  /* name, version, batch_stats unused here */
+    osp_batch_stat *batches; /* index = batch size, 0..max_batch */
     size_t n_batches;
 } model_stats;
 

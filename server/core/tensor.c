@@ -4,8 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-bool osp_shape_element_count(const osp_shape *shape, int64_t *count)
-{
+bool osp_shape_element_count(const osp_shape *shape, int64_t *count) {
     int64_t n = 1;
     bool overflow = false;
     for (int i = 0; i < shape->rank; i++) {
@@ -23,23 +22,21 @@ bool osp_shape_element_count(const osp_shape *shape, int64_t *count)
     return true;
 }
 
-char *osp_shape_format(const osp_shape *shape, char *buf, size_t cap)
-{
+char *osp_shape_format(const osp_shape *shape, char *buf, size_t cap) {
     size_t used = 0;
     if (cap == 0)
         return buf;
     buf[0] = '\0';
     used += (size_t)snprintf(buf, cap, "[");
     for (int i = 0; i < shape->rank && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%lld",
-                                 i ? "," : "", (long long)shape->dims[i]);
+        used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? "," : "",
+                                 (long long)shape->dims[i]);
     if (used < cap)
         snprintf(buf + used, cap - used, "]");
     return buf;
 }
 
-bool osp_shape_equal(const osp_shape *a, const osp_shape *b)
-{
+bool osp_shape_equal(const osp_shape *a, const osp_shape *b) {
     return a->rank == b->rank &&
            memcmp(a->dims, b->dims, sizeof(a->dims[0]) * (size_t)a->rank) == 0;
 }
