@@ -660,8 +660,8 @@ void *http_request_handler_ctx(const http_request *req) {
 
 /* ---- server ---- */
 
-static bool parse_address(const char *address, int port,
-                          struct sockaddr_storage *ss, bool *ipv6) {
+bool http_parse_address(const char *address, int port,
+                        struct sockaddr_storage *ss, bool *ipv6) {
     memset(ss, 0, sizeof *ss);
     struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
     struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
@@ -687,7 +687,7 @@ osp_error *http_server_start(const http_server_options *opts, osp_server *core,
     if (opts->port < 0 || opts->port > 65535)
         return osp_error_new(OSP_ERROR_INVALID_ARG, "invalid HTTP port %d",
                              opts->port);
-    if (!parse_address(opts->address, opts->port, &ss, &ipv6))
+    if (!http_parse_address(opts->address, opts->port, &ss, &ipv6))
         return osp_error_new(OSP_ERROR_INVALID_ARG, "invalid HTTP address '%s'",
                              opts->address);
     http_server *server = calloc(1, sizeof *server);

@@ -76,6 +76,13 @@ typedef struct http_server_options {
     osp_tracer *tracer; /* borrowed for the server's lifetime; may be NULL */
 } http_server_options;
 
+/* Fills *ss with the IPv4 or IPv6 `address` and `port`; sets *ipv6.
+ * false when the address is neither. Shared by every daemon Osprey
+ * starts (the HTTP service and the metrics service). */
+struct sockaddr_storage;
+bool http_parse_address(const char *address, int port,
+                        struct sockaddr_storage *ss, bool *ipv6);
+
 /* Binds and starts serving. `core` is borrowed for the server's lifetime.
  * Caller owns *out. */
 osp_error *http_server_start(const http_server_options *opts, osp_server *core,

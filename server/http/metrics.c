@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http_server.h"
 #include "json_util.h"
 #include "osprey/device.h"
 #include "osprey/log.h"
@@ -529,26 +530,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
     return reply(conn, MHD_HTTP_OK, "text/plain; charset=utf-8", text, len);
 }
 
-static bool parse_address(const char *address, int port,
-                          struct sockaddr_storage *ss, bool *ipv6) {
-    memset(ss, 0, sizeof(*ss));
-    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-    if (inet_pton(AF_INET, address, &in4->sin_addr) == 1) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons((uint16_t)port);
-        *ipv6 = false;
-        return true;
-    }
-    if (inet_pton(AF_INET6, address, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons((uint16_t)port);
-        *ipv6 = true;
-        return true;
-    }
-    return false;
-}
-
 osp_error *metrics_server_start(const metrics_options *opts, osp_server *core,
                                 metrics_server **out) {
     struct sockaddr_storage ss;
@@ -556,7 +537,7 @@ osp_error *metrics_server_start(const metrics_options *opts, osp_server *core,
     if (opts->port < 0 || opts->port > 65535)
         return osp_error_new(OSP_ERROR_INVALID_ARG, "invalid metrics port %d",
                              opts->port);
-    if (!parse_address(opts->address, opts->port, &ss, &ipv6))
+    if (!http_parse_address(opts->address, opts->port, &ss, &ipv6))
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "invalid metrics address '%s'", opts->address);
     metrics_server *ms = calloc(1, sizeof(*ms));
