@@ -18,7 +18,9 @@ DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev 
 
 .PHONY: run test deps venv build leakcheck clean format
 
-run: deps build
+run: deps
+	cmake -S . -B $(BUILD) $(CMAKE_ARGS)
+	cmake --build $(BUILD) -j $(JOBS) --target osprey
 	./$(BUILD)/osprey --model-repository=models --http-port=$(HTTP_PORT)
 
 test: deps venv build
