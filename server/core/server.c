@@ -259,8 +259,10 @@ static void unload_slots(osp_server *server, version_slot *slots, size_t n) {
     }
 }
 
-/* Loads (or reloads) `name`; call with load_lock held. On failure the
- * model is left UNAVAILABLE with the reason, and the error returned. */
+/* Loads (or reloads) `name`; call with load_lock held. New versions are
+ * loaded before old ones are unloaded. On failure the error is returned and
+ * the model is left UNAVAILABLE with the reason, unless versions loaded
+ * earlier are serving: those then stay as they were. */
 static osp_error *load_model_locked(osp_server *server, const char *name) {
     version_slot *slots = NULL, *old = NULL;
     size_t n = 0, n_old = 0;
@@ -292,6 +294,20 @@ static osp_error *load_model_locked(osp_server *server, const char *name) {
         versions_free(slots, n);
         osp_error_free(err);
         return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+    }
+    bool old_serving = false;
+    for (size_t i = 0; i < e->n_versions; i++)
+        old_serving |= e->versions[i].state == OSP_MODEL_STATE_READY;
+    if (err && old_serving) {
+        /* A failed reload leaves the loaded versions serving (as Triton
+         * does); what the attempt loaded is dropped. */
+        pthread_mutex_unlock(&server->lock);
+        OSP_LOG_WARN("reload of '%s' failed; the loaded versions keep "
+                     "serving",
+                     name);
+        unload_slots(server, slots, n);
+        versions_free(slots, n);
+        return err;
     }
     old = e->versions;
     n_old = e->n_versions;

@@ -392,6 +392,14 @@ def test_explicit_load_unload(start_server, example_repo_copy):
     assert load(url, "late_model").status_code == 200
     assert requests.get(f"{url}/v2/models/late_model/config").json()["max_batch_size"] == 2
 
+    # A reload that fails leaves the loaded version serving.
+    (repo / "late_model" / "config.pbtxt").write_text(cfg + "\ninput [ {\n")
+    r = load(url, "late_model")
+    assert r.status_code == 400
+    assert "config.pbtxt" in r.json()["error"]
+    assert infer(url, "late_model", FP32_REQ).status_code == 200
+    assert requests.get(f"{url}/v2/models/late_model/config").json()["max_batch_size"] == 2
+
     # A broken model: the load fails with a reason, the rest keep serving.
     harness.write_model(repo, "broken", "name: \"broken\"\nbackend: \"identity\"\ninput [ {\n")
     r = load(url, "broken")
