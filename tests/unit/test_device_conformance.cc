@@ -546,6 +546,25 @@ class DeviceTest : public ::testing::TestWithParam<DeviceSpec> {
         ASSERT_OK(osp_stream_synchronize(cpu_stream_.get()));
     }
 
+    // Casts src (st) into out (dt, n elements, its bytes the initial
+    // contents) on this device and compares with the expected result: the
+    // reference loop for the CPU, the CPU device for every other device.
+    void CheckCast(osp_datatype st, const Bytes &src, osp_datatype dt,
+                   Bytes out, size_t n) {
+        Bytes want = out, in = src;
+        Op run = [&](osp_stream *s, const Ptrs &p) {
+            return osp_op_cast(s, p[0], st, p[1], dt, n);
+        };
+        if (IsCpu()) {
+            RefCast(st, src, dt, want, n);
+        } else {
+            Bytes src2 = src;
+            ASSERT_NO_FATAL_FAILURE(RunOnCpu(run, {&src2, &want}));
+        }
+        ASSERT_NO_FATAL_FAILURE(RunOnDevice(run, {&in, &out}));
+        ASSERT_TRUE(SameValues(dt, out, want, n));
+    }
+
     Random &Rng() {
         return *rng_;
     }
@@ -1040,18 +1059,7 @@ TEST_P(DeviceTest, CastAllPairs) {
                          << osp_datatype_wire_name(dt));
             Bytes src = CastSource(Rng(), st, n);
             Bytes out = Rng().Data(dt, n);
-            Bytes want = out;
-            Op run = [&](osp_stream *s, const Ptrs &p) {
-                return osp_op_cast(s, p[0], st, p[1], dt, n);
-            };
-            if (IsCpu()) {
-                RefCast(st, src, dt, want, n);
-            } else {
-                Bytes src2 = src;
-                ASSERT_NO_FATAL_FAILURE(RunOnCpu(run, {&src2, &want}));
-            }
-            ASSERT_NO_FATAL_FAILURE(RunOnDevice(run, {&src, &out}));
-            ASSERT_TRUE(SameValues(dt, out, want, n));
+            ASSERT_NO_FATAL_FAILURE(CheckCast(st, src, dt, out, n));
         }
 }
 
@@ -1085,18 +1093,8 @@ TEST_P(DeviceTest, CastEdgeValues) {
                 else
                     memcpy(src.data() + 8 * i, &ints[i], 8);
             }
-            Bytes out(n * ByteSize(dt), 0xcd), want = out;
-            Op run = [&](osp_stream *s, const Ptrs &p) {
-                return osp_op_cast(s, p[0], st, p[1], dt, n);
-            };
-            if (IsCpu()) {
-                RefCast(st, src, dt, want, n);
-            } else {
-                Bytes src2 = src;
-                ASSERT_NO_FATAL_FAILURE(RunOnCpu(run, {&src2, &want}));
-            }
-            ASSERT_NO_FATAL_FAILURE(RunOnDevice(run, {&src, &out}));
-            ASSERT_TRUE(SameValues(dt, out, want, n));
+            Bytes out(n * ByteSize(dt), 0xcd);
+            ASSERT_NO_FATAL_FAILURE(CheckCast(st, src, dt, out, n));
         }
 }
 
