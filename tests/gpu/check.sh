@@ -1,21 +1,47 @@
 #!/usr/bin/env bash
 # GPU check for Osprey, for a machine with an NVIDIA GPU.
 #
-#   tests/gpu/check.sh [build-dir]      (default: build-gpu)
+#   tests/gpu/check.sh [--dry-run] [build-dir | bundle-dir | bundle.tar.gz]
 #
-# Builds for the local GPU (CMAKE_CUDA_ARCHITECTURES=native), runs the
-# `gpu`-labelled tests, runs compute-sanitizer memcheck on the device
-# conformance test, and runs the benchmarks in tests/gpu/: H2D bandwidth
-# pinned vs pageable (4 KiB..256 MiB) and GEMM TFLOP/s (FP32/TF32/FP16 at
-# 8192^3 and at digits_mlp-like shapes), then an end-to-end HTTP run of a
-# 4096-4096-4096-1000 dense model on the GPU vs the CPU (e2e_dense.py: p50,
-# infer/s, share of H2D/compute/D2H). Every step gets what is left of an
-# 8-minute budget; the summary table is printed last. Logs go to
-# <build-dir>/gpu-check/. Exit status 0 when every step passed.
+# With a build directory (default: build-gpu) it configures and builds for
+# the local GPU (CMAKE_CUDA_ARCHITECTURES=native); that needs the Debian
+# -dev packages of README.md. A GPU host with only the CUDA toolkit runs a
+# bundle instead, made on any Linux x86-64 machine by tests/gpu/bundle.sh
+# (programs + their non-CUDA shared libraries, no build needed here).
+#
+# Then it runs the gpu-labelled test programs, compute-sanitizer memcheck on
+# the device conformance test, and the benchmarks in tests/gpu/: H2D
+# bandwidth pinned vs pageable (4 KiB..256 MiB) and GEMM TFLOP/s (FP32/TF32/
+# FP16 at 8192^3 and at digits_mlp-like shapes), then an end-to-end HTTP
+# run of a 4096-4096-4096-1000 dense model on the GPU vs the CPU
+# (e2e_dense.py: p50, infer/s, share of H2D/compute/D2H). Every step gets
+# what is left of an 8-minute budget; the summary table is printed last.
+# Logs go to <dir>/gpu-check/. Exit status 0 when every step passed.
+#
+# --dry-run tries the script and the programs on a host without a GPU: GPU
+# tests may report skipped, memcheck and the GPU benchmarks are left out,
+# and the end-to-end run places both models on the CPU.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=$(realpath -m "${1:-$ROOT/build-gpu}")
+DRY_RUN=0
+if [[ ${1:-} == --dry-run ]]; then
+    DRY_RUN=1
+    shift
+fi
+TARGET=$(realpath -m "${1:-$ROOT/build-gpu}")
+if [[ $TARGET == *.tar.gz ]]; then
+    BUILD=${TARGET%.tar.gz}
+    rm -rf "$BUILD"
+    if ! mkdir -p "$BUILD" || ! tar -xzf "$TARGET" -C "$BUILD"; then
+        echo "cannot unpack $TARGET" >&2
+        exit 1
+    fi
+else
+    BUILD=$TARGET
+fi
+BUNDLED=0
+[[ -f $BUILD/BUNDLE ]] && BUNDLED=1
 LOGS=$BUILD/gpu-check
 BUDGET_S=480
 RESERVE_S=10 # kept back for the summary
@@ -69,63 +95,99 @@ summary() {
     if ((FAILED)); then echo "RESULT: FAIL"; else echo "RESULT: PASS"; fi
 }
 
-GPU_NAME=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
-if [[ -z $GPU_NAME ]]; then
-    GPU_NAME="no GPU"
-    row "nvidia-smi" "FAIL (no NVIDIA GPU visible)"
-    FAILED=1
-    summary
-    exit 1
+# Libraries that ldd cannot find for PROGRAM, one soname per line.
+missing_libs() { ldd "$1" 2>/dev/null | awk '$2 == "=>" && $3 == "not" { print $1 }'; }
+
+# A bundle leaves the CUDA libraries (cudart, cuBLAS) to the host: when the
+# loader does not find them, look where CUDA toolkits and the nvidia-* Python
+# wheels put them and add those folders to LD_LIBRARY_PATH.
+find_cuda_libs() {
+    local program=$1 soname dir found
+    local -a dirs=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib
+        /usr/local/cuda-*/lib64 /usr/local/cuda-*/lib /usr/lib/x86_64-linux-gnu)
+    local site
+    for site in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+        dirs+=("$site"/nvidia/*/lib)
+    done
+    for soname in $(missing_libs "$program"); do
+        found=
+        for dir in "${dirs[@]}"; do
+            if [[ -e $dir/$soname ]]; then
+                found=$dir
+                break
+            fi
+        done
+        [[ -z $found ]] && found=$(dirname "$(timeout 60 find / -xdev -name "$soname" \
+            -not -path '/proc/*' 2>/dev/null | head -1)")
+        [[ -n $found && $found != . ]] &&
+            export LD_LIBRARY_PATH=$found${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    done
+}
+
+if ((DRY_RUN)); then
+    GPU_NAME="dry run, no GPU needed"
+else
+    GPU_NAME=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+    if [[ -z $GPU_NAME ]]; then
+        GPU_NAME="no GPU"
+        row "nvidia-smi" "FAIL (no NVIDIA GPU visible)"
+        FAILED=1
+        summary
+        exit 1
+    fi
 fi
 SANITIZER=$(command -v compute-sanitizer || true)
 [[ -z $SANITIZER && -x /usr/local/cuda/bin/compute-sanitizer ]] &&
     SANITIZER=/usr/local/cuda/bin/compute-sanitizer
 
-# ---- build ------------------------------------------------------------------
-step "configure" "$LOGS/configure.log" \
-    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DOSPREY_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=native
-if ((STEP_RC == 0)); then
-    step "build" "$LOGS/build.log" cmake --build "$BUILD" -j "$(nproc)"
-    ((STEP_RC == 0)) && row "configure + build (sm native)" "PASS (${STEP_S}s)"
-fi
-if ((STEP_RC != 0)); then
-    summary
-    exit 1
-fi
-
-# ---- gpu-labelled tests --------------------------------------------------------
-step "ctest -L gpu" "$LOGS/ctest.log" \
-    ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 240
-counts=$(grep -E 'tests passed, [0-9]+ tests failed out of' "$LOGS/ctest.log" | tail -1)
-skipped=$(grep -c '(Skipped)' "$LOGS/ctest.log")
-if ((STEP_RC == 0)); then
-    if ((skipped > 0)); then
-        # On a GPU host a skipped GPU test means the GPU was not found.
-        row "ctest -L gpu" "FAIL ($skipped skipped on a GPU host)"
+# ---- build, or the bundle's programs -------------------------------------------
+if ((BUNDLED)); then
+    mapfile -t GPU_TESTS <"$BUILD/gpu-tests.txt"
+    for program in osprey "${GPU_TESTS[@]}"; do find_cuda_libs "$BUILD/$program"; done
+    missing=$(for p in osprey tests/gpu/bench_h2d tests/gpu/bench_gemm tests/bench/load_client \
+        "${GPU_TESTS[@]}"; do missing_libs "$BUILD/$p"; done | sort -u | tr '\n' ' ' | sed 's/ $//')
+    if [[ -n $missing ]]; then
+        row "bundle libraries" "FAIL (not found: $missing)"
         FAILED=1
-    else
-        row "ctest -L gpu" "PASS (${counts:-?})"
+        summary
+        exit 1
     fi
-fi
-
-# ---- memcheck ---------------------------------------------------------------------
-CONFORMANCE=$BUILD/tests/unit/test_device_conformance_cuda
-if [[ -z $SANITIZER ]]; then
-    row "memcheck (conformance test)" "FAIL (compute-sanitizer not found)"
-    FAILED=1
-elif [[ ! -x $CONFORMANCE ]]; then
-    row "memcheck (conformance test)" "FAIL ($CONFORMANCE missing)"
-    FAILED=1
+    row "bundle ($(sed -n 's/^commit: //p' "$BUILD/BUNDLE" | cut -c1-12))" \
+        "PASS ($(sed -n 's/^cuda code: //p' "$BUILD/BUNDLE"))"
 else
-    step "memcheck (conformance test)" "$LOGS/memcheck.log" \
-        "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 1 \
-        "$CONFORMANCE" --gtest_brief=1
-    errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$LOGS/memcheck.log" | tail -1 | grep -Eo '[0-9]+$')
-    ((STEP_RC == 0)) && row "memcheck (conformance test)" "PASS (${errors:-?} errors, ${STEP_S}s)"
+    step "configure" "$LOGS/configure.log" \
+        cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DOSPREY_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES=native
+    if ((STEP_RC == 0)); then
+        step "build" "$LOGS/build.log" cmake --build "$BUILD" -j "$(nproc)"
+        ((STEP_RC == 0)) && row "configure + build (sm native)" "PASS (${STEP_S}s)"
+    fi
+    if ((STEP_RC != 0)); then
+        summary
+        exit 1
+    fi
+    mapfile -t GPU_TESTS < <("$ROOT/tests/gpu/list_gpu_tests.py" "$BUILD")
 fi
 
-# ---- benchmarks --------------------------------------------------------------------
+# ---- gpu-labelled tests ----------------------------------------------------------
+# Each program runs whole (they are GoogleTest programs); on a GPU host a
+# skipped case means the GPU was not found, which fails the check.
+for program in "${GPU_TESTS[@]}"; do
+    name=${program##*/}
+    log=$LOGS/$name.log
+    step "$name" "$log" "$BUILD/$program"
+    passed=$(grep -Eo '\[  PASSED  \] [0-9]+' "$log" | grep -Eo '[0-9]+$')
+    skipped=$(grep -Eo '\[  SKIPPED \] [0-9]+' "$log" | grep -Eo '[0-9]+$')
+    if ((STEP_RC == 0)); then
+        if ((${skipped:-0} > 0 && !DRY_RUN)); then
+            row "$name" "FAIL (${skipped} skipped on a GPU host)"
+            FAILED=1
+        else
+            row "$name" "PASS (${passed:-0} passed, ${skipped:-0} skipped)"
+        fi
+    fi
+done
+
 # result KIND KEY=VALUE... FIELD: FIELD of the RESULT line matching all keys.
 result() {
     local log=$1 kind=$2 field=${!#}
@@ -146,49 +208,73 @@ result() {
         }' "$log"
 }
 
-H2D_LOG=$LOGS/bench_h2d.log
-step "bench_h2d" "$H2D_LOG" "$BUILD/tests/gpu/bench_h2d"
-if ((STEP_RC == 0)); then
-    for bytes in 4096 1048576 16777216 268435456; do
-        label=$(numfmt --to=iec-i --suffix=B "$bytes")
-        row "H2D $label pinned / pageable GB/s" \
-            "$(result "$H2D_LOG" h2d "bytes=$bytes" pinned_gbps) / $(result "$H2D_LOG" h2d "bytes=$bytes" pageable_gbps) ($(result "$H2D_LOG" h2d "bytes=$bytes" ratio)x)"
-    done
-    # Issue 4's bar: pinned at least 2x pageable for transfers >= 1 MiB.
-    worst=$(awk '$1 == "RESULT" && $2 == "h2d" {
-                  split($3, b, "="); split($6, r, "=")
-                  if (b[2] >= 1048576 && (min == "" || r[2] < min)) min = r[2]
-              } END { print min }' "$H2D_LOG")
-    if awk -v w="${worst:-0}" 'BEGIN { exit !(w >= 2.0) }'; then
-        row "H2D pinned >= 2x pageable (>= 1 MiB)" "PASS (worst ${worst}x)"
-    else
-        row "H2D pinned >= 2x pageable (>= 1 MiB)" "FAIL (worst ${worst:-?}x)"
+if ((DRY_RUN)); then
+    row "memcheck, bench_h2d, bench_gemm" "NOT RUN (dry run)"
+else
+    # ---- memcheck ---------------------------------------------------------------------
+    CONFORMANCE=$BUILD/tests/unit/test_device_conformance_cuda
+    if [[ -z $SANITIZER ]]; then
+        row "memcheck (conformance test)" "FAIL (compute-sanitizer not found)"
         FAILED=1
+    elif [[ ! -x $CONFORMANCE ]]; then
+        row "memcheck (conformance test)" "FAIL ($CONFORMANCE missing)"
+        FAILED=1
+    else
+        step "memcheck (conformance test)" "$LOGS/memcheck.log" \
+            "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 1 \
+            "$CONFORMANCE" --gtest_brief=1
+        errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$LOGS/memcheck.log" | tail -1 | grep -Eo '[0-9]+$')
+        ((STEP_RC == 0)) && row "memcheck (conformance test)" "PASS (${errors:-?} errors, ${STEP_S}s)"
     fi
-fi
 
-GEMM_LOG=$LOGS/bench_gemm.log
-step "bench_gemm" "$GEMM_LOG" "$BUILD/tests/gpu/bench_gemm"
-if ((STEP_RC == 0)); then
-    row "GEMM 8192^3 TFLOP/s FP32 / TF32 / FP16" \
-        "$(result "$GEMM_LOG" gemm prec=FP32 tflops) / $(result "$GEMM_LOG" gemm prec=TF32 tflops) / $(result "$GEMM_LOG" gemm prec=FP16 tflops)"
-    for batch in 1 16 256; do
-        cells=()
-        for prec in FP32 TF32 FP16; do
-            h=$(result "$GEMM_LOG" mlp "prec=$prec" "batch=$batch" hidden_us)
-            o=$(result "$GEMM_LOG" mlp "prec=$prec" "batch=$batch" out_us)
-            cells+=("$(awk -v h="$h" -v o="$o" 'BEGIN { printf "%.1f", h + o }')")
+    # ---- benchmarks --------------------------------------------------------------------
+    H2D_LOG=$LOGS/bench_h2d.log
+    step "bench_h2d" "$H2D_LOG" "$BUILD/tests/gpu/bench_h2d"
+    if ((STEP_RC == 0)); then
+        for bytes in 4096 1048576 16777216 268435456; do
+            label=$(numfmt --to=iec-i --suffix=B "$bytes")
+            row "H2D $label pinned / pageable GB/s" \
+                "$(result "$H2D_LOG" h2d "bytes=$bytes" pinned_gbps) / $(result "$H2D_LOG" h2d "bytes=$bytes" pageable_gbps) ($(result "$H2D_LOG" h2d "bytes=$bytes" ratio)x)"
         done
-        row "mlp b=$batch 64->64->10 us FP32/TF32/FP16" "${cells[0]} / ${cells[1]} / ${cells[2]}"
-    done
+        # Issue 4's bar: pinned at least 2x pageable for transfers >= 1 MiB.
+        worst=$(awk '$1 == "RESULT" && $2 == "h2d" {
+                      split($3, b, "="); split($6, r, "=")
+                      if (b[2] >= 1048576 && (min == "" || r[2] < min)) min = r[2]
+                  } END { print min }' "$H2D_LOG")
+        if awk -v w="${worst:-0}" 'BEGIN { exit !(w >= 2.0) }'; then
+            row "H2D pinned >= 2x pageable (>= 1 MiB)" "PASS (worst ${worst}x)"
+        else
+            row "H2D pinned >= 2x pageable (>= 1 MiB)" "FAIL (worst ${worst:-?}x)"
+            FAILED=1
+        fi
+    fi
+
+    GEMM_LOG=$LOGS/bench_gemm.log
+    step "bench_gemm" "$GEMM_LOG" "$BUILD/tests/gpu/bench_gemm"
+    if ((STEP_RC == 0)); then
+        row "GEMM 8192^3 TFLOP/s FP32 / TF32 / FP16" \
+            "$(result "$GEMM_LOG" gemm prec=FP32 tflops) / $(result "$GEMM_LOG" gemm prec=TF32 tflops) / $(result "$GEMM_LOG" gemm prec=FP16 tflops)"
+        for batch in 1 16 256; do
+            cells=()
+            for prec in FP32 TF32 FP16; do
+                h=$(result "$GEMM_LOG" mlp "prec=$prec" "batch=$batch" hidden_us)
+                o=$(result "$GEMM_LOG" mlp "prec=$prec" "batch=$batch" out_us)
+                cells+=("$(awk -v h="$h" -v o="$o" 'BEGIN { printf "%.1f", h + o }')")
+            done
+            row "mlp b=$batch 64->64->10 us FP32/TF32/FP16" "${cells[0]} / ${cells[1]} / ${cells[2]}"
+        done
+    fi
+
 fi
 
 # ---- end to end: a large dense model over HTTP, GPU vs CPU ---------------------
 E2E_LOG=$LOGS/e2e_dense.log
 PYTHON=$ROOT/.venv/bin/python
 [[ -x $PYTHON ]] || PYTHON=python3
+E2E_ARGS=(--duration 4)
+((DRY_RUN)) && E2E_ARGS=(--duration 1 --dry-run-on-cpu)
 step "e2e dense 4096-4096-4096-1000" "$E2E_LOG" "$PYTHON" "$ROOT/tests/gpu/e2e_dense.py" \
-    --osprey "$BUILD/osprey" --load-client "$BUILD/tests/bench/load_client" --duration 4
+    --osprey "$BUILD/osprey" --load-client "$BUILD/tests/bench/load_client" "${E2E_ARGS[@]}"
 if ((STEP_RC == 0)); then
     for batch in 1 64; do
         for model in dense_gpu dense_cpu; do
