@@ -91,6 +91,8 @@ static osp_error *grow_pool(cuda_device *cd, size_t size, void **out) {
                              cd->ordinal, size);
     size_t exact =
         (size + MIN_POOL_GROWTH - 1) / MIN_POOL_GROWTH * MIN_POOL_GROWTH;
+    if (exact == 0) /* size 0 still takes one aligned block */
+        exact = MIN_POOL_GROWTH;
     size_t region = exact > cd->pool_grow_bytes ? exact : cd->pool_grow_bytes;
 
     void *base = NULL;
@@ -284,9 +286,21 @@ static osp_error *cuda_memcpy_async(osp_device *dev, void *impl, void *dst,
     osp_error *err = cuda_device_make_current(dev);
     if (err != NULL)
         return err;
+    if (kind == OSP_COPY_HOST_TO_HOST) {
+        /* CUDA runs host-to-host copies synchronously anyway; waiting for
+         * the stream first keeps stream order explicitly and, like the
+         * CPU device, allows overlapping ranges. */
+        err = OSP_CUDA_CHECK(cudaStreamSynchronize(s->stream));
+        if (err == NULL)
+            memmove(dst, src, n);
+        return err;
+    }
     return OSP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kinds[kind], s->stream));
 }
 
+/* fn runs on a CUDA-owned thread, where no CUDA call is allowed: it may
+ * free osp_buffers (the pools take only a mutex) but must not allocate,
+ * copy, launch ops or synchronize. */
 static osp_error *cuda_launch_host_func(osp_device *dev, void *impl,
                                         void (*fn)(void *arg), void *arg) {
     cuda_stream *s = impl;

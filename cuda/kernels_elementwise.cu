@@ -164,6 +164,8 @@ extern "C" cudaError_t osp_cuda_launch_softmax_rows(cudaStream_t stream,
                                                     const float *x, float *out,
                                                     int64_t rows,
                                                     int64_t cols) {
+    if (rows <= 0 || cols <= 0) /* a 0-block grid is a launch error */
+        return cudaSuccess;
     unsigned grid = rows > 65535 ? 65535u : (unsigned)rows;
     softmax_rows_kernel<<<grid, OSP_CUDA_BLOCK, 0, stream>>>(
         x, out, (size_t)rows, (size_t)cols);

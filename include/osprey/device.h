@@ -128,9 +128,10 @@ osp_error *osp_memcpy_async(osp_stream *stream, void *dst, const void *src,
                             size_t n, osp_copy_kind kind);
 
 /* Calls fn(arg) on some host thread once all work enqueued before it on
- * `stream` has finished. fn must not call into the device API's stream
- * functions for the same stream. For devices that run synchronously it is
- * called before this returns. */
+ * `stream` has finished. fn may free buffers but must make no other device
+ * call (no allocation, copy, op, event or synchronisation, on any stream):
+ * on a GPU it runs on a CUDA thread where CUDA calls are forbidden. For
+ * devices that run synchronously it is called before this returns. */
 osp_error *osp_stream_launch_host_func(osp_stream *stream,
                                        void (*fn)(void *arg), void *arg);
 

@@ -832,9 +832,16 @@ TEST_P(DeviceTest, GemmFp32) {
         ASSERT_NO_FATAL_FAILURE(CheckGemm(c, OSP_TYPE_FP32, false, 1e-5));
 }
 
+// TF32 keeps 10 mantissa bits, and tensor cores may truncate rather than
+// round, so each product can be off by up to 2 * 2^-10 of its size. On
+// random data that is about 0.7e-3 of the result (normwise, simulated with
+// truncation), below 1e-3 for k >= 33 in 300 of 300 draws; with a handful
+// of terms (k < 8) one product's error shows whole, so those shapes get
+// the bound 2^-9.
 TEST_P(DeviceTest, GemmTf32) {
     for (const GemmCase &c : GemmCases())
-        ASSERT_NO_FATAL_FAILURE(CheckGemm(c, OSP_TYPE_FP32, true, 1e-3));
+        ASSERT_NO_FATAL_FAILURE(
+            CheckGemm(c, OSP_TYPE_FP32, true, c.k < 8 ? 0x1p-9 : 1e-3));
 }
 
 TEST_P(DeviceTest, GemmFp16) {
