@@ -111,13 +111,14 @@ def qa_server(_qa_holder):
 
 @pytest.fixture
 def start_server(tmp_path):
-    """Factory: start_server(repo, args=(), wait="ready") -> OspreyServer.
+    """Factory: start_server(repo, args=(), wait="ready", binary=None) ->
+    OspreyServer (binary: another build of the server than OSPREY_BIN).
     Each server is stopped at the end of the test and must exit cleanly."""
     started = []
 
-    def start(repo, args=(), wait="ready"):
+    def start(repo, args=(), wait="ready", binary=None):
         work = tmp_path / f"server{len(started)}"
-        server = harness.OspreyServer(repo, list(args), workdir=work)
+        server = harness.OspreyServer(repo, list(args), workdir=work, binary=binary)
         started.append(server)
         try:
             return server.start(wait=wait)

@@ -77,7 +77,8 @@ class OspreyServer:
     """One osprey process. stdout and stderr go to files so a chatty server
     can never block on a full pipe; `log()` returns both."""
 
-    def __init__(self, repo, args=(), workdir=None):
+    def __init__(self, repo, args=(), workdir=None, binary=None):
+        self.binary = os.path.abspath(binary) if binary else osprey_bin()
         self.repo = os.path.abspath(str(repo))
         self.args = list(args)
         self.workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="osprey-srv-"))
@@ -90,8 +91,7 @@ class OspreyServer:
     # ---- lifecycle ---------------------------------------------------------
 
     def command(self):
-        binary = osprey_bin()
-        cmd = wrapper_argv() + [binary, f"--model-repository={self.repo}"]
+        cmd = wrapper_argv() + [self.binary, f"--model-repository={self.repo}"]
         if not any(a.startswith("--http-port") for a in self.args):
             cmd.append("--http-port=0")
         # Servers run side by side: never the fixed default metrics port.
@@ -104,7 +104,7 @@ class OspreyServer:
         return cmd
 
     def spawn(self):
-        binary = osprey_bin()
+        binary = self.binary
         if not os.access(binary, os.X_OK):
             raise ServerStartError(
                 f"osprey binary not found or not executable at {binary!r}; "

@@ -13,6 +13,19 @@ target_compile_definitions(test_device_conformance_cuda PRIVATE
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS
   test_device_conformance test_device_conformance_cuda)
 
+# The same cases on the CUDA device's host code over the fake CUDA runtime
+# of tests/fake_cuda (two fake GPUs): pools, copies, streams, events and the
+# cuBLAS calls run in every build; only the kernels are not the real ones.
+if(OSPREY_HAVE_CUDA)
+  osprey_add_unit_test(test_device_conformance_fakecuda
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_device_conformance.cc
+    $<TARGET_OBJECTS:osprey_cuda_fake>)
+  target_compile_definitions(test_device_conformance_fakecuda PRIVATE
+    OSPREY_TEST_CUDA_ONLY=1)
+  target_link_options(test_device_conformance_fakecuda PRIVATE -Wl,--as-needed)
+endif()
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_device_conformance_fakecuda)
+
 # The CUDA pools' sub-allocator is plain C and is tested without a GPU;
 # it only exists when the CUDA device is built.
 if(OSPREY_HAVE_CUDA)

@@ -1,0 +1,62 @@
+/*
+ * A stand-in for the CUDA runtime and cuBLAS, so that the host code of the
+ * CUDA device (the .c files of cuda/) runs, and is tested, on machines without
+ * a GPU.
+ *
+ * It is not an emulator of the GPU: "kernels" run the CPU device's ops, and
+ * nothing here says that the real kernels are right (the gpu-labelled tests
+ * and tests/gpu/check.sh do that on a GPU). What it does check is the host
+ * side, and it is strict where the real runtime would corrupt memory
+ * silently or only fail on a GPU:
+ *
+ * - Device memory is mapped twice: the address handed out is PROT_NONE, so
+ *   host code that touches device memory directly crashes; the fake works on
+ *   a second, writable mapping of the same pages.
+ * - Each stream has its own worker thread that runs its operations in order,
+ *   after a short random delay, so host code that reads results without
+ *   waiting for the stream sees stale data.
+ * - Copies must match their kind (host vs device pointers) and stay inside
+ *   one allocation; kernels and cuBLAS calls must run with the stream's GPU
+ *   current; cuBLAS arguments are checked as cuBLAS checks them.
+ * - Calling any CUDA function from a host function (cudaLaunchHostFunc)
+ *   is forbidden by CUDA and aborts the test here.
+ * - Pageable copies follow CUDA's rules: H2D copies the source before
+ *   returning, D2H returns when the data has arrived.
+ *
+ * Settings, read once from the environment: FAKE_CUDA_DEVICES (default 2,
+ * so that every test also covers more than one GPU),
+ * FAKE_CUDA_MEMORY_MIB per device (default 4096).
+ */
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* One queued operation: run(ctx) on the stream's worker, then free(ctx). */
+typedef void (*fake_op_fn)(void *ctx);
+
+/* Runs at the top of every fake entry point: aborts when called from a
+ * host function, initialises the fake on first use. */
+void fake_enter(const char *function);
+
+/* Records status as the calling thread's last error (unless success) and
+ * returns it. */
+cudaError_t fake_status(cudaError_t status);
+
+/* The writable view of device range [ptr, ptr + bytes), or NULL when the
+ * range is not inside one live allocation. *device gets the owning GPU. */
+void *fake_device_view(const void *ptr, size_t bytes, int *device);
+
+/* The GPU of stream (0 for the legacy default stream). */
+int fake_stream_device(cudaStream_t stream);
+
+/* The calling thread's current GPU. */
+int fake_current_device(void);
+
+/* Queues op on stream; ctx (malloc'd) is freed after it ran. */
+cudaError_t fake_stream_enqueue(cudaStream_t stream, fake_op_fn run, void *ctx);
+
+/* cudaSuccess when stream may take a kernel or cuBLAS call from the calling
+ * thread: it is live and its GPU is current. */
+cudaError_t fake_check_launch(cudaStream_t stream);

@@ -1,0 +1,208 @@
+"""The server with its models on GPUs, without a GPU (issue 4).
+
+`osprey_fakegpu` is the real server linked against tests/fake_cuda: the CUDA
+device's host code (pools, pinned buffers, streams, async copies, events,
+cuBLAS calls) runs over a fake CUDA runtime with two fake GPUs whose memory
+host code cannot touch. Every bundled model is loaded twice, on the GPUs
+(KIND_GPU, two instances on each GPU) and on the CPU, and the GPU copy must
+answer what the CPU copy answers, through tritonclient, under concurrency,
+with dynamic batching, and with the pinned pool too small. The real kernels
+are checked on a GPU by tests/gpu/check.sh, not here.
+"""
+
+import concurrent.futures
+import re
+import shutil
+
+import numpy as np
+import pytest
+import requests
+import tritonclient.http as httpclient
+
+import harness
+
+FAKE_GPU_BIN = harness.ROOT / "build" / "osprey_fakegpu"
+MODELS = ["simple", "simple_identity", "identity_fp32", "digits_mlp"]
+
+pytestmark = pytest.mark.skipif(
+    not FAKE_GPU_BIN.exists(),
+    reason="osprey_fakegpu is built only with the CUDA toolkit (OSPREY_CUDA)")
+
+
+def placed_repository(root):
+    """models/ twice: <name> on both fake GPUs, <name>_cpu on the CPU."""
+    for name in MODELS:
+        src = harness.ROOT / "models" / name
+        config = (src / "config.pbtxt").read_text()
+        for suffix, group in (("", "kind: KIND_GPU count: 2 gpus: [ 0, 1 ]"),
+                              ("_cpu", "kind: KIND_CPU count: 1")):
+            dst = root / (name + suffix)
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.py"))
+            text = re.sub(r'name: "[^"]*"', f'name: "{name}{suffix}"', config, count=1)
+            text += f"\ninstance_group [ {{ {group} }} ]\n"
+            if name == "digits_mlp":
+                text += "dynamic_batching { max_queue_delay_microseconds: 2000 }\n"
+            (dst / "config.pbtxt").write_text(text)
+    return root
+
+
+@pytest.fixture
+def gpu_server(start_server, tmp_path):
+    return start_server(placed_repository(tmp_path / "repo"), ["--strict-gpu"],
+                        binary=FAKE_GPU_BIN)
+
+
+def infer(client, model, inputs, outputs, binary=True):
+    """inputs: [(name, array, datatype)]; returns {output name: array}."""
+    req = []
+    for name, array, dtype in inputs:
+        i = httpclient.InferInput(name, list(array.shape), dtype)
+        i.set_data_from_numpy(array, binary_data=binary)
+        req.append(i)
+    outs = [httpclient.InferRequestedOutput(o, binary_data=binary) for o in outputs]
+    result = client.infer(model, req, outputs=outs)
+    return {o: result.as_numpy(o) for o in outputs}
+
+
+def test_instances_are_placed_on_both_gpus(gpu_server):
+    log = gpu_server.log()
+    assert "Fake CUDA GPU 0" in log and "Fake CUDA GPU 1" in log, log
+    config = requests.get(f"{gpu_server.url}/v2/models/digits_mlp/config").json()
+    groups = config["instance_group"]
+    assert {g["kind"] for g in groups} == {"KIND_GPU"}
+    assert sorted(gpu for g in groups for gpu in g["gpus"]) == [0, 1]
+    assert all(g["count"] == 2 for g in groups)
+    cpu = requests.get(f"{gpu_server.url}/v2/models/digits_mlp_cpu/config").json()
+    assert {g["kind"] for g in cpu["instance_group"]} == {"KIND_CPU"}
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_add_sub_wraps_like_the_cpu(gpu_server, binary):
+    client = httpclient.InferenceServerClient(gpu_server.hostport)
+    rng = np.random.default_rng(4)
+    a = rng.integers(-2**31, 2**31, size=(8, 16), dtype=np.int64).astype(np.int32)
+    b = rng.integers(-2**31, 2**31, size=(8, 16), dtype=np.int64).astype(np.int32)
+    a[0, :2] = [2**31 - 1, -2**31]
+    b[0, :2] = [1, 1]
+    inputs = [("INPUT0", a, "INT32"), ("INPUT1", b, "INT32")]
+    gpu = infer(client, "simple", inputs, ["OUTPUT0", "OUTPUT1"], binary)
+    cpu = infer(client, "simple_cpu", inputs, ["OUTPUT0", "OUTPUT1"], binary)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(gpu["OUTPUT0"], a + b)
+        np.testing.assert_array_equal(gpu["OUTPUT1"], a - b)
+    np.testing.assert_array_equal(gpu["OUTPUT0"], cpu["OUTPUT0"])
+    np.testing.assert_array_equal(gpu["OUTPUT1"], cpu["OUTPUT1"])
+
+
+def test_identity_round_trips_large_and_bytes_tensors(gpu_server):
+    client = httpclient.InferenceServerClient(gpu_server.hostport)
+    x = np.random.default_rng(5).standard_normal((2, 1 << 19)).astype(np.float32)  # 4 MiB
+    out = infer(client, "identity_fp32", [("INPUT0", x, "FP32")], ["OUTPUT0"])
+    np.testing.assert_array_equal(out["OUTPUT0"], x)
+    s = np.array([[b"osprey", b"", b"\x00\xff gpu"]], dtype=np.object_)
+    out = infer(client, "simple_identity", [("INPUT0", s, "BYTES")], ["OUTPUT0"])
+    assert out["OUTPUT0"].tolist() == s.tolist()
+
+
+def digits_batch(n, seed):
+    return np.random.default_rng(seed).uniform(0, 1, (n, 64)).astype(np.float32)
+
+
+def test_dense_on_gpu_matches_cpu(gpu_server):
+    client = httpclient.InferenceServerClient(gpu_server.hostport)
+    x = digits_batch(256, 6)
+    gpu = infer(client, "digits_mlp", [("image", x, "FP32")], ["probabilities"])
+    cpu = infer(client, "digits_mlp_cpu", [("image", x, "FP32")], ["probabilities"])
+    np.testing.assert_allclose(gpu["probabilities"], cpu["probabilities"],
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(gpu["probabilities"].argmax(1),
+                                  cpu["probabilities"].argmax(1))
+
+
+def test_concurrent_batched_requests_on_gpu(gpu_server):
+    """32 clients at once: the batcher gathers requests into batches on the
+    GPU instances; each answer must be its own request's."""
+    cpu_client = httpclient.InferenceServerClient(gpu_server.hostport)
+
+    def one(i):
+        client = httpclient.InferenceServerClient(gpu_server.hostport)
+        x = digits_batch(1 + i % 7, 100 + i)
+        got = infer(client, "digits_mlp", [("image", x, "FP32")], ["probabilities"])
+        return x, got["probabilities"]
+
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        results = list(pool.map(one, range(96)))
+    for x, got in results:
+        want = infer(cpu_client, "digits_mlp_cpu", [("image", x, "FP32")],
+                     ["probabilities"])["probabilities"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    stats = requests.get(f"{gpu_server.url}/v2/models/digits_mlp/stats").json()
+    s = stats["model_stats"][0]
+    assert s["inference_count"] == sum(len(x) for x, _ in results)
+    assert s["execution_count"] < len(results)  # some requests were batched
+    for stage in ("compute_input", "compute_infer", "compute_output"):
+        assert s["inference_stats"][stage]["ns"] > 0, stage
+
+
+def test_pinned_pool_exhausted_falls_back_to_pageable(start_server, tmp_path):
+    srv = start_server(placed_repository(tmp_path / "repo"),
+                       ["--strict-gpu", "--pinned-memory-pool-byte-size=65536"],
+                       binary=FAKE_GPU_BIN)
+    client = httpclient.InferenceServerClient(srv.hostport)
+    x = np.random.default_rng(7).standard_normal((1, 1 << 18)).astype(np.float32)  # 1 MiB
+    for _ in range(3):
+        out = infer(client, "identity_fp32", [("INPUT0", x, "FP32")], ["OUTPUT0"])
+        np.testing.assert_array_equal(out["OUTPUT0"], x)
+    metrics = requests.get(srv.metrics_url + "/metrics", timeout=10).text
+    m = re.search(r"^osprey_pinned_memory_pageable_fallbacks (\d+)", metrics, re.M)
+    assert m and int(m.group(1)) > 0, metrics
+    assert srv.log().count("pinned memory pool (65536 bytes) exhausted") == 1
+
+
+def test_pinning_disabled_still_serves(start_server, tmp_path):
+    srv = start_server(placed_repository(tmp_path / "repo"),
+                       ["--strict-gpu", "--pinned-memory-pool-byte-size=0"],
+                       binary=FAKE_GPU_BIN)
+    client = httpclient.InferenceServerClient(srv.hostport)
+    x = digits_batch(16, 8)
+    gpu = infer(client, "digits_mlp", [("image", x, "FP32")], ["probabilities"])
+    cpu = infer(client, "digits_mlp_cpu", [("image", x, "FP32")], ["probabilities"])
+    np.testing.assert_allclose(gpu["probabilities"], cpu["probabilities"],
+                               rtol=1e-5, atol=1e-6)
+    assert "pinned memory pool disabled" in srv.log()
+
+
+def test_trace_captures_gpu_tensors_and_stamps(start_server, tmp_path):
+    """TIMESTAMPS + TENSORS on a GPU model: backend inputs are read back
+    from device memory, compute stamps come from events on the stream."""
+    from test_trace import (check_complete_trace, group, load_trace_file,
+                            qa_trace_args, simple_infer, stop_clean)
+    log = tmp_path / "gpu_trace.log"
+    srv = start_server(placed_repository(tmp_path / "repo"),
+                       ["--strict-gpu"] + qa_trace_args(str(log)) +
+                       ["--trace-config=level=TENSORS"], binary=FAKE_GPU_BIN)
+    sent = {}
+    for i in range(4):
+        a = np.arange(16, dtype=np.int32).reshape(1, 16) * (i + 1)
+        b = np.full((1, 16), -i, dtype=np.int32)
+        with httpclient.InferenceServerClient(srv.hostport) as c:
+            simple_infer(c, request_id=f"g{i}", a=a, b=b)
+        sent[f"g{i}"] = (a, b)
+    stop_clean(srv)
+    traces = group(load_trace_file(log))
+    assert len(traces) == len(sent)
+    flat = lambda x: ",".join(str(v) for v in x.flatten())  # noqa: E731
+    for trace in traces.values():
+        request_id = next(r for r in trace if "model_name" in r)["request_id"]
+        check_complete_trace(trace, request_id)
+        a, b = sent[request_id]
+        got = {(r["activity"], r["tensor"]["name"]): r["tensor"]["data"]
+               for r in trace if "activity" in r}
+        assert got == {
+            ("TENSOR_QUEUE_INPUT", "INPUT0"): flat(a),
+            ("TENSOR_QUEUE_INPUT", "INPUT1"): flat(b),
+            ("TENSOR_BACKEND_INPUT", "INPUT0"): flat(a),
+            ("TENSOR_BACKEND_INPUT", "INPUT1"): flat(b),
+            ("TENSOR_BACKEND_OUTPUT", "OUTPUT0"): flat(a + b),
+            ("TENSOR_BACKEND_OUTPUT", "OUTPUT1"): flat(a - b),
+        }
