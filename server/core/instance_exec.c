@@ -186,35 +186,36 @@ static size_t bytes_rows_size(const unsigned char *p, size_t avail,
     return off <= avail ? off : avail;
 }
 
-/* Copies output o of the batch into one host buffer per request and
- * attaches them to the responses. */
+/* Makes output o of the batch reachable from the host: on a host-memory
+ * device the output buffer itself, otherwise a (pinned) host buffer that
+ * a device-to-host copy queued on the instance's stream fills. *host is
+ * valid once the stream has reached this point. */
+static osp_error *stage_output(model_instance *inst, batch_state *bs, size_t o,
+                               osp_buffer **host) {
+    osp_backend_tensor *t = &bs->outputs[o];
+    osp_device_info info;
+    osp_device_get_info(inst->device, &info);
+    if (info.type == OSP_DEVICE_CPU) {
+        *host = bs->output_buffers[o];
+        return NULL;
+    }
+    osp_error *err = osp_device_alloc_host(inst->device, t->byte_size, host);
+    if (!err)
+        err = osp_memcpy_async(inst->stream, (*host)->data, t->data,
+                               t->byte_size, OSP_COPY_DEVICE_TO_HOST);
+    return err;
+}
+
+/* Splits staged output o (see stage_output; taken over here) into one host
+ * buffer per request and attaches them to the responses. */
 static osp_error *scatter_output(model_instance *inst, batch_state *bs,
                                  pending_request **batch, size_t n,
-                                 osp_infer_response **resps, size_t o) {
+                                 osp_infer_response **resps, size_t o,
+                                 osp_buffer *host) {
     const osp_model_config *cfg = inst->model->config;
     osp_backend_tensor *t = &bs->outputs[o];
     osp_error *err = NULL;
-    osp_device_info info;
-    osp_device_get_info(inst->device, &info);
-    bool host_device = info.type == OSP_DEVICE_CPU;
-
-    /* Whole output on the host: the device buffer itself for a host device,
-     * otherwise one device-to-host copy. */
-    osp_buffer *host = NULL;
-    if (host_device) {
-        host = bs->output_buffers[o];
-    } else {
-        if ((err = osp_device_alloc_host(inst->device, t->byte_size, &host)))
-            return err;
-        err = osp_memcpy_async(inst->stream, host->data, t->data, t->byte_size,
-                               OSP_COPY_DEVICE_TO_HOST);
-        if (!err)
-            err = osp_stream_synchronize(inst->stream);
-        if (err) {
-            osp_buffer_free(host);
-            return err;
-        }
-    }
+    bool host_device = host == bs->output_buffers[o];
 
     int64_t row_elements = 1;
     for (int d = cfg->max_batch_size > 0 ? 1 : 0; d < t->shape.rank; d++)
@@ -267,9 +268,12 @@ static osp_error *scatter_output(model_instance *inst, batch_state *bs,
 
 /* Sets every request's compute stamps from the instance's marks: the host
  * clock at the start plus device-measured intervals (on a GPU these come
- * from CUDA events on the stream; on the CPU device from the host clock). */
+ * from CUDA events on the stream; on the CPU device from the host clock).
+ * The output stage ends at the last mark (outputs on the host) plus
+ * host_tail_ns, the host time spent splitting them into responses. */
 static void stamp_compute_times(model_instance *inst, pending_request **batch,
-                                size_t n, uint64_t compute_start) {
+                                size_t n, uint64_t compute_start,
+                                uint64_t host_tail_ns) {
     uint64_t at[4] = {compute_start, 0, 0, 0};
     for (int m = 1; m < 4; m++) {
         uint64_t ns = 0;
@@ -278,6 +282,7 @@ static void stamp_compute_times(model_instance *inst, pending_request **batch,
         osp_error_free(err); /* a device that cannot time: intervals of 0 */
         at[m] = compute_start + ns;
     }
+    at[3] += host_tail_ns;
     for (size_t r = 0; r < n; r++) {
         batch[r]->times.compute_start = at[0];
         batch[r]->times.compute_input_end = at[1];
@@ -301,8 +306,9 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
     bs.output_requested = calloc(n_out + 1, sizeof(bool));
     bs.outputs = calloc(n_out + 1, sizeof(*bs.outputs));
     bs.output_buffers = calloc(n_out + 1, sizeof(*bs.output_buffers));
+    osp_buffer **staged = calloc(n_out + 1, sizeof(*staged));
     if (!resps || !bs.inputs || !bs.input_buffers || !bs.output_requested ||
-        !bs.outputs || !bs.output_buffers) {
+        !bs.outputs || !bs.output_buffers || !staged) {
         err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
         goto out;
     }
@@ -339,8 +345,25 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
         goto out;
     if ((err = osp_event_record(inst->marks[2], inst->stream)))
         goto out;
-    if ((err = osp_stream_synchronize(inst->stream)))
+    /* Every output's device-to-host copy is queued behind the model, then
+     * the worker waits once, for the event after the last copy. */
+    for (size_t o = 0; o < n_out && !err; o++) {
+        if (!bs.output_requested[o])
+            continue;
+        if (!bs.output_buffers[o])
+            err = osp_error_new(OSP_ERROR_INTERNAL,
+                                "backend '%s' produced no output '%s'",
+                                model->backend->name, cfg->outputs[o].name);
+        else
+            err = stage_output(inst, &bs, o, &staged[o]);
+    }
+    if (!err)
+        err = osp_event_record(inst->marks[3], inst->stream);
+    if (!err)
+        err = osp_event_synchronize(inst->marks[3]);
+    if (err)
         goto out;
+    uint64_t outputs_on_host = osp_now_ns();
 
     for (size_t r = 0; r < n && !err; r++) {
         resps[r] = response_new(batch[r]);
@@ -360,25 +383,21 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
         }
     }
     for (size_t o = 0; o < n_out && !err; o++) {
-        if (!bs.output_requested[o])
+        if (!staged[o])
             continue;
-        if (!bs.output_buffers[o]) {
-            err = osp_error_new(OSP_ERROR_INTERNAL,
-                                "backend '%s' produced no output '%s'",
-                                model->backend->name, cfg->outputs[o].name);
-            break;
-        }
-        err = scatter_output(inst, &bs, batch, n, resps, o);
+        osp_buffer *host = staged[o];
+        staged[o] = NULL;
+        err = scatter_output(inst, &bs, batch, n, resps, o, host);
     }
     if (!err)
-        err = osp_event_record(inst->marks[3], inst->stream);
-    if (!err)
-        err = osp_event_synchronize(inst->marks[3]);
-    if (!err)
-        stamp_compute_times(inst, batch, n, compute_start);
+        stamp_compute_times(inst, batch, n, compute_start,
+                            osp_now_ns() - outputs_on_host);
 
 out:
     if (err) {
+        /* Copies or kernels may still be queued on the stream: they must
+         * finish before the buffers they use go back to the pools. */
+        osp_error_free(osp_stream_synchronize(inst->stream));
         OSP_LOG_VERBOSE("model '%s' batch of %zu failed: %s", cfg->name, n,
                         osp_error_message(err));
         for (size_t r = 0; r < n && resps; r++)
@@ -406,6 +425,10 @@ out:
         for (size_t r = 0; r < n; r++)
             request_finish(batch[r], resps[r]);
     }
+    for (size_t o = 0; staged && o < n_out; o++)
+        if (staged[o] != bs.output_buffers[o])
+            osp_buffer_free(staged[o]);
+    free(staged);
     batch_state_free(&bs, n_in);
     free(resps);
 }
