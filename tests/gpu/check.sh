@@ -276,6 +276,8 @@ E2E_ARGS=(--duration 4)
 step "e2e dense 4096-4096-4096-1000" "$E2E_LOG" "$PYTHON" "$ROOT/tests/gpu/e2e_dense.py" \
     --osprey "$BUILD/osprey" --load-client "$BUILD/tests/bench/load_client" "${E2E_ARGS[@]}"
 if ((STEP_RC == 0)); then
+    row "e2e dense_gpu = dense_cpu (max |diff|)" \
+        "$(awk '$1 == "CHECK" { split($4, v, "="); printf "%s ", v[2] }' "$E2E_LOG")"
     for batch in 1 64; do
         for model in dense_gpu dense_cpu; do
             row "e2e $model b=$batch p50 ms / infer/s" \

@@ -83,6 +83,20 @@ def write_body(path, batch):
     return len(header)
 
 
+def infer_output(url, model, body_path, ihcl):
+    """OUTPUT0 of one binary-tensor request, as a float32 array."""
+    with open(body_path, "rb") as f:
+        body = f.read()
+    req = urllib.request.Request(
+        f"{url}/v2/models/{model}/infer", data=body, method="POST",
+        headers={"Inference-Header-Content-Length": str(ihcl),
+                 "Content-Type": "application/octet-stream"})
+    with urllib.request.urlopen(req) as r:
+        header_len = int(r.headers["Inference-Header-Content-Length"])
+        data = r.read()
+    return np.frombuffer(data[header_len:], dtype="<f4")
+
+
 def stats(url, model):
     with urllib.request.urlopen(f"{url}/v2/models/{model}/stats") as r:
         s = json.load(r)["model_stats"][0]
@@ -127,6 +141,16 @@ def main():
             for batch in (1, 64):
                 body = os.path.join(work, f"body{batch}.bin")
                 ihcl = write_body(body, batch)
+                # The GPU must answer what the CPU answers before its speed
+                # means anything (FP32 on both; the sums differ in order).
+                gpu_out = infer_output(url, "dense_gpu", body, ihcl)
+                cpu_out = infer_output(url, "dense_cpu", body, ihcl)
+                if gpu_out.shape != (batch * LAYERS[-1],) or not np.allclose(
+                        gpu_out, cpu_out, rtol=1e-4, atol=1e-5):
+                    sys.exit(f"dense_gpu differs from dense_cpu at batch {batch}: "
+                             f"max |diff| {np.abs(gpu_out - cpu_out).max()}")
+                print(f"CHECK e2e batch={batch} gpu_vs_cpu_max_abs_diff="
+                      f"{np.abs(gpu_out - cpu_out).max():.3g}", flush=True)
                 for model in ("dense_gpu", "dense_cpu"):
                     before = stats(url, model)
                     out = subprocess.run(
