@@ -11,6 +11,7 @@ are checked on a GPU by tests/gpu/check.sh, not here.
 """
 
 import concurrent.futures
+import pathlib
 import re
 import shutil
 
@@ -21,7 +22,8 @@ import tritonclient.http as httpclient
 
 import harness
 
-FAKE_GPU_BIN = harness.ROOT / "build" / "osprey_fakegpu"
+# Beside the server under test, so the sanitizer build checks its own.
+FAKE_GPU_BIN = pathlib.Path(harness.osprey_bin()).parent / "osprey_fakegpu"
 MODELS = ["simple", "simple_identity", "identity_fp32", "digits_mlp"]
 
 pytestmark = pytest.mark.skipif(
