@@ -163,8 +163,7 @@ static osp_error *cuda_alloc_host(osp_device *dev, size_t size, void **ptr,
                                   bool *pinned) {
     cuda_pinned_pool *pp = cuda_device_of(dev)->pinned;
     pthread_mutex_lock(&pp->lock);
-    bool enabled = pp->pool.n_regions > 0;
-    void *p = enabled ? range_pool_alloc(&pp->pool, size) : NULL;
+    void *p = pp->pool.n_regions > 0 ? range_pool_alloc(&pp->pool, size) : NULL;
     size_t pool_total = pp->pool.total;
     pthread_mutex_unlock(&pp->lock);
     if (p != NULL) {
@@ -176,10 +175,11 @@ static osp_error *cuda_alloc_host(osp_device *dev, size_t size, void **ptr,
     if (p == NULL)
         return osp_error_new(OSP_ERROR_UNAVAILABLE,
                              "out of host memory allocating %zu bytes", size);
-    /* With pinning disabled by configuration nothing "falls back". */
-    if (enabled) {
+    /* With pinning disabled by configuration nothing "falls back"; when
+     * the configured pool could not be pinned at start, everything does. */
+    if (pp->configured) {
         atomic_fetch_add(&pp->pageable_fallbacks, 1);
-        if (!atomic_exchange(&pp->fallback_logged, true))
+        if (!atomic_exchange(&pp->fallback_logged, true) && pool_total > 0)
             OSP_LOG_WARN("pinned memory pool (%zu bytes) exhausted: host "
                          "buffers fall back to pageable memory (counted, "
                          "logged once); consider a larger "
@@ -445,6 +445,7 @@ static void pinned_pool_free(cuda_pinned_pool *pp) {
 /* Reserves the pinned pool. Failing to pin is not fatal (as in Triton):
  * the server runs with pageable host buffers and says so. */
 static void pinned_pool_reserve(cuda_pinned_pool *pp, size_t bytes) {
+    pp->configured = bytes > 0;
     if (bytes == 0) {
         OSP_LOG_INFO("pinned memory pool disabled");
         return;
@@ -566,7 +567,8 @@ osp_error *osp_cuda_devices_create(const osp_device_options *opts,
         sizeof opts->cuda_pool_bytes / sizeof opts->cuda_pool_bytes[0];
     for (int i = 0; i < n; i++) {
         size_t pool_bytes = opts->cuda_pool_bytes_default;
-        if ((size_t)i < n_overrides && opts->cuda_pool_bytes[i] != 0)
+        if ((size_t)i < n_overrides &&
+            opts->cuda_pool_bytes[i] != OSP_CUDA_POOL_UNSET)
             pool_bytes = opts->cuda_pool_bytes[i];
         cuda_device *cd = NULL;
         osp_error *err = cuda_device_create(i, pool_bytes, pinned, &cd);

@@ -16,6 +16,7 @@
 typedef struct cuda_pinned_pool {
     pthread_mutex_t lock;
     range_pool pool; /* empty when pinning is disabled or failed */
+    bool configured; /* --pinned-memory-pool-byte-size > 0 */
     atomic_uint_fast64_t pageable_fallbacks;
     atomic_bool fallback_logged;
 } cuda_pinned_pool;

@@ -73,13 +73,16 @@ struct osp_device {
     void *impl; /* the implementation's per-device state */
 };
 
+#define OSP_CUDA_POOL_UNSET SIZE_MAX
+
 /* Options for device discovery, from the command line. */
 typedef struct osp_device_options {
     size_t
         pinned_pool_bytes; /* --pinned-memory-pool-byte-size; 0 = no pinning */
     size_t cuda_pool_bytes_default; /* per GPU, default 64 MiB */
     /* --cuda-memory-pool-byte-size=<gpu>:<bytes> overrides, indexed by GPU
-     * ordinal; 0 = use the default. */
+     * ordinal; OSP_CUDA_POOL_UNSET = use the default. 0 reserves nothing
+     * up front (the pool still grows on demand). */
     size_t cuda_pool_bytes[16];
 } osp_device_options;
 

@@ -49,6 +49,8 @@ void osp_device_options_init(osp_device_options *opts) {
     memset(opts, 0, sizeof *opts);
     opts->pinned_pool_bytes = (size_t)256 << 20;
     opts->cuda_pool_bytes_default = (size_t)64 << 20;
+    for (size_t i = 0; i < sizeof opts->cuda_pool_bytes / sizeof(size_t); i++)
+        opts->cuda_pool_bytes[i] = OSP_CUDA_POOL_UNSET;
 }
 
 osp_error *osp_devices_init(const osp_device_options *opts) {

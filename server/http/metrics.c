@@ -301,7 +301,8 @@ static void render_pinned(jbuf *b) {
     value_u64(b, mem.pinned_pool_used);
     family(b, "osprey_pinned_memory_pageable_fallbacks",
            "Host buffers for device transfers that were allocated as "
-           "pageable memory because the pinned pool was full or disabled",
+           "pageable memory because the pinned pool was full (or could not "
+           "be pinned at start)",
            "counter");
     jbuf_puts(b, "osprey_pinned_memory_pageable_fallbacks ");
     value_u64(b, mem.pageable_fallbacks);

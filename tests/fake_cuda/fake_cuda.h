@@ -25,7 +25,8 @@
  *
  * Settings, read once from the environment: FAKE_CUDA_DEVICES (default 2,
  * so that every test also covers more than one GPU),
- * FAKE_CUDA_MEMORY_MIB per device (default 4096).
+ * FAKE_CUDA_MEMORY_MIB per device (default 4096), FAKE_CUDA_NO_PINNED (set:
+ * cudaHostAlloc fails, as when the host cannot pin memory).
  */
 #pragma once
 

@@ -58,6 +58,7 @@ struct CUevent_st {
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_devices;
+static bool g_no_pinned; /* cudaHostAlloc always fails */
 static size_t g_memory_limit;
 /* g_lock guards the lists below and g_used. Waits for streams happen under
  * g_streams_rw (read), never under g_lock; destroying a stream takes it for
@@ -79,6 +80,7 @@ static void init_once(void) {
     const char *devices = getenv("FAKE_CUDA_DEVICES");
     const char *mib = getenv("FAKE_CUDA_MEMORY_MIB");
     g_devices = devices != NULL ? atoi(devices) : 2;
+    g_no_pinned = getenv("FAKE_CUDA_NO_PINNED") != NULL;
     g_memory_limit = (size_t)(mib != NULL ? atol(mib) : 4096) << 20;
     g_used = calloc(g_devices > 0 ? (size_t)g_devices : 1, sizeof *g_used);
 }
@@ -551,6 +553,8 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
     fake_enter(__func__);
     if (ptr == NULL || size == 0)
         return fake_status(cudaErrorInvalidValue);
+    if (g_no_pinned)
+        return fake_status(cudaErrorMemoryAllocation);
     host_block *b = calloc(1, sizeof *b);
     size_t rounded = (size + 4095) / 4096 * 4096;
     char *p = b != NULL ? aligned_alloc(4096, rounded) : NULL;

@@ -208,3 +208,38 @@ def test_trace_captures_gpu_tensors_and_stamps(start_server, tmp_path):
             ("TENSOR_BACKEND_OUTPUT", "OUTPUT0"): flat(a + b),
             ("TENSOR_BACKEND_OUTPUT", "OUTPUT1"): flat(a - b),
         }
+
+
+def test_cuda_memory_pool_sizes_per_gpu(start_server, tmp_path):
+    """--cuda-memory-pool-byte-size=<gpu>:<bytes>; 0 reserves nothing up
+    front, and that GPU's pool still grows on demand."""
+    srv = start_server(placed_repository(tmp_path / "repo"),
+                       ["--strict-gpu", "--cuda-memory-pool-byte-size=0:8388608",
+                        "--cuda-memory-pool-byte-size=1:0"], binary=FAKE_GPU_BIN)
+    log = srv.log()
+    assert "CUDA GPU 0: Fake CUDA GPU 0" in log and "memory pool 8388608 bytes" in log
+    assert re.search(r"CUDA GPU 1: Fake CUDA GPU 1.*memory pool 0 bytes", log), log
+    client = httpclient.InferenceServerClient(srv.hostport)
+    x = digits_batch(64, 9)
+    for _ in range(4):  # both GPUs' instances take requests
+        gpu = infer(client, "digits_mlp", [("image", x, "FP32")], ["probabilities"])
+        cpu = infer(client, "digits_mlp_cpu", [("image", x, "FP32")], ["probabilities"])
+        np.testing.assert_allclose(gpu["probabilities"], cpu["probabilities"],
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_unpinnable_host_counts_every_host_buffer(start_server, tmp_path, monkeypatch):
+    """The configured pinned pool cannot be pinned: the server says so once,
+    serves from pageable memory and counts each such buffer."""
+    monkeypatch.setenv("FAKE_CUDA_NO_PINNED", "1")
+    srv = start_server(placed_repository(tmp_path / "repo"), ["--strict-gpu"],
+                       binary=FAKE_GPU_BIN)
+    assert "unable to allocate 268435456 bytes of pinned host memory" in srv.log()
+    client = httpclient.InferenceServerClient(srv.hostport)
+    x = np.random.default_rng(10).standard_normal((3, 1000)).astype(np.float32)
+    out = infer(client, "identity_fp32", [("INPUT0", x, "FP32")], ["OUTPUT0"])
+    np.testing.assert_array_equal(out["OUTPUT0"], x)
+    metrics = requests.get(srv.metrics_url + "/metrics", timeout=10).text
+    assert re.search(r"^nv_pinned_memory_pool_total_bytes 0$", metrics, re.M), metrics
+    m = re.search(r"^osprey_pinned_memory_pageable_fallbacks (\d+)", metrics, re.M)
+    assert m and int(m.group(1)) >= 2, metrics  # the input and the output
