@@ -60,14 +60,16 @@ time_left() {
     echo $((left > 0 ? left : 0))
 }
 
-# step NAME LOG CMD...: runs CMD under the remaining budget, output to LOG.
-# Sets STEP_RC and STEP_S; adds a FAIL/TIMEOUT row itself, not a PASS row
-# (callers add a more informative one).
+# [STEP_CAP=S] step NAME LOG CMD...: runs CMD under the remaining budget
+# (and at most S seconds), output to LOG. Sets STEP_RC and STEP_S; adds a
+# FAIL/TIMEOUT row itself, not a PASS row (callers add a more informative
+# one). The caps keep a slow step from starving the ones after it.
 step() {
     local name=$1 log=$2
     shift 2
     local left
     left=$(time_left)
+    if ((${STEP_CAP:-0} > 0 && STEP_CAP < left)); then left=$STEP_CAP; fi
     if ((left <= 0)); then
         STEP_RC=124
         row "$name" "NOT RUN (8-minute budget spent)"
@@ -220,7 +222,7 @@ else
         row "memcheck (conformance test)" "FAIL ($CONFORMANCE missing)"
         FAILED=1
     else
-        step "memcheck (conformance test)" "$LOGS/memcheck.log" \
+        STEP_CAP=180 step "memcheck (conformance test)" "$LOGS/memcheck.log" \
             "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 1 \
             "$CONFORMANCE" --gtest_brief=1
         errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$LOGS/memcheck.log" | tail -1 | grep -Eo '[0-9]+$')
@@ -229,7 +231,7 @@ else
 
     # ---- benchmarks --------------------------------------------------------------------
     H2D_LOG=$LOGS/bench_h2d.log
-    step "bench_h2d" "$H2D_LOG" "$BUILD/tests/gpu/bench_h2d"
+    STEP_CAP=60 step "bench_h2d" "$H2D_LOG" "$BUILD/tests/gpu/bench_h2d"
     if ((STEP_RC == 0)); then
         for bytes in 4096 1048576 16777216 268435456; do
             label=$(numfmt --to=iec-i --suffix=B "$bytes")
@@ -250,7 +252,7 @@ else
     fi
 
     GEMM_LOG=$LOGS/bench_gemm.log
-    step "bench_gemm" "$GEMM_LOG" "$BUILD/tests/gpu/bench_gemm"
+    STEP_CAP=90 step "bench_gemm" "$GEMM_LOG" "$BUILD/tests/gpu/bench_gemm"
     if ((STEP_RC == 0)); then
         row "GEMM 8192^3 TFLOP/s FP32 / TF32 / FP16" \
             "$(result "$GEMM_LOG" gemm prec=FP32 tflops) / $(result "$GEMM_LOG" gemm prec=TF32 tflops) / $(result "$GEMM_LOG" gemm prec=FP16 tflops)"
