@@ -316,8 +316,11 @@ static osp_error *cuda_event_new(osp_device *dev, void **impl) {
     osp_error *err = cuda_device_make_current(dev);
     if (err != NULL)
         return err;
+    /* Blocking sync: a thread waiting for a batch sleeps instead of
+     * spinning, so instance workers leave the cores to the HTTP threads.
+     * Timing stays on (the trace's compute stamps need it). */
     cudaEvent_t ev = NULL;
-    err = OSP_CUDA_CHECK(cudaEventCreate(&ev));
+    err = OSP_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventBlockingSync));
     if (err == NULL)
         *impl = ev;
     return err;
