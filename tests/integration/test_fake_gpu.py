@@ -110,15 +110,18 @@ def digits_batch(n, seed):
     return np.random.default_rng(seed).uniform(0, 1, (n, 64)).astype(np.float32)
 
 
-def test_dense_on_gpu_matches_cpu(gpu_server):
-    client = httpclient.InferenceServerClient(gpu_server.hostport)
-    x = digits_batch(256, 6)
+def check_digits_gpu_matches_cpu(client, x):
     gpu = infer(client, "digits_mlp", [("image", x, "FP32")], ["probabilities"])
     cpu = infer(client, "digits_mlp_cpu", [("image", x, "FP32")], ["probabilities"])
     np.testing.assert_allclose(gpu["probabilities"], cpu["probabilities"],
                                rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(gpu["probabilities"].argmax(1),
                                   cpu["probabilities"].argmax(1))
+
+
+def test_dense_on_gpu_matches_cpu(gpu_server):
+    client = httpclient.InferenceServerClient(gpu_server.hostport)
+    check_digits_gpu_matches_cpu(client, digits_batch(256, 6))
 
 
 def test_concurrent_batched_requests_on_gpu(gpu_server):
@@ -165,20 +168,17 @@ def test_pinning_disabled_still_serves(start_server, tmp_path):
     srv = start_server(placed_repository(tmp_path / "repo"),
                        ["--strict-gpu", "--pinned-memory-pool-byte-size=0"],
                        binary=FAKE_GPU_BIN)
-    client = httpclient.InferenceServerClient(srv.hostport)
-    x = digits_batch(16, 8)
-    gpu = infer(client, "digits_mlp", [("image", x, "FP32")], ["probabilities"])
-    cpu = infer(client, "digits_mlp_cpu", [("image", x, "FP32")], ["probabilities"])
-    np.testing.assert_allclose(gpu["probabilities"], cpu["probabilities"],
-                               rtol=1e-5, atol=1e-6)
+    check_digits_gpu_matches_cpu(httpclient.InferenceServerClient(srv.hostport),
+                                 digits_batch(16, 8))
     assert "pinned memory pool disabled" in srv.log()
 
 
 def test_trace_captures_gpu_tensors_and_stamps(start_server, tmp_path):
     """TIMESTAMPS + TENSORS on a GPU model: backend inputs are read back
     from device memory, compute stamps come from events on the stream."""
-    from test_trace import (check_complete_trace, group, load_trace_file,
-                            qa_trace_args, simple_infer, stop_clean)
+    from test_trace import (check_complete_trace, check_simple_tensors, group,
+                            load_trace_file, qa_trace_args, simple_infer,
+                            stop_clean)
     log = tmp_path / "gpu_trace.log"
     srv = start_server(placed_repository(tmp_path / "repo"),
                        ["--strict-gpu"] + qa_trace_args(str(log)) +
@@ -193,21 +193,10 @@ def test_trace_captures_gpu_tensors_and_stamps(start_server, tmp_path):
     stop_clean(srv)
     traces = group(load_trace_file(log))
     assert len(traces) == len(sent)
-    flat = lambda x: ",".join(str(v) for v in x.flatten())  # noqa: E731
     for trace in traces.values():
         request_id = next(r for r in trace if "model_name" in r)["request_id"]
         check_complete_trace(trace, request_id)
-        a, b = sent[request_id]
-        got = {(r["activity"], r["tensor"]["name"]): r["tensor"]["data"]
-               for r in trace if "activity" in r}
-        assert got == {
-            ("TENSOR_QUEUE_INPUT", "INPUT0"): flat(a),
-            ("TENSOR_QUEUE_INPUT", "INPUT1"): flat(b),
-            ("TENSOR_BACKEND_INPUT", "INPUT0"): flat(a),
-            ("TENSOR_BACKEND_INPUT", "INPUT1"): flat(b),
-            ("TENSOR_BACKEND_OUTPUT", "OUTPUT0"): flat(a + b),
-            ("TENSOR_BACKEND_OUTPUT", "OUTPUT1"): flat(a - b),
-        }
+        check_simple_tensors(trace, *sent[request_id])
 
 
 def test_cuda_memory_pool_sizes_per_gpu(start_server, tmp_path):
@@ -220,12 +209,8 @@ def test_cuda_memory_pool_sizes_per_gpu(start_server, tmp_path):
     assert "CUDA GPU 0: Fake CUDA GPU 0" in log and "memory pool 8388608 bytes" in log
     assert re.search(r"CUDA GPU 1: Fake CUDA GPU 1.*memory pool 0 bytes", log), log
     client = httpclient.InferenceServerClient(srv.hostport)
-    x = digits_batch(64, 9)
-    for _ in range(4):  # both GPUs' instances take requests
-        gpu = infer(client, "digits_mlp", [("image", x, "FP32")], ["probabilities"])
-        cpu = infer(client, "digits_mlp_cpu", [("image", x, "FP32")], ["probabilities"])
-        np.testing.assert_allclose(gpu["probabilities"], cpu["probabilities"],
-                                   rtol=1e-5, atol=1e-6)
+    for i in range(4):  # both GPUs' instances take requests
+        check_digits_gpu_matches_cpu(client, digits_batch(64, 9 + i))
 
 
 def test_unpinnable_host_counts_every_host_buffer(start_server, tmp_path, monkeypatch):

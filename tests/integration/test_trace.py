@@ -108,6 +108,22 @@ def check_complete_trace(trace, request_id=None):
     assert trace[at + 1]["timestamps"][0]["name"] == "REQUEST_START"
 
 
+def check_simple_tensors(trace, a, b):
+    """The trace of one `simple` request with inputs a, b captured every
+    tensor at every stage (TENSORS level)."""
+    got = {(r["activity"], r["tensor"]["name"]): r["tensor"]["data"]
+           for r in trace if "activity" in r}
+    flat = lambda x: ",".join(str(v) for v in x.flatten())  # noqa: E731
+    assert got == {
+        ("TENSOR_QUEUE_INPUT", "INPUT0"): flat(a),
+        ("TENSOR_QUEUE_INPUT", "INPUT1"): flat(b),
+        ("TENSOR_BACKEND_INPUT", "INPUT0"): flat(a),
+        ("TENSOR_BACKEND_INPUT", "INPUT1"): flat(b),
+        ("TENSOR_BACKEND_OUTPUT", "OUTPUT0"): flat(a + b),
+        ("TENSOR_BACKEND_OUTPUT", "OUTPUT1"): flat(a - b),
+    }
+
+
 def stop_clean(srv):
     assert srv.stop() == 0, srv.log_tail()
     assert srv.clean_exit_problems() == []
@@ -564,17 +580,7 @@ def test_batched_requests_capture_their_own_slices(start_server, tmp_path):
     compute = {}
     for i, (a, b) in enumerate(sent):
         t = by_request[f"r{i}"]
-        got = {(r["activity"], r["tensor"]["name"]): r["tensor"]["data"]
-               for r in t if "activity" in r}
-        flat = lambda x: ",".join(str(v) for v in x.flatten())  # noqa: E731
-        assert got == {
-            ("TENSOR_QUEUE_INPUT", "INPUT0"): flat(a),
-            ("TENSOR_QUEUE_INPUT", "INPUT1"): flat(b),
-            ("TENSOR_BACKEND_INPUT", "INPUT0"): flat(a),
-            ("TENSOR_BACKEND_INPUT", "INPUT1"): flat(b),
-            ("TENSOR_BACKEND_OUTPUT", "OUTPUT0"): flat(a + b),
-            ("TENSOR_BACKEND_OUTPUT", "OUTPUT1"): flat(a - b),
-        }
+        check_simple_tensors(t, a, b)
         st = dict(stamps(t))
         key = tuple(st[s] for s in ("COMPUTE_START", "COMPUTE_INPUT_END",
                                     "COMPUTE_OUTPUT_START", "COMPUTE_END"))
