@@ -108,6 +108,37 @@ void osp_repository_index_free(osp_repository_entry *entries, size_t n);
  * the model; load failures are returned (and the model left UNAVAILABLE
  * with the reason). Both block until done. */
 osp_error *osp_server_load_model(osp_server *server, const char *name);
+
+/* One file of a load override: `path` relative to the model's folder
+ * ("1/model.safetensors"), `data` borrowed. */
+typedef struct osp_model_file {
+    const char *path;
+    const void *data;
+    size_t size;
+} osp_model_file;
+
+/* What a load request supplies instead of the repository's copy (Triton's
+ * load parameters "config" and "file:<path>"): a config in protobuf text
+ * (NULL: the folder's config.pbtxt) and files, which need a config and
+ * stand in for the whole model folder. Backends read their files while
+ * loading, so the files live in a temporary folder only that long. */
+typedef struct osp_load_override {
+    const char *config_pbtxt;
+    const osp_model_file *files;
+    size_t n_files;
+} osp_load_override;
+
+/* osp_server_load_model with an override (NULL: none). An override that
+ * cannot be used (unreadable config, bad file path) fails with
+ * osp_load_override_error. */
+osp_error *osp_server_load_model_override(osp_server *server, const char *name,
+                                          const osp_load_override *override);
+
+/* Triton's answer to an unusable override of model `name`: INTERNAL
+ * "failed to load '<name>', failed to poll from model repository". The
+ * reason (freed here) is logged, not returned. Also for frontends that
+ * reject an override before it reaches the server. */
+osp_error *osp_load_override_error(const char *name, osp_error *reason);
 osp_error *osp_server_unload_model(osp_server *server, const char *name);
 
 /* ---- inference -------------------------------------------------------------

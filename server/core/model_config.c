@@ -350,7 +350,10 @@ static osp_error *map_io(const mapper *m, const pbtxt_node *n, bool is_input,
             if ((err = once(m, prefix, f, &seen, 8)) ||
                 (err = get_string(m, prefix, f, &io->label_filename)))
                 return err;
-            if (!is_plain_file_name(io->label_filename))
+            if (!io->label_filename[0]) { /* "": proto3's default, none */
+                free(io->label_filename);
+                io->label_filename = NULL;
+            } else if (!is_plain_file_name(io->label_filename))
                 return config_error(m, f->line, prefix, f->name,
                                     "must be a file name in the model "
                                     "folder, got '%.64s'",

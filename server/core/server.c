@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "load_override.h"
 #include "model_internal.h"
 #include "osprey/log.h"
 #include "repository.h"
@@ -142,12 +143,10 @@ out:
     return text;
 }
 
-/* Parses <model_dir>/config.pbtxt and checks its name against the folder
- * (an absent name takes the folder's). Caller owns *out. */
-static osp_error *read_config(const char *model_dir, const char *name,
-                              const char *text, size_t len, const char *path,
-                              osp_model_config **out) {
-    (void)model_dir;
+/* Parses a model's config (`path` names it in messages) and checks its name
+ * against the model's (an absent name takes the model's). Caller owns *out. */
+static osp_error *read_config(const char *name, const char *text, size_t len,
+                              const char *path, osp_model_config **out) {
     osp_model_config *cfg = NULL;
     osp_error *err = osp_model_config_parse(text, len, path, &cfg);
     if (err)
@@ -171,30 +170,88 @@ static osp_error *read_config(const char *model_dir, const char *name,
     return NULL;
 }
 
+/* Where a load takes the model from: the repository's folder and its
+ * config.pbtxt, or what a load request supplied (see osp_load_override). */
+typedef struct load_source {
+    char *model_dir;
+    char *override_dir; /* the temporary folder of override files, if any */
+    char *text;         /* the config, protobuf text */
+    size_t len;
+    char path[PATH_MAX]; /* names the config in messages */
+} load_source;
+
+static void load_source_free(load_source *src) {
+    load_override_remove(src->override_dir);
+    free(src->model_dir);
+    free(src->text);
+}
+
+osp_error *osp_load_override_error(const char *name, osp_error *err) {
+    OSP_LOG_ERROR("load override of '%s': %s", name, osp_error_message(err));
+    osp_error_free(err);
+    return osp_error_new(OSP_ERROR_INTERNAL,
+                         "failed to load '%s', failed to poll from model "
+                         "repository",
+                         name);
+}
+
+/* Fills src for model `name`. Errors from a request's override become
+ * osp_load_override_error. */
+static osp_error *load_source_open(osp_server *server, const char *name,
+                                   const osp_load_override *ov,
+                                   load_source *src) {
+    osp_error *err = NULL;
+    if (ov && ov->n_files > 0 && !ov->config_pbtxt) {
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "load files need a config parameter too");
+    } else if (ov && ov->n_files > 0) {
+        if (!(err = load_override_write(ov, &src->override_dir)) &&
+            !(src->model_dir = strdup(src->override_dir)))
+            err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+    } else {
+        err =
+            osp_repository_model_dir(server->repo_root, name, &src->model_dir);
+        if (err && ov && ov->config_pbtxt)
+            return err; /* no such model: as without an override */
+    }
+    if (!err && ov && ov->config_pbtxt) {
+        snprintf(src->path, sizeof src->path, "load request config of '%s'",
+                 name);
+        src->len = strlen(ov->config_pbtxt);
+        if (!(src->text = strdup(ov->config_pbtxt)))
+            err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+    } else if (!err) {
+        snprintf(src->path, sizeof src->path, "%s/config.pbtxt",
+                 src->model_dir);
+        src->text = read_text_file(src->path, &src->len, &err);
+    }
+    return err && ov ? osp_load_override_error(name, err) : err;
+}
+
 /* Loads every selected version of model `name` into new slots. Returns an
  * error only when nothing could be tried (bad name, config, versions);
  * per-version failures are recorded in the slots. */
 static osp_error *load_versions(osp_server *server, const char *name,
+                                const osp_load_override *ov,
                                 version_slot **slots_out, size_t *n_out) {
     osp_error *err = NULL;
-    char *model_dir = NULL, *text = NULL, path[PATH_MAX];
+    load_source src = {0};
     osp_model_config *cfg = NULL;
     int64_t *versions = NULL;
-    size_t n_versions = 0, len = 0;
+    size_t n_versions = 0;
     version_slot *slots = NULL;
 
     if ((err = osp_repository_check_name(name)))
         goto out;
-    if ((err = osp_repository_model_dir(server->repo_root, name, &model_dir)))
+    if ((err = load_source_open(server, name, ov, &src)))
         goto out;
-    snprintf(path, sizeof(path), "%s/config.pbtxt", model_dir);
-    if (!(text = read_text_file(path, &len, &err)))
+    if ((err = read_config(name, src.text, src.len, src.path, &cfg)) ||
+        (err = osp_repository_select_versions(
+             src.model_dir, &cfg->version_policy, &versions, &n_versions))) {
+        if (ov)
+            err = osp_load_override_error(name, err);
         goto out;
-    if ((err = read_config(model_dir, name, text, len, path, &cfg)))
-        goto out;
-    if ((err = osp_repository_select_versions(model_dir, &cfg->version_policy,
-                                              &versions, &n_versions)))
-        goto out;
+    }
     slots = calloc(n_versions, sizeof(*slots));
     if (!slots) {
         err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
@@ -204,12 +261,12 @@ static osp_error *load_versions(osp_server *server, const char *name,
         version_slot *slot = &slots[i];
         slot->version = versions[i];
         char vpath[PATH_MAX];
-        snprintf(vpath, sizeof(vpath), "%s/%lld", model_dir,
+        snprintf(vpath, sizeof(vpath), "%s/%lld", src.model_dir,
                  (long long)versions[i]);
         /* Each version owns its config: parse again (cheap, and keeps
          * versions independent). */
         osp_model_config *vcfg = NULL;
-        osp_error *verr = read_config(model_dir, name, text, len, path, &vcfg);
+        osp_error *verr = read_config(name, src.text, src.len, src.path, &vcfg);
         if (!verr)
             verr = model_load(vcfg, versions[i], vpath, server->strict_gpu,
                               &slot->model);
@@ -235,8 +292,7 @@ out:
     free(slots);
     free(versions);
     osp_model_config_free(cfg);
-    free(text);
-    free(model_dir);
+    load_source_free(&src);
     return err;
 }
 
@@ -263,10 +319,11 @@ static void unload_slots(osp_server *server, version_slot *slots, size_t n) {
  * loaded before old ones are unloaded. On failure the error is returned and
  * the model is left UNAVAILABLE with the reason, unless versions loaded
  * earlier are serving: those then stay as they were. */
-static osp_error *load_model_locked(osp_server *server, const char *name) {
+static osp_error *load_model_locked(osp_server *server, const char *name,
+                                    const osp_load_override *ov) {
     version_slot *slots = NULL, *old = NULL;
     size_t n = 0, n_old = 0;
-    osp_error *err = load_versions(server, name, &slots, &n);
+    osp_error *err = load_versions(server, name, ov, &slots, &n);
     bool any_ready = false;
     for (size_t i = 0; i < n; i++)
         any_ready |= slots[i].state == OSP_MODEL_STATE_READY;
@@ -339,7 +396,7 @@ static void load_all(osp_server *server) {
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        osp_error_free(load_model_locked(server, names[i]));
+        osp_error_free(load_model_locked(server, names[i], NULL));
         free(names[i]);
     }
     free(names);
@@ -377,7 +434,8 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
             if (strcmp(opts->load_models[i], "*") == 0)
                 load_all(server);
             else
-                osp_error_free(load_model_locked(server, opts->load_models[i]));
+                osp_error_free(
+                    load_model_locked(server, opts->load_models[i], NULL));
         }
     }
     pthread_mutex_unlock(&server->load_lock);
@@ -602,11 +660,16 @@ static osp_error *check_explicit(const osp_server *server) {
 }
 
 osp_error *osp_server_load_model(osp_server *server, const char *name) {
+    return osp_server_load_model_override(server, name, NULL);
+}
+
+osp_error *osp_server_load_model_override(osp_server *server, const char *name,
+                                          const osp_load_override *override) {
     osp_error *err = check_explicit(server);
     if (err)
         return err;
     pthread_mutex_lock(&server->load_lock);
-    err = load_model_locked(server, name);
+    err = load_model_locked(server, name, override);
     pthread_mutex_unlock(&server->load_lock);
     return err;
 }

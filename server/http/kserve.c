@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "json_util.h"
+#include "model_config_from_json.h"
 #include "osprey/log.h"
 
 #ifndef OSPREY_VERSION
@@ -72,12 +74,25 @@ typedef struct simple_ctx {
     char *action;
     int64_t version_num;
     osp_error *result; /* of the asynchronous work */
+    /* load: the body's "config" and "file:" parameters (all owned) */
+    osp_load_override override;
+    bool has_override;
 } simple_ctx;
+
+static void override_free(osp_load_override *ov) {
+    free((char *)ov->config_pbtxt);
+    for (size_t i = 0; i < ov->n_files; i++) {
+        free((char *)ov->files[i].path);
+        free((void *)ov->files[i].data);
+    }
+    free((osp_model_file *)ov->files);
+}
 
 static void simple_destroy(void *p) {
     simple_ctx *ctx = p;
     if (!ctx)
         return;
+    override_free(&ctx->override);
     free(ctx->model);
     free(ctx->version);
     free(ctx->repository);
@@ -346,9 +361,12 @@ out:
 static void *control_thread(void *p) {
     simple_ctx *ctx = p;
     osp_server *core = http_request_core(ctx->req);
-    ctx->result = strcmp(ctx->action, "load") == 0
-                      ? osp_server_load_model(core, ctx->model)
-                      : osp_server_unload_model(core, ctx->model);
+    ctx->result =
+        strcmp(ctx->action, "load") != 0
+            ? osp_server_unload_model(core, ctx->model)
+        : ctx->has_override
+            ? osp_server_load_model_override(core, ctx->model, &ctx->override)
+            : osp_server_load_model(core, ctx->model);
     http_request_resume(ctx->req);
     return NULL;
 }
@@ -362,8 +380,49 @@ static osp_error *control_done(http_request *req, simple_ctx *ctx) {
     return NULL;
 }
 
-/* Validates the optional body the way Triton does before acting. */
-static osp_error *control_check_body(http_request *req, bool load) {
+/* Takes one load parameter into ctx->override: "config" (ModelConfig JSON,
+ * rewritten as protobuf text) or "file:<path>" (base64 file contents).
+ * Others are ignored, as Triton does. */
+static osp_error *take_load_parameter(simple_ctx *ctx, const char *key,
+                                      const char *value, size_t len) {
+    osp_load_override *ov = &ctx->override;
+    if (strcmp(key, "config") == 0) {
+        char *pbtxt = NULL;
+        osp_error *err = model_config_json_to_pbtxt(value, len, &pbtxt);
+        if (err)
+            return osp_load_override_error(ctx->model, err);
+        free((char *)ov->config_pbtxt);
+        ov->config_pbtxt = pbtxt;
+        ctx->has_override = true;
+        return NULL;
+    }
+    if (strncmp(key, "file:", 5) != 0)
+        return NULL;
+    unsigned char *data = NULL;
+    size_t size = 0;
+    if (!base64_decode(value, len, &data, &size))
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "load parameter '%s' is not base64", key);
+    osp_model_file *files =
+        realloc((void *)ov->files, (ov->n_files + 1) * sizeof(*files));
+    char *path = strdup(key + 5);
+    if (!files || !path) {
+        free(data);
+        free(path);
+        if (files)
+            ov->files = files;
+        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    }
+    files[ov->n_files++] = (osp_model_file){path, data, size};
+    ov->files = files;
+    ctx->has_override = true;
+    return NULL;
+}
+
+/* Reads the optional body the way Triton does before acting: load takes
+ * its override parameters, unload checks 'unload_dependents'. */
+static osp_error *control_read_body(http_request *req, simple_ctx *ctx,
+                                    bool load) {
     struct json_object *root = NULL;
     osp_error *err = body_json(req, &root);
     if (err || !root)
@@ -373,18 +432,12 @@ static osp_error *control_check_body(http_request *req, bool load) {
         json_object_object_foreach(params, key, value) {
             if (load) {
                 const char *s;
-                err = json_as_string(value, &s, NULL);
+                size_t len;
+                err = json_as_string(value, &s, &len);
+                if (!err)
+                    err = take_load_parameter(ctx, key, s, len);
                 if (err)
                     break;
-                if (strcmp(key, "config") == 0 ||
-                    strncmp(key, "file:", 5) == 0) {
-                    err = osp_error_new(OSP_ERROR_UNSUPPORTED,
-                                        "load parameter '%s' is not supported: "
-                                        "Osprey loads models from the "
-                                        "repository only",
-                                        key);
-                    break;
-                }
             } else if (strcmp(key, "unload_dependents") == 0) {
                 bool b;
                 err = json_as_bool(value, &b);
@@ -405,7 +458,8 @@ static osp_error *repository_control(http_request *req, simple_ctx *ctx) {
         return osp_error_new(OSP_ERROR_UNSUPPORTED,
                              "'repository_name' specification is not "
                              "supported");
-    osp_error *err = control_check_body(req, strcmp(ctx->action, "load") == 0);
+    osp_error *err =
+        control_read_body(req, ctx, strcmp(ctx->action, "load") == 0);
     if (err)
         return err;
     ctx->resume = control_done;

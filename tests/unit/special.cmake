@@ -34,3 +34,9 @@ if(OSPREY_HAVE_CUDA)
   target_include_directories(test_range_pool PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
 endif()
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_range_pool)
+
+# The load API's override codecs live in the HTTP frontend.
+osprey_add_unit_test(test_load_override_codecs
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_load_override_codecs.cc)
+target_link_libraries(test_load_override_codecs PRIVATE osprey_http)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_load_override_codecs)

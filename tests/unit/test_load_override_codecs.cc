@@ -1,0 +1,143 @@
+// The load API's override codecs (server/http): base64 file contents and
+// the ModelConfig JSON -> protobuf text rewrite, checked through the config
+// parser that reads the result.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "base64.h"
+#include "model_config_from_json.h"
+#include "osprey/model_config.h"
+
+namespace {
+
+std::string Decode(const std::string &in, bool *ok) {
+    unsigned char *out = nullptr;
+    size_t n = 0;
+    *ok = base64_decode(in.data(), in.size(), &out, &n);
+    std::string s = *ok ? std::string(reinterpret_cast<char *>(out), n) : "";
+    free(out);
+    return s;
+}
+
+TEST(Base64, Rfc4648Vectors) {
+    const char *vectors[][2] = {{"", ""},
+                                {"Zg==", "f"},
+                                {"Zm8=", "fo"},
+                                {"Zm9v", "foo"},
+                                {"Zm9vYg==", "foob"},
+                                {"Zm9vYmE=", "fooba"},
+                                {"Zm9vYmFy", "foobar"},
+                                {"+/+/", "\xfb\xff\xbf"}};
+    for (auto &v : vectors) {
+        bool ok = false;
+        EXPECT_EQ(Decode(v[0], &ok), v[1]) << v[0];
+        EXPECT_TRUE(ok) << v[0];
+    }
+}
+
+TEST(Base64, RejectsMalformed) {
+    for (const char *bad : {"Zg=", "Zg", "Z===", "====", "Zg==Zg==", "Zm9v\n",
+                            "Zm-v", "Zm_v", "Z m9", "Zm9\x80"}) {
+        bool ok = true;
+        Decode(bad, &ok);
+        EXPECT_FALSE(ok) << bad;
+    }
+}
+
+struct ConfigDeleter {
+    void operator()(osp_model_config *c) const {
+        osp_model_config_free(c);
+    }
+};
+using ConfigPtr = std::unique_ptr<osp_model_config, ConfigDeleter>;
+
+// JSON -> text -> parsed config; fails the test on any error.
+ConfigPtr FromJson(const std::string &json) {
+    char *text = nullptr;
+    osp_error *err =
+        model_config_json_to_pbtxt(json.c_str(), json.size(), &text);
+    EXPECT_EQ(err, nullptr) << (err ? osp_error_message(err) : "");
+    osp_error_free(err);
+    if (!text)
+        return nullptr;
+    osp_model_config *cfg = nullptr;
+    err = osp_model_config_parse(text, strlen(text), "json", &cfg);
+    EXPECT_EQ(err, nullptr) << (err ? osp_error_message(err) : "") << "\n"
+                            << text;
+    osp_error_free(err);
+    free(text);
+    return ConfigPtr(cfg);
+}
+
+TEST(ConfigJson, ProtoNamesAndProtobufJsonForms) {
+    ConfigPtr c = FromJson(R"({
+        "name": "m", "backend": "identity", "maxBatchSize": 8,
+        "input": [{"name": "IN", "dataType": "TYPE_FP32", "dims": ["-1", 4]}],
+        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [-1, "4"],
+                    "label_filename": ""}],
+        "instance_group": [{"kind": "KIND_CPU", "count": 2}],
+        "dynamic_batching": {"preferredBatchSize": [2, 4],
+                             "maxQueueDelayMicroseconds": "100",
+                             "priorityLevels": "3",
+                             "defaultPriorityLevel": "2",
+                             "defaultQueuePolicy": {"timeoutAction": "DELAY",
+                                                    "maxQueueSize": "7"},
+                             "priorityQueuePolicy": {"1": {"maxQueueSize": 2}}},
+        "parameters": {"k\"ey": {"string_value": "v\u00e9\n"}},
+        "version_policy": {"specific": {"versions": ["1", 3]}},
+        "optimization": null, "batch_input": [], "cc_model_filenames": {}
+    })");
+    ASSERT_NE(c, nullptr);
+    EXPECT_STREQ(c->name, "m");
+    EXPECT_EQ(c->max_batch_size, 8);
+    ASSERT_EQ(c->n_inputs, 1u);
+    EXPECT_EQ(c->inputs[0].dtype, OSP_TYPE_FP32);
+    EXPECT_EQ(c->inputs[0].dims.rank, 2);
+    EXPECT_EQ(c->inputs[0].dims.dims[0], -1);
+    EXPECT_EQ(c->outputs[0].label_filename, nullptr);
+    EXPECT_EQ(c->instance_groups[0].count, 2);
+    const osp_dynamic_batching &db = c->dynamic_batching;
+    EXPECT_TRUE(db.enabled);
+    EXPECT_EQ(db.n_preferred_batch_sizes, 2u);
+    EXPECT_EQ(db.max_queue_delay_us, 100u);
+    EXPECT_EQ(db.priority_levels, 3u);
+    EXPECT_EQ(db.default_queue_policy.timeout_action, OSP_TIMEOUT_DELAY);
+    EXPECT_EQ(db.default_queue_policy.max_queue_size, 7u);
+    ASSERT_EQ(db.n_priority_queue_policies, 1u);
+    EXPECT_EQ(db.priority_queue_policies[0].level, 1u);
+    ASSERT_EQ(c->n_parameters, 1u);
+    EXPECT_STREQ(c->parameters[0].key, "k\"ey");
+    EXPECT_STREQ(c->parameters[0].value, "v\xc3\xa9\n");
+    EXPECT_EQ(c->version_policy.kind, OSP_VERSION_POLICY_SPECIFIC);
+}
+
+TEST(ConfigJson, EmptyObjectIsAnEmptyConfig) {
+    char *text = nullptr;
+    ASSERT_EQ(model_config_json_to_pbtxt("{}", 2, &text), nullptr);
+    EXPECT_STREQ(text, "");
+    free(text);
+}
+
+TEST(ConfigJson, RejectsWhatIsNotAConfig) {
+    std::string deep = std::string(100, '[') + std::string(100, ']');
+    std::string deep_obj;
+    for (int i = 0; i < 70; i++)
+        deep_obj += "{\"a\":";
+    deep_obj += "1" + std::string(70, '}');
+    for (const std::string &bad :
+         {std::string("{"), std::string("[]"), std::string("1"),
+          std::string(R"({"input": [[1]]})"),
+          std::string(R"({"dims": [null]})"), deep, deep_obj}) {
+        char *text = nullptr;
+        osp_error *err =
+            model_config_json_to_pbtxt(bad.c_str(), bad.size(), &text);
+        EXPECT_NE(err, nullptr) << bad;
+        osp_error_free(err);
+        free(text);
+    }
+}
+
+} // namespace
