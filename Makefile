@@ -30,8 +30,9 @@ test: deps venv build
 
 # The leak check: an AddressSanitizer + LeakSanitizer build of the server
 # driven by a short mix of the integration tests (tritonclient flows and the
-# malformed-request cases, without the 64 MiB bodies, load overrides, and
-# the models on fake GPUs when the CUDA toolkit is there); the harness fails a test whose
+# malformed-request cases, without the 64 MiB bodies, load overrides,
+# classification, and the models on fake GPUs when the CUDA toolkit is
+# there); the harness fails a test whose
 # server log holds any sanitizer report or whose exit is not 0.
 leakcheck: deps venv
 	cmake -S . -B $(BUILD)-asan -DOSPREY_SANITIZE=ON $(CMAKE_ARGS)
@@ -40,7 +41,8 @@ leakcheck: deps venv
 	OSPREY_BIN=$(BUILD)-asan/osprey OSPREY_TIMEOUT_SCALE=3 \
 	  $(VENV)/bin/python -m pytest -q -m "not large" \
 	  tests/integration/test_http_tritonclient.py tests/integration/test_http_protocol.py \
-	  tests/integration/test_fake_gpu.py tests/integration/test_load_override.py
+	  tests/integration/test_fake_gpu.py tests/integration/test_load_override.py \
+	  tests/integration/test_classification.py
 
 # Installs Debian packages only when one is missing (needs root, as on a
 # fresh Debian 12 machine).

@@ -57,6 +57,9 @@ typedef struct osp_infer_request {
     bool raw_input;
     char **outputs; /* requested output names; none = all */
     size_t n_outputs;
+    /* Per outputs[i]: how many top classes to return instead of the values
+     * (Triton's classification extension); 0 = the values. */
+    uint32_t *output_class_counts;
     uint64_t priority;         /* 0 = the model's default level */
     uint64_t timeout_us;       /* 0 = the model's default */
     osp_parameter *parameters; /* custom request parameters */
@@ -90,6 +93,11 @@ osp_error *osp_infer_request_set_raw_input(osp_infer_request *req,
  * "output '<name>' already exists in request". */
 osp_error *osp_infer_request_add_output(osp_infer_request *req,
                                         const char *name);
+/* Same, returning the output's top `class_count` classes instead of its
+ * values (0: the values). */
+osp_error *osp_infer_request_add_output_classified(osp_infer_request *req,
+                                                   const char *name,
+                                                   uint32_t class_count);
 /* Appends a custom parameter (key and string copied). */
 osp_error *osp_infer_request_add_parameter(osp_infer_request *req,
                                            const osp_parameter *param);

@@ -38,6 +38,7 @@ void osp_infer_request_free(osp_infer_request *req) {
     for (size_t i = 0; i < req->n_outputs; i++)
         free(req->outputs[i]);
     free(req->outputs);
+    free(req->output_class_counts);
     parameters_free(req->parameters, req->n_parameters);
     free(req->model_name);
     free(req->id);
@@ -104,16 +105,26 @@ osp_error *osp_infer_request_set_raw_input(osp_infer_request *req,
 
 osp_error *osp_infer_request_add_output(osp_infer_request *req,
                                         const char *name) {
+    return osp_infer_request_add_output_classified(req, name, 0);
+}
+
+osp_error *osp_infer_request_add_output_classified(osp_infer_request *req,
+                                                   const char *name,
+                                                   uint32_t class_count) {
     for (size_t i = 0; i < req->n_outputs; i++)
         if (strcmp(req->outputs[i], name) == 0)
             return osp_error_new(OSP_ERROR_INVALID_ARG,
                                  "output '%s' already exists in request", name);
     char *copy = strdup(name);
-    if (!copy || !grow((void **)&req->outputs, req->n_outputs,
-                       sizeof(req->outputs[0]))) {
+    if (!copy ||
+        !grow((void **)&req->outputs, req->n_outputs,
+              sizeof(req->outputs[0])) ||
+        !grow((void **)&req->output_class_counts, req->n_outputs,
+              sizeof(req->output_class_counts[0]))) {
         free(copy);
         return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
     }
+    req->output_class_counts[req->n_outputs] = class_count;
     req->outputs[req->n_outputs++] = copy;
     return NULL;
 }

@@ -266,6 +266,28 @@ static osp_error *scatter_output(model_instance *inst, batch_state *bs,
     return err;
 }
 
+/* Replaces the outputs that p's request asked to classify (Triton's
+ * classification extension) by their top classes, after the trace saw the
+ * backend's values. An error is for this request alone. */
+static osp_error *classify_outputs(const osp_model *model,
+                                   const pending_request *p,
+                                   osp_infer_response *resp) {
+    const osp_infer_request *req = p->req;
+    if (!resp || req->n_outputs == 0) /* none listed: none classified */
+        return NULL;
+    for (size_t k = 0; k < resp->n_outputs; k++) {
+        uint32_t count = req->output_class_counts[k];
+        if (count == 0)
+            continue;
+        osp_error *err = classification_apply(
+            &resp->outputs[k], model->config->max_batch_size > 0, count,
+            &model->output_labels[p->response_outputs[k]]);
+        if (err)
+            return err;
+    }
+    return NULL;
+}
+
 /* Sets every request's compute stamps from the instance's marks: the host
  * clock at the start plus device-measured intervals (on a GPU these come
  * from CUDA events on the stream; on the CPU device from the host clock).
@@ -422,8 +444,15 @@ out:
                                      (uint64_t)wall.tv_sec * 1000u +
                                          (uint64_t)wall.tv_nsec / 1000000u);
         trace_report_backend_tensors(inst, batch, n, bs.inputs, resps);
-        for (size_t r = 0; r < n; r++)
-            request_finish(batch[r], resps[r]);
+        for (size_t r = 0; r < n; r++) {
+            osp_error *cls = classify_outputs(model, batch[r], resps[r]);
+            if (cls) {
+                osp_infer_response_free(resps[r]);
+                pending_request_fail(batch[r], cls);
+            } else {
+                request_finish(batch[r], resps[r]);
+            }
+        }
     }
     for (size_t o = 0; staged && o < n_out; o++)
         if (staged[o] != bs.output_buffers[o])

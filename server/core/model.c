@@ -2,6 +2,7 @@
  * A loaded model version: backend state, instances placed on devices, and
  * the scheduler queue its instance workers take requests from.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,35 @@ void osp_model_unref(osp_model *model) {
     batcher_destroy(&model->batcher);
     model_stats_destroy(&model->stats);
     osp_model_config_free(model->config);
+    for (size_t i = 0; i < model->n_output_labels; i++)
+        class_labels_free(&model->output_labels[i]);
+    free(model->output_labels);
     free(model->version_path);
     free(model);
+}
+
+/* Reads every output's label_filename, a file in the model's folder (the
+ * parent of the version folder). */
+static osp_error *load_labels(osp_model *model) {
+    const osp_model_config *cfg = model->config;
+    model->output_labels = calloc(cfg->n_outputs + 1, sizeof(class_labels));
+    if (!model->output_labels)
+        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+    model->n_output_labels = cfg->n_outputs;
+    const char *slash = strrchr(model->version_path, '/');
+    int dir_len = slash ? (int)(slash - model->version_path) : 1;
+    const char *dir = slash ? model->version_path : ".";
+    for (size_t i = 0; i < cfg->n_outputs; i++) {
+        if (!cfg->outputs[i].label_filename)
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%.*s/%s", dir_len, dir,
+                 cfg->outputs[i].label_filename);
+        osp_error *err = class_labels_load(path, &model->output_labels[i]);
+        if (err)
+            return osp_error_wrap(err, "output '%s'", cfg->outputs[i].name);
+    }
+    return NULL;
 }
 
 const osp_model_config *osp_model_get_config(const osp_model *model) {
@@ -398,6 +426,8 @@ osp_error *model_load(osp_model_config *config, int64_t version,
         err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
         goto out;
     }
+    if ((err = load_labels(model)))
+        goto out;
     model->backend = osp_backend_find(config->backend);
     if (!model->backend) {
         err = osp_error_new(OSP_ERROR_INVALID_ARG,

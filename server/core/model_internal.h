@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "batcher.h"
+#include "classification.h"
 #include "osprey/backend.h"
 #include "osprey/server.h"
 #include "stats.h"
@@ -80,6 +81,9 @@ struct osp_model {
     char *version_path;
     const osp_backend *backend;
     void *backend_model;
+    /* Per config output: labels from its label_filename (classification). */
+    class_labels *output_labels;
+    size_t n_output_labels;
     model_instance *instances;
     size_t n_instances;
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "classification.h"
 #include "osprey/memory.h"
 
 /* Triton's LogRequest() prefix. */
@@ -273,6 +274,9 @@ osp_error *request_validate(const osp_model_config *config,
                                  "unexpected inference output '%s' for model "
                                  "'%s'",
                                  req->outputs[i], config->name);
+        if (req->output_class_counts[i] > 0 &&
+            (err = classification_check_dtype(config->outputs[idx].dtype)))
+            return err;
         p->output_requested[idx] = true;
         p->response_outputs[p->n_response_outputs++] = (size_t)idx;
     }

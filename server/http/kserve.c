@@ -15,6 +15,7 @@
 #endif
 
 const char *const kserve_extensions[] = {
+    "classification",
     "model_repository",
     "model_configuration",
     "binary_tensor_data",

@@ -545,18 +545,14 @@ static osp_error *parse_output(infer_ctx *ctx, struct json_object *out) {
     const char *name;
     if ((err = json_member_string(out, "name", &name, NULL)))
         return osp_error_wrap(err, "Unable to parse 'name'");
-    if ((err = osp_infer_request_add_output(ctx->request, name)))
+    uint64_t class_count = 0;
+    if (has_cls && (err = json_as_uint(cls, &class_count)))
+        return osp_error_wrap(err, "Unable to set 'classification'");
+    if (class_count > UINT32_MAX) /* more than any output has elements */
+        class_count = UINT32_MAX;
+    if ((err = osp_infer_request_add_output_classified(ctx->request, name,
+                                                       (uint32_t)class_count)))
         return err;
-    if (has_cls) {
-        uint64_t k;
-        if ((err = json_as_uint(cls, &k)))
-            return osp_error_wrap(err, "Unable to set 'classification'");
-        if (k > 0)
-            return osp_error_new(OSP_ERROR_UNSUPPORTED,
-                                 "output '%s': classification is not "
-                                 "supported",
-                                 name);
-    }
     if (has_shm)
         return osp_error_new(OSP_ERROR_UNSUPPORTED,
                              "output '%s': shared memory is not supported",
