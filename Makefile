@@ -42,7 +42,7 @@ leakcheck: deps venv
 	  $(VENV)/bin/python -m pytest -q -m "not large" \
 	  tests/integration/test_http_tritonclient.py tests/integration/test_http_protocol.py \
 	  tests/integration/test_fake_gpu.py tests/integration/test_load_override.py \
-	  tests/integration/test_classification.py
+	  tests/integration/test_classification.py tests/integration/test_logging.py
 
 # Installs Debian packages only when one is missing (needs root, as on a
 # fresh Debian 12 machine).

@@ -66,6 +66,11 @@ static void usage(FILE *f) {
            "                                    repeatable\n"
            "  --log-verbose=N                   verbose logging level "
            "(default 0)\n"
+           "  --log-info, --log-warning, --log-error=BOOL\n"
+           "                                    print records of that level "
+           "(default true)\n"
+           "  --log-format=default|ISO8601      record prefix (default "
+           "default)\n"
            "  --strict-gpu[=true|false]         fail models that ask for a "
            "GPU when none is present\n"
            "  --pinned-memory-pool-byte-size=N  pinned host memory pool "
@@ -165,6 +170,10 @@ static void parse_flags(int argc, char **argv, flags *f) {
                                             "model-control-mode",
                                             "load-model",
                                             "log-verbose",
+                                            "log-info",
+                                            "log-warning",
+                                            "log-error",
+                                            "log-format",
                                             "pinned-memory-pool-byte-size",
                                             "cuda-memory-pool-byte-size",
                                             "trace-config",
@@ -228,6 +237,23 @@ static void parse_flags(int argc, char **argv, flags *f) {
             if (!parse_ll(value, &v) || v < 0 || v > INT_MAX)
                 bad_value(name, value);
             f->log_verbose = v;
+        } else if (strcmp(name, "log-info") == 0 ||
+                   strcmp(name, "log-warning") == 0 ||
+                   strcmp(name, "log-error") == 0) {
+            bool on;
+            if (!parse_bool(value, &on))
+                bad_value(name, value);
+            osp_log_set_enabled(name[4] == 'i'   ? OSP_LOG_INFO
+                                : name[4] == 'w' ? OSP_LOG_WARNING
+                                                 : OSP_LOG_ERROR,
+                                on);
+        } else if (strcmp(name, "log-format") == 0) {
+            if (strcmp(value, "default") == 0)
+                osp_log_set_format(OSP_LOG_FORMAT_DEFAULT);
+            else if (strcmp(value, "ISO8601") == 0)
+                osp_log_set_format(OSP_LOG_FORMAT_ISO8601);
+            else
+                bad_value(name, value);
         } else if (strcmp(name, "pinned-memory-pool-byte-size") == 0) {
             if (!parse_ll(value, &v) || v < 0)
                 bad_value(name, value);

@@ -22,6 +22,7 @@ const char *const kserve_extensions[] = {
     "parameters",
     "statistics",
     "trace",
+    "logging",
     NULL,
 };
 
@@ -635,6 +636,10 @@ bool kserve_route(http_request *req, void *surface_ctx) {
     if (strcmp(path, "/v2/models/stats") == 0) {
         if (method_is(req, HTTP_METHOD_GET))
             claim(req, model_stats, NULL, 0, NULL, 0);
+        return true;
+    }
+    if (strcmp(path, "/v2/logging") == 0) {
+        kserve_logging_route(req);
         return true;
     }
     if (route_model(req, path))

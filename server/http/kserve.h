@@ -37,6 +37,9 @@ void kserve_infer_route(http_request *req, const char *name,
  * bytes) is borrowed. Claims the request. */
 void kserve_trace_route(http_request *req, const char *model, size_t model_len);
 
+/* GET/POST /v2/logging (kserve_logging.c). Claims the request. */
+void kserve_logging_route(http_request *req);
+
 /* Replies to a statistics request for `model` ("" = every model) and
  * `version` ("" = every ready version) with Triton's JSON, or returns the
  * error (kserve_stats.c). Both strings borrowed. */

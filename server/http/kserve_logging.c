@@ -1,0 +1,106 @@
+/*
+ * GET/POST /v2/logging: Triton's logging extension. POST applies the
+ * given settings in Triton's order (log_file refused, then log_info,
+ * log_warning, log_error, log_verbose_level, log_format; an error stops
+ * there, with the earlier ones applied, as in Triton) and both answer with
+ * the settings now in force. Osprey logs to stderr only, so log_file is "".
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_util.h"
+#include "kserve.h"
+#include "osprey/log.h"
+
+static osp_error *apply_bool(struct json_object *root, const char *key,
+                             osp_log_level level) {
+    struct json_object *v;
+    if (!json_find(root, key, &v) || !v)
+        return NULL;
+    bool on;
+    osp_error *err = json_as_bool(v, &on);
+    if (!err)
+        osp_log_set_enabled(level, on);
+    return err;
+}
+
+static osp_error *apply_update(http_request *req) {
+    size_t len;
+    const char *body = http_request_body(req, &len);
+    struct json_object *root = NULL, *v;
+    osp_error *err = json_parse_body(body ? body : "", body ? len : 0, &root);
+    if (err)
+        return err;
+    if (json_find(root, "log_file", &v) && v) {
+        err = osp_error_new(OSP_ERROR_UNSUPPORTED,
+                            "log file location can not be updated through "
+                            "network protocol");
+        goto out;
+    }
+    if ((err = apply_bool(root, "log_info", OSP_LOG_INFO)) ||
+        (err = apply_bool(root, "log_warning", OSP_LOG_WARNING)) ||
+        (err = apply_bool(root, "log_error", OSP_LOG_ERROR)))
+        goto out;
+    if (json_find(root, "log_verbose_level", &v) && v) {
+        uint64_t level;
+        if ((err = json_as_uint(v, &level)))
+            goto out;
+        osp_log_set_verbose((int)level); /* Triton's int32 cast */
+    }
+    if (json_find(root, "log_format", &v) && v) {
+        const char *format;
+        if ((err = json_as_string(v, &format, NULL)))
+            goto out;
+        if (strcmp(format, "ISO8601") == 0)
+            osp_log_set_format(OSP_LOG_FORMAT_ISO8601);
+        else if (strcmp(format, "default") == 0)
+            osp_log_set_format(OSP_LOG_FORMAT_DEFAULT);
+        else
+            err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                                "invalid argument for --log_format, got: %s",
+                                format);
+    }
+out:
+    json_free(root);
+    return err;
+}
+
+static osp_error *logging_on_complete(http_request *req) {
+    osp_error *err;
+    if (http_request_method(req) == HTTP_METHOD_POST &&
+        (err = apply_update(req)))
+        return err;
+    jbuf b;
+    jbuf_init(&b);
+    jbuf_printf(
+        &b,
+        "{\"log_file\":\"\",\"log_info\":%s,\"log_warning\":%s,"
+        "\"log_error\":%s,\"log_verbose_level\":%d,"
+        "\"log_format\":\"%s\"}",
+        osp_log_enabled(OSP_LOG_INFO) ? "true" : "false",
+        osp_log_enabled(OSP_LOG_WARNING) ? "true" : "false",
+        osp_log_enabled(OSP_LOG_ERROR) ? "true" : "false", osp_log_verbose(),
+        osp_log_get_format() == OSP_LOG_FORMAT_ISO8601 ? "ISO8601" : "default");
+    size_t len;
+    char *body = jbuf_take(&b, &len);
+    if (!body)
+        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    http_reply(req, 200, "application/json", body, len);
+    return NULL;
+}
+
+static const http_handler logging_handler = {
+    .on_body = NULL, /* POST bodies are buffered (bounded by the limit) */
+    .on_complete = logging_on_complete,
+    .destroy = NULL,
+    .decode_body = false,
+};
+
+void kserve_logging_route(http_request *req) {
+    http_method m = http_request_method(req);
+    if (m != HTTP_METHOD_GET && m != HTTP_METHOD_POST) {
+        http_reply_error_status(req, 405, "Method Not Allowed");
+        return;
+    }
+    http_request_set_handler(req, &logging_handler, NULL);
+}
