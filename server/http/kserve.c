@@ -17,6 +17,8 @@
 const char *const kserve_extensions[] = {
     "classification",
     "model_repository",
+    "model_repository(unload_dependents)", /* accepted; no ensembles */
+    "schedule_policy", /* request priority and timeout parameters */
     "model_configuration",
     "binary_tensor_data",
     "parameters",

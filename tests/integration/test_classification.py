@@ -68,8 +68,13 @@ def infer(client, model, x, dtype, k, binary=True):
     return client.infer(model, [i], outputs=[out]).as_numpy(name)
 
 
-def test_server_metadata_lists_classification_first(server):
-    assert requests.get(server.url + "/v2").json()["extensions"][0] == "classification"
+def test_server_metadata_extensions_in_tritons_order(server):
+    """Triton's list (protocol reference §1) less what Osprey lacks:
+    sequence, system_shared_memory and cuda_shared_memory."""
+    assert requests.get(server.url + "/v2").json()["extensions"] == [
+        "classification", "model_repository", "model_repository(unload_dependents)",
+        "schedule_policy", "model_configuration", "binary_tensor_data", "parameters",
+        "statistics", "trace", "logging"]
 
 
 @pytest.mark.parametrize("binary", [True, False])
