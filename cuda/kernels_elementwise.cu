@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "activation_rules.h"
 #include "kernels.h"
 #include "kernels_launch.cuh"
 
@@ -81,33 +82,12 @@ extern "C" cudaError_t osp_cuda_launch_binary(cudaStream_t stream,
 
 /* ---- bias + activation ------------------------------------------------- */
 
-__device__ float activate(osp_activation act, float x) {
-    switch (act) {
-    case OSP_ACTIVATION_RELU:
-        return x > 0.0f ? x : 0.0f;
-    case OSP_ACTIVATION_SIGMOID:
-        return 1.0f / (1.0f + expf(-x));
-    case OSP_ACTIVATION_TANH:
-        return tanhf(x);
-    case OSP_ACTIVATION_GELU: {
-        /* 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3),
-         * written as x / (1 + exp(-2u)): the same function, without the
-         * cancellation in 1 + tanh(u) for negative x. */
-        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-        float u = k * (x + 0.044715f * x * x * x);
-        return x / (1.0f + expf(-2.0f * u));
-    }
-    default:
-        return x;
-    }
-}
-
 __global__ void bias_activation_kernel(float *x, const float *bias,
                                        size_t count, size_t cols,
                                        osp_activation act) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
          i += (size_t)gridDim.x * blockDim.x)
-        x[i] = activate(act, x[i] + (bias != NULL ? bias[i % cols] : 0.0f));
+        x[i] = osp_activate(act, x[i] + (bias != NULL ? bias[i % cols] : 0.0f));
 }
 
 extern "C" cudaError_t

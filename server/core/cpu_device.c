@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "activation_rules.h"
 #include "device_internal.h"
 #include "half.h"
 #include "osprey/error.h"
@@ -197,28 +198,6 @@ static osp_error *cpu_binary(osp_device *dev, void *stream, osp_binary_op op,
     }
 }
 
-static float activate(osp_activation act, float x) {
-    switch (act) {
-    case OSP_ACTIVATION_NONE:
-        return x;
-    case OSP_ACTIVATION_RELU:
-        return x > 0.0f ? x : 0.0f;
-    case OSP_ACTIVATION_SIGMOID:
-        return 1.0f / (1.0f + expf(-x));
-    case OSP_ACTIVATION_TANH:
-        return tanhf(x);
-    case OSP_ACTIVATION_GELU: {
-        /* 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3),
-         * written as x / (1 + exp(-2u)): the same function, without the
-         * cancellation in 1 + tanh(u) for negative x. */
-        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-        float u = k * (x + 0.044715f * x * x * x);
-        return x / (1.0f + expf(-2.0f * u));
-    }
-    }
-    return x;
-}
-
 static osp_error *cpu_bias_activation(osp_device *dev, void *stream, float *x,
                                       const float *bias, int64_t rows,
                                       int64_t cols, osp_activation act) {
@@ -227,7 +206,8 @@ static osp_error *cpu_bias_activation(osp_device *dev, void *stream, float *x,
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * cols;
         for (int64_t c = 0; c < cols; c++)
-            row[c] = activate(act, row[c] + (bias != NULL ? bias[c] : 0.0f));
+            row[c] =
+                osp_activate(act, row[c] + (bias != NULL ? bias[c] : 0.0f));
     }
     return NULL;
 }

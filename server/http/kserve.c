@@ -30,14 +30,13 @@ const char *const kserve_extensions[] = {
 
 /* ---- helpers ---- */
 
-static void reply_json(http_request *req, jbuf *b) {
+osp_error *kserve_reply_json(http_request *req, jbuf *b) {
     size_t len;
     char *body = jbuf_take(b, &len);
-    if (!body) {
-        http_reply_error_status(req, 503, "out of memory");
-        return;
-    }
+    if (!body)
+        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
     http_reply(req, 200, "application/json", body, len);
+    return NULL;
 }
 
 static bool method_is(http_request *req, http_method m) {
@@ -181,8 +180,7 @@ static osp_error *server_metadata(http_request *req, simple_ctx *ctx) {
         jbuf_json_cstr(&b, kserve_extensions[i]);
     }
     jbuf_puts(&b, "]}");
-    reply_json(req, &b);
-    return NULL;
+    return kserve_reply_json(req, &b);
 }
 
 /* ---- models ---- */
@@ -270,7 +268,7 @@ static osp_error *model_metadata(http_request *req, simple_ctx *ctx) {
     jbuf_puts(&b, ",\"outputs\":");
     write_io(&b, cfg->outputs, cfg->n_outputs, cfg->max_batch_size > 0);
     jbuf_putc(&b, '}');
-    reply_json(req, &b);
+    err = kserve_reply_json(req, &b);
 out:
     free(versions);
     osp_model_unref(model);
@@ -285,9 +283,9 @@ static osp_error *model_config(http_request *req, simple_ctx *ctx) {
     jbuf b;
     jbuf_init(&b);
     model_config_to_json(osp_model_get_config(model), &b);
-    reply_json(req, &b);
+    err = kserve_reply_json(req, &b);
     osp_model_unref(model);
-    return NULL;
+    return err;
 }
 
 /* GET /v2/models/stats (ctx->model "") and .../{m}[/versions/{v}]/stats. */
@@ -352,7 +350,7 @@ static osp_error *repository_index(http_request *req, simple_ctx *ctx) {
         jbuf_putc(&b, '}');
     }
     jbuf_putc(&b, ']');
-    reply_json(req, &b);
+    err = kserve_reply_json(req, &b);
 out:
     osp_repository_index_free(entries, n);
     json_free(root);

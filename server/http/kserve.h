@@ -12,6 +12,12 @@
 
 #include "http_server.h"
 
+struct jbuf;
+
+/* Replies 200 with the JSON in b (taken over), or returns UNAVAILABLE
+ * "out of memory" for the caller's error reply. */
+osp_error *kserve_reply_json(http_request *req, struct jbuf *b);
+
 /* The surface to list in http_server_options; its context is unused. */
 bool kserve_route(http_request *req, void *surface_ctx);
 
@@ -49,5 +55,4 @@ osp_error *kserve_stats_reply(http_request *req, const char *model,
 /* Appends the model configuration as protobuf JSON (model_config_json.c).
  * A loaded model's instance groups are the placed ones (kind, count, gpus
  * as chosen by the loader). */
-struct jbuf;
 void model_config_to_json(const osp_model_config *config, struct jbuf *b);

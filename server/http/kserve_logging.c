@@ -81,12 +81,7 @@ static osp_error *logging_on_complete(http_request *req) {
         osp_log_enabled(OSP_LOG_WARNING) ? "true" : "false",
         osp_log_enabled(OSP_LOG_ERROR) ? "true" : "false", osp_log_verbose(),
         osp_log_get_format() == OSP_LOG_FORMAT_ISO8601 ? "ISO8601" : "default");
-    size_t len;
-    char *body = jbuf_take(&b, &len);
-    if (!body)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
-    http_reply(req, 200, "application/json", body, len);
-    return NULL;
+    return kserve_reply_json(req, &b);
 }
 
 static const http_handler logging_handler = {

@@ -80,10 +80,5 @@ osp_error *kserve_stats_reply(http_request *req, const char *model,
     }
     jbuf_puts(&b, "]}");
     osp_model_stats_free(stats, n);
-    size_t len;
-    char *body = jbuf_take(&b, &len);
-    if (!body)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
-    http_reply(req, 200, "application/json", body, len);
-    return NULL;
+    return kserve_reply_json(req, &b);
 }

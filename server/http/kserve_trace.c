@@ -234,12 +234,7 @@ static osp_error *trace_on_complete(http_request *req) {
     jbuf_puts(&b, ",\"trace_mode\":");
     jbuf_json_cstr(&b, s.mode);
     jbuf_putc(&b, '}');
-    size_t len;
-    char *body = jbuf_take(&b, &len);
-    if (!body)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
-    http_reply(req, 200, "application/json", body, len);
-    return NULL;
+    return kserve_reply_json(req, &b);
 }
 
 static const http_handler trace_handler = {
