@@ -357,7 +357,7 @@ static enum MHD_Result queue_reply(http_request *req) {
 
 /* ---- body ---- */
 
-static osp_error *json_size_error(uint64_t n, size_t max) {
+osp_error *http_json_size_error(uint64_t n, size_t max) {
     return osp_error_new(OSP_ERROR_INVALID_ARG,
                          "request JSON size of %llu bytes exceeds the maximum "
                          "allowed input size of %zu bytes. Use "
@@ -469,7 +469,8 @@ static bool complete_request(http_request *req) {
         return false;
     if (req->body_too_large) {
         http_request_fail(
-            req, json_size_error(req->body_bytes, req->server->max_input_size));
+            req,
+            http_json_size_error(req->body_bytes, req->server->max_input_size));
         return false;
     }
     osp_error *err = req->handler->on_complete(req);

@@ -138,6 +138,9 @@ void http_reply(http_request *req, unsigned status, const char *content_type,
                 char *body, size_t len);
 /* {"error":"<message>"} with the status of the error code; frees err. */
 void http_reply_error(http_request *req, osp_error *err);
+/* Triton's 400 for a JSON body of n bytes over the --http-max-input-size
+ * limit `max`. */
+osp_error *http_json_size_error(uint64_t n, size_t max);
 /* {"error":"<message>"} with an explicit status. */
 void http_reply_error_status(http_request *req, unsigned status,
                              const char *message);

@@ -177,14 +177,6 @@ static osp_error *ihcl_range_error(const infer_ctx *ctx,
                          (unsigned long long)content_length, ctx->ihcl_text);
 }
 
-static osp_error *json_size_error(uint64_t n, size_t max) {
-    return osp_error_new(OSP_ERROR_INVALID_ARG,
-                         "request JSON size of %llu bytes exceeds the maximum "
-                         "allowed input size of %zu bytes. Use "
-                         "--http-max-input-size to increase the limit.",
-                         (unsigned long long)n, max);
-}
-
 static osp_error *raw_size_error(uint64_t n, size_t max) {
     return osp_error_new(OSP_ERROR_INVALID_ARG,
                          "Raw input has a byte_size (%llu bytes) that exceeds "
@@ -802,8 +794,8 @@ static osp_error *infer_on_complete(http_request *http) {
             return err;
     } else {
         if (ctx->json_too_large)
-            return json_size_error(ctx->has_ihcl ? ctx->ihcl : body,
-                                   ctx->max_input);
+            return http_json_size_error(ctx->has_ihcl ? ctx->ihcl : body,
+                                        ctx->max_input);
         if (!ctx->header_parsed) {
             if (ctx->has_ihcl && ctx->header.len < ctx->ihcl)
                 return osp_error_new(
