@@ -53,59 +53,63 @@ static osp_error *check_model(http_request *req, const char *model) {
                          "Request for unknown model : %s", model);
 }
 
-/* "trace_rate" and "log_frequency": a JSON string read with std::stoi into
- * a uint32 (so "-5" wraps, as in Triton). */
-static osp_error *parse_uint32_member(struct json_object *root, const char *key,
-                                      osp_trace_change *change, uint32_t *out) {
+/* Member `key` as Triton reads these settings: absent changes nothing,
+ * null clears (*change), otherwise a JSON string read with std::stoi, whose
+ * out-of-range message names `range`. *n and *text are set, and *got is
+ * true, only when a number was read; the caller checks and stores it. */
+static osp_error *stoi_member(struct json_object *root, const char *key,
+                              const char *range, osp_trace_change *change,
+                              bool *got, long long *n, const char **text) {
     struct json_object *v;
+    *got = false;
     if (!json_find(root, key, &v))
         return NULL;
     if (!v) {
         *change = OSP_TRACE_CLEAR;
         return NULL;
     }
-    const char *s;
-    osp_error *err = json_as_string(v, &s, NULL);
+    osp_error *err = json_as_string(v, text, NULL);
     if (err)
         return err;
-    long long n;
-    int why = kserve_parse_stoi(s, &n);
+    int why = kserve_parse_stoi(*text, n);
     if (why == 1)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "Unable to parse '%s', got: %s", key, s);
+                             "Unable to parse '%s', got: %s", key, *text);
     if (why == 2)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "Unable to parse '%s', value is out of range [ "
-                             "0, 4294967295 ], got: %s",
-                             key, s);
-    *out = (uint32_t)(int32_t)n;
-    *change = OSP_TRACE_SET;
+                             "%s ], got: %s",
+                             key, range, *text);
+    *got = true;
     return NULL;
 }
 
+/* "trace_rate" and "log_frequency": std::stoi into a uint32 (so "-5"
+ * wraps, as in Triton). */
+static osp_error *parse_uint32_member(struct json_object *root, const char *key,
+                                      osp_trace_change *change, uint32_t *out) {
+    bool got;
+    long long n;
+    const char *s;
+    osp_error *err =
+        stoi_member(root, key, "0, 4294967295", change, &got, &n, &s);
+    if (!err && got) {
+        *out = (uint32_t)(int32_t)n;
+        *change = OSP_TRACE_SET;
+    }
+    return err;
+}
+
+/* "trace_count": -1 (no limit) or more. */
 static osp_error *parse_count_member(struct json_object *root,
                                      osp_trace_update *u) {
-    struct json_object *v;
-    if (!json_find(root, "trace_count", &v))
-        return NULL;
-    if (!v) {
-        u->count_change = OSP_TRACE_CLEAR;
-        return NULL;
-    }
-    const char *s;
-    osp_error *err = json_as_string(v, &s, NULL);
-    if (err)
-        return err;
+    bool got;
     long long n;
-    int why = kserve_parse_stoi(s, &n);
-    if (why == 1)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "Unable to parse 'trace_count', got: %s", s);
-    if (why == 2)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "Unable to parse 'trace_count', value is out of "
-                             "range [ -1, 2147483647 ], got: %s",
-                             s);
+    const char *s;
+    osp_error *err = stoi_member(root, "trace_count", "-1, 2147483647",
+                                 &u->count_change, &got, &n, &s);
+    if (err || !got)
+        return err;
     if (n < -1)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "Unable to parse 'trace_count'. Expecting value "
