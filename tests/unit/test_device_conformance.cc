@@ -147,60 +147,41 @@ size_t ByteSize(osp_datatype dt) {
     return osp_datatype_byte_size(dt);
 }
 
+// Element i of an array of T (unaligned bytes).
+template <typename T> T Load(const unsigned char *p, size_t i) {
+    T v;
+    memcpy(&v, p + sizeof(T) * i, sizeof(T));
+    return v;
+}
+
 // Element i of a typed array as a double (exact for all but huge int64s).
 double ValueAt(osp_datatype dt, const unsigned char *p, size_t i) {
     switch (dt) {
     case OSP_TYPE_BOOL:
     case OSP_TYPE_UINT8:
         return p[i];
-    case OSP_TYPE_UINT16: {
-        uint16_t v;
-        memcpy(&v, p + 2 * i, 2);
-        return v;
-    }
-    case OSP_TYPE_UINT32: {
-        uint32_t v;
-        memcpy(&v, p + 4 * i, 4);
-        return v;
-    }
-    case OSP_TYPE_UINT64: {
-        uint64_t v;
-        memcpy(&v, p + 8 * i, 8);
-        return (double)v;
-    }
+    case OSP_TYPE_UINT16:
+        return Load<uint16_t>(p, i);
+    case OSP_TYPE_UINT32:
+        return Load<uint32_t>(p, i);
+    case OSP_TYPE_UINT64:
+        return (double)Load<uint64_t>(p, i);
     case OSP_TYPE_INT8:
         return (int8_t)p[i];
-    case OSP_TYPE_INT16: {
-        int16_t v;
-        memcpy(&v, p + 2 * i, 2);
-        return v;
-    }
-    case OSP_TYPE_INT32: {
-        int32_t v;
-        memcpy(&v, p + 4 * i, 4);
-        return v;
-    }
-    case OSP_TYPE_INT64: {
-        int64_t v;
-        memcpy(&v, p + 8 * i, 8);
-        return (double)v;
-    }
+    case OSP_TYPE_INT16:
+        return Load<int16_t>(p, i);
+    case OSP_TYPE_INT32:
+        return Load<int32_t>(p, i);
+    case OSP_TYPE_INT64:
+        return (double)Load<int64_t>(p, i);
     case OSP_TYPE_FP16:
-    case OSP_TYPE_BF16: {
-        uint16_t v;
-        memcpy(&v, p + 2 * i, 2);
-        return dt == OSP_TYPE_FP16 ? osp_fp16_to_fp32(v) : osp_bf16_to_fp32(v);
-    }
-    case OSP_TYPE_FP32: {
-        float v;
-        memcpy(&v, p + 4 * i, 4);
-        return v;
-    }
-    case OSP_TYPE_FP64: {
-        double v;
-        memcpy(&v, p + 8 * i, 8);
-        return v;
-    }
+        return osp_fp16_to_fp32(Load<uint16_t>(p, i));
+    case OSP_TYPE_BF16:
+        return osp_bf16_to_fp32(Load<uint16_t>(p, i));
+    case OSP_TYPE_FP32:
+        return Load<float>(p, i);
+    case OSP_TYPE_FP64:
+        return Load<double>(p, i);
     default:
         return 0;
     }
