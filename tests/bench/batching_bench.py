@@ -28,7 +28,6 @@ import math
 import os
 import random
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -37,29 +36,12 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from http_bench import Server, median_run, wait_ready  # noqa: E402
+from safetensors_file import write_safetensors  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 # ---- the model repository ------------------------------------------------------------
-
-
-def write_safetensors(path, tensors):
-    """tensors: [(name, shape, array('f'))], written as F32."""
-    header, blobs, offset = {}, [], 0
-    for name, shape, values in tensors:
-        data = values.tobytes()
-        header[name] = {"dtype": "F32", "shape": list(shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
 
 
 def random_mlp(sizes, seed):

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -29,34 +28,20 @@ import urllib.request
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from safetensors_file import write_safetensors  # noqa: E402
+
 LAYERS = [4096, 4096, 4096, 1000]
-
-
-def write_safetensors(path, tensors):
-    """tensors: name -> float32 array; written as the safetensors format."""
-    header, offset, blobs = {}, 0, []
-    for name, arr in tensors.items():
-        data = np.ascontiguousarray(arr, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
 
 
 def make_repository(root, gpu_kind):
     rng = np.random.default_rng(1234)
-    tensors = {}
+    tensors = []
     for i, (n_in, n_out) in enumerate(zip(LAYERS, LAYERS[1:])):
         scale = 1.0 / np.sqrt(n_in)
-        tensors[f"layers.{i}.weight"] = rng.uniform(-scale, scale, (n_out, n_in)).astype(np.float32)
-        tensors[f"layers.{i}.bias"] = rng.uniform(-scale, scale, (n_out,)).astype(np.float32)
+        w = rng.uniform(-scale, scale, (n_out, n_in)).astype("<f4")
+        b = rng.uniform(-scale, scale, (n_out,)).astype("<f4")
+        tensors += [(f"layers.{i}.weight", w.shape, w), (f"layers.{i}.bias", b.shape, b)]
     for name, kind in (("dense_gpu", gpu_kind), ("dense_cpu", "KIND_CPU")):
         os.makedirs(os.path.join(root, name, "1"))
         write_safetensors(os.path.join(root, name, "1", "model.safetensors"), tensors)
