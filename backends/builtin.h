@@ -1,7 +1,6 @@
 /*
  * The backends compiled into Osprey. Each is a static table defined in its
- * own folder and looked up by name through osp_backend_find()
- * (backends/registry.c).
+ * own folder and listed in backends.c.
  */
 #pragma once
 

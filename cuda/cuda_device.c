@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cuda_check.h"
+#include "cuda_provider.h"
 #include "cuda_internal.h"
 #include "kernels.h"
 #include "osprey/log.h"
@@ -536,8 +537,8 @@ static osp_error *cuda_device_create(int ordinal, size_t pool_bytes,
     return NULL;
 }
 
-osp_error *osp_cuda_devices_create(const osp_device_options *opts,
-                                   osp_device **out, int cap, int *count) {
+static osp_error *cuda_devices_create(const osp_device_options *opts,
+                                      osp_device **out, int cap, int *count) {
     *count = 0;
     int n = 0;
     cudaError_t st = cudaGetDeviceCount(&n);
@@ -588,7 +589,7 @@ osp_error *osp_cuda_devices_create(const osp_device_options *opts,
     return NULL;
 }
 
-void osp_cuda_devices_destroy(osp_device **devices, int count) {
+static void cuda_devices_destroy(osp_device **devices, int count) {
     if (count <= 0)
         return;
     cuda_pinned_pool *pinned = cuda_device_of(devices[0])->pinned;
@@ -598,3 +599,9 @@ void osp_cuda_devices_destroy(osp_device **devices, int count) {
     }
     pinned_pool_free(pinned);
 }
+
+const osp_device_provider osp_cuda_device_provider = {
+    .name = "cuda",
+    .create = cuda_devices_create,
+    .destroy = cuda_devices_destroy,
+};

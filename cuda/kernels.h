@@ -1,7 +1,7 @@
 /*
  * Launchers for the kernels in kernels_*.cu. Each enqueues its kernel on
  * `stream` and returns cudaGetLastError() (wrap it in OSP_CUDA_CHECK).
- * Arguments were validated by the dispatcher (server/core/device.c); the
+ * Arguments were validated by the dispatcher (server/device/device.c); the
  * launchers only handle shapes the dispatcher lets through.
  */
 #pragma once
@@ -30,7 +30,7 @@ cudaError_t osp_cuda_launch_softmax_rows(cudaStream_t stream, const float *x,
                                          float *out, int64_t rows,
                                          int64_t cols);
 
-/* Same rules as the CPU device's cast (server/core/cpu_device.c). */
+/* Same rules as the CPU device's cast (server/device/cpu_device.c). */
 cudaError_t osp_cuda_launch_cast(cudaStream_t stream, const void *src,
                                  osp_datatype src_dtype, void *dst,
                                  osp_datatype dst_dtype, size_t n);

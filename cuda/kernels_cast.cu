@@ -1,6 +1,6 @@
 /*
  * Casts between every numeric datatype, with the rules of
- * server/core/cast_rules.h, shared with the CPU device: float -> integer
+ * server/device/cast_rules.h, shared with the CPU device: float -> integer
  * truncates toward zero and saturates (NaN -> 0), integer -> integer wraps,
  * float -> FP16/BF16 goes through FP32 rounding to nearest even, anything
  * -> BOOL is x != 0.

@@ -14,12 +14,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends.h"
 #include "http_server.h"
 #include "kserve.h"
 #include "metrics.h"
 #include "osprey/log.h"
 #include "osprey/server.h"
 #include "osprey/trace.h"
+#ifdef OSPREY_HAVE_CUDA
+#include "cuda_provider.h"
+#endif
 
 #define DRAIN_TIMEOUT_MS 30000
 
@@ -347,6 +351,14 @@ int main(int argc, char **argv) {
     opts.n_load_models = f.n_load_models;
     opts.strict_gpu = f.strict_gpu;
     opts.devices = f.devices;
+    opts.backends = backends_builtin;
+    opts.n_backends = backends_builtin_count;
+#ifdef OSPREY_HAVE_CUDA
+    static const osp_device_provider *const providers[] = {
+        &osp_cuda_device_provider};
+    opts.devices.providers = providers;
+    opts.devices.n_providers = 1;
+#endif
 
     /* After the signal mask: the tracer starts its writer thread. */
     osp_tracer *tracer = NULL;

@@ -78,9 +78,6 @@ typedef struct osp_backend {
     osp_error *(*execute)(void *instance, osp_execute_ctx *ctx);
 } osp_backend;
 
-/* The built-in backend named `name`, or NULL. */
-const osp_backend *osp_backend_find(const char *name);
-
 #ifdef __cplusplus
 }
 #endif

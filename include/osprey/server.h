@@ -38,13 +38,19 @@ typedef enum osp_model_state {
 /* "READY", "UNAVAILABLE", "LOADING", "UNLOADING"; "" for UNKNOWN. */
 const char *osp_model_state_name(osp_model_state state);
 
+struct osp_backend;
+
 typedef struct osp_server_options {
     const char *model_repository; /* borrowed during osp_server_new */
+    /* The backends models may name (`backend:` in config.pbtxt), looked up
+     * by name. Borrowed for the server's lifetime (static tables). */
+    const struct osp_backend *const *backends;
+    size_t n_backends;
     osp_model_control_mode control_mode;
     const char *const *load_models; /* explicit mode: names, or "*" */
     size_t n_load_models;
     bool strict_gpu; /* KIND_GPU without a GPU fails */
-    osp_device_options devices;
+    osp_device_options devices; /* device providers included */
 } osp_server_options;
 
 void osp_server_options_init(osp_server_options *opts);

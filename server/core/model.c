@@ -403,9 +403,9 @@ static void stop_instances(osp_model *model) {
     model->backend_model = NULL;
 }
 
-osp_error *model_load(osp_model_config *config, int64_t version,
-                      const char *version_path, bool strict_gpu,
-                      osp_model **out) {
+osp_error *model_load(osp_model_config *config, const osp_backend *backend,
+                      int64_t version, const char *version_path,
+                      bool strict_gpu, osp_model **out) {
     osp_error *err = NULL;
     osp_model *model = calloc(1, sizeof(*model));
     if (!model)
@@ -428,14 +428,7 @@ osp_error *model_load(osp_model_config *config, int64_t version,
     }
     if ((err = load_labels(model)))
         goto out;
-    model->backend = osp_backend_find(config->backend);
-    if (!model->backend) {
-        err = osp_error_new(OSP_ERROR_INVALID_ARG,
-                            "unknown backend '%s' (built in: identity, "
-                            "add_sub, dense)",
-                            config->backend);
-        goto out;
-    }
+    model->backend = backend;
     if ((err = model->backend->model_new(config, version_path,
                                          &model->backend_model)))
         goto out;

@@ -102,12 +102,13 @@ struct osp_model {
     model_stats stats;
 };
 
-/* Loads version `version` of the model whose config is `config` (borrowed;
- * copied by reparsing is not needed: the model takes ownership on success).
- * Creates instances per instance_group and starts their workers. */
-osp_error *model_load(osp_model_config *config, int64_t version,
-                      const char *version_path, bool strict_gpu,
-                      osp_model **out);
+/* Loads version `version` of the model whose config is `config` (the model
+ * takes ownership on success; the caller keeps it on failure) with
+ * `backend` (borrowed, a static table). Creates instances per
+ * instance_group and starts their workers. */
+osp_error *model_load(osp_model_config *config, const osp_backend *backend,
+                      int64_t version, const char *version_path,
+                      bool strict_gpu, osp_model **out);
 /* Stops accepting work, lets workers finish everything queued, frees the
  * instances and backend state, and drops the loader's reference. */
 void model_unload(osp_model *model);

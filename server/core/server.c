@@ -38,6 +38,8 @@ typedef struct model_entry {
 
 struct osp_server {
     char *repo_root;
+    const osp_backend *const *backends; /* borrowed from the options */
+    size_t n_backends;
     osp_model_control_mode control_mode;
     bool strict_gpu;
     pthread_mutex_t lock;
@@ -46,6 +48,28 @@ struct osp_server {
     size_t n_entries;
     atomic_bool shutting_down;
 };
+
+/* The registered backend named `name` (borrowed), or INVALID_ARG naming
+ * the registered ones. */
+static osp_error *find_backend(const osp_server *server, const char *name,
+                               const osp_backend **out) {
+    char names[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < server->n_backends; i++) {
+        const osp_backend *b = server->backends[i];
+        if (strcmp(b->name, name) == 0) {
+            *out = b;
+            return NULL;
+        }
+        int n = snprintf(names + used, sizeof names - used, "%s%s",
+                         i ? ", " : "", b->name);
+        if (n > 0 && (size_t)n < sizeof names - used)
+            used += (size_t)n;
+    }
+    return osp_error_new(OSP_ERROR_INVALID_ARG,
+                         "unknown backend '%s' (registered: %s)", name,
+                         server->n_backends ? names : "none");
+}
 
 const char *osp_model_state_name(osp_model_state state) {
     switch (state) {
@@ -267,9 +291,12 @@ static osp_error *load_versions(osp_server *server, const char *name,
          * versions independent). */
         osp_model_config *vcfg = NULL;
         osp_error *verr = read_config(name, src.text, src.len, src.path, &vcfg);
+        const osp_backend *backend = NULL;
         if (!verr)
-            verr = model_load(vcfg, versions[i], vpath, server->strict_gpu,
-                              &slot->model);
+            verr = find_backend(server, vcfg->backend, &backend);
+        if (!verr)
+            verr = model_load(vcfg, backend, versions[i], vpath,
+                              server->strict_gpu, &slot->model);
         if (verr) {
             osp_model_config_free(vcfg);
             slot->state = OSP_MODEL_STATE_UNAVAILABLE;
@@ -420,6 +447,8 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
         free(server);
         return err;
     }
+    server->backends = opts->backends;
+    server->n_backends = opts->n_backends;
     server->control_mode = opts->control_mode;
     server->strict_gpu = opts->strict_gpu;
     pthread_mutex_init(&server->lock, NULL);

@@ -1,7 +1,7 @@
 /*
  * A ModelConfig in protobuf JSON (the load API's "config" parameter, often
  * what GET .../config returned, edited) rewritten as protobuf text, so
- * that one parser (server/core/model_config.c) reads every config and
+ * that one parser (server/core/config/model_config.c) reads every config and
  * gives the same errors. What protobuf's JSON mapping changes is undone:
  *  - lowerCamelCase field names become proto names (maxBatchSize);
  *  - map fields become repeated { key value } entries;

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "osprey/device.h"
+#include "cuda_provider.h"
 #include "osprey/device_impl.h"
 
 /* Prints the error and exits: benchmarks are programs, main may exit. */
@@ -31,6 +32,10 @@ static inline osp_device *bench_gpu0(size_t pinned_bytes) {
     osp_device_options opts;
     osp_device_options_init(&opts);
     opts.pinned_pool_bytes = pinned_bytes;
+    static const osp_device_provider *const providers[] = {
+        &osp_cuda_device_provider};
+    opts.providers = providers;
+    opts.n_providers = 1;
     BENCH_CHECK(osp_devices_init(&opts));
     if (osp_device_cuda_count() == 0) {
         fprintf(stderr, "no CUDA GPU found\n");

@@ -10,6 +10,10 @@ osprey_add_unit_test(test_device_conformance_cuda
   LABELS gpu)
 target_compile_definitions(test_device_conformance_cuda PRIVATE
   OSPREY_TEST_CUDA_ONLY=1)
+if(OSPREY_HAVE_CUDA)
+  target_link_libraries(test_device_conformance PRIVATE osprey_cuda)
+  target_link_libraries(test_device_conformance_cuda PRIVATE osprey_cuda)
+endif()
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS
   test_device_conformance test_device_conformance_cuda)
 
@@ -31,7 +35,7 @@ list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_device_conformance_fakecuda)
 if(OSPREY_HAVE_CUDA)
   osprey_add_unit_test(test_range_pool
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_range_pool.cc)
-  target_include_directories(test_range_pool PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
+  target_link_libraries(test_range_pool PRIVATE osprey_cuda)
 endif()
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_range_pool)
 

@@ -1,4 +1,4 @@
-// The dynamic batcher (server/core/batcher.h) driven by a fake clock:
+// The dynamic batcher (server/core/scheduling/batcher.h) driven by a fake clock:
 // delays, preferred sizes, priority levels, queue policies (size limit,
 // REJECT and DELAY timeouts), shape compatibility and response ordering.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Top-k classification of an output (server/core/classification.c).
+// Top-k classification of an output (server/core/requests/classification.c).
 #include <gtest/gtest.h>
 
 #include <cmath>

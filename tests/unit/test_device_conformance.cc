@@ -34,6 +34,9 @@
 #include "osprey/datatype.h"
 #include "osprey/device.h"
 #include "osprey/device_impl.h"
+#ifdef OSPREY_HAVE_CUDA
+#include "cuda_provider.h"
+#endif
 
 namespace {
 
@@ -49,6 +52,12 @@ void InitDevicesOnce() {
         osp_device_options_init(&opts);
         opts.pinned_pool_bytes = kPinnedPoolBytes;
         opts.cuda_pool_bytes_default = kCudaPoolBytes;
+#ifdef OSPREY_HAVE_CUDA
+        static const osp_device_provider *const providers[] = {
+            &osp_cuda_device_provider};
+        opts.providers = providers;
+        opts.n_providers = 1;
+#endif
         osp_error *err = osp_devices_init(&opts);
         if (err != nullptr) {
             fprintf(stderr, "osp_devices_init: %s\n", osp_error_message(err));

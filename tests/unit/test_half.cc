@@ -1,4 +1,4 @@
-// server/core/half.h: FP16 and BF16 conversions, checked against known
+// server/common/half.h: FP16 and BF16 conversions, checked against known
 // encodings, exhaustively on every 16-bit pattern, and against a
 // brute-force nearest-value search on random floats.
 #include <gtest/gtest.h>

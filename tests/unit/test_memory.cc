@@ -1,4 +1,4 @@
-// server/core/memory.c: host buffers and wrapped buffers.
+// server/common/memory.c: host buffers and wrapped buffers.
 #include <gtest/gtest.h>
 
 #include <cstdint>

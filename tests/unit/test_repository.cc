@@ -1,4 +1,4 @@
-// The model repository on disk (server/core/repository.h): names, model
+// The model repository on disk (server/core/config/repository.h): names, model
 // listing, model folders and version selection, including symlinks that
 // try to leave the repository.
 #include <gtest/gtest.h>

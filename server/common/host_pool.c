@@ -13,10 +13,11 @@
  * is always safe (it just skips the cache).
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "device_internal.h"
+#include "host_memory.h"
 
 #define POOL_MIN_SHIFT 16 /* 64 KiB: smallest pooled class */
 #define POOL_MAX_SHIFT 34 /* 16 GiB: larger blocks are not pooled */

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "device_internal.h"
+#include "host_memory.h"
 #include "osprey/memory.h"
 
 /* Header and bytes in one allocation: the header takes the first aligned

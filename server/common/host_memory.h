@@ -1,13 +1,14 @@
 /*
- * Pieces of the device layer shared inside server/core: the CPU device
- * (cpu_device.c) and the aligned host allocator (memory.c) that both the
- * dispatcher (device.c) and the CPU device use.
+ * Aligned host memory with a cache of large blocks (host_pool.c): the
+ * allocator behind osp_buffer_new_host (memory.c) and the CPU device.
  */
 #pragma once
 
 #include <stddef.h>
 
-#include "osprey/device_impl.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Alignment of every host allocation Osprey makes (a cache line, and enough
  * for any SIMD load). */
@@ -21,5 +22,6 @@
 void *osp_host_alloc_aligned(size_t size);
 void osp_host_free_aligned(void *ptr, size_t size);
 
-/* The process-wide CPU device (a static object; never NULL, never freed). */
-osp_device *osp_cpu_device_get(void);
+#ifdef __cplusplus
+}
+#endif

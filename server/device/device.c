@@ -18,7 +18,8 @@
 #include "osprey/device_impl.h"
 #include "osprey/error.h"
 
-#define MAX_CUDA_DEVICES 16
+#define MAX_GPU_DEVICES 16
+#define MAX_PROVIDERS 4
 
 struct osp_stream {
     osp_device *device;
@@ -34,6 +35,13 @@ struct osp_event {
 
 /* ---- discovery --------------------------------------------------------- */
 
+/* The devices one provider created: gpu[first .. first + count). */
+typedef struct provider_devices {
+    const osp_device_provider *provider;
+    int first;
+    int count;
+} provider_devices;
+
 /* Discovery runs once; its outcome is kept so that later calls return the
  * same result (a copy of the first error, since callers own errors). */
 static struct {
@@ -41,8 +49,11 @@ static struct {
     bool initialized;
     osp_error_code init_code; /* OSP_ERROR_UNKNOWN when init succeeded */
     char init_message[256];
-    osp_device *cuda[MAX_CUDA_DEVICES];
-    int cuda_count;
+    osp_device *gpu[MAX_GPU_DEVICES];
+    int gpu_count;
+    /* which provider made which devices, to give them back */
+    provider_devices owners[MAX_PROVIDERS];
+    size_t n_owners;
 } devices = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void osp_device_options_init(osp_device_options *opts) {
@@ -68,21 +79,23 @@ osp_error *osp_devices_init(const osp_device_options *opts) {
     }
     devices.initialized = true;
     devices.init_code = OSP_ERROR_UNKNOWN;
-    devices.cuda_count = 0;
+    devices.gpu_count = 0;
     (void)osp_cpu_device_get(); /* fills in the CPU's info */
-#ifdef OSPREY_HAVE_CUDA
-    int count = 0;
-    err = osp_cuda_devices_create(opts, devices.cuda, MAX_CUDA_DEVICES, &count);
-    if (err != NULL) {
-        devices.init_code = osp_error_get_code(err);
-        snprintf(devices.init_message, sizeof devices.init_message, "%s",
-                 osp_error_message(err));
-        goto out;
+    for (size_t p = 0; p < opts->n_providers && p < MAX_PROVIDERS; p++) {
+        const osp_device_provider *provider = opts->providers[p];
+        int count = 0;
+        err = provider->create(opts, devices.gpu + devices.gpu_count,
+                               MAX_GPU_DEVICES - devices.gpu_count, &count);
+        if (err != NULL) {
+            devices.init_code = osp_error_get_code(err);
+            snprintf(devices.init_message, sizeof devices.init_message, "%s",
+                     osp_error_message(err));
+            break;
+        }
+        devices.owners[devices.n_owners++] = (provider_devices){
+            provider, devices.gpu_count, count};
+        devices.gpu_count += count;
     }
-    devices.cuda_count = count;
-#else
-    (void)opts;
-#endif
 out:
     pthread_mutex_unlock(&devices.lock);
     return err;
@@ -90,12 +103,14 @@ out:
 
 void osp_devices_shutdown(void) {
     pthread_mutex_lock(&devices.lock);
-#ifdef OSPREY_HAVE_CUDA
-    if (devices.cuda_count > 0)
-        osp_cuda_devices_destroy(devices.cuda, devices.cuda_count);
-#endif
-    memset(devices.cuda, 0, sizeof devices.cuda);
-    devices.cuda_count = 0;
+    for (size_t i = devices.n_owners; i-- > 0;) {
+        provider_devices *o = &devices.owners[i];
+        if (o->count > 0)
+            o->provider->destroy(devices.gpu + o->first, o->count);
+    }
+    memset(devices.gpu, 0, sizeof devices.gpu);
+    devices.gpu_count = 0;
+    devices.n_owners = 0;
     devices.initialized = false;
     pthread_mutex_unlock(&devices.lock);
 }
@@ -106,7 +121,7 @@ osp_device *osp_device_cpu(void) {
 
 int osp_device_cuda_count(void) {
     pthread_mutex_lock(&devices.lock);
-    int count = devices.cuda_count;
+    int count = devices.gpu_count;
     pthread_mutex_unlock(&devices.lock);
     return count;
 }
@@ -117,9 +132,9 @@ osp_error *osp_device_cuda_get(int index, osp_device **out) {
                              "osp_device_cuda_get: out is NULL");
     osp_device *dev = NULL;
     pthread_mutex_lock(&devices.lock);
-    int count = devices.cuda_count;
+    int count = devices.gpu_count;
     if (index >= 0 && index < count)
-        dev = devices.cuda[index];
+        dev = devices.gpu[index];
     pthread_mutex_unlock(&devices.lock);
     if (dev == NULL)
         return osp_error_new(OSP_ERROR_NOT_FOUND,
