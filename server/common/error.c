@@ -1,4 +1,4 @@
-/* osp_error: a code and a heap-allocated message. */
+/* osp_error: a code, a reason and a heap-allocated message. */
 #include "osprey/error.h"
 
 #include <stdarg.h>
@@ -8,15 +8,17 @@
 
 struct osp_error {
     osp_error_code code;
+    osp_error_reason reason;
     char *message;
 };
 
 /* Returned when even the error cannot be allocated; never freed. */
-static osp_error out_of_memory_error = {OSP_ERROR_INTERNAL,
+static osp_error out_of_memory_error = {OSP_ERROR_INTERNAL, OSP_REASON_NONE,
                                         (char *)"out of memory"};
 
-static osp_error *error_new_va(osp_error_code code, const char *prefix,
-                               const char *fmt, va_list ap) {
+static osp_error *error_new_va(osp_error_code code, osp_error_reason reason,
+                               const char *prefix, const char *fmt,
+                               va_list ap) {
     va_list ap2;
     va_copy(ap2, ap);
     int body = vsnprintf(NULL, 0, fmt, ap2);
@@ -35,6 +37,7 @@ static osp_error *error_new_va(osp_error_code code, const char *prefix,
         memcpy(msg, prefix, plen);
     vsnprintf(msg + plen, (size_t)body + 1, fmt, ap);
     err->code = code;
+    err->reason = reason;
     err->message = msg;
     return err;
 }
@@ -42,7 +45,16 @@ static osp_error *error_new_va(osp_error_code code, const char *prefix,
 osp_error *osp_error_new(osp_error_code code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    osp_error *err = error_new_va(code, NULL, fmt, ap);
+    osp_error *err = error_new_va(code, OSP_REASON_NONE, NULL, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+osp_error *osp_error_new_reason(osp_error_code code, osp_error_reason reason,
+                                const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    osp_error *err = error_new_va(code, reason, NULL, fmt, ap);
     va_end(ap);
     return err;
 }
@@ -51,11 +63,12 @@ osp_error *osp_error_wrap(osp_error *inner, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     /* "<prefix>: <inner>": format the prefix, then append. */
-    osp_error *prefix = error_new_va(osp_error_get_code(inner), NULL, fmt, ap);
+    osp_error *prefix =
+        error_new_va(osp_error_get_code(inner), OSP_REASON_NONE, NULL, fmt, ap);
     va_end(ap);
-    osp_error *err =
-        osp_error_new(osp_error_get_code(inner), "%s: %s",
-                      osp_error_message(prefix), osp_error_message(inner));
+    osp_error *err = osp_error_new_reason(
+        osp_error_get_code(inner), osp_error_get_reason(inner), "%s: %s",
+        osp_error_message(prefix), osp_error_message(inner));
     osp_error_free(prefix);
     osp_error_free(inner);
     return err;
@@ -70,6 +83,10 @@ void osp_error_free(osp_error *err) {
 
 osp_error_code osp_error_get_code(const osp_error *err) {
     return err ? err->code : OSP_ERROR_UNKNOWN;
+}
+
+osp_error_reason osp_error_get_reason(const osp_error *err) {
+    return err ? err->reason : OSP_REASON_NONE;
 }
 
 const char *osp_error_message(const osp_error *err) {

@@ -10,6 +10,7 @@
 
 #include "model_internal.h"
 #include "osprey/log.h"
+#include "request_validate.h"
 
 uint64_t osp_now_ns(void) {
     struct timespec ts;
@@ -123,7 +124,8 @@ static void fail_expired(batcher_entry *expired) {
         expired = expired->next;
         p->failure_reason = OSP_FAILURE_REJECTED;
         pending_request_fail(
-            p, osp_error_new(OSP_ERROR_UNAVAILABLE, "Request timeout expired"));
+            p, osp_error_new_reason(OSP_ERROR_UNAVAILABLE, OSP_REASON_TIMEOUT,
+                                    "Request timeout expired"));
     }
 }
 
@@ -194,10 +196,11 @@ osp_error *model_enqueue(osp_model *model, pending_request *p) {
     if (model->stopping) {
         pthread_mutex_unlock(&model->lock);
         pending_request_free(p);
-        return osp_error_new(OSP_ERROR_UNAVAILABLE,
-                             "Request for unknown model: '%s' is not at ready "
-                             "state",
-                             model->config->name);
+        return osp_error_new_reason(OSP_ERROR_UNAVAILABLE,
+                                    OSP_REASON_MODEL_NOT_READY,
+                                    "Request for unknown model: '%s' is not "
+                                    "at ready state",
+                                    model->config->name);
     }
     uint64_t now = osp_now_ns();
     p->times.queue_start = now;
@@ -212,37 +215,11 @@ osp_error *model_enqueue(osp_model *model, pending_request *p) {
     pthread_mutex_unlock(&model->lock);
     if (err) {
         /* Triton prefixes the queue's refusal with the request id. */
-        osp_error *out =
-            osp_error_new(osp_error_get_code(err), "[request id: %s] %s",
-                          p->req->id[0] ? p->req->id : OSP_REQUEST_ID_UNKNOWN,
-                          osp_error_message(err));
-        osp_error_free(err);
+        err = request_error(p->req, err);
         pending_request_free(p);
-        return out;
+        return err;
     }
     return NULL;
-}
-
-void model_deliver(pending_request *p, osp_infer_response *resp) {
-    if (!p->ordered) {
-        p->complete(resp, p->user);
-        pending_request_free(p);
-        return;
-    }
-    /* Callbacks run under order_lock so that two threads releasing
-     * consecutive requests cannot overtake each other. */
-    osp_model *model = model_ref(p->model);
-    pthread_mutex_lock(&model->order_lock);
-    p->held_response = resp;
-    batcher_entry *ready = reorder_push(&model->reorder, &p->entry);
-    while (ready) {
-        pending_request *q = ready->owner;
-        ready = ready->next;
-        q->complete(q->held_response, q->user);
-        pending_request_free(q);
-    }
-    pthread_mutex_unlock(&model->order_lock);
-    osp_model_unref(model);
 }
 
 void model_flush(osp_model *model) {

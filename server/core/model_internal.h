@@ -12,49 +12,10 @@
 #include "classification.h"
 #include "osprey/backend.h"
 #include "osprey/server.h"
+#include "pending_request.h"
 #include "stats.h"
 
 typedef struct model_instance model_instance;
-
-/* Monotonic timestamps (ns) of one request's stages, as Triton's
- * statistics and trace extensions name them; 0 = not reached. A request
- * that ran in a batch carries the batch's compute stamps. */
-typedef struct request_times {
-    uint64_t request_start;        /* accepted by osp_server_infer_async */
-    uint64_t queue_start;          /* entered the model's queue */
-    uint64_t compute_start;        /* its batch started on an instance */
-    uint64_t compute_input_end;    /* inputs are on the device */
-    uint64_t compute_output_start; /* the backend's work is done */
-    uint64_t compute_end;          /* outputs are back in host memory */
-} request_times;
-
-/* A validated request waiting in (or taken from) a model's queue. Owns its
- * request; holds a reference on its model. */
-typedef struct pending_request {
-    osp_infer_request *req;
-    osp_infer_complete_fn complete;
-    void *user;
-    osp_model *model;
-    int64_t batch_size; /* request's batch dim; 0 if the model doesn't batch */
-    int *input_map;     /* config input i -> req->inputs index, or -1 */
-    bool *output_requested;   /* per config output */
-    size_t *response_outputs; /* config output indices in response order */
-    size_t n_response_outputs;
-    request_times times;
-    struct pending_request *next;
-    batcher_entry entry; /* its place in the model's queue */
-    bool ordered;        /* delivered in queue order (preserve_ordering) */
-    osp_infer_response *held_response; /* finished, waiting for its turn */
-    osp_failure_reason failure_reason; /* statistics label if it fails */
-} pending_request;
-
-/* Frees a pending request and everything it owns, releasing its model
- * reference. Does not call its completion callback. */
-void pending_request_free(pending_request *p);
-
-/* Completes `p` with `err` (ownership moves) as an error response, then
- * frees it. */
-void pending_request_fail(pending_request *p, osp_error *err);
 
 struct model_instance {
     osp_model *model; /* borrowed: the model owns its instances */
@@ -123,12 +84,6 @@ osp_error *model_enqueue(osp_model *model, pending_request *p);
  * Consumes the array's entries. */
 void instance_execute_batch(model_instance *inst, pending_request **batch,
                             size_t n);
-
-/* Ends p with resp (ownership of both moves): the frontend's callback
- * gets the response, in queue order when the model preserves ordering
- * (then possibly later, from the thread finishing an earlier request), and
- * p is freed. Statistics are recorded by the caller (request_finish). */
-void model_deliver(pending_request *p, osp_infer_response *resp);
 
 /* From now on queued requests run as soon as an instance is free, without
  * waiting for a batch to fill (server shutdown). */

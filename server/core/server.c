@@ -532,6 +532,14 @@ bool osp_server_is_ready(const osp_server *server) {
     return ready;
 }
 
+/* Triton's NOT_FOUND for a model name the repository does not have. */
+static osp_error *unknown_model_error(const char *name) {
+    return osp_error_new_reason(OSP_ERROR_NOT_FOUND,
+                                OSP_REASON_MODEL_NOT_FOUND,
+                                "Request for unknown model: '%s' is not found",
+                                name);
+}
+
 /* ---- model lookup
  * ---------------------------------------------------------------- */
 
@@ -542,32 +550,33 @@ osp_error *osp_server_model_get(osp_server *server, const char *name,
     model_entry *e = find_entry(server, name);
     version_slot *pick = NULL;
     if (!e) {
-        err =
-            osp_error_new(OSP_ERROR_NOT_FOUND,
-                          "Request for unknown model: '%s' is not found", name);
+        err = unknown_model_error(name);
     } else if (version < 0) {
         for (size_t i = 0; i < e->n_versions; i++)
             if (e->versions[i].state == OSP_MODEL_STATE_READY)
                 pick = &e->versions[i];
         if (!pick)
-            err = osp_error_new(OSP_ERROR_NOT_FOUND,
-                                "Request for unknown model: '%s' has no "
-                                "available versions",
-                                name);
+            err = osp_error_new_reason(OSP_ERROR_NOT_FOUND,
+                                       OSP_REASON_MODEL_NOT_READY,
+                                       "Request for unknown model: '%s' has "
+                                       "no available versions",
+                                       name);
     } else {
         for (size_t i = 0; i < e->n_versions; i++)
             if (e->versions[i].version == version)
                 pick = &e->versions[i];
         if (!pick)
-            err = osp_error_new(OSP_ERROR_NOT_FOUND,
-                                "Request for unknown model: '%s' version "
-                                "%lld is not found",
-                                name, (long long)version);
+            err = osp_error_new_reason(OSP_ERROR_NOT_FOUND,
+                                       OSP_REASON_VERSION_NOT_FOUND,
+                                       "Request for unknown model: '%s' "
+                                       "version %lld is not found",
+                                       name, (long long)version);
         else if (pick->state != OSP_MODEL_STATE_READY)
-            err = osp_error_new(OSP_ERROR_UNAVAILABLE,
-                                "Request for unknown model: '%s' version "
-                                "%lld is not at ready state",
-                                name, (long long)version);
+            err = osp_error_new_reason(OSP_ERROR_UNAVAILABLE,
+                                       OSP_REASON_MODEL_NOT_READY,
+                                       "Request for unknown model: '%s' "
+                                       "version %lld is not at ready state",
+                                       name, (long long)version);
     }
     if (!err)
         *out = model_ref(pick->model);
@@ -581,9 +590,7 @@ osp_error *osp_model_ready_versions(osp_server *server, const char *name,
     pthread_mutex_lock(&server->lock);
     model_entry *e = find_entry(server, name);
     if (!e) {
-        err =
-            osp_error_new(OSP_ERROR_NOT_FOUND,
-                          "Request for unknown model: '%s' is not found", name);
+        err = unknown_model_error(name);
         goto out;
     }
     *versions = malloc(sizeof(int64_t) * (e->n_versions + 1));
@@ -749,7 +756,9 @@ osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
     uint64_t request_start = osp_now_ns();
     if (atomic_load(&server->shutting_down)) {
         osp_infer_request_free(req);
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "Server is shutting down");
+        return osp_error_new_reason(OSP_ERROR_UNAVAILABLE,
+                                    OSP_REASON_SHUTTING_DOWN,
+                                    "Server is shutting down");
     }
     osp_model *model = NULL;
     osp_error *err = osp_server_model_get(server, req->model_name,
@@ -776,4 +785,113 @@ osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
     if (req->trace)
         trace_report_accepted(p);
     return model_enqueue(model, p);
+}
+
+/* ---- statistics -----------------------------------------------------------
+ * The server gathers its models' counters (stats.c keeps them per model
+ * and knows nothing of the server). */
+
+/* Appends the snapshot of name/version to the list; a version unloaded
+ * meanwhile is skipped. */
+static osp_error *append_model(osp_server *server, const char *name,
+                               int64_t version, osp_model_stats **list,
+                               size_t *n, size_t *cap) {
+    osp_model *model = NULL;
+    osp_error *err = osp_server_model_get(server, name, version, &model);
+    if (err) {
+        osp_error_free(err);
+        return NULL;
+    }
+    if (*n == *cap) {
+        size_t bigger_cap = *cap ? *cap * 2 : 8;
+        osp_model_stats *bigger = realloc(*list, sizeof(**list) * bigger_cap);
+        if (!bigger) {
+            osp_model_unref(model);
+            return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        }
+        *list = bigger;
+        *cap = bigger_cap;
+    }
+    osp_model_stats *m = &(*list)[*n];
+    memset(m, 0, sizeof(*m));
+    m->name = strdup(name);
+    m->version = version;
+    err = m->name ? model_stats_snapshot(&model->stats, m)
+                  : osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    if (!err) {
+        m->pending_requests = model_pending_count(model);
+        (*n)++;
+    } else {
+        free(m->name);
+    }
+    osp_model_unref(model);
+    return err;
+}
+
+/* The ready versions of `name` to report, per the version asked for. */
+static osp_error *versions_to_report(osp_server *server, const char *name,
+                                     int64_t version, int64_t **versions,
+                                     size_t *n) {
+    *versions = NULL;
+    *n = 0;
+    osp_error *err = osp_model_ready_versions(server, name, versions, n);
+    if (err && osp_error_get_code(err) != OSP_ERROR_NOT_FOUND)
+        return err;
+    if (err || *n == 0) {
+        osp_error_free(err);
+        free(*versions);
+        *versions = NULL;
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "requested model '%s' is not available", name);
+    }
+    if (version < 0)
+        return NULL;
+    for (size_t i = 0; i < *n; i++) {
+        if ((*versions)[i] == version) {
+            (*versions)[0] = version;
+            *n = 1;
+            return NULL;
+        }
+    }
+    free(*versions);
+    *versions = NULL;
+    return osp_error_new(OSP_ERROR_INVALID_ARG,
+                         "requested model version is not available for "
+                         "model '%s'",
+                         name);
+}
+
+osp_error *osp_server_model_statistics(osp_server *server, const char *name,
+                                       int64_t version, osp_model_stats **stats,
+                                       size_t *n) {
+    osp_model_stats *list = NULL;
+    size_t count = 0, cap = 0;
+    osp_error *err = NULL;
+    if (name && name[0]) {
+        int64_t *versions = NULL;
+        size_t n_versions = 0;
+        if ((err = versions_to_report(server, name, version, &versions,
+                                      &n_versions)))
+            return err;
+        for (size_t i = 0; i < n_versions && !err; i++)
+            err = append_model(server, name, versions[i], &list, &count, &cap);
+        free(versions);
+    } else {
+        osp_repository_entry *entries = NULL;
+        size_t n_entries = 0;
+        if ((err = osp_server_repository_index(server, true, &entries,
+                                               &n_entries)))
+            return err;
+        for (size_t i = 0; i < n_entries && !err; i++)
+            err = append_model(server, entries[i].name, entries[i].version,
+                               &list, &count, &cap);
+        osp_repository_index_free(entries, n_entries);
+    }
+    if (err) {
+        osp_model_stats_free(list, count);
+        return err;
+    }
+    *stats = list;
+    *n = count;
+    return NULL;
 }

@@ -13,13 +13,10 @@ static const char *id_or_unknown(const osp_infer_request *req) {
     return req->id[0] ? req->id : OSP_REQUEST_ID_UNKNOWN;
 }
 
-/* Prefixes inner's message with "[request id: <id>] " (ownership of inner
- * moves). */
-static osp_error *request_error(const osp_infer_request *req,
-                                osp_error *inner) {
-    osp_error *err =
-        osp_error_new(osp_error_get_code(inner), "[request id: %s] %s",
-                      id_or_unknown(req), osp_error_message(inner));
+osp_error *request_error(const osp_infer_request *req, osp_error *inner) {
+    osp_error *err = osp_error_new_reason(
+        osp_error_get_code(inner), osp_error_get_reason(inner),
+        "[request id: %s] %s", id_or_unknown(req), osp_error_message(inner));
     osp_error_free(inner);
     return err;
 }

@@ -12,3 +12,7 @@
  * here (name, dtype and shape deduced; BYTES get their length prefix).
  * INVALID_ARG errors carry the "[request id: <id>] " prefix. */
 osp_error *request_validate(const osp_model_config *config, pending_request *p);
+
+/* inner with Triton's "[request id: <id>] " prefix on its message (code and
+ * reason kept; ownership of inner moves). */
+osp_error *request_error(const osp_infer_request *req, osp_error *inner);

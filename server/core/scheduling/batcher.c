@@ -195,8 +195,9 @@ osp_error *batcher_enqueue(batcher *b, batcher_entry *e, uint64_t now_ns) {
         return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
     const osp_queue_policy *policy = &lvl->policy;
     if (policy->max_queue_size != 0 && lvl->count >= policy->max_queue_size)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE,
-                             "Exceeds maximum queue size");
+        return osp_error_new_reason(OSP_ERROR_UNAVAILABLE,
+                                    OSP_REASON_QUEUE_FULL,
+                                    "Exceeds maximum queue size");
     uint64_t timeout_us = policy->default_timeout_us;
     if (policy->allow_timeout_override && e->timeout_us != 0 &&
         e->timeout_us < timeout_us)

@@ -16,70 +16,6 @@
 #include "osprey/log.h"
 #include "trace_report.h"
 
-void pending_request_free(pending_request *p) {
-    if (!p)
-        return;
-    osp_infer_request_free(p->req);
-    free(p->input_map);
-    free(p->output_requested);
-    free(p->response_outputs);
-    if (p->model)
-        osp_model_unref(p->model);
-    free(p);
-}
-
-/* A response shell carrying the request's identity; NULL on OOM. */
-static osp_infer_response *response_new(const pending_request *p) {
-    osp_infer_response *resp = calloc(1, sizeof(*resp));
-    if (!resp)
-        return NULL;
-    resp->model_name = strdup(p->req->model_name);
-    resp->id = strdup(p->req->id);
-    resp->model_version = p->model ? p->model->version : -1;
-    if (!resp->model_name || !resp->id) {
-        osp_infer_response_free(resp);
-        return NULL;
-    }
-    return resp;
-}
-
-/* The one place every queued request ends, successful or not: statistics
- * and trace record it here, then the frontend's callback gets the response
- * (ownership moves; NULL only when even an error response could not be
- * allocated) and the pending request is freed. */
-static void request_finish(pending_request *p, osp_infer_response *resp) {
-    if (p->req->trace)
-        trace_report_finish(p);
-    if (p->model) {
-        uint64_t end_ns = osp_now_ns();
-        if (resp && !resp->error) {
-            stats_stamps t = {
-                .request_start = p->times.request_start,
-                .queue_start = p->times.queue_start,
-                .compute_start = p->times.compute_start,
-                .compute_input_end = p->times.compute_input_end,
-                .compute_output_start = p->times.compute_output_start,
-                .compute_end = p->times.compute_end,
-            };
-            model_stats_record_success(&p->model->stats, &t, end_ns,
-                                       p->batch_size);
-        } else {
-            model_stats_record_failure(&p->model->stats, p->times.request_start,
-                                       end_ns, p->failure_reason);
-        }
-    }
-    model_deliver(p, resp);
-}
-
-void pending_request_fail(pending_request *p, osp_error *err) {
-    osp_infer_response *resp = response_new(p);
-    if (resp)
-        resp->error = err;
-    else
-        osp_error_free(err);
-    request_finish(p, resp);
-}
-
 static void fail_batch(pending_request **batch, size_t n,
                        const osp_error *err) {
     for (size_t i = 0; i < n; i++) {
@@ -388,7 +324,7 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
     uint64_t outputs_on_host = osp_now_ns();
 
     for (size_t r = 0; r < n && !err; r++) {
-        resps[r] = response_new(batch[r]);
+        resps[r] = pending_request_response_new(batch[r]);
         if (resps[r])
             resps[r]->outputs = calloc(batch[r]->n_response_outputs + 1,
                                        sizeof(*resps[r]->outputs));
@@ -450,7 +386,7 @@ out:
                 osp_infer_response_free(resps[r]);
                 pending_request_fail(batch[r], cls);
             } else {
-                request_finish(batch[r], resps[r]);
+                pending_request_finish(batch[r], resps[r]);
             }
         }
     }

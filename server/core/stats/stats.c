@@ -1,13 +1,12 @@
 /*
  * Per-model-version statistics (Triton's InferenceStatsAggregator and
- * TRITONSERVER_ServerModelStatistics).
+ * TRITONSERVER_ServerModelStatistics); osp_server_model_statistics in
+ * server.c gathers them.
  */
 #include "stats.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#include "model_internal.h"
 
 const char *osp_failure_reason_name(osp_failure_reason reason) {
     switch (reason) {
@@ -120,114 +119,6 @@ osp_error *model_stats_snapshot(model_stats *s, osp_model_stats *out) {
     out->version = version;
     out->batch_stats = list;
     out->n_batch_stats = n;
-    return NULL;
-}
-
-/* ---- the statistics API
- * ---------------------------------------------------------- */
-
-/* Appends the snapshot of name/version to the list; a version unloaded
- * meanwhile is skipped. */
-static osp_error *append_model(osp_server *server, const char *name,
-                               int64_t version, osp_model_stats **list,
-                               size_t *n, size_t *cap) {
-    osp_model *model = NULL;
-    osp_error *err = osp_server_model_get(server, name, version, &model);
-    if (err) {
-        osp_error_free(err);
-        return NULL;
-    }
-    if (*n == *cap) {
-        size_t bigger_cap = *cap ? *cap * 2 : 8;
-        osp_model_stats *bigger = realloc(*list, sizeof(**list) * bigger_cap);
-        if (!bigger) {
-            osp_model_unref(model);
-            return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
-        }
-        *list = bigger;
-        *cap = bigger_cap;
-    }
-    osp_model_stats *m = &(*list)[*n];
-    memset(m, 0, sizeof(*m));
-    m->name = strdup(name);
-    m->version = version;
-    err = m->name ? model_stats_snapshot(&model->stats, m)
-                  : osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
-    if (!err) {
-        m->pending_requests = model_pending_count(model);
-        (*n)++;
-    } else {
-        free(m->name);
-    }
-    osp_model_unref(model);
-    return err;
-}
-
-/* The ready versions of `name` to report, per the version asked for. */
-static osp_error *versions_to_report(osp_server *server, const char *name,
-                                     int64_t version, int64_t **versions,
-                                     size_t *n) {
-    *versions = NULL;
-    *n = 0;
-    osp_error *err = osp_model_ready_versions(server, name, versions, n);
-    if (err && osp_error_get_code(err) != OSP_ERROR_NOT_FOUND)
-        return err;
-    if (err || *n == 0) {
-        osp_error_free(err);
-        free(*versions);
-        *versions = NULL;
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "requested model '%s' is not available", name);
-    }
-    if (version < 0)
-        return NULL;
-    for (size_t i = 0; i < *n; i++) {
-        if ((*versions)[i] == version) {
-            (*versions)[0] = version;
-            *n = 1;
-            return NULL;
-        }
-    }
-    free(*versions);
-    *versions = NULL;
-    return osp_error_new(OSP_ERROR_INVALID_ARG,
-                         "requested model version is not available for "
-                         "model '%s'",
-                         name);
-}
-
-osp_error *osp_server_model_statistics(osp_server *server, const char *name,
-                                       int64_t version, osp_model_stats **stats,
-                                       size_t *n) {
-    osp_model_stats *list = NULL;
-    size_t count = 0, cap = 0;
-    osp_error *err = NULL;
-    if (name && name[0]) {
-        int64_t *versions = NULL;
-        size_t n_versions = 0;
-        if ((err = versions_to_report(server, name, version, &versions,
-                                      &n_versions)))
-            return err;
-        for (size_t i = 0; i < n_versions && !err; i++)
-            err = append_model(server, name, versions[i], &list, &count, &cap);
-        free(versions);
-    } else {
-        osp_repository_entry *entries = NULL;
-        size_t n_entries = 0;
-        if ((err = osp_server_repository_index(server, true, &entries,
-                                               &n_entries)))
-            return err;
-        for (size_t i = 0; i < n_entries && !err; i++)
-            err = append_model(server, entries[i].name, entries[i].version,
-                               &list, &count, &cap);
-        osp_repository_index_free(entries, n_entries);
-    }
-    if (err) {
-        osp_model_stats_free(list, count);
-        return err;
-    }
-    *stats = list;
-    *n = count;
     return NULL;
 }
 

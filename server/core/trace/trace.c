@@ -429,7 +429,9 @@ osp_error *osp_tracer_update_settings(osp_tracer *tracer, const char *model,
     osp_error *err = NULL;
     pthread_mutex_lock(&t->lock);
     if (t->shut) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "Server is shutting down");
+        err = osp_error_new_reason(OSP_ERROR_UNAVAILABLE,
+                                   OSP_REASON_SHUTTING_DOWN,
+                                   "Server is shutting down");
     } else {
         err = update_locked(t, model, update, new_file, &retired);
         /* A global update recomputes every model setting that tracks it

@@ -1,0 +1,94 @@
+/*
+ * Pending requests and their completion: freeing, response shells, and the
+ * one path by which every queued request ends (statistics, trace, then the
+ * frontend's callback, in queue order when the model preserves ordering).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+#include "trace_report.h"
+
+void pending_request_free(pending_request *p) {
+    if (!p)
+        return;
+    osp_infer_request_free(p->req);
+    free(p->input_map);
+    free(p->output_requested);
+    free(p->response_outputs);
+    if (p->model)
+        osp_model_unref(p->model);
+    free(p);
+}
+
+osp_infer_response *pending_request_response_new(const pending_request *p) {
+    osp_infer_response *resp = calloc(1, sizeof(*resp));
+    if (!resp)
+        return NULL;
+    resp->model_name = strdup(p->req->model_name);
+    resp->id = strdup(p->req->id);
+    resp->model_version = p->model ? p->model->version : -1;
+    if (!resp->model_name || !resp->id) {
+        osp_infer_response_free(resp);
+        return NULL;
+    }
+    return resp;
+}
+
+/* Hands resp to p's callback and frees p; with preserve_ordering, in queue
+ * order: a request that finishes early waits in the model's reorder buffer
+ * and is delivered by the thread that finishes the one before it. */
+static void deliver(pending_request *p, osp_infer_response *resp) {
+    if (!p->ordered) {
+        p->complete(resp, p->user);
+        pending_request_free(p);
+        return;
+    }
+    /* Callbacks run under order_lock so that two threads releasing
+     * consecutive requests cannot overtake each other. */
+    osp_model *model = model_ref(p->model);
+    pthread_mutex_lock(&model->order_lock);
+    p->held_response = resp;
+    batcher_entry *ready = reorder_push(&model->reorder, &p->entry);
+    while (ready) {
+        pending_request *q = ready->owner;
+        ready = ready->next;
+        q->complete(q->held_response, q->user);
+        pending_request_free(q);
+    }
+    pthread_mutex_unlock(&model->order_lock);
+    osp_model_unref(model);
+}
+
+void pending_request_finish(pending_request *p, osp_infer_response *resp) {
+    if (p->req->trace)
+        trace_report_finish(p);
+    if (p->model) {
+        uint64_t end_ns = osp_now_ns();
+        if (resp && !resp->error) {
+            stats_stamps t = {
+                .request_start = p->times.request_start,
+                .queue_start = p->times.queue_start,
+                .compute_start = p->times.compute_start,
+                .compute_input_end = p->times.compute_input_end,
+                .compute_output_start = p->times.compute_output_start,
+                .compute_end = p->times.compute_end,
+            };
+            model_stats_record_success(&p->model->stats, &t, end_ns,
+                                       p->batch_size);
+        } else {
+            model_stats_record_failure(&p->model->stats, p->times.request_start,
+                                       end_ns, p->failure_reason);
+        }
+    }
+    deliver(p, resp);
+}
+
+void pending_request_fail(pending_request *p, osp_error *err) {
+    osp_infer_response *resp = pending_request_response_new(p);
+    if (resp)
+        resp->error = err;
+    else
+        osp_error_free(err);
+    pending_request_finish(p, resp);
+}
