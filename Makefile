@@ -40,9 +40,9 @@ leakcheck: deps venv
 	  $$(test -d $(BUILD)-asan/tests/fake_cuda && echo osprey_fakegpu)
 	OSPREY_BIN=$(BUILD)-asan/osprey OSPREY_TIMEOUT_SCALE=3 \
 	  $(VENV)/bin/python -m pytest -q -m "not large" \
-	  tests/integration/test_http_tritonclient.py tests/integration/test_http_protocol.py \
-	  tests/integration/test_fake_gpu.py tests/integration/test_load_override.py \
-	  tests/integration/test_classification.py tests/integration/test_logging.py
+	  tests/integration/test_kserve_http_tritonclient.py tests/integration/test_kserve_http_protocol.py \
+	  tests/integration/test_kserve_http_fake_gpu.py tests/integration/test_kserve_http_load_override.py \
+	  tests/integration/test_kserve_http_classification.py tests/integration/test_kserve_http_logging.py
 
 # Installs Debian packages only when one is missing (needs root, as on a
 # fresh Debian 12 machine).

@@ -176,9 +176,10 @@ def test_pinning_disabled_still_serves(start_server, tmp_path):
 def test_trace_captures_gpu_tensors_and_stamps(start_server, tmp_path):
     """TIMESTAMPS + TENSORS on a GPU model: backend inputs are read back
     from device memory, compute stamps come from events on the stream."""
-    from test_trace import (check_complete_trace, check_simple_tensors, group,
-                            load_trace_file, qa_trace_args, simple_infer,
-                            stop_clean)
+    from test_kserve_http_trace import (check_complete_trace,
+                                        check_simple_tensors, group,
+                                        load_trace_file, qa_trace_args,
+                                        simple_infer, stop_clean)
     log = tmp_path / "gpu_trace.log"
     srv = start_server(placed_repository(tmp_path / "repo"),
                        ["--strict-gpu"] + qa_trace_args(str(log)) +

@@ -687,10 +687,67 @@ def test_chunked_many_chunks_with_ihcl(qa_server):
     assert r.body[n:] == data
 
 
-@pytest.mark.skip(reason="not portable (reference §7): the 65536-chunk cap needs chunk "
-                         "boundaries, which libmicrohttpd does not expose")
-def test_chunked_infer_rejected_over_max_chunks():
-    pass
+MAX_CHUNKS = 65536
+TOO_MANY_CHUNKS = ("Chunked request body exceeds maximum of 65536 non-empty chunks. "
+                   "Send fewer or larger HTTP chunks.")
+
+
+def test_chunked_infer_rejected_over_max_chunks(qa_server):
+    """http_request_many_chunks.py: more than 65,536 non-empty chunks is a 400
+    and the connection closes. libmicrohttpd does not expose chunk
+    boundaries, so the server counts access-handler calls (at most one per
+    chunk) while the pieces are small; 1-2 byte chunks are counted
+    exactly. The body is a valid request padded with JSON whitespace, so
+    only the chunk count is wrong with it."""
+    body = compact({"inputs": simple_json_inputs()}).encode()
+    n_chunks = 70_000
+    body += b" " * (n_chunks * 3 // 2 - len(body))  # room for 1-2 byte chunks
+    chunks, pos = [], 0
+    for i in range(n_chunks - 1):
+        size = 1 + i % 2
+        chunks.append(b"%X\r\n%s\r\n" % (size, body[pos:pos + size]))
+        pos += size
+    chunks.append(b"%X\r\n%s\r\n" % (len(body) - pos, body[pos:]))  # the rest
+    assert len(chunks) == n_chunks > MAX_CHUNKS
+    assert all(not c.startswith(b"0\r\n") for c in chunks)  # all non-empty
+    wire = b"".join(chunks) + b"0\r\n\r\n"
+    head = (b"POST /v2/models/simple/infer HTTP/1.1\r\nHost: localhost\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+
+    with harness.RawConnection(qa_server.host, qa_server.port) as c:
+        c.send(head)
+        step = len(wire) // 4 + 1  # a few large writes
+        for i in range(0, len(wire), step):
+            c.send(wire[i:i + step])
+        r = c.read_response()
+        assert r.status == 400, r
+        assert r.headers.get("connection", "").lower() == "close", r.headers
+        assert r.body == compact({"error": TOO_MANY_CHUNKS}).encode(), r.body[:2000]
+        # The server closes the connection after the reply.
+        c.sock.settimeout(10)
+        with pytest.raises((EOFError, ConnectionResetError)):
+            c.read_response()
+
+    # The server keeps serving, on new connections.
+    assert requests.get(qa_server.url + "/v2/health/ready", timeout=10).status_code == 200
+    r = post(qa_server, "simple", {"inputs": simple_json_inputs()})
+    assert r.status_code == 200, r.text
+    assert r.text == ALL_JSON
+
+
+def test_chunked_infer_at_max_chunks_accepted(qa_server):
+    """The same padded body in fewer chunks than the cap (60,000) is served:
+    the cap, not the chunk size, refuses the request above."""
+    body = compact({"inputs": simple_json_inputs()}).encode()
+    n_chunks = 60_000
+    body += b" " * (n_chunks - len(body))
+    chunks = [b"1\r\n%s\r\n" % body[i:i + 1] for i in range(len(body))]
+    assert len(chunks) == n_chunks < MAX_CHUNKS
+    wire = b"".join(chunks) + b"0\r\n\r\n"
+    with harness.RawConnection(qa_server.host, qa_server.port) as c:
+        r = c.request("POST", "/v2/models/simple/infer", {"Transfer-Encoding": "chunked"}, wire)
+    assert r.status == 200, r
+    assert r.body == ALL_JSON.encode()
 
 
 def test_descriptive_status_code(start_server, tmp_path):
