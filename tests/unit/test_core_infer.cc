@@ -23,6 +23,7 @@
 #include "osprey/infer.h"
 #include "osprey/server.h"
 #include "osprey/stats.h"
+#include "backends.h"
 
 namespace {
 
@@ -41,21 +42,25 @@ std::string TakeMessage(osp_error *err) {
             FAIL() << #expr << ": " << TakeMessage(err_);                      \
     } while (0)
 
-// The one place that says what an expected error is: its code and its exact
-// message. Frees `err`. When errors carry a structured reason, add the
-// reason parameter here (and at the call sites' ErrorIs arguments).
+// The one place that says what an expected error is: its code, its
+// structured reason (OSP_REASON_NONE for errors that are no well-known
+// situation) and its exact message. Frees `err`.
 ::testing::AssertionResult ExpectError(osp_error *err, osp_error_code code,
-                                       const std::string &message) {
+                                       const std::string &message,
+                                       osp_error_reason reason =
+                                           OSP_REASON_NONE) {
     if (!err)
         return ::testing::AssertionFailure()
                << "succeeded; expected " << osp_error_code_name(code) << " \""
                << message << "\"";
     osp_error_code got_code = osp_error_get_code(err);
+    osp_error_reason got_reason = osp_error_get_reason(err);
     std::string got = TakeMessage(err);
-    if (got_code != code || got != message)
+    if (got_code != code || got != message || got_reason != reason)
         return ::testing::AssertionFailure()
-               << "got " << osp_error_code_name(got_code) << " \"" << got
-               << "\"; expected " << osp_error_code_name(code) << " \""
+               << "got " << osp_error_code_name(got_code) << " reason "
+               << got_reason << " \"" << got << "\"; expected "
+               << osp_error_code_name(code) << " reason " << reason << " \""
                << message << "\"";
     return ::testing::AssertionSuccess();
 }
@@ -246,6 +251,8 @@ class CoreInfer : public ::testing::Test {
         osp_server_options opts;
         osp_server_options_init(&opts);
         opts.model_repository = repo_.root().c_str();
+        opts.backends = backends_builtin;
+        opts.n_backends = backends_builtin_count;
         ASSERT_OK(osp_server_new(&opts, &server_));
         ASSERT_TRUE(osp_server_is_ready(server_));
     }
@@ -424,11 +431,13 @@ TEST_F(CoreInfer, RefusedRequests) {
     EXPECT_TRUE(ExpectError(
         done.Submit(server_, SimpleRequest("no_such_model", 0), next++),
         OSP_ERROR_NOT_FOUND,
-        "Request for unknown model: 'no_such_model' is not found"));
+        "Request for unknown model: 'no_such_model' is not found",
+        OSP_REASON_MODEL_NOT_FOUND));
     EXPECT_TRUE(ExpectError(
         done.Submit(server_, SimpleRequest("simple", 0, 2), next++),
         OSP_ERROR_NOT_FOUND,
-        "Request for unknown model: 'simple' version 2 is not found"));
+        "Request for unknown model: 'simple' version 2 is not found",
+        OSP_REASON_VERSION_NOT_FOUND));
 
     std::vector<int32_t> seq(16, 1);
     osp_infer_request *req = osp_infer_request_new("simple", -1);
@@ -522,7 +531,8 @@ TEST_F(CoreInfer, FullQueueRefusesOrCompletesEachRequestOnce) {
             refused[i] = 1;
             EXPECT_TRUE(ExpectError(err, OSP_ERROR_UNAVAILABLE,
                                     "[request id: <id_unknown>] Exceeds "
-                                    "maximum queue size"));
+                                    "maximum queue size",
+                                    OSP_REASON_QUEUE_FULL));
         }
     });
     size_t accepted = 0;
@@ -576,11 +586,13 @@ TEST_F(CoreInfer, ShutdownCompletesEveryQueuedRequestOnce) {
     EXPECT_FALSE(osp_server_is_live(server_));
     EXPECT_TRUE(ExpectError(
         done.Submit(server_, SimpleRequest("simple", 0), kRequests),
-        OSP_ERROR_UNAVAILABLE, "Server is shutting down"));
+        OSP_ERROR_UNAVAILABLE, "Server is shutting down",
+        OSP_REASON_SHUTTING_DOWN));
     osp_infer_request *late = osp_infer_request_new("slow", -1);
     AddInput(late, "INPUT0", Shape({1, 4}), {1, 2, 3, 4});
     EXPECT_TRUE(ExpectError(done.Submit(server_, late, kRequests + 1),
-                            OSP_ERROR_UNAVAILABLE, "Server is shutting down"));
+                            OSP_ERROR_UNAVAILABLE, "Server is shutting down",
+        OSP_REASON_SHUTTING_DOWN));
 
     osp_server_free(server_);
     server_ = nullptr;
