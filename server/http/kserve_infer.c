@@ -31,6 +31,7 @@
 #include "json_tensor.h"
 #include "json_util.h"
 #include "kserve.h"
+#include "kserve_params.h"
 #include "osprey/infer.h"
 #include "osprey/log.h"
 
@@ -139,24 +140,6 @@ static osp_error *oom(void) {
 }
 
 /* ---- header values ---- */
-
-int kserve_parse_stoi(const char *s, long long *out) {
-    const char *p = s;
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' ||
-           *p == '\v')
-        p++;
-    const char *digits = p;
-    if (*digits == '+' || *digits == '-')
-        digits++;
-    if (*digits < '0' || *digits > '9')
-        return 1;
-    errno = 0;
-    long long v = strtoll(p, NULL, 10);
-    if (errno == ERANGE || v < INT_MIN || v > INT_MAX)
-        return 2;
-    *out = v;
-    return 0;
-}
 
 static osp_error *header_parse_error(const char *header, const char *value,
                                      int why) {

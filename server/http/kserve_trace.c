@@ -13,6 +13,7 @@
 
 #include "json_util.h"
 #include "kserve.h"
+#include "kserve_params.h"
 #include "osprey/trace.h"
 
 typedef struct trace_ctx {
