@@ -128,7 +128,9 @@ osp_infer_request *kserve_decoded_take_request(kserve_decoded *d);
  * streamed request. On success the caller owns *request (ownership moves)
  * and `outputs` (an uninitialised struct; release with
  * kserve_output_choices_destroy) says how to encode the response. `body`,
- * `model` and `core` are borrowed. max_input bounds JSON inputs. */
+ * `model` and `core` are borrowed. max_input bounds JSON inputs; limiting
+ * the header's own size, and raw bodies (no JSON header: one
+ * osp_infer_request_set_raw_input), are the caller's. */
 osp_error *kserve_decode_request_body(osp_server *core, const char *model,
                                       int64_t version, const char *body,
                                       size_t body_len, size_t header_len,
