@@ -7,7 +7,9 @@
 
 #include "base64.h"
 #include "json_util.h"
+#include "kserve_params.h"
 #include "model_config_from_json.h"
+#include "model_config_json.h"
 #include "osprey/log.h"
 
 #ifndef OSPREY_VERSION
@@ -30,38 +32,11 @@ const char *const kserve_extensions[] = {
 
 /* ---- helpers ---- */
 
-osp_error *kserve_reply_json(http_request *req, jbuf *b) {
-    size_t len;
-    char *body = jbuf_take(b, &len);
-    if (!body)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
-    http_reply(req, 200, "application/json", body, len);
-    return NULL;
-}
-
 static bool method_is(http_request *req, http_method m) {
     if (http_request_method(req) == m)
         return true;
     http_reply_error_status(req, 405, "Method Not Allowed");
     return false;
-}
-
-osp_error *kserve_parse_version(const char *s, int64_t *out) {
-    if (s[0] == '\0') {
-        *out = -1;
-        return NULL;
-    }
-    /* The URL pattern only admits digits; std::stol's range still applies. */
-    errno = 0;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < 0)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "invalid model version specified '%s' , version "
-                             "should be an integral value > 0",
-                             s);
-    *out = v;
-    return NULL;
 }
 
 /* The request is decided at route time: only the reply is pending. These

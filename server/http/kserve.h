@@ -2,7 +2,9 @@
  * The KServe v2 HTTP surface (/v2/...) with Triton's extensions: health,
  * server and model metadata, model config, repository index and control,
  * and inference (kserve_infer.c). Routing follows Triton's dispatch order
- * and regular expressions exactly (§1 of the protocol reference).
+ * and regular expressions exactly (§1 of the protocol reference). The
+ * protocol logic without HTTP (request decoder, response encoder, setting
+ * rules, parameter parsers) is in server/kserve/.
  */
 #pragma once
 
@@ -15,7 +17,7 @@
 struct jbuf;
 
 /* Replies 200 with the JSON in b (taken over), or returns UNAVAILABLE
- * "out of memory" for the caller's error reply. */
+ * "out of memory" for the caller's error reply (kserve_http_util.c). */
 osp_error *kserve_reply_json(http_request *req, struct jbuf *b);
 
 /* The surface to list in http_server_options; its context is unused. */
@@ -24,14 +26,6 @@ bool kserve_route(http_request *req, void *surface_ctx);
 /* Extensions reported by GET /v2, in Triton's order; exactly what Osprey
  * implements. */
 extern const char *const kserve_extensions[];
-
-/* std::stoi as Triton applies it to header and setting values: leading
- * whitespace, a sign, digits, anything after. Returns 0 and sets *out on
- * success, 1 when there are no digits, 2 when out of int range. */
-int kserve_parse_stoi(const char *s, long long *out);
-
-/* Version from the URL ("" = latest). Caller owns nothing. */
-osp_error *kserve_parse_version(const char *s, int64_t *out);
 
 /* Starts POST .../infer for model `name` (borrowed) and version string
  * `version` ("" when absent). Claims the request. */
@@ -51,8 +45,3 @@ void kserve_logging_route(http_request *req);
  * error (kserve_stats.c). Both strings borrowed. */
 osp_error *kserve_stats_reply(http_request *req, const char *model,
                               const char *version);
-
-/* Appends the model configuration as protobuf JSON (model_config_json.c).
- * A loaded model's instance groups are the placed ones (kind, count, gpus
- * as chosen by the loader). */
-void model_config_to_json(const osp_model_config *config, struct jbuf *b);

@@ -1,18 +1,20 @@
 /*
  * POST /v2/models/{m}[/versions/{v}]/infer: request framing (Triton's
- * binary tensor data extension), JSON header parsing into an
- * osp_infer_request, and the response (JSON header + output blobs).
+ * binary tensor data extension) and the reply. The KServe JSON itself is
+ * server/kserve/kserve_codec.c: this file finds the header in the body,
+ * streams the blobs into the buffers the decoder planned, and sends what
+ * the encoder built.
  *
  * The body streams through on_body. The JSON header (the first
  * Inference-Header-Content-Length bytes, or the whole body without that
- * header) is collected and parsed as soon as it is complete; each binary
- * input then gets its final buffer from osp_server_alloc_input_buffer and
- * the following bytes are copied straight into it. A raw request
+ * header) is collected and decoded as soon as it is complete; each binary
+ * input then has its final buffer and the following bytes are copied
+ * straight into it (kserve_decoded_feed). A raw request
  * (Inference-Header-Content-Length: 0) copies the body into one buffer.
  *
  * Errors follow Triton's order: a problem in the header is kept and
  * reported only after the blobs of the inputs before it were checked, as
- * Triton reads those first.
+ * Triton reads those first (kserve_decoded_finish).
  *
  * Tracing: the request is offered to the tracer's sampler when it is
  * routed; a sampled request's trace (owned by the ctx) gets HTTP_RECV_START
@@ -20,32 +22,18 @@
  * request, gets HTTP_SEND_START when the response is built and
  * HTTP_SEND_END when the connection is done with it, and is ended there.
  */
-#include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "http_compress.h"
-#include "json_tensor.h"
 #include "json_util.h"
 #include "kserve.h"
+#include "kserve_codec.h"
+#include "kserve_params.h"
 #include "osprey/infer.h"
 #include "osprey/log.h"
-
-typedef struct blob {
-    char *name;      /* owned copy of the input name */
-    uint64_t size;   /* binary_data_size */
-    uint64_t filled; /* bytes received so far */
-    char *dst;       /* the input buffer (owned by the request); NULL when
-                        the bytes are only counted */
-} blob;
-
-typedef struct output_choice {
-    char *name;
-    bool binary;
-} output_choice;
 
 typedef struct infer_ctx {
     http_request *http;
@@ -78,21 +66,9 @@ typedef struct infer_ctx {
     jbuf raw_grow;       /* otherwise */
     bool raw_too_large;
 
-    /* the request being built and its binary inputs */
-    osp_infer_request *request;
-    blob *blobs;
-    size_t n_blobs;
-    size_t cur_blob;
-    uint64_t extra_bytes;       /* after the last blob */
-    uint64_t reserved;          /* bytes the blobs so far need from the body */
-    osp_error *deferred;        /* header error, reported after blob checks */
-    size_t deferred_blobs;      /* blobs before the failing part */
-    bool deferred_after_inputs; /* the error is in outputs */
-
-    /* outputs */
-    bool default_binary;
-    output_choice *outputs;
-    size_t n_outputs;
+    /* the decoded request (or the raw one), its binary inputs and the
+     * output choices the response is encoded with */
+    kserve_decoded dec;
 
     osp_infer_response *response;
 
@@ -122,14 +98,7 @@ static void infer_ctx_free(void *p) {
     jbuf_free(&ctx->header);
     osp_buffer_free(ctx->raw_buf);
     jbuf_free(&ctx->raw_grow);
-    osp_infer_request_free(ctx->request);
-    for (size_t i = 0; i < ctx->n_blobs; i++)
-        free(ctx->blobs[i].name);
-    free(ctx->blobs);
-    osp_error_free(ctx->deferred);
-    for (size_t i = 0; i < ctx->n_outputs; i++)
-        free(ctx->outputs[i].name);
-    free(ctx->outputs);
+    kserve_decoded_destroy(&ctx->dec);
     osp_infer_response_free(ctx->response);
     free(ctx);
 }
@@ -139,24 +108,6 @@ static osp_error *oom(void) {
 }
 
 /* ---- header values ---- */
-
-int kserve_parse_stoi(const char *s, long long *out) {
-    const char *p = s;
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' ||
-           *p == '\v')
-        p++;
-    const char *digits = p;
-    if (*digits == '+' || *digits == '-')
-        digits++;
-    if (*digits < '0' || *digits > '9')
-        return 1;
-    errno = 0;
-    long long v = strtoll(p, NULL, 10);
-    if (errno == ERANGE || v < INT_MIN || v > INT_MAX)
-        return 2;
-    *out = v;
-    return 0;
-}
 
 static osp_error *header_parse_error(const char *header, const char *value,
                                      int why) {
@@ -185,484 +136,35 @@ static osp_error *raw_size_error(uint64_t n, size_t max) {
                          (unsigned long long)n, max);
 }
 
-/* ---- building the request from the JSON header ---- */
+/* ---- the JSON header ---- */
 
-static osp_error *add_param(osp_infer_request *req, const char *key,
-                            osp_parameter_type type, const void *value) {
-    osp_parameter p;
-    memset(&p, 0, sizeof p);
-    p.key = (char *)key;
-    p.type = type;
-    switch (type) {
-    case OSP_PARAM_STRING:
-        p.value.s = (char *)value;
-        break;
-    case OSP_PARAM_INT:
-        p.value.i = *(const int64_t *)value;
-        break;
-    case OSP_PARAM_BOOL:
-        p.value.b = *(const bool *)value;
-        break;
-    case OSP_PARAM_DOUBLE:
-        p.value.d = *(const double *)value;
-        break;
-    }
-    return osp_infer_request_add_parameter(req, &p);
-}
-
-/* Request-level "parameters", as Triton's ParseJsonTritonParams. */
-static osp_error *parse_request_parameters(infer_ctx *ctx,
-                                           struct json_object *params) {
-    osp_infer_request *req = ctx->request;
-    osp_error *err = NULL;
-    if (!json_object_is_type(params, json_type_object))
-        return osp_error_new(OSP_ERROR_INTERNAL,
-                             "failed to get request params.: attempt to "
-                             "access JSON non-object as object");
-    json_object_object_foreach(params, key, v) {
-        if (strcmp(key, "sequence_id") == 0) {
-            uint64_t u;
-            const char *s;
-            if (json_is_uint64(v)) {
-                u = json_object_get_uint64(v);
-                int64_t i = (int64_t)u;
-                err = add_param(req, key, OSP_PARAM_INT, &i);
-            } else if (!(err = json_as_string(v, &s, NULL))) {
-                err = add_param(req, key, OSP_PARAM_STRING, s);
-            } else {
-                err = osp_error_wrap(err, "Unable to parse 'sequence_id'");
-            }
-        } else if (strcmp(key, "sequence_start") == 0 ||
-                   strcmp(key, "sequence_end") == 0) {
-            bool b;
-            err = json_as_bool(v, &b);
-            if (err)
-                err = osp_error_wrap(err, "Unable to parse '%s'", key);
-            else
-                err = add_param(req, key, OSP_PARAM_BOOL, &b);
-        } else if (strcmp(key, "priority") == 0) {
-            err = json_as_uint(v, &req->priority);
-            if (err)
-                err = osp_error_wrap(err, "Unable to parse 'priority'");
-        } else if (strcmp(key, "timeout") == 0) {
-            err = json_as_uint(v, &req->timeout_us);
-            if (err)
-                err = osp_error_wrap(err, "Unable to parse 'timeout'");
-        } else if (strcmp(key, "binary_data_output") == 0) {
-            err = json_as_bool(v, &ctx->default_binary);
-            if (err)
-                err =
-                    osp_error_wrap(err, "Unable to parse 'binary_data_output'");
-        } else if (strncmp(key, "triton_", 7) == 0) {
-            err = osp_error_new(OSP_ERROR_INVALID_ARG,
-                                "parameter keys starting with 'triton_' are "
-                                "reserved for Triton usage and should not be "
-                                "specified.");
-        } else if (json_object_is_type(v, json_type_string)) {
-            err = add_param(req, key, OSP_PARAM_STRING,
-                            json_object_get_string(v));
-        } else if (json_is_int64(v)) {
-            int64_t i = json_object_get_int64(v);
-            err = add_param(req, key, OSP_PARAM_INT, &i);
-        } else if (json_object_is_type(v, json_type_boolean)) {
-            bool b = json_object_get_boolean(v);
-            err = add_param(req, key, OSP_PARAM_BOOL, &b);
-        } else if (json_object_is_type(v, json_type_double) ||
-                   json_object_is_type(v, json_type_int)) {
-            double d;
-            json_as_double(v, &d);
-            err = add_param(req, key, OSP_PARAM_DOUBLE, &d);
-        } else {
-            err = osp_error_new(OSP_ERROR_INVALID_ARG,
-                                "parameter '%s' has invalid type. It should be "
-                                "either 'int', 'bool', or 'string'.",
-                                key);
-        }
-        if (err)
-            return err;
-    }
-    return NULL;
-}
-
-static osp_error *validate_content_type(struct json_object *in) {
-    struct json_object *params = json_member(in, "parameters");
-    bool has_data = json_find(in, "data", NULL);
-    bool has_binary = json_find(params, "binary_data_size", NULL);
-    bool has_shm = json_find(params, "shared_memory_region", NULL);
-    int set = has_data + has_binary + has_shm;
-    if (set == 1)
-        return NULL;
-    if (set == 0)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "Input must set only one of the following "
-                             "fields: 'data', 'binary_data_size' in "
-                             "'parameters', 'shared_memory_region' in "
-                             "'parameters'. But no field is set");
-    return osp_error_new(
-        OSP_ERROR_INVALID_ARG,
-        "Input must set only one of the following fields: "
-        "'data', 'binary_data_size' in 'parameters', "
-        "'shared_memory_region' in 'parameters'. But set%s%s%s",
-        has_data ? " 'data'" : "", has_binary ? " 'binary_data_size'" : "",
-        has_shm ? " 'shared_memory_region'" : "");
-}
-
-/* Triton's ShapeToString of the dims as int64: "[a,b]". */
-static void format_dims(const uint64_t *dims, size_t n, char *buf, size_t cap) {
-    size_t off = 0;
-    off += (size_t)snprintf(buf + off, cap - off, "[");
-    for (size_t i = 0; i < n && off < cap; i++)
-        off += (size_t)snprintf(buf + off, cap - off, "%s%lld", i ? "," : "",
-                                (long long)(int64_t)dims[i]);
-    if (off < cap)
-        snprintf(buf + off, cap - off, "]");
-}
-
-/* Bytes of the body that can still hold blobs, or UINT64_MAX when not
- * known (chunked identity bodies, which Triton does not limit). */
-static uint64_t blob_capacity(const infer_ctx *ctx) {
-    uint64_t total;
-    if (ctx->length_known)
-        total = ctx->length;
-    else if (ctx->compressed)
-        total = ctx->max_input; /* the decompressed size is bounded */
-    else
-        return UINT64_MAX;
-    uint64_t used = ctx->ihcl + ctx->reserved;
-    return total > used ? total - used : 0;
-}
-
-static const json_span *find_span(const json_scan_info *info, size_t input) {
-    for (size_t i = 0; i < info->n_spans; i++)
-        if (info->spans[i].input_index == input)
-            return &info->spans[i];
-    return NULL;
-}
-
-/* Adds a binary input: its buffer is allocated now and filled by on_body. */
-static osp_error *add_binary_input(infer_ctx *ctx, const char *name,
-                                   osp_datatype dt, const osp_shape *shape,
-                                   uint64_t size) {
-    osp_buffer *buf = NULL;
-    osp_error *err;
-    bool fits = size <= blob_capacity(ctx);
-    /* A blob the body cannot contain is only counted; the size check at
-     * the end reports it. */
-    err =
-        osp_server_alloc_input_buffer(ctx->core, fits ? (size_t)size : 0, &buf);
-    if (err)
-        return err;
-    if ((err =
-             osp_infer_request_add_input(ctx->request, name, dt, shape, buf))) {
-        osp_buffer_free(buf);
-        return err;
-    }
-    if (size == 0)
-        return NULL; /* an empty buffer; consumes nothing */
-    blob *grown = realloc(ctx->blobs, (ctx->n_blobs + 1) * sizeof *grown);
-    if (!grown)
-        return oom();
-    ctx->blobs = grown;
-    blob *b = &ctx->blobs[ctx->n_blobs];
-    memset(b, 0, sizeof *b);
-    if (!(b->name = strdup(name)))
-        return oom();
-    b->size = size;
-    b->dst = fits ? buf->data : NULL;
-    ctx->n_blobs++;
-    ctx->reserved += size;
-    return NULL;
-}
-
-static osp_error *add_json_input(infer_ctx *ctx, const char *name,
-                                 osp_datatype dt, const osp_shape *shape,
-                                 const uint64_t *dims, size_t rank,
-                                 const char *text, const json_span *span) {
-    osp_error *err = NULL;
-    osp_buffer *buf = NULL;
-    int64_t count;
-    char dims_text[512];
-    if (!osp_shape_element_count(shape, &count)) {
-        format_dims(dims, rank, dims_text, sizeof dims_text);
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "invalid shape for input '%s': shape %s causes "
-                             "total element count to exceed maximum size of "
-                             "%lld",
-                             name, dims_text, (long long)INT64_MAX);
-    }
-    if (count == 0) {
-        /* 'data' is not read at all */
-        if ((err = osp_server_alloc_input_buffer(ctx->core, 0, &buf)))
-            return err;
-        goto add;
-    }
-    const char *data = span ? text + span->start : "[]";
-    size_t data_len = span ? span->end - span->start : 2;
-    if (data[0] != '[')
-        return osp_error_new(OSP_ERROR_INTERNAL,
-                             "Unable to parse 'data': attempt to access JSON "
-                             "non-array as array");
-    uint64_t byte_size;
-    if (dt == OSP_TYPE_BYTES) {
-        size_t n;
-        if ((err = json_tensor_bytes_size(data, data_len, &n)))
-            return err;
-        byte_size = n;
-    } else {
-        uint64_t es = osp_datatype_byte_size(dt);
-        if (es > 1 && (uint64_t)count > (uint64_t)INT64_MAX / es)
-            return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                 "byte size overflow for input '%s': element "
-                                 "count (%lld) * data type size (%llu) exceeds "
-                                 "maximum allowed size (%lld)",
-                                 name, (long long)count, (unsigned long long)es,
-                                 (long long)INT64_MAX);
-        byte_size = (uint64_t)count * es;
-    }
-    if (byte_size > ctx->max_input)
-        return osp_error_new(
-            OSP_ERROR_INVALID_ARG,
-            "JSON input '%s' has a byte_size (%llu bytes) that "
-            "exceeds the maximum allowed value of %zu bytes. "
-            "Use --http-max-input-size to increase the limit.",
-            name, (unsigned long long)byte_size, ctx->max_input);
-    if (dt == OSP_TYPE_FP16 || dt == OSP_TYPE_BF16)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "receiving %s data via JSON is not supported. "
-                             "Please use the binary data format for input %s",
-                             dt == OSP_TYPE_FP16 ? "FP16" : "BF16", name);
-    if (dt == OSP_TYPE_INVALID)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "invalid datatype for input %s", name);
-    if ((err =
-             osp_server_alloc_input_buffer(ctx->core, (size_t)byte_size, &buf)))
-        return err;
-    err = json_tensor_decode(data, data_len, dt,
-                             dt == OSP_TYPE_BYTES ? (int64_t)byte_size : count,
-                             buf->data);
-    if (err) {
-        osp_buffer_free(buf);
-        return err;
-    }
-add:
-    if ((err = osp_infer_request_add_input(ctx->request, name, dt, shape, buf)))
-        osp_buffer_free(buf);
-    return err;
-}
-
-static osp_error *parse_input(infer_ctx *ctx, struct json_object *in,
-                              size_t index, const char *text,
-                              const json_scan_info *info) {
-    osp_error *err;
-    if ((err = validate_content_type(in)))
-        return err;
-    const char *name, *datatype;
-    if ((err = json_member_string(in, "name", &name, NULL)))
-        return osp_error_wrap(err, "Unable to parse 'name'");
-    if ((err = json_member_string(in, "datatype", &datatype, NULL)))
-        return osp_error_wrap(err, "Unable to parse 'datatype'");
-    osp_datatype dt = osp_datatype_from_wire_name(datatype);
-    struct json_object *shape_json;
-    if ((err = json_member_array(in, "shape", &shape_json)))
-        return osp_error_wrap(err, "Unable to parse 'shape'");
-    size_t rank = json_object_array_length(shape_json);
-    uint64_t dims[OSP_MAX_DIMS];
-    osp_shape shape = {0};
-    for (size_t d = 0; d < rank; d++) {
-        uint64_t v;
-        err = json_as_uint(json_object_array_get_idx(shape_json, d), &v);
-        if (err)
-            return osp_error_wrap(err, "Unable to parse 'shape'");
-        if (d >= OSP_MAX_DIMS)
-            continue;
-        dims[d] = v;
-        shape.dims[d] = (int64_t)v;
-    }
-    if (rank > OSP_MAX_DIMS)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "input '%s' has %zu dimensions, more than the "
-                             "maximum of %d",
-                             name, rank, OSP_MAX_DIMS);
-    shape.rank = (int)rank;
-    for (size_t d = 0; d < rank; d++) {
-        if (shape.dims[d] < 0) {
-            char dims_text[512];
-            format_dims(dims, rank, dims_text, sizeof dims_text);
-            return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                 "invalid shape for input '%s': shape %s "
-                                 "contains one or more invalid dimensions",
-                                 name, dims_text);
-        }
-    }
-
-    struct json_object *params = json_member(in, "parameters");
-    struct json_object *bds;
-    if (json_find(params, "binary_data_size", &bds)) {
-        uint64_t size;
-        if ((err = json_as_uint(bds, &size)))
-            return osp_error_wrap(err, "Unable to parse 'binary_data_size'");
-        return add_binary_input(ctx, name, dt, &shape, size);
-    }
-    if (json_find(params, "shared_memory_region", NULL))
-        return osp_error_new(OSP_ERROR_UNSUPPORTED,
-                             "input '%s': shared memory is not supported",
-                             name);
-    return add_json_input(ctx, name, dt, &shape, dims, rank, text,
-                          find_span(info, index));
-}
-
-static osp_error *parse_output(infer_ctx *ctx, struct json_object *out) {
-    osp_error *err;
-    struct json_object *params = json_member(out, "parameters");
-    bool has_shm = json_find(params, "shared_memory_region", NULL);
-    struct json_object *cls, *bin;
-    bool has_cls = json_find(params, "classification", &cls);
-    bool has_bin = json_find(params, "binary_data", &bin);
-    if (has_shm) {
-        if (has_cls)
-            return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                 "Output can't set both 'shared_memory_region' "
-                                 "and 'classification'");
-        if (has_bin) {
-            bool b;
-            if ((err = json_as_bool(bin, &b)))
-                return osp_error_wrap(err, "Unable to set 'binary_data'");
-            if (b)
-                return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                     "Output can't set both "
-                                     "'shared_memory_region' and "
-                                     "'binary_data'");
-        }
-    }
-    const char *name;
-    if ((err = json_member_string(out, "name", &name, NULL)))
-        return osp_error_wrap(err, "Unable to parse 'name'");
-    uint64_t class_count = 0;
-    if (has_cls && (err = json_as_uint(cls, &class_count)))
-        return osp_error_wrap(err, "Unable to set 'classification'");
-    if (class_count > UINT32_MAX) /* more than any output has elements */
-        class_count = UINT32_MAX;
-    if ((err = osp_infer_request_add_output_classified(ctx->request, name,
-                                                       (uint32_t)class_count)))
-        return err;
-    if (has_shm)
-        return osp_error_new(OSP_ERROR_UNSUPPORTED,
-                             "output '%s': shared memory is not supported",
-                             name);
-    bool binary = false;
-    if (has_bin && (err = json_as_bool(bin, &binary)))
-        return osp_error_wrap(err, "Unable to parse 'binary_data'");
-    output_choice *grown =
-        realloc(ctx->outputs, (ctx->n_outputs + 1) * sizeof *grown);
-    if (!grown)
-        return oom();
-    ctx->outputs = grown;
-    if (!(grown[ctx->n_outputs].name = strdup(name)))
-        return oom();
-    grown[ctx->n_outputs++].binary = binary;
-    return NULL;
-}
-
-/* Parses the complete JSON header into ctx->request. A failure is kept in
- * ctx->deferred together with how many blobs precede it. */
+/* Decodes the complete JSON header (ctx->header) into ctx->dec; a failure
+ * is kept there for infer_on_complete. The header text goes afterwards. */
 static void parse_header(infer_ctx *ctx) {
-    osp_error *err = NULL;
-    struct json_object *root = NULL;
-    json_scan_info info = {0};
-    info.want_data_spans = true;
     ctx->header_parsed = true;
     if (!jbuf_reserve(&ctx->header, 1)) {
-        err = oom();
-        goto out;
+        ctx->dec.error = oom();
+        jbuf_free(&ctx->header);
+        return;
     }
     const char *text = ctx->header.data ? ctx->header.data : "";
     if (ctx->header.data)
         ctx->header.data[ctx->header.len] = '\0';
-    size_t len = ctx->header.len;
-
-    if ((err = json_scan(text, len, &info)))
-        goto out;
-    if ((err = json_parse(text, len, info.max_depth, info.spans, info.n_spans,
-                          &root)))
-        goto out;
-    if (!(ctx->request = osp_infer_request_new(ctx->model, ctx->version))) {
-        err = oom();
-        goto out;
-    }
-    struct json_object *id;
-    if (json_find(root, "id", &id)) {
-        const char *s;
-        if ((err = json_as_string(id, &s, NULL))) {
-            err = osp_error_wrap(err, "Unable to parse 'id'");
-            goto out;
-        }
-        if ((err = osp_infer_request_set_id(ctx->request, s)))
-            goto out;
-    }
-    struct json_object *params;
-    if (json_find(root, "parameters", &params) &&
-        (err = parse_request_parameters(ctx, params)))
-        goto out;
-    struct json_object *inputs;
-    if ((err = json_member_array(root, "inputs", &inputs))) {
-        err = osp_error_wrap(err, "Unable to parse 'inputs'");
-        goto out;
-    }
-    size_t n_inputs = json_object_array_length(inputs);
-    for (size_t i = 0; i < n_inputs; i++) {
-        err = parse_input(ctx, json_object_array_get_idx(inputs, i), i, text,
-                          &info);
-        if (err)
-            goto out;
-    }
-    ctx->deferred_after_inputs = true;
-    struct json_object *outputs;
-    if (json_find(root, "outputs", &outputs)) {
-        if ((err = json_as_array(outputs))) {
-            err = osp_error_wrap(err, "Unable to parse 'outputs'");
-            goto out;
-        }
-        size_t n = json_object_array_length(outputs);
-        for (size_t i = 0; i < n; i++) {
-            err = parse_output(ctx, json_object_array_get_idx(outputs, i));
-            if (err)
-                goto out;
-        }
-    }
-out:
-    if (err) {
-        ctx->deferred = err;
-        ctx->deferred_blobs = ctx->n_blobs;
-        /* The request and its buffers go now; the remaining body bytes
-         * are only counted. */
-        osp_infer_request_free(ctx->request);
-        ctx->request = NULL;
-        for (size_t i = 0; i < ctx->n_blobs; i++)
-            ctx->blobs[i].dst = NULL;
-    }
-    /* The header text is not needed any more. */
+    /* Bytes of the body that can hold the header and blobs: the exact
+     * decoded length, or for a compressed body of unknown length the
+     * bound on its decompressed size. */
+    kserve_decode_limits limits = {
+        .max_input = ctx->max_input,
+        .body_limited = ctx->length_known || ctx->compressed,
+        .body_bytes = ctx->length_known ? ctx->length : ctx->max_input,
+        .header_bytes = ctx->ihcl,
+    };
+    kserve_decode_header(&ctx->dec, ctx->core, ctx->model, ctx->version, text,
+                         ctx->header.len, &limits);
     jbuf_free(&ctx->header);
-    json_free(root);
-    free(info.spans);
 }
 
 /* ---- body ---- */
-
-static void feed_blobs(infer_ctx *ctx, const char *data, size_t len) {
-    while (len > 0 && ctx->cur_blob < ctx->n_blobs) {
-        blob *b = &ctx->blobs[ctx->cur_blob];
-        uint64_t want = b->size - b->filled;
-        size_t take = want < len ? (size_t)want : len;
-        if (b->dst)
-            memcpy(b->dst + b->filled, data, take);
-        b->filled += take;
-        data += take;
-        len -= take;
-        if (b->filled == b->size)
-            ctx->cur_blob++;
-    }
-    ctx->extra_bytes += len;
-}
 
 static osp_error *infer_on_body(http_request *http, const char *data,
                                 size_t len) {
@@ -715,7 +217,7 @@ static osp_error *infer_on_body(http_request *http, const char *data,
         if (!ctx->header_parsed)
             return NULL;
     }
-    feed_blobs(ctx, data, len);
+    kserve_decoded_feed(&ctx->dec, data, len);
     return NULL;
 }
 
@@ -725,26 +227,6 @@ static void infer_done(osp_infer_response *response, void *user) {
     infer_ctx *ctx = user;
     ctx->response = response;
     http_request_resume(ctx->http);
-}
-
-/* The first binary input (of the first n) that is missing bytes. */
-static osp_error *check_blobs(const infer_ctx *ctx, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        const blob *b = &ctx->blobs[i];
-        if (b->filled < b->size)
-            return osp_error_new(
-                OSP_ERROR_INVALID_ARG,
-                "unexpected size for input '%s', expecting "
-                "%llu additional bytes for model '%s'",
-                b->name, (unsigned long long)(b->size - b->filled), ctx->model);
-    }
-    return NULL;
-}
-
-static osp_error *additional_data_error(const infer_ctx *ctx) {
-    return osp_error_new(OSP_ERROR_INVALID_ARG,
-                         "unexpected additional input data for model '%s'",
-                         ctx->model);
 }
 
 static osp_error *build_raw_request(infer_ctx *ctx) {
@@ -763,17 +245,17 @@ static osp_error *build_raw_request(infer_ctx *ctx) {
             memcpy(buf->data, ctx->raw_grow.data, ctx->raw_grow.len);
         jbuf_free(&ctx->raw_grow);
     }
-    ctx->request = osp_infer_request_new(ctx->model, ctx->version);
-    if (!ctx->request) {
+    ctx->dec.request = osp_infer_request_new(ctx->model, ctx->version);
+    if (!ctx->dec.request) {
         osp_buffer_free(buf);
         return oom();
     }
-    osp_error *err = osp_infer_request_set_raw_input(ctx->request, buf);
+    osp_error *err = osp_infer_request_set_raw_input(ctx->dec.request, buf);
     if (err) {
         osp_buffer_free(buf);
         return err;
     }
-    ctx->default_binary = true;
+    ctx->dec.outputs.default_binary = true;
     return NULL;
 }
 
@@ -805,23 +287,11 @@ static osp_error *infer_on_complete(http_request *http) {
                     (unsigned long long)(ctx->ihcl - ctx->header.len));
             parse_header(ctx);
         }
-        if (ctx->deferred) {
-            if ((err = check_blobs(ctx, ctx->deferred_blobs)))
-                return err;
-            if (ctx->deferred_after_inputs && ctx->extra_bytes > 0)
-                return additional_data_error(ctx);
-            err = ctx->deferred;
-            ctx->deferred = NULL;
+        if ((err = kserve_decoded_finish(&ctx->dec)))
             return err;
-        }
-        if ((err = check_blobs(ctx, ctx->n_blobs)))
-            return err;
-        if (ctx->extra_bytes > 0)
-            return additional_data_error(ctx);
     }
 
-    osp_infer_request *request = ctx->request;
-    ctx->request = NULL;
+    osp_infer_request *request = kserve_decoded_take_request(&ctx->dec);
     request->receive_start_ns = ctx->start_ns;
     request->trace = ctx->trace; /* lent to the core */
     http_request_begin_async(http);
@@ -835,58 +305,9 @@ static osp_error *infer_on_complete(http_request *http) {
 
 /* ---- response ---- */
 
-typedef struct response_payload {
-    char *json;
-    osp_buffer **buffers;
-    size_t n_buffers;
-} response_payload;
-
-static void response_payload_free(void *p) {
-    response_payload *pl = p;
-    if (!pl)
-        return;
-    free(pl->json);
-    for (size_t i = 0; i < pl->n_buffers; i++)
-        osp_buffer_free(pl->buffers[i]);
-    free(pl->buffers);
-    free(pl);
-}
-
-static bool output_is_binary(const infer_ctx *ctx, const char *name) {
-    for (size_t i = 0; i < ctx->n_outputs; i++)
-        if (strcmp(ctx->outputs[i].name, name) == 0)
-            return ctx->outputs[i].binary;
-    return ctx->default_binary;
-}
-
-static void write_response_parameters(jbuf *b, const osp_infer_response *r) {
-    jbuf_puts(b, ",\"parameters\":{");
-    for (size_t i = 0; i < r->n_parameters; i++) {
-        const osp_parameter *p = &r->parameters[i];
-        if (i)
-            jbuf_putc(b, ',');
-        jbuf_json_cstr(b, p->key);
-        jbuf_putc(b, ':');
-        switch (p->type) {
-        case OSP_PARAM_STRING:
-            jbuf_json_cstr(b, p->value.s ? p->value.s : "");
-            break;
-        case OSP_PARAM_INT:
-            jbuf_json_int(b, p->value.i);
-            break;
-        case OSP_PARAM_BOOL:
-            jbuf_json_bool(b, p->value.b);
-            break;
-        case OSP_PARAM_DOUBLE:
-            jbuf_json_double(b, p->value.d);
-            break;
-        }
-    }
-    jbuf_putc(b, '}');
-}
-
-/* Builds the reply from ctx->response: JSON header, then the binary
- * outputs in output order, sent from their buffers without a copy. */
+/* Builds the reply from ctx->response with the codec: JSON header, then
+ * the binary outputs in output order, sent from their buffers without a
+ * copy. */
 static osp_error *infer_on_resume(http_request *http) {
     infer_ctx *ctx = http_request_handler_ctx(http);
     if (ctx->trace)
@@ -900,89 +321,25 @@ static osp_error *infer_on_resume(http_request *http) {
         r->error = NULL;
         return err;
     }
-    response_payload *pl = calloc(1, sizeof *pl);
-    http_part *parts = calloc(r->n_outputs + 1, sizeof *parts);
-    if (!pl || !parts ||
-        !(pl->buffers =
-              calloc(r->n_outputs ? r->n_outputs : 1, sizeof *pl->buffers))) {
+    kserve_encoded e;
+    memset(&e, 0, sizeof e);
+    http_part *parts = NULL;
+    if ((err = kserve_encode_response(r, ctx->model, &ctx->dec.outputs, &e)))
+        goto out;
+    if (!(parts = calloc(e.n_parts, sizeof *parts))) {
         err = oom();
         goto out;
     }
-    size_t n_parts = 1;
-    jbuf b;
-    jbuf_init(&b);
-    if (r->id && r->id[0]) {
-        jbuf_puts(&b, "{\"id\":");
-        jbuf_json_cstr(&b, r->id);
-        jbuf_puts(&b, ",\"model_name\":");
-    } else {
-        jbuf_puts(&b, "{\"model_name\":");
+    for (size_t i = 0; i < e.n_parts; i++) {
+        parts[i].base = e.parts[i].base;
+        parts[i].len = e.parts[i].len;
     }
-    jbuf_json_cstr(&b, r->model_name ? r->model_name : ctx->model);
-    jbuf_printf(&b, ",\"model_version\":\"%lld\"", (long long)r->model_version);
-    if (r->n_parameters > 0)
-        write_response_parameters(&b, r);
-    jbuf_puts(&b, ",\"outputs\":[");
-    for (size_t i = 0; i < r->n_outputs; i++) {
-        osp_infer_output *o = &r->outputs[i];
-        if (i)
-            jbuf_putc(&b, ',');
-        jbuf_puts(&b, "{\"name\":");
-        jbuf_json_cstr(&b, o->name);
-        jbuf_puts(&b, ",\"datatype\":");
-        jbuf_json_cstr(&b, osp_datatype_wire_name(o->dtype));
-        jbuf_puts(&b, ",\"shape\":[");
-        for (int d = 0; d < o->shape.rank; d++) {
-            if (d)
-                jbuf_putc(&b, ',');
-            jbuf_json_int(&b, o->shape.dims[d]);
-        }
-        jbuf_putc(&b, ']');
-        size_t size = o->data ? o->byte_size : 0;
-        if (output_is_binary(ctx, o->name)) {
-            jbuf_printf(&b, ",\"parameters\":{\"binary_data_size\":%zu}}",
-                        size);
-            if (size > 0) {
-                osp_buffer *buf = osp_infer_response_take_output(r, i);
-                pl->buffers[pl->n_buffers++] = buf;
-                parts[n_parts].base = buf->data;
-                parts[n_parts].len = size;
-                n_parts++;
-            }
-            continue;
-        }
-        int64_t count;
-        if (!osp_shape_element_count(&o->shape, &count)) {
-            err = osp_error_new(OSP_ERROR_INTERNAL,
-                                "invalid shape for output '%s'", o->name);
-            jbuf_free(&b);
-            goto out;
-        }
-        jbuf_puts(&b, ",\"data\":");
-        err = json_tensor_encode(&b, o->name, o->dtype,
-                                 o->data ? o->data->data : NULL, size, count);
-        if (err) {
-            jbuf_free(&b);
-            goto out;
-        }
-        jbuf_putc(&b, '}');
-    }
-    jbuf_puts(&b, "]}");
-    size_t json_len;
-    pl->json = jbuf_take(&b, &json_len);
-    if (!pl->json) {
-        err = oom();
-        goto out;
-    }
-    parts[0].base = pl->json;
-    parts[0].len = json_len;
 
-    bool binary = pl->n_buffers > 0;
     const char *content_type =
-        binary ? "application/octet-stream" : "application/json";
-    if (binary) {
+        e.binary ? "application/octet-stream" : "application/json";
+    if (e.binary) {
         char ihcl[32];
-        snprintf(ihcl, sizeof ihcl, "%zu", json_len);
+        snprintf(ihcl, sizeof ihcl, "%zu", e.header_len);
         http_reply_header(http, "Inference-Header-Content-Length", ihcl);
     }
     http_encoding enc =
@@ -990,23 +347,23 @@ static osp_error *infer_on_resume(http_request *http) {
     if (enc != HTTP_ENCODING_IDENTITY) {
         char *z;
         size_t z_len;
-        osp_error *zerr = http_compress(enc, parts, n_parts, &z, &z_len);
+        osp_error *zerr = http_compress(enc, parts, e.n_parts, &z, &z_len);
         if (!zerr) {
             http_reply_header(http, "Content-Encoding",
                               http_encoding_name(enc));
             http_reply(http, 200, content_type, z, z_len);
-            goto out; /* pl is freed below */
+            goto out; /* the payload is freed below */
         }
         /* As Triton: send identity when compression fails. */
         OSP_LOG_VERBOSE("unable to compress response: %s",
                         osp_error_message(zerr));
         osp_error_free(zerr);
     }
-    http_reply_parts(http, 200, content_type, parts, n_parts,
-                     response_payload_free, pl);
-    pl = NULL;
+    http_reply_parts(http, 200, content_type, parts, e.n_parts,
+                     kserve_encoded_payload_free, e.payload);
+    e.payload = NULL; /* the connection releases it */
 out:
-    response_payload_free(pl);
+    kserve_encoded_destroy(&e);
     free(parts);
     return err;
 }
@@ -1060,6 +417,8 @@ void kserve_infer_route(http_request *http, const char *name,
         osp_trace_stamp(ctx->trace, OSP_TRACE_HTTP_RECV_START, ctx->start_ns);
     jbuf_init(&ctx->header);
     jbuf_init(&ctx->raw_grow);
+    kserve_decoded_init(&ctx->dec);
+    ctx->dec.model = ctx->model; /* for messages, even without a header */
     http_request_set_handler(http, &infer_handler, ctx);
     /* From here the handler owns ctx; errors are recorded, not replied. */
 

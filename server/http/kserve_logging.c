@@ -4,63 +4,25 @@
  * log_warning, log_error, log_verbose_level, log_format; an error stops
  * there, with the earlier ones applied, as in Triton) and both answer with
  * the settings now in force. Osprey logs to stderr only, so log_file is "".
+ * The update rules are in server/kserve/kserve_log_settings.c.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "json_util.h"
 #include "kserve.h"
+#include "kserve_log_settings.h"
 #include "osprey/log.h"
 
-static osp_error *apply_bool(struct json_object *root, const char *key,
-                             osp_log_level level) {
-    struct json_object *v;
-    if (!json_find(root, key, &v) || !v)
-        return NULL;
-    bool on;
-    osp_error *err = json_as_bool(v, &on);
-    if (!err)
-        osp_log_set_enabled(level, on);
-    return err;
-}
-
+/* Applies a POST body (kserve_log_settings.c has the rules). */
 static osp_error *apply_update(http_request *req) {
     size_t len;
     const char *body = http_request_body(req, &len);
-    struct json_object *root = NULL, *v;
+    struct json_object *root = NULL;
     osp_error *err = json_parse_body(body ? body : "", body ? len : 0, &root);
     if (err)
         return err;
-    if (json_find(root, "log_file", &v) && v) {
-        err = osp_error_new(OSP_ERROR_UNSUPPORTED,
-                            "log file location can not be updated through "
-                            "network protocol");
-        goto out;
-    }
-    if ((err = apply_bool(root, "log_info", OSP_LOG_INFO)) ||
-        (err = apply_bool(root, "log_warning", OSP_LOG_WARNING)) ||
-        (err = apply_bool(root, "log_error", OSP_LOG_ERROR)))
-        goto out;
-    if (json_find(root, "log_verbose_level", &v) && v) {
-        uint64_t level;
-        if ((err = json_as_uint(v, &level)))
-            goto out;
-        osp_log_set_verbose((int)level); /* Triton's int32 cast */
-    }
-    if (json_find(root, "log_format", &v) && v) {
-        const char *format;
-        if ((err = json_as_string(v, &format, NULL)))
-            goto out;
-        if (strcmp(format, "ISO8601") == 0)
-            osp_log_set_format(OSP_LOG_FORMAT_ISO8601);
-        else if (strcmp(format, "default") == 0)
-            osp_log_set_format(OSP_LOG_FORMAT_DEFAULT);
-        else
-            err = osp_error_new(OSP_ERROR_UNAVAILABLE,
-                                "invalid argument for --log_format, got: %s",
-                                format);
-    }
-out:
+    err = kserve_log_settings_update(root);
     json_free(root);
     return err;
 }

@@ -8,6 +8,7 @@
 
 #include "json_util.h"
 #include "kserve.h"
+#include "kserve_params.h"
 #include "osprey/stats.h"
 
 static void write_duration(jbuf *b, const char *name,

@@ -1,8 +1,9 @@
 /*
  * GET/POST /v2/trace/setting and /v2/models/{m}/trace/setting: Triton's
  * trace extension over HTTP (HTTPAPIServer::HandleTrace), with its exact
- * messages and order of checks (§4 of the protocol reference). The
- * settings themselves live in the tracer (osprey/trace.h).
+ * messages and order of checks (§4 of the protocol reference). The update
+ * rules are in server/kserve/kserve_trace_settings.c; the settings
+ * themselves live in the tracer (osprey/trace.h).
  *
  * One deliberate extension: with --trace-file-directory, "trace_file" may
  * be set to a plain file name inside that directory; without it, any
@@ -13,6 +14,7 @@
 
 #include "json_util.h"
 #include "kserve.h"
+#include "kserve_trace_settings.h"
 #include "osprey/trace.h"
 
 typedef struct trace_ctx {
@@ -53,115 +55,7 @@ static osp_error *check_model(http_request *req, const char *model) {
                          "Request for unknown model : %s", model);
 }
 
-/* Member `key` as Triton reads these settings: absent changes nothing,
- * null clears (*change), otherwise a JSON string read with std::stoi, whose
- * out-of-range message names `range`. *n and *text are set, and *got is
- * true, only when a number was read; the caller checks and stores it. */
-static osp_error *stoi_member(struct json_object *root, const char *key,
-                              const char *range, osp_trace_change *change,
-                              bool *got, long long *n, const char **text) {
-    struct json_object *v;
-    *got = false;
-    if (!json_find(root, key, &v))
-        return NULL;
-    if (!v) {
-        *change = OSP_TRACE_CLEAR;
-        return NULL;
-    }
-    osp_error *err = json_as_string(v, text, NULL);
-    if (err)
-        return err;
-    int why = kserve_parse_stoi(*text, n);
-    if (why == 1)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "Unable to parse '%s', got: %s", key, *text);
-    if (why == 2)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "Unable to parse '%s', value is out of range [ "
-                             "%s ], got: %s",
-                             key, range, *text);
-    *got = true;
-    return NULL;
-}
-
-/* "trace_rate" and "log_frequency": std::stoi into a uint32 (so "-5"
- * wraps, as in Triton). */
-static osp_error *parse_uint32_member(struct json_object *root, const char *key,
-                                      osp_trace_change *change, uint32_t *out) {
-    bool got;
-    long long n;
-    const char *s;
-    osp_error *err =
-        stoi_member(root, key, "0, 4294967295", change, &got, &n, &s);
-    if (!err && got) {
-        *out = (uint32_t)(int32_t)n;
-        *change = OSP_TRACE_SET;
-    }
-    return err;
-}
-
-/* "trace_count": -1 (no limit) or more. */
-static osp_error *parse_count_member(struct json_object *root,
-                                     osp_trace_update *u) {
-    bool got;
-    long long n;
-    const char *s;
-    osp_error *err = stoi_member(root, "trace_count", "-1, 2147483647",
-                                 &u->count_change, &got, &n, &s);
-    if (err || !got)
-        return err;
-    if (n < -1)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "Unable to parse 'trace_count'. Expecting value "
-                             ">= -1, got:%s",
-                             s);
-    u->count = (int32_t)n;
-    u->count_change = OSP_TRACE_SET;
-    return NULL;
-}
-
-/* "trace_level": null clears; otherwise an array of strings where OFF must
- * stand alone, TIMESTAMPS and TENSORS add up and anything else is
- * ignored (so an empty array changes nothing). */
-static osp_error *parse_level_member(struct json_object *root,
-                                     osp_trace_update *u) {
-    struct json_object *v;
-    if (!json_find(root, "trace_level", &v))
-        return NULL;
-    if (!v) {
-        u->level_change = OSP_TRACE_CLEAR;
-        return NULL;
-    }
-    osp_error *err = json_as_array(v);
-    if (err)
-        return err;
-    size_t n = json_object_array_length(v);
-    unsigned level = OSP_TRACE_LEVEL_OFF;
-    for (size_t i = 0; i < n; i++) {
-        const char *s;
-        if ((err = json_as_string(json_object_array_get_idx(v, i), &s, NULL)))
-            return err;
-        if (strcmp(s, "OFF") == 0) {
-            if (n != 1)
-                return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                     "Expect only one trace level 'OFF' is "
-                                     "specified");
-            level = OSP_TRACE_LEVEL_OFF;
-            u->level_change = OSP_TRACE_SET;
-        } else if (strcmp(s, "TIMESTAMPS") == 0) {
-            level |= OSP_TRACE_LEVEL_TIMESTAMPS;
-            u->level_change = OSP_TRACE_SET;
-        } else if (strcmp(s, "TENSORS") == 0) {
-            level |= OSP_TRACE_LEVEL_TENSORS;
-            u->level_change = OSP_TRACE_SET;
-        }
-    }
-    u->level = level;
-    return NULL;
-}
-
-/* Applies a POST body in Triton's order: trace_file, trace_level,
- * trace_rate, trace_count, log_frequency, then the update itself. */
+/* Applies a POST body (kserve_trace_settings.c has the rules). */
 static osp_error *apply_update(http_request *req, osp_tracer *tracer,
                                const char *model) {
     size_t len;
@@ -171,36 +65,7 @@ static osp_error *apply_update(http_request *req, osp_tracer *tracer,
     osp_error *err = json_parse_body(body ? body : "", body ? len : 0, &root);
     if (err)
         return err;
-    osp_trace_update u;
-    memset(&u, 0, sizeof u);
-    struct json_object *v;
-    if (json_find(root, "trace_file", &v)) {
-        if (!osp_tracer_file_updates_allowed(tracer)) {
-            err = osp_error_new(OSP_ERROR_UNSUPPORTED,
-                                "trace file location can not be updated "
-                                "through network protocol");
-            goto out;
-        }
-        if (!v) {
-            u.file_change = OSP_TRACE_CLEAR;
-        } else {
-            if ((err = json_as_string(v, &u.file, &u.file_len)))
-                goto out;
-            u.file_change = OSP_TRACE_SET;
-        }
-    }
-    if ((err = parse_level_member(root, &u)))
-        goto out;
-    if ((err =
-             parse_uint32_member(root, "trace_rate", &u.rate_change, &u.rate)))
-        goto out;
-    if ((err = parse_count_member(root, &u)))
-        goto out;
-    if ((err = parse_uint32_member(root, "log_frequency",
-                                   &u.log_frequency_change, &u.log_frequency)))
-        goto out;
-    err = osp_tracer_update_settings(tracer, model, &u);
-out:
+    err = kserve_trace_settings_update(tracer, model, root);
     json_free(root);
     return err;
 }

@@ -39,8 +39,15 @@ if(OSPREY_HAVE_CUDA)
 endif()
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_range_pool)
 
-# The load API's override codecs live in the HTTP frontend.
+# The load API's override codecs: base64 (server/json) and the ModelConfig
+# JSON rewrite (server/kserve).
 osprey_add_unit_test(test_load_override_codecs
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_load_override_codecs.cc)
-target_link_libraries(test_load_override_codecs PRIVATE osprey_http)
+target_link_libraries(test_load_override_codecs PRIVATE osprey_kserve osprey_json)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_load_override_codecs)
+
+# The KServe inference codec (server/kserve) on a real server, no HTTP.
+osprey_add_unit_test(test_kserve_codec
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_kserve_codec.cc)
+target_link_libraries(test_kserve_codec PRIVATE osprey_kserve osprey_json)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_kserve_codec)

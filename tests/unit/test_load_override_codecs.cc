@@ -1,6 +1,6 @@
-// The load API's override codecs (server/http): base64 file contents and
-// the ModelConfig JSON -> protobuf text rewrite, checked through the config
-// parser that reads the result.
+// The load API's override codecs: base64 file contents (server/json) and
+// the ModelConfig JSON -> protobuf text rewrite (server/kserve), checked
+// through the config parser that reads the result.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

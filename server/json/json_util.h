@@ -1,5 +1,6 @@
 /*
- * JSON helpers for the HTTP frontends:
+ * Protocol-neutral JSON helpers for the frontends (KServe v2 over HTTP and,
+ * later, gRPC and the queue worker; TF Serving):
  *  - jbuf: a growing output buffer with compact JSON writers (no spaces,
  *    '/' not escaped), the hot path for responses;
  *  - json_scan: an iterative validator that also measures nesting depth and

@@ -1,17 +1,18 @@
 /*
- * GET .../config: the model configuration as protobuf JSON, the way Triton
+ * The model configuration as protobuf JSON (GET .../config), the way Triton
  * prints a ModelConfig (proto field names, declaration order, every
  * primitive and repeated field printed with its default, enums as strings,
  * 64-bit integers as JSON numbers). Message fields that Osprey does not model
  * (optimization, reshape, sequence_batching, ...) are left out, as protobuf
  * leaves out unset messages.
  */
+#include "model_config_json.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "json_util.h"
-#include "kserve.h"
 
 static void key(jbuf *b, bool *first, const char *name) {
     if (!*first)

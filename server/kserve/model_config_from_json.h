@@ -1,4 +1,5 @@
-/* The load API's "config" parameter: a ModelConfig in protobuf JSON. */
+/* The load API's "config" parameter: a ModelConfig in protobuf JSON (HTTP
+ * load requests; gRPC RepositoryModelLoad carries the same JSON text). */
 #pragma once
 
 #include <stddef.h>

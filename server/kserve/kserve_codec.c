@@ -1,0 +1,767 @@
+/*
+ * The KServe v2 inference codec (see kserve_codec.h): the JSON request
+ * header to an osp_infer_request (Triton's HTTPAPIServer request parsing,
+ * with its messages and order of checks), binary input blobs into their
+ * final buffers, and the response as a JSON header plus binary parts.
+ */
+#include "kserve_codec.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_tensor.h"
+#include "json_util.h"
+
+static osp_error *oom(void) {
+    return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+}
+
+/* ---- request header ---- */
+
+/* One kserve_decode_header call: what it fills and where buffers come
+ * from (all borrowed). */
+typedef struct decoder {
+    kserve_decoded *d;
+    osp_server *core;
+    const kserve_decode_limits *limits;
+} decoder;
+
+static osp_error *add_param(osp_infer_request *req, const char *key,
+                            osp_parameter_type type, const void *value) {
+    osp_parameter p;
+    memset(&p, 0, sizeof p);
+    p.key = (char *)key;
+    p.type = type;
+    switch (type) {
+    case OSP_PARAM_STRING:
+        p.value.s = (char *)value;
+        break;
+    case OSP_PARAM_INT:
+        p.value.i = *(const int64_t *)value;
+        break;
+    case OSP_PARAM_BOOL:
+        p.value.b = *(const bool *)value;
+        break;
+    case OSP_PARAM_DOUBLE:
+        p.value.d = *(const double *)value;
+        break;
+    }
+    return osp_infer_request_add_parameter(req, &p);
+}
+
+/* Request-level "parameters", as Triton's ParseJsonTritonParams. */
+static osp_error *parse_request_parameters(decoder *dec,
+                                           struct json_object *params) {
+    osp_infer_request *req = dec->d->request;
+    osp_error *err = NULL;
+    if (!json_object_is_type(params, json_type_object))
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "failed to get request params.: attempt to "
+                             "access JSON non-object as object");
+    json_object_object_foreach(params, key, v) {
+        if (strcmp(key, "sequence_id") == 0) {
+            uint64_t u;
+            const char *s;
+            if (json_is_uint64(v)) {
+                u = json_object_get_uint64(v);
+                int64_t i = (int64_t)u;
+                err = add_param(req, key, OSP_PARAM_INT, &i);
+            } else if (!(err = json_as_string(v, &s, NULL))) {
+                err = add_param(req, key, OSP_PARAM_STRING, s);
+            } else {
+                err = osp_error_wrap(err, "Unable to parse 'sequence_id'");
+            }
+        } else if (strcmp(key, "sequence_start") == 0 ||
+                   strcmp(key, "sequence_end") == 0) {
+            bool b;
+            err = json_as_bool(v, &b);
+            if (err)
+                err = osp_error_wrap(err, "Unable to parse '%s'", key);
+            else
+                err = add_param(req, key, OSP_PARAM_BOOL, &b);
+        } else if (strcmp(key, "priority") == 0) {
+            err = json_as_uint(v, &req->priority);
+            if (err)
+                err = osp_error_wrap(err, "Unable to parse 'priority'");
+        } else if (strcmp(key, "timeout") == 0) {
+            err = json_as_uint(v, &req->timeout_us);
+            if (err)
+                err = osp_error_wrap(err, "Unable to parse 'timeout'");
+        } else if (strcmp(key, "binary_data_output") == 0) {
+            err = json_as_bool(v, &dec->d->outputs.default_binary);
+            if (err)
+                err =
+                    osp_error_wrap(err, "Unable to parse 'binary_data_output'");
+        } else if (strncmp(key, "triton_", 7) == 0) {
+            err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                                "parameter keys starting with 'triton_' are "
+                                "reserved for Triton usage and should not be "
+                                "specified.");
+        } else if (json_object_is_type(v, json_type_string)) {
+            err = add_param(req, key, OSP_PARAM_STRING,
+                            json_object_get_string(v));
+        } else if (json_is_int64(v)) {
+            int64_t i = json_object_get_int64(v);
+            err = add_param(req, key, OSP_PARAM_INT, &i);
+        } else if (json_object_is_type(v, json_type_boolean)) {
+            bool b = json_object_get_boolean(v);
+            err = add_param(req, key, OSP_PARAM_BOOL, &b);
+        } else if (json_object_is_type(v, json_type_double) ||
+                   json_object_is_type(v, json_type_int)) {
+            double d;
+            json_as_double(v, &d);
+            err = add_param(req, key, OSP_PARAM_DOUBLE, &d);
+        } else {
+            err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                                "parameter '%s' has invalid type. It should be "
+                                "either 'int', 'bool', or 'string'.",
+                                key);
+        }
+        if (err)
+            return err;
+    }
+    return NULL;
+}
+
+static osp_error *validate_content_type(struct json_object *in) {
+    struct json_object *params = json_member(in, "parameters");
+    bool has_data = json_find(in, "data", NULL);
+    bool has_binary = json_find(params, "binary_data_size", NULL);
+    bool has_shm = json_find(params, "shared_memory_region", NULL);
+    int set = has_data + has_binary + has_shm;
+    if (set == 1)
+        return NULL;
+    if (set == 0)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "Input must set only one of the following "
+                             "fields: 'data', 'binary_data_size' in "
+                             "'parameters', 'shared_memory_region' in "
+                             "'parameters'. But no field is set");
+    return osp_error_new(
+        OSP_ERROR_INVALID_ARG,
+        "Input must set only one of the following fields: "
+        "'data', 'binary_data_size' in 'parameters', "
+        "'shared_memory_region' in 'parameters'. But set%s%s%s",
+        has_data ? " 'data'" : "", has_binary ? " 'binary_data_size'" : "",
+        has_shm ? " 'shared_memory_region'" : "");
+}
+
+/* Triton's ShapeToString of the dims as int64: "[a,b]". */
+static void format_dims(const uint64_t *dims, size_t n, char *buf, size_t cap) {
+    size_t off = 0;
+    off += (size_t)snprintf(buf + off, cap - off, "[");
+    for (size_t i = 0; i < n && off < cap; i++)
+        off += (size_t)snprintf(buf + off, cap - off, "%s%lld", i ? "," : "",
+                                (long long)(int64_t)dims[i]);
+    if (off < cap)
+        snprintf(buf + off, cap - off, "]");
+}
+
+/* Bytes of the body that can still hold blobs, or UINT64_MAX when not
+ * limited (chunked identity bodies, which Triton does not limit). */
+static uint64_t blob_capacity(const decoder *dec) {
+    const kserve_decode_limits *l = dec->limits;
+    if (!l->body_limited)
+        return UINT64_MAX;
+    uint64_t used = l->header_bytes + dec->d->reserved;
+    return l->body_bytes > used ? l->body_bytes - used : 0;
+}
+
+static const json_span *find_span(const json_scan_info *info, size_t input) {
+    for (size_t i = 0; i < info->n_spans; i++)
+        if (info->spans[i].input_index == input)
+            return &info->spans[i];
+    return NULL;
+}
+
+/* Adds a binary input: its buffer is allocated now and filled by
+ * kserve_decoded_feed. A blob the body cannot hold gets an empty buffer and
+ * is only counted. `name` and `shape` are borrowed. */
+static osp_error *add_binary_input(decoder *dec, const char *name,
+                                   osp_datatype dt, const osp_shape *shape,
+                                   uint64_t size) {
+    osp_buffer *buf = NULL;
+    osp_error *err;
+    bool fits = size <= blob_capacity(dec);
+    /* A blob the body cannot contain is only counted; the size check at
+     * the end reports it. */
+    err =
+        osp_server_alloc_input_buffer(dec->core, fits ? (size_t)size : 0, &buf);
+    if (err)
+        return err;
+    if ((err = osp_infer_request_add_input(dec->d->request, name, dt, shape,
+                                           buf))) {
+        osp_buffer_free(buf);
+        return err;
+    }
+    if (size == 0)
+        return NULL; /* an empty buffer; consumes nothing */
+    kserve_blob *grown =
+        realloc(dec->d->blobs, (dec->d->n_blobs + 1) * sizeof *grown);
+    if (!grown)
+        return oom();
+    dec->d->blobs = grown;
+    kserve_blob *b = &dec->d->blobs[dec->d->n_blobs];
+    memset(b, 0, sizeof *b);
+    if (!(b->name = strdup(name)))
+        return oom();
+    b->size = size;
+    b->dst = fits ? buf->data : NULL;
+    dec->d->n_blobs++;
+    dec->d->reserved += size;
+    return NULL;
+}
+
+/* Adds an input whose values are the JSON `data` value at span (NULL: no
+ * data member) of the header `text`, decoded into a new buffer. All
+ * pointers borrowed. */
+static osp_error *add_json_input(decoder *dec, const char *name,
+                                 osp_datatype dt, const osp_shape *shape,
+                                 const uint64_t *dims, size_t rank,
+                                 const char *text, const json_span *span) {
+    osp_error *err = NULL;
+    osp_buffer *buf = NULL;
+    int64_t count;
+    char dims_text[512];
+    if (!osp_shape_element_count(shape, &count)) {
+        format_dims(dims, rank, dims_text, sizeof dims_text);
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "invalid shape for input '%s': shape %s causes "
+                             "total element count to exceed maximum size of "
+                             "%lld",
+                             name, dims_text, (long long)INT64_MAX);
+    }
+    if (count == 0) {
+        /* 'data' is not read at all */
+        if ((err = osp_server_alloc_input_buffer(dec->core, 0, &buf)))
+            return err;
+        goto add;
+    }
+    const char *data = span ? text + span->start : "[]";
+    size_t data_len = span ? span->end - span->start : 2;
+    if (data[0] != '[')
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "Unable to parse 'data': attempt to access JSON "
+                             "non-array as array");
+    uint64_t byte_size;
+    if (dt == OSP_TYPE_BYTES) {
+        size_t n;
+        if ((err = json_tensor_bytes_size(data, data_len, &n)))
+            return err;
+        byte_size = n;
+    } else {
+        uint64_t es = osp_datatype_byte_size(dt);
+        if (es > 1 && (uint64_t)count > (uint64_t)INT64_MAX / es)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "byte size overflow for input '%s': element "
+                                 "count (%lld) * data type size (%llu) exceeds "
+                                 "maximum allowed size (%lld)",
+                                 name, (long long)count, (unsigned long long)es,
+                                 (long long)INT64_MAX);
+        byte_size = (uint64_t)count * es;
+    }
+    if (byte_size > dec->limits->max_input)
+        return osp_error_new(
+            OSP_ERROR_INVALID_ARG,
+            "JSON input '%s' has a byte_size (%llu bytes) that "
+            "exceeds the maximum allowed value of %zu bytes. "
+            "Use --http-max-input-size to increase the limit.",
+            name, (unsigned long long)byte_size, dec->limits->max_input);
+    if (dt == OSP_TYPE_FP16 || dt == OSP_TYPE_BF16)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "receiving %s data via JSON is not supported. "
+                             "Please use the binary data format for input %s",
+                             dt == OSP_TYPE_FP16 ? "FP16" : "BF16", name);
+    if (dt == OSP_TYPE_INVALID)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "invalid datatype for input %s", name);
+    if ((err =
+             osp_server_alloc_input_buffer(dec->core, (size_t)byte_size, &buf)))
+        return err;
+    err = json_tensor_decode(data, data_len, dt,
+                             dt == OSP_TYPE_BYTES ? (int64_t)byte_size : count,
+                             buf->data);
+    if (err) {
+        osp_buffer_free(buf);
+        return err;
+    }
+add:
+    if ((err = osp_infer_request_add_input(dec->d->request, name, dt, shape,
+                                           buf)))
+        osp_buffer_free(buf);
+    return err;
+}
+
+/* Adds inputs[index] (`in`, borrowed) to the request: binary (a blob is
+ * planned) or JSON data. */
+static osp_error *parse_input(decoder *dec, struct json_object *in,
+                              size_t index, const char *text,
+                              const json_scan_info *info) {
+    osp_error *err;
+    if ((err = validate_content_type(in)))
+        return err;
+    const char *name, *datatype;
+    if ((err = json_member_string(in, "name", &name, NULL)))
+        return osp_error_wrap(err, "Unable to parse 'name'");
+    if ((err = json_member_string(in, "datatype", &datatype, NULL)))
+        return osp_error_wrap(err, "Unable to parse 'datatype'");
+    osp_datatype dt = osp_datatype_from_wire_name(datatype);
+    struct json_object *shape_json;
+    if ((err = json_member_array(in, "shape", &shape_json)))
+        return osp_error_wrap(err, "Unable to parse 'shape'");
+    size_t rank = json_object_array_length(shape_json);
+    uint64_t dims[OSP_MAX_DIMS];
+    osp_shape shape = {0};
+    for (size_t d = 0; d < rank; d++) {
+        uint64_t v;
+        err = json_as_uint(json_object_array_get_idx(shape_json, d), &v);
+        if (err)
+            return osp_error_wrap(err, "Unable to parse 'shape'");
+        if (d >= OSP_MAX_DIMS)
+            continue;
+        dims[d] = v;
+        shape.dims[d] = (int64_t)v;
+    }
+    if (rank > OSP_MAX_DIMS)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "input '%s' has %zu dimensions, more than the "
+                             "maximum of %d",
+                             name, rank, OSP_MAX_DIMS);
+    shape.rank = (int)rank;
+    for (size_t d = 0; d < rank; d++) {
+        if (shape.dims[d] < 0) {
+            char dims_text[512];
+            format_dims(dims, rank, dims_text, sizeof dims_text);
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "invalid shape for input '%s': shape %s "
+                                 "contains one or more invalid dimensions",
+                                 name, dims_text);
+        }
+    }
+
+    struct json_object *params = json_member(in, "parameters");
+    struct json_object *bds;
+    if (json_find(params, "binary_data_size", &bds)) {
+        uint64_t size;
+        if ((err = json_as_uint(bds, &size)))
+            return osp_error_wrap(err, "Unable to parse 'binary_data_size'");
+        return add_binary_input(dec, name, dt, &shape, size);
+    }
+    if (json_find(params, "shared_memory_region", NULL))
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "input '%s': shared memory is not supported",
+                             name);
+    return add_json_input(dec, name, dt, &shape, dims, rank, text,
+                          find_span(info, index));
+}
+
+/* Adds a requested output (`out`, borrowed) and records its binary
+ * choice. */
+static osp_error *parse_output(decoder *dec, struct json_object *out) {
+    osp_error *err;
+    struct json_object *params = json_member(out, "parameters");
+    bool has_shm = json_find(params, "shared_memory_region", NULL);
+    struct json_object *cls, *bin;
+    bool has_cls = json_find(params, "classification", &cls);
+    bool has_bin = json_find(params, "binary_data", &bin);
+    if (has_shm) {
+        if (has_cls)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "Output can't set both 'shared_memory_region' "
+                                 "and 'classification'");
+        if (has_bin) {
+            bool b;
+            if ((err = json_as_bool(bin, &b)))
+                return osp_error_wrap(err, "Unable to set 'binary_data'");
+            if (b)
+                return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                     "Output can't set both "
+                                     "'shared_memory_region' and "
+                                     "'binary_data'");
+        }
+    }
+    const char *name;
+    if ((err = json_member_string(out, "name", &name, NULL)))
+        return osp_error_wrap(err, "Unable to parse 'name'");
+    uint64_t class_count = 0;
+    if (has_cls && (err = json_as_uint(cls, &class_count)))
+        return osp_error_wrap(err, "Unable to set 'classification'");
+    if (class_count > UINT32_MAX) /* more than any output has elements */
+        class_count = UINT32_MAX;
+    if ((err = osp_infer_request_add_output_classified(dec->d->request, name,
+                                                       (uint32_t)class_count)))
+        return err;
+    if (has_shm)
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "output '%s': shared memory is not supported",
+                             name);
+    bool binary = false;
+    if (has_bin && (err = json_as_bool(bin, &binary)))
+        return osp_error_wrap(err, "Unable to parse 'binary_data'");
+    kserve_output_choice *grown =
+        realloc(dec->d->outputs.items, (dec->d->outputs.n + 1) * sizeof *grown);
+    if (!grown)
+        return oom();
+    dec->d->outputs.items = grown;
+    if (!(grown[dec->d->outputs.n].name = strdup(name)))
+        return oom();
+    grown[dec->d->outputs.n++].binary = binary;
+    return NULL;
+}
+
+/* Parses the complete JSON header into d->request. A failure is kept in
+ * d->error together with how many blobs precede it. */
+void kserve_decode_header(kserve_decoded *d, osp_server *core,
+                          const char *model, int64_t version, const char *text,
+                          size_t len, const kserve_decode_limits *limits) {
+    decoder dec_s = {.d = d, .core = core, .limits = limits};
+    decoder *dec = &dec_s;
+    osp_error *err = NULL;
+    struct json_object *root = NULL;
+    json_scan_info info = {0};
+    info.want_data_spans = true;
+    d->model = model;
+    d->version = version;
+
+    if ((err = json_scan(text, len, &info)))
+        goto out;
+    if ((err = json_parse(text, len, info.max_depth, info.spans, info.n_spans,
+                          &root)))
+        goto out;
+    if (!(d->request = osp_infer_request_new(model, version))) {
+        err = oom();
+        goto out;
+    }
+    struct json_object *id;
+    if (json_find(root, "id", &id)) {
+        const char *s;
+        if ((err = json_as_string(id, &s, NULL))) {
+            err = osp_error_wrap(err, "Unable to parse 'id'");
+            goto out;
+        }
+        if ((err = osp_infer_request_set_id(d->request, s)))
+            goto out;
+    }
+    struct json_object *params;
+    if (json_find(root, "parameters", &params) &&
+        (err = parse_request_parameters(dec, params)))
+        goto out;
+    struct json_object *inputs;
+    if ((err = json_member_array(root, "inputs", &inputs))) {
+        err = osp_error_wrap(err, "Unable to parse 'inputs'");
+        goto out;
+    }
+    size_t n_inputs = json_object_array_length(inputs);
+    for (size_t i = 0; i < n_inputs; i++) {
+        err = parse_input(dec, json_object_array_get_idx(inputs, i), i, text,
+                          &info);
+        if (err)
+            goto out;
+    }
+    d->error_after_inputs = true;
+    struct json_object *outputs;
+    if (json_find(root, "outputs", &outputs)) {
+        if ((err = json_as_array(outputs))) {
+            err = osp_error_wrap(err, "Unable to parse 'outputs'");
+            goto out;
+        }
+        size_t n = json_object_array_length(outputs);
+        for (size_t i = 0; i < n; i++) {
+            err = parse_output(dec, json_object_array_get_idx(outputs, i));
+            if (err)
+                goto out;
+        }
+    }
+out:
+    if (err) {
+        d->error = err;
+        d->error_blobs = d->n_blobs;
+        /* The request and its buffers go now; the remaining body bytes
+         * are only counted. */
+        osp_infer_request_free(d->request);
+        d->request = NULL;
+        for (size_t i = 0; i < d->n_blobs; i++)
+            d->blobs[i].dst = NULL;
+    }
+    json_free(root);
+    free(info.spans);
+}
+
+void kserve_decoded_init(kserve_decoded *d) {
+    memset(d, 0, sizeof *d);
+}
+
+void kserve_output_choices_destroy(kserve_output_choices *c) {
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        free(c->items[i].name);
+    free(c->items);
+    memset(c, 0, sizeof *c);
+}
+
+void kserve_decoded_destroy(kserve_decoded *d) {
+    if (!d)
+        return;
+    osp_infer_request_free(d->request);
+    for (size_t i = 0; i < d->n_blobs; i++)
+        free(d->blobs[i].name);
+    free(d->blobs);
+    osp_error_free(d->error);
+    kserve_output_choices_destroy(&d->outputs);
+    memset(d, 0, sizeof *d);
+}
+
+/* ---- binary inputs ---- */
+
+void kserve_decoded_feed(kserve_decoded *d, const char *data, size_t len) {
+    while (len > 0 && d->cur_blob < d->n_blobs) {
+        kserve_blob *b = &d->blobs[d->cur_blob];
+        uint64_t want = b->size - b->filled;
+        size_t take = want < len ? (size_t)want : len;
+        if (b->dst)
+            memcpy(b->dst + b->filled, data, take);
+        b->filled += take;
+        data += take;
+        len -= take;
+        if (b->filled == b->size)
+            d->cur_blob++;
+    }
+    d->extra_bytes += len;
+}
+
+/* The first binary input (of the first n) that is missing bytes. */
+static osp_error *check_blobs(const kserve_decoded *d, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const kserve_blob *b = &d->blobs[i];
+        if (b->filled < b->size)
+            return osp_error_new(
+                OSP_ERROR_INVALID_ARG,
+                "unexpected size for input '%s', expecting "
+                "%llu additional bytes for model '%s'",
+                b->name, (unsigned long long)(b->size - b->filled), d->model);
+    }
+    return NULL;
+}
+
+static osp_error *additional_data_error(const kserve_decoded *d) {
+    return osp_error_new(OSP_ERROR_INVALID_ARG,
+                         "unexpected additional input data for model '%s'",
+                         d->model);
+}
+
+osp_error *kserve_decoded_finish(kserve_decoded *d) {
+    osp_error *err;
+    if (d->error) {
+        if ((err = check_blobs(d, d->error_blobs)))
+            return err;
+        if (d->error_after_inputs && d->extra_bytes > 0)
+            return additional_data_error(d);
+        err = d->error;
+        d->error = NULL;
+        return err;
+    }
+    if ((err = check_blobs(d, d->n_blobs)))
+        return err;
+    if (d->extra_bytes > 0)
+        return additional_data_error(d);
+    return NULL;
+}
+
+osp_infer_request *kserve_decoded_take_request(kserve_decoded *d) {
+    osp_infer_request *r = d->request;
+    d->request = NULL;
+    return r;
+}
+
+osp_error *kserve_decode_request_body(osp_server *core, const char *model,
+                                      int64_t version, const char *body,
+                                      size_t body_len, size_t header_len,
+                                      size_t max_input,
+                                      osp_infer_request **request,
+                                      kserve_output_choices *outputs) {
+    osp_error *err = NULL;
+    kserve_decoded d;
+    kserve_decoded_init(&d);
+    if (header_len > body_len)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "inference header size should be in range (0, "
+                             "%zu), got: %zu",
+                             body_len, header_len);
+    /* json_parse needs a NUL after the header: one copy of the header. */
+    char *text = malloc(header_len + 1);
+    if (!text)
+        return oom();
+    if (header_len)
+        memcpy(text, body, header_len);
+    text[header_len] = '\0';
+    kserve_decode_limits limits = {
+        .max_input = max_input,
+        .body_limited = true,
+        .body_bytes = body_len,
+        .header_bytes = header_len,
+    };
+    kserve_decode_header(&d, core, model, version, text, header_len, &limits);
+    free(text);
+    kserve_decoded_feed(&d, body + header_len, body_len - header_len);
+    if ((err = kserve_decoded_finish(&d)))
+        goto out;
+    *request = kserve_decoded_take_request(&d);
+    *outputs = d.outputs;
+    memset(&d.outputs, 0, sizeof d.outputs);
+out:
+    kserve_decoded_destroy(&d);
+    return err;
+}
+
+/* ---- response ---- */
+
+typedef struct response_payload {
+    char *json;
+    osp_buffer **buffers;
+    size_t n_buffers;
+} response_payload;
+
+void kserve_encoded_payload_free(void *p) {
+    response_payload *pl = p;
+    if (!pl)
+        return;
+    free(pl->json);
+    for (size_t i = 0; i < pl->n_buffers; i++)
+        osp_buffer_free(pl->buffers[i]);
+    free(pl->buffers);
+    free(pl);
+}
+
+void kserve_encoded_destroy(kserve_encoded *e) {
+    if (!e)
+        return;
+    kserve_encoded_payload_free(e->payload);
+    free(e->parts);
+    memset(e, 0, sizeof *e);
+}
+
+static bool output_is_binary(const kserve_output_choices *c, const char *name) {
+    for (size_t i = 0; i < c->n; i++)
+        if (strcmp(c->items[i].name, name) == 0)
+            return c->items[i].binary;
+    return c->default_binary;
+}
+
+static void write_response_parameters(jbuf *b, const osp_infer_response *r) {
+    jbuf_puts(b, ",\"parameters\":{");
+    for (size_t i = 0; i < r->n_parameters; i++) {
+        const osp_parameter *p = &r->parameters[i];
+        if (i)
+            jbuf_putc(b, ',');
+        jbuf_json_cstr(b, p->key);
+        jbuf_putc(b, ':');
+        switch (p->type) {
+        case OSP_PARAM_STRING:
+            jbuf_json_cstr(b, p->value.s ? p->value.s : "");
+            break;
+        case OSP_PARAM_INT:
+            jbuf_json_int(b, p->value.i);
+            break;
+        case OSP_PARAM_BOOL:
+            jbuf_json_bool(b, p->value.b);
+            break;
+        case OSP_PARAM_DOUBLE:
+            jbuf_json_double(b, p->value.d);
+            break;
+        }
+    }
+    jbuf_putc(b, '}');
+}
+
+osp_error *kserve_encode_response(osp_infer_response *r, const char *model,
+                                  const kserve_output_choices *choices,
+                                  kserve_encoded *out) {
+    osp_error *err = NULL;
+    jbuf b;
+    jbuf_init(&b);
+    response_payload *pl = calloc(1, sizeof *pl);
+    kserve_part *parts = calloc(r->n_outputs + 1, sizeof *parts);
+    if (!pl || !parts ||
+        !(pl->buffers =
+              calloc(r->n_outputs ? r->n_outputs : 1, sizeof *pl->buffers))) {
+        err = oom();
+        goto out;
+    }
+    size_t n_parts = 1;
+    if (r->id && r->id[0]) {
+        jbuf_puts(&b, "{\"id\":");
+        jbuf_json_cstr(&b, r->id);
+        jbuf_puts(&b, ",\"model_name\":");
+    } else {
+        jbuf_puts(&b, "{\"model_name\":");
+    }
+    jbuf_json_cstr(&b, r->model_name ? r->model_name : model);
+    jbuf_printf(&b, ",\"model_version\":\"%lld\"", (long long)r->model_version);
+    if (r->n_parameters > 0)
+        write_response_parameters(&b, r);
+    jbuf_puts(&b, ",\"outputs\":[");
+    for (size_t i = 0; i < r->n_outputs; i++) {
+        osp_infer_output *o = &r->outputs[i];
+        if (i)
+            jbuf_putc(&b, ',');
+        jbuf_puts(&b, "{\"name\":");
+        jbuf_json_cstr(&b, o->name);
+        jbuf_puts(&b, ",\"datatype\":");
+        jbuf_json_cstr(&b, osp_datatype_wire_name(o->dtype));
+        jbuf_puts(&b, ",\"shape\":[");
+        for (int d = 0; d < o->shape.rank; d++) {
+            if (d)
+                jbuf_putc(&b, ',');
+            jbuf_json_int(&b, o->shape.dims[d]);
+        }
+        jbuf_putc(&b, ']');
+        size_t size = o->data ? o->byte_size : 0;
+        if (output_is_binary(choices, o->name)) {
+            jbuf_printf(&b, ",\"parameters\":{\"binary_data_size\":%zu}}",
+                        size);
+            if (size > 0) {
+                osp_buffer *buf = osp_infer_response_take_output(r, i);
+                pl->buffers[pl->n_buffers++] = buf;
+                parts[n_parts].base = buf->data;
+                parts[n_parts].len = size;
+                n_parts++;
+            }
+            continue;
+        }
+        int64_t count;
+        if (!osp_shape_element_count(&o->shape, &count)) {
+            err = osp_error_new(OSP_ERROR_INTERNAL,
+                                "invalid shape for output '%s'", o->name);
+            goto out;
+        }
+        jbuf_puts(&b, ",\"data\":");
+        err = json_tensor_encode(&b, o->name, o->dtype,
+                                 o->data ? o->data->data : NULL, size, count);
+        if (err)
+            goto out;
+        jbuf_putc(&b, '}');
+    }
+    jbuf_puts(&b, "]}");
+    size_t json_len;
+    pl->json = jbuf_take(&b, &json_len);
+    if (!pl->json) {
+        err = oom();
+        goto out;
+    }
+    parts[0].base = pl->json;
+    parts[0].len = json_len;
+    out->parts = parts;
+    out->n_parts = n_parts;
+    out->header_len = json_len;
+    out->binary = pl->n_buffers > 0;
+    out->payload = pl;
+    return NULL;
+out:
+    jbuf_free(&b);
+    kserve_encoded_payload_free(pl);
+    free(parts);
+    return err;
+}
