@@ -41,14 +41,7 @@ static osp_error *check_model(http_request *req, const char *model) {
         osp_model_unref(m);
         return NULL;
     }
-    osp_error *unknown =
-        osp_error_new(OSP_ERROR_NOT_FOUND,
-                      "Request for unknown model: '%s' is not found", model);
-    bool is_unknown =
-        osp_error_get_code(err) == OSP_ERROR_NOT_FOUND &&
-        strcmp(osp_error_message(err), osp_error_message(unknown)) == 0;
-    osp_error_free(unknown);
-    if (!is_unknown)
+    if (osp_error_get_reason(err) != OSP_REASON_MODEL_NOT_FOUND)
         return err;
     osp_error_free(err);
     return osp_error_new(OSP_ERROR_INVALID_ARG,
