@@ -368,8 +368,12 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    static const http_surface surfaces[] = {
-        {"kserve", kserve_route, NULL},
+    kserve_context kserve = {.server = server, .tracer = tracer};
+    const http_surface surfaces[] = {
+        {.name = "kserve",
+         .route = kserve_route,
+         .surface_ctx = &kserve,
+         .reply_error = kserve_reply_error},
     };
     http_server_options hopts = {
         .address = f.http_address,
@@ -378,10 +382,9 @@ int main(int argc, char **argv) {
         .max_input_size = (size_t)f.http_max_input_size,
         .surfaces = surfaces,
         .n_surfaces = sizeof surfaces / sizeof surfaces[0],
-        .tracer = tracer,
     };
     http_server *http = NULL;
-    err = http_server_start(&hopts, server, &http);
+    err = http_server_start(&hopts, &http);
     if (err) {
         OSP_LOG_ERROR("%s", osp_error_message(err));
         osp_error_free(err);
