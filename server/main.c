@@ -393,20 +393,37 @@ int main(int argc, char **argv) {
         free(f.load_models);
         return 1;
     }
-    metrics_server *metrics = NULL;
+    metrics_server *metrics_ctx = NULL;
+    http_server *metrics = NULL;
+    /* Borrowed by the metrics server until it is freed. */
+    http_surface msurfaces[] = {{.name = "metrics", .route = metrics_route}};
     const char *metrics_address =
         f.metrics_address ? f.metrics_address : f.http_address;
     if (f.allow_metrics) {
         metrics_options mopts = {
-            .address = metrics_address,
-            .port = (int)f.metrics_port,
             .gpu = f.allow_gpu_metrics,
             .cpu = f.allow_cpu_metrics,
         };
-        err = metrics_server_start(&mopts, server, &metrics);
+        http_server_options moptions = {
+            .name = "metrics",
+            .address = metrics_address,
+            .port = (int)f.metrics_port,
+            .thread_count = 2,
+            .max_input_size = (size_t)f.http_max_input_size,
+            .connection_limit = 64,
+            .connection_timeout_s = 60,
+            .surfaces = msurfaces,
+            .n_surfaces = 1,
+        };
+        err = metrics_new(&mopts, server, &metrics_ctx);
+        if (!err) {
+            msurfaces[0].surface_ctx = metrics_ctx;
+            err = http_server_start(&moptions, &metrics);
+        }
         if (err) {
             OSP_LOG_ERROR("%s", osp_error_message(err));
             osp_error_free(err);
+            metrics_free(metrics_ctx);
             http_server_stop_accepting(http);
             osp_server_begin_shutdown(server);
             if (!http_server_drain(http, DRAIN_TIMEOUT_MS))
@@ -422,7 +439,7 @@ int main(int argc, char **argv) {
                  http_server_port(http));
     if (metrics)
         OSP_LOG_INFO("Started Metrics Service at %s:%d", metrics_address,
-                     metrics_server_port(metrics));
+                     http_server_port(metrics));
 
     int sig = 0;
     while (sigwait(&stop_signals, &sig) != 0)
@@ -441,7 +458,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     http_server_free(http);
-    metrics_server_free(metrics); /* it reads the core's statistics */
+    http_server_free(metrics); /* it reads the core's statistics */
+    metrics_free(metrics_ctx);
     osp_server_free(server);
     /* Last: every trace has ended; buffered traces are written and the
      * trace files closed. */
