@@ -40,3 +40,9 @@ osprey_add_unit_test(test_load_override_codecs
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_load_override_codecs.cc)
 target_link_libraries(test_load_override_codecs PRIVATE osprey_http)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_load_override_codecs)
+
+# The HTTP transport, spoken to over loopback sockets with a fake surface.
+osprey_add_unit_test(test_http_server
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_http_server.cc)
+target_link_libraries(test_http_server PRIVATE osprey_http)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_http_server)
