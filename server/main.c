@@ -380,8 +380,12 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    static const http_surface surfaces[] = {
-        {"kserve", kserve_route, NULL},
+    kserve_context kserve = {.server = server, .tracer = tracer};
+    const http_surface surfaces[] = {
+        {.name = "kserve",
+         .route = kserve_route,
+         .surface_ctx = &kserve,
+         .reply_error = kserve_reply_error},
     };
     http_server_options hopts = {
         .address = f.http_address,
@@ -390,10 +394,9 @@ int main(int argc, char **argv) {
         .max_input_size = (size_t)f.http_max_input_size,
         .surfaces = surfaces,
         .n_surfaces = sizeof surfaces / sizeof surfaces[0],
-        .tracer = tracer,
     };
     http_server *http = NULL;
-    err = http_server_start(&hopts, server, &http);
+    err = http_server_start(&hopts, &http);
     if (err) {
         OSP_LOG_ERROR("%s", osp_error_message(err));
         osp_error_free(err);
@@ -402,20 +405,37 @@ int main(int argc, char **argv) {
         free(f.load_models);
         return 1;
     }
-    metrics_server *metrics = NULL;
+    metrics_server *metrics_ctx = NULL;
+    http_server *metrics = NULL;
+    /* Borrowed by the metrics server until it is freed. */
+    http_surface msurfaces[] = {{.name = "metrics", .route = metrics_route}};
     const char *metrics_address =
         f.metrics_address ? f.metrics_address : f.http_address;
     if (f.allow_metrics) {
         metrics_options mopts = {
-            .address = metrics_address,
-            .port = (int)f.metrics_port,
             .gpu = f.allow_gpu_metrics,
             .cpu = f.allow_cpu_metrics,
         };
-        err = metrics_server_start(&mopts, server, &metrics);
+        http_server_options moptions = {
+            .name = "metrics",
+            .address = metrics_address,
+            .port = (int)f.metrics_port,
+            .thread_count = 2,
+            .max_input_size = (size_t)f.http_max_input_size,
+            .connection_limit = 64,
+            .connection_timeout_s = 60,
+            .surfaces = msurfaces,
+            .n_surfaces = 1,
+        };
+        err = metrics_new(&mopts, server, &metrics_ctx);
+        if (!err) {
+            msurfaces[0].surface_ctx = metrics_ctx;
+            err = http_server_start(&moptions, &metrics);
+        }
         if (err) {
             OSP_LOG_ERROR("%s", osp_error_message(err));
             osp_error_free(err);
+            metrics_free(metrics_ctx);
             http_server_stop_accepting(http);
             osp_server_begin_shutdown(server);
             if (!http_server_drain(http, DRAIN_TIMEOUT_MS))
@@ -431,7 +451,7 @@ int main(int argc, char **argv) {
                  http_server_port(http));
     if (metrics)
         OSP_LOG_INFO("Started Metrics Service at %s:%d", metrics_address,
-                     metrics_server_port(metrics));
+                     http_server_port(metrics));
 
     int sig = 0;
     while (sigwait(&stop_signals, &sig) != 0)
@@ -450,7 +470,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     http_server_free(http);
-    metrics_server_free(metrics); /* it reads the core's statistics */
+    http_server_free(metrics); /* it reads the core's statistics */
+    metrics_free(metrics_ctx);
     osp_server_free(server);
     /* Last: every trace has ended; buffered traces are written and the
      * trace files closed. */

@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,24 +20,34 @@
 #include "osprey/log.h"
 
 /* Per-connection memory: MHD hands uploads to the access handler in pieces
- * of about half of it, so this sets the copy granularity of large bodies. */
+ * of about half of it, so this sets the copy granularity of large bodies.
+ * It also bounds the request line and headers, hence the query string. */
 #define HTTP_CONNECTION_MEMORY (512 * 1024)
 #define HTTP_CONNECTION_LIMIT 8192
 #define HTTP_LISTEN_BACKLOG 1024
 /* Triton's kMaxChunkedChunks. */
 #define HTTP_MAX_CHUNKS 65536
-#define HTTP_MAX_HEADERS 4
+/* How long http_upgraded_close waits for queued output to drain. */
+#define HTTP_UPGRADED_CLOSE_NS (5ull * 1000 * 1000 * 1000)
+/* Bytes read from an upgraded socket per on_data call at most. */
+#define HTTP_UPGRADED_READ 16384
 
 struct http_server {
     struct MHD_Daemon *daemon;
-    osp_server *core;
-    osp_tracer *tracer;
     size_t max_input_size;
     int port;
     const http_surface *surfaces;
     size_t n_surfaces;
     atomic_int active; /* requests between their first call and completion */
     bool accepting;
+
+    /* upgraded connections, served by upgrade_thread */
+    pthread_mutex_t upg_mu; /* the list and every connection's queue/flags */
+    http_upgraded *upgraded;
+    bool upg_stop;
+    int wake[2]; /* self-pipe that interrupts the thread's poll() */
+    pthread_t upg_thread;
+    bool upg_thread_started;
 };
 
 typedef enum request_phase {
@@ -65,11 +77,20 @@ typedef struct reply {
 
 struct http_request {
     http_server *server;
-    struct MHD_Connection *conn;
-    const char *path; /* borrowed from MHD */
+    struct MHD_Connection *conn; /* NULL until the first access call */
+    const char *path;            /* borrowed from MHD */
     const char *method_name;
     http_method method;
     request_phase phase;
+    uint64_t start_ns;
+
+    /* query string: raw copy, and decoded parameters pointing into
+     * query_store */
+    char *raw_query;
+    char *query_store;
+    http_query_param *query;
+    size_t n_query;
+    bool query_truncated;
 
     /* framing */
     bool chunked;
@@ -87,16 +108,26 @@ struct http_request {
     jbuf body;
     bool body_too_large;
 
-    /* the surface's handler */
+    /* the claiming surface (set while its route runs) and its handler */
+    const http_surface *surface;
     const http_handler *handler;
     void *handler_ctx;
+
+    /* a sampled trace (owned) */
+    osp_trace *trace;
 
     /* outcome */
     osp_error *error;
     reply reply;
-    reply_header headers[HTTP_MAX_HEADERS];
-    size_t n_headers;
+    reply_header *headers;
+    size_t n_headers, cap_headers;
+    bool headers_oom;
     bool close_connection;
+
+    /* protocol upgrade: offered until upgrade_taken */
+    const http_upgrade_handler *upgrade;
+    void *upgrade_ctx;
+    bool upgrade_taken; /* the socket went to the upgrade thread */
 
     /* asynchronous completion */
     pthread_mutex_t mu;
@@ -105,6 +136,31 @@ struct http_request {
     bool suspended;  /* MHD_suspend_connection is in effect */
     atomic_int refs; /* the connection + outstanding async work */
 };
+
+struct http_upgraded {
+    http_server *server;
+    http_upgraded *next;
+    MHD_socket fd;
+    struct MHD_UpgradeResponseHandle *urh;
+    const http_upgrade_handler *h;
+    void *ctx;
+    /* bytes read with the request head, delivered first (upgrade thread) */
+    char *early;
+    size_t early_len;
+    bool opened; /* on_open ran (upgrade thread only) */
+    /* under server->upg_mu */
+    char *out;
+    size_t out_off, out_len, out_cap, max_out;
+    bool closing;      /* http_upgraded_close was called */
+    bool dead;         /* peer gone or I/O failed: close now */
+    uint64_t close_by; /* closing: deadline for the output to drain */
+};
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- request lifetime ---- */
 
@@ -116,9 +172,19 @@ static void reply_release(reply *r) {
     memset(r, 0, sizeof *r);
 }
 
+static void upgrade_offer_drop(http_request *req);
+
 static void request_free(http_request *req) {
     if (req->handler && req->handler->destroy)
         req->handler->destroy(req->handler_ctx);
+    upgrade_offer_drop(req);
+    if (req->trace) {
+        /* The connection is done with the response (or the request ended
+         * without one). */
+        if (osp_trace_stamped(req->trace, OSP_TRACE_HTTP_SEND_START))
+            osp_trace_stamp(req->trace, OSP_TRACE_HTTP_SEND_END, now_ns());
+        osp_trace_end(req->trace);
+    }
     http_inflater_free(req->inflater);
     jbuf_free(&req->body);
     osp_error_free(req->error);
@@ -127,7 +193,12 @@ static void request_free(http_request *req) {
         free(req->headers[i].name);
         free(req->headers[i].value);
     }
-    atomic_fetch_sub(&req->server->active, 1);
+    free(req->headers);
+    free(req->raw_query);
+    free(req->query_store);
+    free(req->query);
+    if (!req->upgrade_taken) /* an upgraded one stopped counting then */
+        atomic_fetch_sub(&req->server->active, 1);
     pthread_mutex_destroy(&req->mu);
     free(req);
 }
@@ -151,9 +222,91 @@ static http_method method_from_name(const char *m) {
     return HTTP_METHOD_OTHER;
 }
 
-static http_request *request_new(http_server *server,
-                                 struct MHD_Connection *conn, const char *url,
-                                 const char *method) {
+static int hex_value(char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+size_t http_percent_decode(char *s, size_t len, bool plus_as_space) {
+    size_t w = 0;
+    for (size_t r = 0; r < len; r++) {
+        char c = s[r];
+        if (c == '%' && r + 2 < len) {
+            int hi = hex_value(s[r + 1]), lo = hex_value(s[r + 2]);
+            if (hi >= 0 && lo >= 0) {
+                s[w++] = (char)(hi * 16 + lo);
+                r += 2;
+                continue;
+            }
+        } else if (c == '+' && plus_as_space) {
+            c = ' ';
+        }
+        s[w++] = c;
+    }
+    s[w] = '\0';
+    return w;
+}
+
+/* Splits req->raw_query into decoded parameters (see http_server.h). The
+ * decoded text lives in one copy, query_store. false on OOM. */
+static bool parse_query(http_request *req) {
+    const char *q = req->raw_query;
+    size_t n = strlen(q);
+    if (n == 0)
+        return true;
+    size_t pieces = 1;
+    for (size_t i = 0; i < n; i++)
+        pieces += q[i] == '&';
+    if (pieces > HTTP_MAX_QUERY_PARAMS)
+        pieces = HTTP_MAX_QUERY_PARAMS; /* empty pieces may free room */
+    /* Each piece needs room for two terminators: key and value. */
+    req->query_store = malloc(n + 2 * pieces + 1);
+    req->query = calloc(pieces, sizeof *req->query);
+    if (!req->query_store || !req->query)
+        return false;
+    char *w = req->query_store;
+    const char *p = q, *end = q + n;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *stop = amp ? amp : end;
+        if (stop > p) {
+            if (req->n_query == HTTP_MAX_QUERY_PARAMS) {
+                req->query_truncated = true;
+                break;
+            }
+            const char *eq = memchr(p, '=', (size_t)(stop - p));
+            const char *key_end = eq ? eq : stop;
+            http_query_param *qp = &req->query[req->n_query++];
+            size_t klen = (size_t)(key_end - p);
+            memcpy(w, p, klen);
+            qp->key = w;
+            qp->key_len = http_percent_decode(w, klen, true);
+            w += qp->key_len + 1;
+            qp->has_value = eq != NULL;
+            size_t vlen = eq ? (size_t)(stop - eq - 1) : 0;
+            if (vlen)
+                memcpy(w, eq + 1, vlen);
+            qp->value = w;
+            qp->value_len = http_percent_decode(w, vlen, true);
+            w += qp->value_len + 1;
+        }
+        p = amp ? amp + 1 : end;
+    }
+    return true;
+}
+
+/* MHD's URI log callback: the first sight of a request, with the raw
+ * request-target (query included, which MHD does not pass to the access
+ * handler). Its result becomes the request's con_cls; on_completed frees
+ * it. NULL on OOM (on_access then starts without a query). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)conn;
+    http_server *server = cls;
     http_request *req = calloc(1, sizeof *req);
     if (!req)
         return NULL;
@@ -162,13 +315,34 @@ static http_request *request_new(http_server *server,
         return NULL;
     }
     req->server = server;
+    atomic_init(&req->refs, 1);
+    atomic_fetch_add(&server->active, 1);
+    jbuf_init(&req->body);
+    const char *q = strchr(uri, '?');
+    if (q) {
+        const char *hash = strchr(q, '#');
+        size_t n = hash ? (size_t)(hash - q - 1) : strlen(q + 1);
+        req->raw_query = strndup(q + 1, n);
+        if (!req->raw_query || !parse_query(req))
+            http_request_fail(req, osp_error_new(OSP_ERROR_UNAVAILABLE,
+                                                 "out of memory reading the "
+                                                 "query string"));
+    }
+    return req;
+}
+
+/* The first access-handler call: headers are in. req comes from on_uri or
+ * is NULL (allocated here). NULL on OOM. */
+static http_request *request_start(http_server *server, http_request *req,
+                                   struct MHD_Connection *conn, const char *url,
+                                   const char *method) {
+    if (!req && !(req = on_uri(server, url, conn)))
+        return NULL;
+    req->start_ns = now_ns();
     req->conn = conn;
     req->path = url;
     req->method_name = method;
     req->method = method_from_name(method);
-    atomic_init(&req->refs, 1);
-    atomic_fetch_add(&server->active, 1);
-    jbuf_init(&req->body);
 
     const char *te =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
@@ -233,10 +407,22 @@ void http_reply_error_status(http_request *req, unsigned status,
     http_reply(req, status, "application/json", body, body ? len : 0);
 }
 
-void http_reply_error(http_request *req, osp_error *err) {
-    unsigned status =
-        (unsigned)osp_error_code_http_status(osp_error_get_code(err));
+/* Errors of requests no surface claimed, and of surfaces without a
+ * renderer: the transport's own errors are INVALID_ARG (framing) and
+ * UNAVAILABLE (memory). */
+static void default_reply_error(http_request *req, osp_error *err) {
+    osp_error_code code = osp_error_get_code(err);
+    unsigned status = code == OSP_ERROR_INVALID_ARG   ? 400
+                      : code == OSP_ERROR_UNAVAILABLE ? 503
+                                                      : 500;
     http_reply_error_status(req, status, osp_error_message(err));
+}
+
+void http_reply_error(http_request *req, osp_error *err) {
+    if (req->surface && req->surface->reply_error)
+        req->surface->reply_error(req, err);
+    else
+        default_reply_error(req, err);
     osp_error_free(err);
 }
 
@@ -263,14 +449,23 @@ void http_reply_parts(http_request *req, unsigned status,
 }
 
 void http_reply_header(http_request *req, const char *name, const char *value) {
-    if (req->n_headers == HTTP_MAX_HEADERS)
-        return;
+    if (req->n_headers == req->cap_headers) {
+        size_t cap = req->cap_headers ? 2 * req->cap_headers : 8;
+        reply_header *grown = realloc(req->headers, cap * sizeof *grown);
+        if (!grown) {
+            req->headers_oom = true;
+            return;
+        }
+        req->headers = grown;
+        req->cap_headers = cap;
+    }
     reply_header *h = &req->headers[req->n_headers];
     h->name = strdup(name);
     h->value = strdup(value);
     if (!h->name || !h->value) {
         free(h->name);
         free(h->value);
+        req->headers_oom = true;
         return;
     }
     req->n_headers++;
@@ -327,28 +522,41 @@ static struct MHD_Response *create_response(reply *r) {
                                            MHD_RESPMEM_PERSISTENT);
 }
 
-/* Queues the recorded reply (or the recorded error as a reply). */
+static void on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls,
+                        const char *extra_in, size_t extra_in_size,
+                        MHD_socket sock, struct MHD_UpgradeResponseHandle *urh);
+
+/* Queues the recorded reply (or the recorded error as a reply, or the 101
+ * of an upgrade). */
 static enum MHD_Result queue_reply(http_request *req) {
     if (req->error) {
         osp_error *err = req->error;
         req->error = NULL;
         http_reply_error(req, err);
+        upgrade_offer_drop(req); /* the error wins over an upgrade */
     }
-    if (!req->reply.set)
+    bool upgrade = req->upgrade && !req->reply.set;
+    if (!upgrade && !req->reply.set)
         http_reply_error_status(req, 500, "no response was produced");
-    unsigned status = req->reply.status;
-    const char *content_type = req->reply.content_type;
-    struct MHD_Response *resp = create_response(&req->reply);
+    unsigned status =
+        upgrade ? MHD_HTTP_SWITCHING_PROTOCOLS : req->reply.status;
+    const char *content_type = upgrade ? NULL : req->reply.content_type;
+    struct MHD_Response *resp =
+        upgrade ? MHD_create_response_for_upgrade(on_upgraded, req)
+                : create_response(&req->reply);
     reply_release(&req->reply);
     req->phase = PHASE_REPLIED;
-    if (!resp)
+    if (!resp || req->headers_oom) {
+        if (resp)
+            MHD_destroy_response(resp);
         return MHD_NO;
+    }
     if (content_type)
         MHD_add_response_header(resp, "Content-Type", content_type);
     for (size_t i = 0; i < req->n_headers; i++)
         MHD_add_response_header(resp, req->headers[i].name,
                                 req->headers[i].value);
-    if (req->close_connection)
+    if (req->close_connection && !upgrade)
         MHD_add_response_header(resp, "Connection", "close");
     enum MHD_Result rc = MHD_queue_response(req->conn, status, resp);
     MHD_destroy_response(resp);
@@ -378,7 +586,7 @@ static osp_error *decompressed_size_error(size_t max) {
  * the decompressed-size limit. */
 static osp_error *sink_decoded(void *ctx, const char *data, size_t len) {
     http_request *req = ctx;
-    size_t max = req->server->max_input_size;
+    size_t max = http_request_max_input_size(req);
     req->body_bytes += len;
     if (req->inflater && req->body_bytes > max)
         return decompressed_size_error(max);
@@ -447,11 +655,21 @@ static void route(http_request *req) {
     http_server *server = req->server;
     for (size_t i = 0; i < server->n_surfaces; i++) {
         const http_surface *s = &server->surfaces[i];
+        req->surface = s;
         if (s->route(req, s->surface_ctx))
             return;
+        req->surface = NULL;
     }
     http_reply_error_status(req, 404, "Not Found");
     req->discard = true;
+}
+
+/* The asynchronous work is done: the response starts being built. */
+static void run_on_resume(http_request *req) {
+    if (req->trace)
+        osp_trace_stamp(req->trace, OSP_TRACE_HTTP_SEND_START, now_ns());
+    if (req->handler->on_resume)
+        http_request_fail(req, req->handler->on_resume(req));
 }
 
 /* The body is complete: ask the handler for a reply, or suspend. Returns
@@ -469,15 +687,19 @@ static bool complete_request(http_request *req) {
         return false;
     if (req->body_too_large) {
         http_request_fail(
-            req,
-            http_json_size_error(req->body_bytes, req->server->max_input_size));
+            req, http_json_size_error(req->body_bytes,
+                                      http_request_max_input_size(req)));
         return false;
     }
+    if (req->trace)
+        osp_trace_stamp(req->trace, OSP_TRACE_HTTP_RECV_END, now_ns());
     osp_error *err = req->handler->on_complete(req);
     if (err) {
         http_request_fail(req, err);
         return false;
     }
+    if (req->reply.set && !req->async && req->trace)
+        osp_trace_stamp(req->trace, OSP_TRACE_HTTP_SEND_START, now_ns());
     if (req->reply.set || !req->async)
         return false;
     pthread_mutex_lock(&req->mu);
@@ -488,11 +710,8 @@ static bool complete_request(http_request *req) {
         MHD_suspend_connection(req->conn);
     }
     pthread_mutex_unlock(&req->mu);
-    if (done && req->handler->on_resume) {
-        err = req->handler->on_resume(req);
-        if (err)
-            http_request_fail(req, err);
-    }
+    if (done)
+        run_on_resume(req);
     return !done;
 }
 
@@ -504,9 +723,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
     http_server *server = cls;
     http_request *req = *con_cls;
 
-    if (!req) {
+    if (!req || !req->conn) {
         /* First call: headers only. Never queue a reply here. */
-        req = request_new(server, conn, url, method);
+        req = request_start(server, req, conn, url, method);
         if (!req)
             return MHD_NO;
         *con_cls = req;
@@ -525,11 +744,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
         break;
     case PHASE_SUSPENDED:
         req->phase = PHASE_BODY;
-        if (req->handler->on_resume) {
-            osp_error *err = req->handler->on_resume(req);
-            if (err)
-                http_request_fail(req, err);
-        }
+        run_on_resume(req);
         break;
     case PHASE_REPLIED:
         return MHD_YES;
@@ -580,12 +795,46 @@ void http_request_resume(http_request *req) {
 
 /* ---- accessors ---- */
 
-osp_server *http_request_core(const http_request *req) {
-    return req->server->core;
+void *http_request_surface_ctx(const http_request *req) {
+    return req->surface ? req->surface->surface_ctx : NULL;
 }
 
-osp_tracer *http_request_tracer(const http_request *req) {
-    return req->server->tracer;
+uint64_t http_request_start_ns(const http_request *req) {
+    return req->start_ns;
+}
+
+const char *http_request_raw_query(const http_request *req) {
+    return req->raw_query;
+}
+
+const char *http_request_query(const http_request *req, const char *key) {
+    for (size_t i = 0; i < req->n_query; i++)
+        if (strcmp(req->query[i].key, key) == 0)
+            return req->query[i].value;
+    return NULL;
+}
+
+size_t http_request_query_params(const http_request *req,
+                                 const http_query_param **out) {
+    *out = req->query;
+    return req->n_query;
+}
+
+bool http_request_query_truncated(const http_request *req) {
+    return req->query_truncated;
+}
+
+void http_request_set_trace(http_request *req, osp_trace *trace) {
+    if (!trace)
+        return;
+    if (req->trace) /* one trace per request; a second one just ends */
+        osp_trace_end(req->trace);
+    req->trace = trace;
+    osp_trace_stamp(trace, OSP_TRACE_HTTP_RECV_START, req->start_ns);
+}
+
+osp_trace *http_request_trace(const http_request *req) {
+    return req->trace;
 }
 
 http_method http_request_method(const http_request *req) {
@@ -604,7 +853,29 @@ const char *http_request_header(const http_request *req, const char *name) {
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
+typedef struct header_visit {
+    bool (*fn)(void *ctx, const char *name, const char *value);
+    void *ctx;
+} header_visit;
+
+static enum MHD_Result visit_header(void *cls, enum MHD_ValueKind kind,
+                                    const char *key, const char *value) {
+    (void)kind;
+    header_visit *v = cls;
+    return v->fn(v->ctx, key, value ? value : "") ? MHD_YES : MHD_NO;
+}
+
+void http_request_header_foreach(const http_request *req,
+                                 bool (*fn)(void *ctx, const char *name,
+                                            const char *value),
+                                 void *ctx) {
+    header_visit v = {fn, ctx};
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, visit_header, &v);
+}
+
 size_t http_request_max_input_size(const http_request *req) {
+    if (req->surface && req->surface->max_input_size)
+        return req->surface->max_input_size;
     return req->server->max_input_size;
 }
 
@@ -649,7 +920,7 @@ void http_request_set_handler(http_request *req, const http_handler *handler,
                                        "decompression"));
         }
     } else if (!handler->on_body && req->has_content_length && !req->chunked &&
-               req->content_length > req->server->max_input_size) {
+               req->content_length > http_request_max_input_size(req)) {
         /* Known too large up front: do not buffer any of it. */
         req->body_too_large = true;
     }
@@ -657,6 +928,319 @@ void http_request_set_handler(http_request *req, const http_handler *handler,
 
 void *http_request_handler_ctx(const http_request *req) {
     return req->handler_ctx;
+}
+
+/* ---- protocol upgrade ---- */
+
+void http_request_upgrade(http_request *req, const char *protocol,
+                          const http_upgrade_handler *h, void *ctx) {
+    upgrade_offer_drop(req); /* a second offer replaces the first */
+    req->upgrade = h;
+    req->upgrade_ctx = ctx;
+    reply_release(&req->reply);
+    http_reply_header(req, "Upgrade", protocol);
+}
+
+/* The upgrade did not happen (or is replaced): the surface's ctx is
+ * returned through on_close. */
+static void upgrade_offer_drop(http_request *req) {
+    const http_upgrade_handler *h = req->upgrade;
+    if (!h || req->upgrade_taken)
+        return;
+    req->upgrade = NULL;
+    if (h->on_close)
+        h->on_close(req->upgrade_ctx);
+}
+
+static bool set_nonblocking(int fd) {
+    int fl = fcntl(fd, F_GETFL);
+    return fl != -1 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
+}
+
+static void wake_upgrade_thread(http_server *server) {
+    char b = 1;
+    ssize_t rc = write(server->wake[1], &b, 1);
+    (void)rc; /* a full pipe already wakes it */
+}
+
+/* Ends an upgraded connection the thread has unlinked: the surface's
+ * on_close, then the socket goes back to MHD, which closes it. */
+static void upgraded_finish(http_upgraded *c) {
+    if (c->h->on_close)
+        c->h->on_close(c->ctx);
+    shutdown(c->fd, SHUT_RDWR); /* the peer sees the end at once */
+    MHD_upgrade_action(c->urh, MHD_UPGRADE_ACTION_CLOSE);
+    free(c->early);
+    free(c->out);
+    free(c);
+}
+
+/* MHD, on the connection's thread, after the 101 went out: the socket and
+ * the bytes read past the request head move to the upgrade thread. */
+static void on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls,
+                        const char *extra_in, size_t extra_in_size,
+                        MHD_socket sock,
+                        struct MHD_UpgradeResponseHandle *urh) {
+    (void)conn;
+    (void)con_cls;
+    http_request *req = cls;
+    http_server *server = req->server;
+    const http_upgrade_handler *h = req->upgrade;
+    http_upgraded *c = calloc(1, sizeof *c);
+    if (c && extra_in_size > 0) {
+        c->early = malloc(extra_in_size);
+        if (c->early) {
+            memcpy(c->early, extra_in, extra_in_size);
+            c->early_len = extra_in_size;
+        }
+    }
+    if (!c || (extra_in_size > 0 && !c->early)) {
+        free(c);
+        /* The offer stays with the request, which returns ctx later. */
+        shutdown(sock, SHUT_RDWR);
+        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+        return;
+    }
+    req->upgrade_taken = true;
+    atomic_fetch_sub(&server->active, 1); /* drain does not wait for it */
+    c->server = server;
+    c->fd = sock;
+    c->urh = urh;
+    c->h = h;
+    c->ctx = req->upgrade_ctx;
+    c->max_out = h->max_queued ? h->max_queued : HTTP_UPGRADED_MAX_QUEUED;
+    set_nonblocking(sock);
+    pthread_mutex_lock(&server->upg_mu);
+    bool stopping = server->upg_stop;
+    if (!stopping) {
+        c->next = server->upgraded;
+        server->upgraded = c;
+    }
+    pthread_mutex_unlock(&server->upg_mu);
+    if (stopping) /* the thread is gone or going: close here */
+        upgraded_finish(c);
+    else
+        wake_upgrade_thread(server);
+}
+
+/* Writes queued output until the socket would block. Call with upg_mu. */
+static void upgraded_flush(http_upgraded *c) {
+    while (c->out_off < c->out_len && !c->dead) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            c->out_off += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else {
+            if (!(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
+                c->dead = true;
+            break;
+        }
+    }
+    if (c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+}
+
+osp_error *http_upgraded_send(http_upgraded *c, const void *data, size_t len) {
+    osp_error *err = NULL;
+    bool wake = false;
+    http_server *server = c->server;
+    pthread_mutex_lock(&server->upg_mu);
+    if (c->closing || c->dead) {
+        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "connection closed");
+        goto out;
+    }
+    size_t queued = c->out_len - c->out_off;
+    if (len > c->max_out || queued > c->max_out - len) {
+        err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                            "output queue of the connection is full");
+        goto out;
+    }
+    if (c->out_off > 0 && c->out_len + len > c->out_cap) {
+        memmove(c->out, c->out + c->out_off, queued);
+        c->out_len = queued;
+        c->out_off = 0;
+    }
+    if (c->out_len + len > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : 4096;
+        while (cap < c->out_len + len)
+            cap *= 2;
+        char *grown = realloc(c->out, cap);
+        if (!grown) {
+            err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            goto out;
+        }
+        c->out = grown;
+        c->out_cap = cap;
+    }
+    memcpy(c->out + c->out_len, data, len);
+    c->out_len += len;
+    upgraded_flush(c);
+    /* the thread watches for writability (or ends it on failure) */
+    wake = c->out_len > 0 || c->dead;
+out:
+    pthread_mutex_unlock(&server->upg_mu);
+    if (wake)
+        wake_upgrade_thread(server);
+    return err;
+}
+
+void http_upgraded_close(http_upgraded *c) {
+    http_server *server = c->server;
+    pthread_mutex_lock(&server->upg_mu);
+    if (!c->closing) {
+        c->closing = true;
+        c->close_by = now_ns() + HTTP_UPGRADED_CLOSE_NS;
+    }
+    pthread_mutex_unlock(&server->upg_mu);
+    wake_upgrade_thread(server);
+}
+
+/* The upgrade thread's poll set, rebuilt on every round. */
+typedef struct upgrade_set {
+    struct pollfd *fds; /* fds[0] is the wake pipe */
+    http_upgraded **conns;
+    size_t cap;
+} upgrade_set;
+
+static bool upgrade_set_reserve(upgrade_set *set, size_t n) {
+    if (n <= set->cap)
+        return true;
+    size_t cap = set->cap ? set->cap : 16;
+    while (cap < n)
+        cap *= 2;
+    struct pollfd *fds = realloc(set->fds, (cap + 1) * sizeof *fds);
+    if (fds)
+        set->fds = fds;
+    http_upgraded **conns = realloc(set->conns, cap * sizeof *conns);
+    if (conns)
+        set->conns = conns;
+    if (!fds || !conns)
+        return false;
+    set->cap = cap;
+    return true;
+}
+
+/* Under upg_mu: unlinks the connections to end (all when stopping) into
+ * *done and lists the rest in set with their poll events. Returns how many
+ * are listed and sets *timeout_ms for the nearest close deadline. */
+static size_t upgrade_collect(http_server *server, upgrade_set *set,
+                              http_upgraded **done, int *timeout_ms) {
+    uint64_t now = now_ns(), next = 0;
+    size_t n = 0;
+    http_upgraded **link = &server->upgraded;
+    while (*link) {
+        http_upgraded *c = *link;
+        bool drained = c->out_len == c->out_off;
+        if (server->upg_stop || c->dead ||
+            (c->closing && (drained || now >= c->close_by)) ||
+            !upgrade_set_reserve(set, n + 1)) {
+            *link = c->next;
+            c->next = *done;
+            *done = c;
+            continue;
+        }
+        if (c->closing && (next == 0 || c->close_by < next))
+            next = c->close_by;
+        set->conns[n] = c;
+        set->fds[n + 1].fd = c->fd;
+        set->fds[n + 1].events = (short)(POLLIN | (drained ? 0 : POLLOUT));
+        set->fds[n + 1].revents = 0;
+        n++;
+        link = &c->next;
+    }
+    *timeout_ms = next == 0 ? -1 : (int)((next - now) / 1000000 + 1);
+    return n;
+}
+
+/* Owns every upgraded socket: reads and hands bytes to on_data, writes
+ * queued output, ends connections. Callbacks run without upg_mu. */
+static void *upgrade_thread(void *arg) {
+    http_server *server = arg;
+    upgrade_set set = {NULL, NULL, 0};
+    char buf[HTTP_UPGRADED_READ];
+    for (;;) {
+        http_upgraded *done = NULL;
+        int timeout_ms = -1;
+        pthread_mutex_lock(&server->upg_mu);
+        bool stop = server->upg_stop;
+        size_t n = upgrade_collect(server, &set, &done, &timeout_ms);
+        pthread_mutex_unlock(&server->upg_mu);
+        while (done) {
+            http_upgraded *c = done;
+            done = c->next;
+            upgraded_finish(c);
+        }
+        if (stop)
+            break;
+        /* New connections: on_open, then the early bytes. */
+        for (size_t i = 0; i < n; i++) {
+            http_upgraded *c = set.conns[i];
+            if (c->opened)
+                continue;
+            c->opened = true;
+            if (c->h->on_open)
+                c->h->on_open(c->ctx, c);
+            if (c->early_len > 0)
+                c->h->on_data(c->ctx, c, c->early, c->early_len);
+            free(c->early);
+            c->early = NULL;
+            c->early_len = 0;
+        }
+        /* set.fds is NULL only while no connection was ever listed */
+        struct pollfd wake = {server->wake[0], POLLIN, 0};
+        struct pollfd *fds = set.fds ? set.fds : &wake;
+        fds[0] = wake;
+        if (poll(fds, n + 1, timeout_ms) < 0 && errno != EINTR) {
+            OSP_LOG_ERROR("HTTP upgrade thread: poll: %s", strerror(errno));
+            struct timespec delay = {0, 10 * 1000 * 1000};
+            nanosleep(&delay, NULL);
+            continue;
+        }
+        if (fds[0].revents & POLLIN) {
+            char sink[64];
+            while (read(server->wake[0], sink, sizeof sink) > 0)
+                ;
+        }
+        for (size_t i = 0; i < n; i++) {
+            http_upgraded *c = set.conns[i];
+            short ev = fds[i + 1].revents;
+            if (ev & (POLLIN | POLLHUP | POLLERR)) {
+                ssize_t got = recv(c->fd, buf, sizeof buf, 0);
+                if (got > 0) {
+                    c->h->on_data(c->ctx, c, buf, (size_t)got);
+                } else if (got == 0 ||
+                           (errno != EAGAIN && errno != EWOULDBLOCK &&
+                            errno != EINTR)) {
+                    pthread_mutex_lock(&server->upg_mu);
+                    c->dead = true;
+                    pthread_mutex_unlock(&server->upg_mu);
+                }
+            }
+            if (ev & POLLOUT) {
+                pthread_mutex_lock(&server->upg_mu);
+                upgraded_flush(c);
+                pthread_mutex_unlock(&server->upg_mu);
+            }
+        }
+    }
+    free(set.fds);
+    free(set.conns);
+    return NULL;
+}
+
+/* Ends every upgraded connection (the thread does, calling on_close) and
+ * joins the thread. Later upgrades are ended as they come. */
+static void stop_upgrade_thread(http_server *server) {
+    if (!server->upg_thread_started)
+        return;
+    pthread_mutex_lock(&server->upg_mu);
+    server->upg_stop = true;
+    pthread_mutex_unlock(&server->upg_mu);
+    wake_upgrade_thread(server);
+    pthread_join(server->upg_thread, NULL);
+    server->upg_thread_started = false;
 }
 
 /* ---- server ---- */
@@ -681,25 +1265,55 @@ bool http_parse_address(const char *address, int port,
     return false;
 }
 
-osp_error *http_server_start(const http_server_options *opts, osp_server *core,
+/* Frees a server whose daemon is not running (or already stopped). */
+static void server_free_parts(http_server *server) {
+    if (server->wake[0] >= 0)
+        close(server->wake[0]);
+    if (server->wake[1] >= 0)
+        close(server->wake[1]);
+    pthread_mutex_destroy(&server->upg_mu);
+    free(server);
+}
+
+osp_error *http_server_start(const http_server_options *opts,
                              http_server **out) {
     struct sockaddr_storage ss;
     bool ipv6;
+    const char *name = opts->name ? opts->name : "HTTP";
     if (opts->port < 0 || opts->port > 65535)
-        return osp_error_new(OSP_ERROR_INVALID_ARG, "invalid HTTP port %d",
+        return osp_error_new(OSP_ERROR_INVALID_ARG, "invalid %s port %d", name,
                              opts->port);
     if (!http_parse_address(opts->address, opts->port, &ss, &ipv6))
-        return osp_error_new(OSP_ERROR_INVALID_ARG, "invalid HTTP address '%s'",
-                             opts->address);
+        return osp_error_new(OSP_ERROR_INVALID_ARG, "invalid %s address '%s'",
+                             name, opts->address);
     http_server *server = calloc(1, sizeof *server);
     if (!server)
         return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
-    server->core = core;
-    server->tracer = opts->tracer;
+    server->wake[0] = server->wake[1] = -1;
+    pthread_mutex_init(&server->upg_mu, NULL);
     server->max_input_size = opts->max_input_size;
     server->surfaces = opts->surfaces;
     server->n_surfaces = opts->n_surfaces;
     atomic_init(&server->active, 0);
+    if (pipe(server->wake) != 0 || !set_nonblocking(server->wake[0]) ||
+        !set_nonblocking(server->wake[1])) {
+        if (server->wake[0] >= 0) {
+            close(server->wake[0]);
+            close(server->wake[1]);
+        }
+        server->wake[0] = server->wake[1] = -1;
+        server_free_parts(server);
+        return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                             "failed to start the %s service: pipe: %s", name,
+                             strerror(errno));
+    }
+    if (pthread_create(&server->upg_thread, NULL, upgrade_thread, server) !=
+        0) {
+        server_free_parts(server);
+        return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                             "failed to start the %s service: no thread", name);
+    }
+    server->upg_thread_started = true;
 
     /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll loop
      * misses a client's close that arrives together with the last body
@@ -708,7 +1322,8 @@ osp_error *http_server_start(const http_server_options *opts, osp_server *core,
      * connections. Level-triggered poll over a thread pool has neither
      * problem; each pool thread polls only its own connections. */
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                         MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
+                         MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+                         MHD_ALLOW_UPGRADE;
     if (ipv6)
         flags |= MHD_USE_IPv6;
     if (osp_log_verbose() > 0)
@@ -716,20 +1331,24 @@ osp_error *http_server_start(const http_server_options *opts, osp_server *core,
     /* Always a pool of at least two threads. */
     unsigned int threads =
         opts->thread_count > 2 ? (unsigned)opts->thread_count : 2u;
+    unsigned int conn_limit = opts->connection_limit
+                                  ? opts->connection_limit
+                                  : (unsigned)HTTP_CONNECTION_LIMIT;
     server->daemon = MHD_start_daemon(
         flags, (uint16_t)opts->port, NULL, NULL, on_access, server,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_CONNECTION_LIMIT,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)HTTP_LISTEN_BACKLOG,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)0,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
+        MHD_OPTION_CONNECTION_LIMIT, conn_limit, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+        (unsigned int)HTTP_LISTEN_BACKLOG, MHD_OPTION_CONNECTION_TIMEOUT,
+        opts->connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        server, MHD_OPTION_URI_LOG_CALLBACK, on_uri, server,
         MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, server, MHD_OPTION_END);
     if (!server->daemon) {
-        free(server);
+        stop_upgrade_thread(server);
+        server_free_parts(server);
         return osp_error_new(OSP_ERROR_UNAVAILABLE,
-                             "failed to start the HTTP service at %s:%d",
+                             "failed to start the %s service at %s:%d", name,
                              opts->address, opts->port);
     }
     const union MHD_DaemonInfo *info =
@@ -766,6 +1385,8 @@ bool http_server_drain(http_server *server, int timeout_ms) {
 void http_server_free(http_server *server) {
     if (!server)
         return;
+    /* Every upgraded socket goes back to MHD before it stops. */
+    stop_upgrade_thread(server);
     MHD_stop_daemon(server->daemon);
-    free(server);
+    server_free_parts(server);
 }

@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 #include "http_server.h"
+#include "kserve_context.h"
+#include "kserve_errors.h"
 
 struct jbuf;
 
@@ -20,7 +22,8 @@ struct jbuf;
  * "out of memory" for the caller's error reply (kserve_http_util.c). */
 osp_error *kserve_reply_json(http_request *req, struct jbuf *b);
 
-/* The surface to list in http_server_options; its context is unused. */
+/* The surface to list in http_server_options, with a kserve_context as
+ * its surface_ctx and kserve_reply_error as its reply_error. */
 bool kserve_route(http_request *req, void *surface_ctx);
 
 /* Extensions reported by GET /v2, in Triton's order; exactly what Osprey

@@ -5,14 +5,13 @@
  *
  * Path rules (Triton's HTTPMetricsServer): any method but GET gives 405
  * {"error":"Method Not Allowed"}; GET /metrics or /metrics/ gives the
- * text; any other GET gives 200 with an empty body.
+ * text; any other GET gives 200 with an empty body. The surface claims
+ * every request of its http_server.
  */
 #include "metrics.h"
 
-#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <inttypes.h>
-#include <microhttpd.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,13 +122,11 @@ static void nvml_close(nvml_api *api) {
     api->lib = NULL;
 }
 
-/* ---- the server ------------------------------------------------------------
+/* ---- the surface's context --------------------------------------------------
  */
 
 struct metrics_server {
-    struct MHD_Daemon *daemon;
     osp_server *core;
-    int port;
     bool cpu;
     bool gpu;
     nvml_api nvml;
@@ -476,71 +473,65 @@ osp_error *metrics_render(metrics_server *ms, char **text, size_t *len) {
 /* ---- HTTP -------------------------------------------------------------------
  */
 
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status,
-                             const char *content_type, char *body, size_t len) {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        len, body ? body : (char *)"",
-        body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (!resp) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, "Content-Type", content_type);
-    enum MHD_Result ret = MHD_queue_response(conn, status, resp);
-    MHD_destroy_response(resp);
-    return ret;
+static bool is_metrics_path(const char *path) {
+    return strcmp(path, "/metrics") == 0 || strcmp(path, "/metrics/") == 0;
 }
 
-static bool is_metrics_path(const char *url) {
-    return strcmp(url, "/metrics") == 0 || strcmp(url, "/metrics/") == 0;
+/* A body is read and ignored. */
+static osp_error *metrics_on_body(http_request *req, const char *data,
+                                  size_t len) {
+    (void)req;
+    (void)data;
+    (void)len;
+    return NULL;
 }
 
-static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
-                                 const char *url, const char *method,
-                                 const char *version, const char *upload_data,
-                                 size_t *upload_data_size, void **con_cls) {
-    static int started;
-    metrics_server *ms = cls;
-    (void)version;
-    (void)upload_data;
-    if (*con_cls == NULL) { /* headers only so far */
-        *con_cls = &started;
-        return MHD_YES;
+static osp_error *metrics_on_complete(http_request *req) {
+    metrics_server *ms = http_request_surface_ctx(req);
+    if (strcmp(http_request_method_name(req), "GET") != 0) {
+        http_reply_error_status(req, 405, "Method Not Allowed");
+        return NULL;
     }
-    if (*upload_data_size != 0) { /* a body is read and ignored */
-        *upload_data_size = 0;
-        return MHD_YES;
+    /* This service always decoded %XX in paths (the KServe one does not). */
+    const char *raw = http_request_path(req);
+    char path[16];
+    size_t n = strlen(raw);
+    bool metrics = false;
+    if (n < sizeof path) {
+        memcpy(path, raw, n + 1);
+        http_percent_decode(path, n, false);
+        metrics = is_metrics_path(path);
     }
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0) {
-        static const char body[] = "{\"error\":\"Method Not Allowed\"}";
-        char *copy = strdup(body);
-        return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json",
-                     copy, copy ? sizeof(body) - 1 : 0);
+    if (!metrics) {
+        http_reply(req, 200, "text/plain; charset=utf-8", NULL, 0);
+        return NULL;
     }
-    if (!is_metrics_path(url))
-        return reply(conn, MHD_HTTP_OK, "text/plain; charset=utf-8", NULL, 0);
     char *text = NULL;
     size_t len = 0;
     osp_error *err = metrics_render(ms, &text, &len);
     if (err) {
         OSP_LOG_ERROR("metrics: %s", osp_error_message(err));
         osp_error_free(err);
-        return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
-                     "text/plain; charset=utf-8", NULL, 0);
+        http_reply(req, 500, "text/plain; charset=utf-8", NULL, 0);
+        return NULL;
     }
-    return reply(conn, MHD_HTTP_OK, "text/plain; charset=utf-8", text, len);
+    http_reply(req, 200, "text/plain; charset=utf-8", text, len);
+    return NULL;
 }
 
-osp_error *metrics_server_start(const metrics_options *opts, osp_server *core,
-                                metrics_server **out) {
-    struct sockaddr_storage ss;
-    bool ipv6;
-    if (opts->port < 0 || opts->port > 65535)
-        return osp_error_new(OSP_ERROR_INVALID_ARG, "invalid metrics port %d",
-                             opts->port);
-    if (!http_parse_address(opts->address, opts->port, &ss, &ipv6))
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "invalid metrics address '%s'", opts->address);
+static const http_handler metrics_handler = {
+    .on_body = metrics_on_body,
+    .on_complete = metrics_on_complete,
+};
+
+bool metrics_route(http_request *req, void *surface_ctx) {
+    (void)surface_ctx;
+    http_request_set_handler(req, &metrics_handler, NULL);
+    return true;
+}
+
+osp_error *metrics_new(const metrics_options *opts, osp_server *core,
+                       metrics_server **out) {
     metrics_server *ms = calloc(1, sizeof(*ms));
     if (!ms)
         return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
@@ -555,37 +546,13 @@ osp_error *metrics_server_start(const metrics_options *opts, osp_server *core,
             ms->cpu_total = total;
         }
     }
-    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
-    if (ipv6)
-        flags |= MHD_USE_IPv6;
-    ms->daemon = MHD_start_daemon(
-        flags, (uint16_t)opts->port, NULL, NULL, on_access, ms,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60, MHD_OPTION_END);
-    if (!ms->daemon) {
-        nvml_close(&ms->nvml);
-        pthread_mutex_destroy(&ms->lock);
-        free(ms);
-        return osp_error_new(OSP_ERROR_UNAVAILABLE,
-                             "failed to start the metrics service at %s:%d",
-                             opts->address, opts->port);
-    }
-    const union MHD_DaemonInfo *info =
-        MHD_get_daemon_info(ms->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    ms->port = info ? info->port : opts->port;
     *out = ms;
     return NULL;
 }
 
-int metrics_server_port(const metrics_server *ms) {
-    return ms->port;
-}
-
-void metrics_server_free(metrics_server *ms) {
+void metrics_free(metrics_server *ms) {
     if (!ms)
         return;
-    MHD_stop_daemon(ms->daemon);
     nvml_close(&ms->nvml);
     pthread_mutex_destroy(&ms->lock);
     free(ms);

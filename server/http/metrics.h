@@ -1,6 +1,6 @@
 /*
  * Prometheus metrics on their own port (Triton's metrics service, protocol
- * reference §8): a separate libmicrohttpd daemon answering GET /metrics
+ * reference §8): a surface of its own http_server answering GET /metrics
  * with the text exposition format. Per-model counters come from the core's
  * statistics (osprey/stats.h); CPU figures from /proc; GPU figures from
  * NVML, loaded with dlopen at start so that the binary runs (without GPU
@@ -11,26 +11,28 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "http_server.h"
 #include "osprey/error.h"
 #include "osprey/server.h"
 
+/* The surface's context (named for the service it was). */
 typedef struct metrics_server metrics_server;
 
 typedef struct metrics_options {
-    const char *address; /* IPv4 or IPv6 literal; borrowed during start */
-    int port;            /* 0 = pick a free port */
-    bool gpu;            /* --allow-gpu-metrics */
-    bool cpu;            /* --allow-cpu-metrics */
+    bool gpu; /* --allow-gpu-metrics */
+    bool cpu; /* --allow-cpu-metrics */
 } metrics_options;
 
-/* Binds and starts serving. `core` is borrowed for the server's lifetime.
- * Caller owns *out. */
-osp_error *metrics_server_start(const metrics_options *opts, osp_server *core,
-                                metrics_server **out);
-/* The port actually bound. */
-int metrics_server_port(const metrics_server *ms);
-/* Stops the daemon (waiting for a scrape in progress) and frees. */
-void metrics_server_free(metrics_server *ms);
+/* Opens NVML when asked and present, and takes the first CPU sample.
+ * `core` is borrowed for the context's lifetime. Caller owns *out. */
+osp_error *metrics_new(const metrics_options *opts, osp_server *core,
+                       metrics_server **out);
+/* After the http_server serving it was freed. NULL is a no-op. */
+void metrics_free(metrics_server *ms);
+
+/* The "metrics" http_surface's route, with a metrics_server as its
+ * surface_ctx: claims every request (GET /metrics gives the text). */
+bool metrics_route(http_request *req, void *surface_ctx);
 
 /* The exposition text a scrape returns now. Caller frees *text. */
 osp_error *metrics_render(metrics_server *ms, char **text, size_t *len);

@@ -51,3 +51,9 @@ osprey_add_unit_test(test_kserve_codec
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_kserve_codec.cc)
 target_link_libraries(test_kserve_codec PRIVATE osprey_kserve osprey_json)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_kserve_codec)
+
+# The HTTP transport, spoken to over loopback sockets with a fake surface.
+osprey_add_unit_test(test_http_server
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_http_server.cc)
+target_link_libraries(test_http_server PRIVATE osprey_http)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_http_server)
