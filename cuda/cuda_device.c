@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "cuda_check.h"
-#include "cuda_provider.h"
 #include "cuda_internal.h"
+#include "cuda_provider.h"
 #include "kernels.h"
 #include "osprey/log.h"
 

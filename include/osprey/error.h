@@ -64,12 +64,9 @@ osp_error_reason osp_error_get_reason(const osp_error *err);
 /* Borrowed; valid until osp_error_free(err). */
 const char *osp_error_message(const osp_error *err);
 
-/* Stable upper-case name: "INTERNAL", "NOT_FOUND", ... */
+/* Stable upper-case name: "INTERNAL", "NOT_FOUND", ... Statuses are the
+ * frontends' business (server/http/kserve_errors.c for KServe HTTP). */
 const char *osp_error_code_name(osp_error_code code);
-/* HTTP status per Triton's HttpCodeFromError. */
-int osp_error_code_http_status(osp_error_code code);
-/* grpc_status_code value (as int, so no gRPC header is needed here). */
-int osp_error_code_grpc_status(osp_error_code code);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* Everything a frontend or an embedding program needs. */
 #pragma once
 
+#include "osprey/clock.h"
 #include "osprey/datatype.h"
 #include "osprey/device.h"
 #include "osprey/error.h"

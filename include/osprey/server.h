@@ -49,7 +49,7 @@ typedef struct osp_server_options {
     osp_model_control_mode control_mode;
     const char *const *load_models; /* explicit mode: names, or "*" */
     size_t n_load_models;
-    bool strict_gpu; /* KIND_GPU without a GPU fails */
+    bool strict_gpu;            /* KIND_GPU without a GPU fails */
     osp_device_options devices; /* device providers included */
 } osp_server_options;
 

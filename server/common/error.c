@@ -93,35 +93,19 @@ const char *osp_error_message(const osp_error *err) {
     return err ? err->message : "";
 }
 
-/* The one table mapping codes to names and statuses. HTTP per Triton's
- * HttpCodeFromError; gRPC values are grpc_status_code's. */
-static const struct {
-    const char *name;
-    int http;
-    int grpc;
-} code_table[] = {
-    [OSP_ERROR_UNKNOWN] = {"UNKNOWN", 400, 2},
-    [OSP_ERROR_INTERNAL] = {"INTERNAL", 500, 13},
-    [OSP_ERROR_NOT_FOUND] = {"NOT_FOUND", 404, 5},
-    [OSP_ERROR_INVALID_ARG] = {"INVALID_ARG", 400, 3},
-    [OSP_ERROR_UNAVAILABLE] = {"UNAVAILABLE", 503, 14},
-    [OSP_ERROR_UNSUPPORTED] = {"UNSUPPORTED", 501, 12},
-    [OSP_ERROR_ALREADY_EXISTS] = {"ALREADY_EXISTS", 400, 6},
-    [OSP_ERROR_CANCELLED] = {"CANCELLED", 400, 1},
+static const char *const code_names[] = {
+    [OSP_ERROR_UNKNOWN] = "UNKNOWN",
+    [OSP_ERROR_INTERNAL] = "INTERNAL",
+    [OSP_ERROR_NOT_FOUND] = "NOT_FOUND",
+    [OSP_ERROR_INVALID_ARG] = "INVALID_ARG",
+    [OSP_ERROR_UNAVAILABLE] = "UNAVAILABLE",
+    [OSP_ERROR_UNSUPPORTED] = "UNSUPPORTED",
+    [OSP_ERROR_ALREADY_EXISTS] = "ALREADY_EXISTS",
+    [OSP_ERROR_CANCELLED] = "CANCELLED",
 };
 
-static int valid_code(osp_error_code code) {
-    return (unsigned)code < sizeof(code_table) / sizeof(code_table[0]);
-}
-
 const char *osp_error_code_name(osp_error_code code) {
-    return valid_code(code) ? code_table[code].name : "UNKNOWN";
-}
-
-int osp_error_code_http_status(osp_error_code code) {
-    return valid_code(code) ? code_table[code].http : 500;
-}
-
-int osp_error_code_grpc_status(osp_error_code code) {
-    return valid_code(code) ? code_table[code].grpc : 2;
+    if ((unsigned)code >= sizeof code_names / sizeof code_names[0])
+        return "UNKNOWN";
+    return code_names[code];
 }

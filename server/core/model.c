@@ -12,12 +12,6 @@
 #include "osprey/log.h"
 #include "request_validate.h"
 
-uint64_t osp_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 osp_model *model_ref(osp_model *model) {
     atomic_fetch_add(&model->refs, 1);
     return model;

@@ -11,6 +11,7 @@
 #include "batcher.h"
 #include "classification.h"
 #include "osprey/backend.h"
+#include "osprey/clock.h"
 #include "osprey/server.h"
 #include "pending_request.h"
 #include "stats.h"
@@ -91,6 +92,3 @@ void model_flush(osp_model *model);
 
 /* Requests queued now, waiting for an instance. */
 size_t model_pending_count(osp_model *model);
-
-/* Monotonic clock in nanoseconds. */
-uint64_t osp_now_ns(void);

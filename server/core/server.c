@@ -534,8 +534,7 @@ bool osp_server_is_ready(const osp_server *server) {
 
 /* Triton's NOT_FOUND for a model name the repository does not have. */
 static osp_error *unknown_model_error(const char *name) {
-    return osp_error_new_reason(OSP_ERROR_NOT_FOUND,
-                                OSP_REASON_MODEL_NOT_FOUND,
+    return osp_error_new_reason(OSP_ERROR_NOT_FOUND, OSP_REASON_MODEL_NOT_FOUND,
                                 "Request for unknown model: '%s' is not found",
                                 name);
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "device_internal.h"
+#include "osprey/clock.h"
 #include "osprey/device.h"
 #include "osprey/device_impl.h"
 #include "osprey/error.h"
@@ -92,8 +93,8 @@ osp_error *osp_devices_init(const osp_device_options *opts) {
                      osp_error_message(err));
             break;
         }
-        devices.owners[devices.n_owners++] = (provider_devices){
-            provider, devices.gpu_count, count};
+        devices.owners[devices.n_owners++] =
+            (provider_devices){provider, devices.gpu_count, count};
         devices.gpu_count += count;
     }
 out:
@@ -326,12 +327,6 @@ osp_error *osp_stream_launch_host_func(osp_stream *stream,
 
 /* ---- events ------------------------------------------------------------ */
 
-static uint64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 osp_error *osp_event_new(osp_device *dev, osp_event **out) {
     if (dev == NULL || out == NULL)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
@@ -374,7 +369,7 @@ osp_error *osp_event_record(osp_event *event, osp_stream *stream) {
         err = dev->ops->event_record(dev, event->impl, stream->impl);
     } else {
         err = dev->ops->stream_synchronize(dev, stream->impl);
-        event->host_ns = monotonic_ns();
+        event->host_ns = osp_now_ns();
     }
     if (err == NULL)
         event->recorded = true;

@@ -17,6 +17,7 @@
 #include <microhttpd.h>
 
 #include "json_util.h"
+#include "osprey/clock.h"
 #include "osprey/log.h"
 
 /* Per-connection memory: MHD hands uploads to the access handler in pieces
@@ -156,12 +157,6 @@ struct http_upgraded {
     uint64_t close_by; /* closing: deadline for the output to drain */
 };
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- request lifetime ---- */
 
 static void reply_release(reply *r) {
@@ -182,7 +177,7 @@ static void request_free(http_request *req) {
         /* The connection is done with the response (or the request ended
          * without one). */
         if (osp_trace_stamped(req->trace, OSP_TRACE_HTTP_SEND_START))
-            osp_trace_stamp(req->trace, OSP_TRACE_HTTP_SEND_END, now_ns());
+            osp_trace_stamp(req->trace, OSP_TRACE_HTTP_SEND_END, osp_now_ns());
         osp_trace_end(req->trace);
     }
     http_inflater_free(req->inflater);
@@ -338,7 +333,7 @@ static http_request *request_start(http_server *server, http_request *req,
                                    const char *method) {
     if (!req && !(req = on_uri(server, url, conn)))
         return NULL;
-    req->start_ns = now_ns();
+    req->start_ns = osp_now_ns();
     req->conn = conn;
     req->path = url;
     req->method_name = method;
@@ -566,19 +561,21 @@ static enum MHD_Result queue_reply(http_request *req) {
 /* ---- body ---- */
 
 osp_error *http_json_size_error(uint64_t n, size_t max) {
-    return osp_error_new(OSP_ERROR_INVALID_ARG,
-                         "request JSON size of %llu bytes exceeds the maximum "
-                         "allowed input size of %zu bytes. Use "
-                         "--http-max-input-size to increase the limit.",
-                         (unsigned long long)n, max);
+    return osp_error_new_reason(
+        OSP_ERROR_INVALID_ARG, OSP_REASON_TOO_LARGE,
+        "request JSON size of %llu bytes exceeds the maximum "
+        "allowed input size of %zu bytes. Use "
+        "--http-max-input-size to increase the limit.",
+        (unsigned long long)n, max);
 }
 
 static osp_error *decompressed_size_error(size_t max) {
-    return osp_error_new(OSP_ERROR_INVALID_ARG,
-                         "Decompressed data size exceeds the maximum allowed "
-                         "value of %zu bytes. Use --http-max-input-size to "
-                         "increase the limit.",
-                         max);
+    return osp_error_new_reason(
+        OSP_ERROR_INVALID_ARG, OSP_REASON_TOO_LARGE,
+        "Decompressed data size exceeds the maximum allowed "
+        "value of %zu bytes. Use --http-max-input-size to "
+        "increase the limit.",
+        max);
 }
 
 /* Decoded bytes go to the handler or into the buffered body. Handler
@@ -626,8 +623,8 @@ static void feed_body(http_request *req, const char *data, size_t len) {
             req->wire_bytes / req->upload_calls < 4096) {
             /* Replaces any other error; Triton also closes afterwards. */
             osp_error_free(req->error);
-            req->error = osp_error_new(
-                OSP_ERROR_INVALID_ARG,
+            req->error = osp_error_new_reason(
+                OSP_ERROR_INVALID_ARG, OSP_REASON_TOO_LARGE,
                 "Chunked request body exceeds maximum of %d non-empty "
                 "chunks. Send fewer or larger HTTP chunks.",
                 HTTP_MAX_CHUNKS);
@@ -667,7 +664,7 @@ static void route(http_request *req) {
 /* The asynchronous work is done: the response starts being built. */
 static void run_on_resume(http_request *req) {
     if (req->trace)
-        osp_trace_stamp(req->trace, OSP_TRACE_HTTP_SEND_START, now_ns());
+        osp_trace_stamp(req->trace, OSP_TRACE_HTTP_SEND_START, osp_now_ns());
     if (req->handler->on_resume)
         http_request_fail(req, req->handler->on_resume(req));
 }
@@ -692,14 +689,14 @@ static bool complete_request(http_request *req) {
         return false;
     }
     if (req->trace)
-        osp_trace_stamp(req->trace, OSP_TRACE_HTTP_RECV_END, now_ns());
+        osp_trace_stamp(req->trace, OSP_TRACE_HTTP_RECV_END, osp_now_ns());
     osp_error *err = req->handler->on_complete(req);
     if (err) {
         http_request_fail(req, err);
         return false;
     }
     if (req->reply.set && !req->async && req->trace)
-        osp_trace_stamp(req->trace, OSP_TRACE_HTTP_SEND_START, now_ns());
+        osp_trace_stamp(req->trace, OSP_TRACE_HTTP_SEND_START, osp_now_ns());
     if (req->reply.set || !req->async)
         return false;
     pthread_mutex_lock(&req->mu);
@@ -1091,7 +1088,7 @@ void http_upgraded_close(http_upgraded *c) {
     pthread_mutex_lock(&server->upg_mu);
     if (!c->closing) {
         c->closing = true;
-        c->close_by = now_ns() + HTTP_UPGRADED_CLOSE_NS;
+        c->close_by = osp_now_ns() + HTTP_UPGRADED_CLOSE_NS;
     }
     pthread_mutex_unlock(&server->upg_mu);
     wake_upgrade_thread(server);
@@ -1127,7 +1124,7 @@ static bool upgrade_set_reserve(upgrade_set *set, size_t n) {
  * are listed and sets *timeout_ms for the nearest close deadline. */
 static size_t upgrade_collect(http_server *server, upgrade_set *set,
                               http_upgraded **done, int *timeout_ms) {
-    uint64_t now = now_ns(), next = 0;
+    uint64_t now = osp_now_ns(), next = 0;
     size_t n = 0;
     http_upgraded **link = &server->upgraded;
     while (*link) {

@@ -130,14 +130,14 @@ static void claim(http_request *req,
 
 static osp_error *health_live(http_request *req, simple_ctx *ctx) {
     (void)ctx;
-    bool live = osp_server_is_live(http_request_core(req));
+    bool live = osp_server_is_live(kserve_core(req));
     http_reply(req, live ? 200 : 400, NULL, NULL, 0);
     return NULL;
 }
 
 static osp_error *health_ready(http_request *req, simple_ctx *ctx) {
     (void)ctx;
-    bool ready = osp_server_is_ready(http_request_core(req));
+    bool ready = osp_server_is_ready(kserve_core(req));
     http_reply(req, ready ? 200 : 400, NULL, NULL, 0);
     return NULL;
 }
@@ -166,7 +166,7 @@ static osp_error *get_model(http_request *req, simple_ctx *ctx,
     osp_error *err = kserve_parse_version(ctx->version, &ctx->version_num);
     if (err)
         return err;
-    return osp_server_model_get(http_request_core(req), ctx->model,
+    return osp_server_model_get(kserve_core(req), ctx->model,
                                 ctx->version_num, model);
 }
 
@@ -220,7 +220,7 @@ static osp_error *model_metadata(http_request *req, simple_ctx *ctx) {
     int64_t *versions = NULL;
     size_t n_versions = 0;
     if (ctx->version_num < 0) {
-        err = osp_model_ready_versions(http_request_core(req), ctx->model,
+        err = osp_model_ready_versions(kserve_core(req), ctx->model,
                                        &versions, &n_versions);
         if (err)
             goto out;
@@ -300,7 +300,7 @@ static osp_error *repository_index(http_request *req, simple_ctx *ctx) {
         }
         ready_only = json_object_get_boolean(ready);
     }
-    err = osp_server_repository_index(http_request_core(req), ready_only,
+    err = osp_server_repository_index(kserve_core(req), ready_only,
                                       &entries, &n);
     if (err)
         goto out;
@@ -337,7 +337,7 @@ out:
  * request (and ctx) stay alive until http_request_resume. */
 static void *control_thread(void *p) {
     simple_ctx *ctx = p;
-    osp_server *core = http_request_core(ctx->req);
+    osp_server *core = kserve_core(ctx->req);
     ctx->result =
         strcmp(ctx->action, "load") != 0
             ? osp_server_unload_model(core, ctx->model)

@@ -3,12 +3,12 @@
  */
 #include "kserve_context.h"
 
-osp_server *http_request_core(const http_request *req) {
+osp_server *kserve_core(const http_request *req) {
     const kserve_context *ctx = http_request_surface_ctx(req);
     return ctx->server;
 }
 
-osp_tracer *http_request_tracer(const http_request *req) {
+osp_tracer *kserve_tracer(const http_request *req) {
     const kserve_context *ctx = http_request_surface_ctx(req);
     return ctx->tracer;
 }

@@ -16,6 +16,6 @@ typedef struct kserve_context {
 
 /* The core of the request's KServe surface (req must have been claimed by
  * a surface whose surface_ctx is a kserve_context; routing counts). */
-osp_server *http_request_core(const http_request *req);
+osp_server *kserve_core(const http_request *req);
 /* The tracer of the request's KServe surface (NULL when none). */
-osp_tracer *http_request_tracer(const http_request *req);
+osp_tracer *kserve_tracer(const http_request *req);

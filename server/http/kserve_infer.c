@@ -17,15 +17,13 @@
  * Triton reads those first (kserve_decoded_finish).
  *
  * Tracing: the request is offered to the tracer's sampler when it is
- * routed; a sampled request's trace (owned by the ctx) gets HTTP_RECV_START
- * then, HTTP_RECV_END when the body is in, is lent to the core with the
- * request, gets HTTP_SEND_START when the response is built and
- * HTTP_SEND_END when the connection is done with it, and is ended there.
+ * routed; a sampled trace goes to the transport, which stamps the HTTP
+ * receive and send stages and ends it (http_request_set_trace), and is
+ * lent to the core with the request.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "http_compress.h"
 #include "json_util.h"
@@ -40,7 +38,6 @@ typedef struct infer_ctx {
     osp_server *core;
     char *model;
     int64_t version;
-    uint64_t start_ns;
     size_t max_input;
 
     /* framing */
@@ -72,27 +69,12 @@ typedef struct infer_ctx {
 
     osp_infer_response *response;
 
-    /* this request's trace when sampled (owned; ended in infer_ctx_free) */
-    osp_trace *trace;
 } infer_ctx;
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void infer_ctx_free(void *p) {
     infer_ctx *ctx = p;
     if (!ctx)
         return;
-    if (ctx->trace) {
-        /* The connection is done with the response (or the request ended
-         * without one). */
-        if (osp_trace_stamped(ctx->trace, OSP_TRACE_HTTP_SEND_START))
-            osp_trace_stamp(ctx->trace, OSP_TRACE_HTTP_SEND_END, now_ns());
-        osp_trace_end(ctx->trace);
-    }
     free(ctx->model);
     free(ctx->ihcl_text);
     jbuf_free(&ctx->header);
@@ -129,11 +111,12 @@ static osp_error *ihcl_range_error(const infer_ctx *ctx,
 }
 
 static osp_error *raw_size_error(uint64_t n, size_t max) {
-    return osp_error_new(OSP_ERROR_INVALID_ARG,
-                         "Raw input has a byte_size (%llu bytes) that exceeds "
-                         "the maximum allowed value of %zu bytes. Use "
-                         "--http-max-input-size to increase the limit.",
-                         (unsigned long long)n, max);
+    return osp_error_new_reason(
+        OSP_ERROR_INVALID_ARG, OSP_REASON_TOO_LARGE,
+        "Raw input has a byte_size (%llu bytes) that exceeds "
+        "the maximum allowed value of %zu bytes. Use "
+        "--http-max-input-size to increase the limit.",
+        (unsigned long long)n, max);
 }
 
 /* ---- the JSON header ---- */
@@ -262,8 +245,6 @@ static osp_error *build_raw_request(infer_ctx *ctx) {
 static osp_error *infer_on_complete(http_request *http) {
     infer_ctx *ctx = http_request_handler_ctx(http);
     osp_error *err;
-    if (ctx->trace)
-        osp_trace_stamp(ctx->trace, OSP_TRACE_HTTP_RECV_END, now_ns());
     uint64_t body = http_request_body_bytes(http);
     uint64_t content_length = ctx->has_cl ? ctx->cl : body;
     if (ctx->has_ihcl && (ctx->ihcl_value < 0 || ctx->ihcl > content_length))
@@ -292,8 +273,8 @@ static osp_error *infer_on_complete(http_request *http) {
     }
 
     osp_infer_request *request = kserve_decoded_take_request(&ctx->dec);
-    request->receive_start_ns = ctx->start_ns;
-    request->trace = ctx->trace; /* lent to the core */
+    request->receive_start_ns = http_request_start_ns(http);
+    request->trace = http_request_trace(http); /* lent to the core */
     http_request_begin_async(http);
     err = osp_server_infer_async(ctx->core, request, infer_done, ctx);
     if (err) {
@@ -310,8 +291,6 @@ static osp_error *infer_on_complete(http_request *http) {
  * copy. */
 static osp_error *infer_on_resume(http_request *http) {
     infer_ctx *ctx = http_request_handler_ctx(http);
-    if (ctx->trace)
-        osp_trace_stamp(ctx->trace, OSP_TRACE_HTTP_SEND_START, now_ns());
     osp_infer_response *r = ctx->response;
     osp_error *err = NULL;
     if (!r)
@@ -389,7 +368,7 @@ void kserve_infer_route(http_request *http, const char *name,
     int64_t v;
     if ((err = kserve_parse_version(version, &v)))
         goto fail;
-    osp_server *core = http_request_core(http);
+    osp_server *core = kserve_core(http);
     osp_model *model = NULL;
     if ((err = osp_server_model_get(core, name, v, &model)))
         goto fail;
@@ -410,11 +389,10 @@ void kserve_infer_route(http_request *http, const char *name,
     ctx->http = http;
     ctx->core = core;
     ctx->version = v;
-    ctx->start_ns = now_ns();
     ctx->max_input = http_request_max_input_size(http);
-    ctx->trace = osp_tracer_sample(http_request_tracer(http), name);
-    if (ctx->trace)
-        osp_trace_stamp(ctx->trace, OSP_TRACE_HTTP_RECV_START, ctx->start_ns);
+    osp_trace *trace = osp_tracer_sample(kserve_tracer(http), name);
+    if (trace)
+        http_request_set_trace(http, trace);
     jbuf_init(&ctx->header);
     jbuf_init(&ctx->raw_grow);
     kserve_decoded_init(&ctx->dec);

@@ -67,7 +67,7 @@ osp_error *kserve_stats_reply(http_request *req, const char *model,
         return err;
     osp_model_stats *stats = NULL;
     size_t n = 0;
-    err = osp_server_model_statistics(http_request_core(req), model,
+    err = osp_server_model_statistics(kserve_core(req), model,
                                       version_num, &stats, &n);
     if (err)
         return err;

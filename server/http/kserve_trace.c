@@ -36,7 +36,7 @@ static void trace_ctx_free(void *p) {
 static osp_error *check_model(http_request *req, const char *model) {
     osp_model *m = NULL;
     osp_error *err =
-        osp_server_model_get(http_request_core(req), model, -1, &m);
+        osp_server_model_get(kserve_core(req), model, -1, &m);
     if (!err) {
         osp_model_unref(m);
         return NULL;
@@ -65,7 +65,7 @@ static osp_error *apply_update(http_request *req, osp_tracer *tracer,
 
 static osp_error *trace_on_complete(http_request *req) {
     trace_ctx *ctx = http_request_handler_ctx(req);
-    osp_tracer *tracer = http_request_tracer(req);
+    osp_tracer *tracer = kserve_tracer(req);
     osp_error *err;
     if (!tracer)
         return osp_error_new(OSP_ERROR_UNAVAILABLE,

@@ -263,8 +263,8 @@ static osp_error *add_json_input(decoder *dec, const char *name,
         byte_size = (uint64_t)count * es;
     }
     if (byte_size > dec->limits->max_input)
-        return osp_error_new(
-            OSP_ERROR_INVALID_ARG,
+        return osp_error_new_reason(
+            OSP_ERROR_INVALID_ARG, OSP_REASON_TOO_LARGE,
             "JSON input '%s' has a byte_size (%llu bytes) that "
             "exceeds the maximum allowed value of %zu bytes. "
             "Use --http-max-input-size to increase the limit.",

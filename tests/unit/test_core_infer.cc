@@ -20,10 +20,10 @@
 #include <thread>
 #include <vector>
 
+#include "backends.h"
 #include "osprey/infer.h"
 #include "osprey/server.h"
 #include "osprey/stats.h"
-#include "backends.h"
 
 namespace {
 
@@ -45,10 +45,9 @@ std::string TakeMessage(osp_error *err) {
 // The one place that says what an expected error is: its code, its
 // structured reason (OSP_REASON_NONE for errors that are no well-known
 // situation) and its exact message. Frees `err`.
-::testing::AssertionResult ExpectError(osp_error *err, osp_error_code code,
-                                       const std::string &message,
-                                       osp_error_reason reason =
-                                           OSP_REASON_NONE) {
+::testing::AssertionResult
+ExpectError(osp_error *err, osp_error_code code, const std::string &message,
+            osp_error_reason reason = OSP_REASON_NONE) {
     if (!err)
         return ::testing::AssertionFailure()
                << "succeeded; expected " << osp_error_code_name(code) << " \""
@@ -237,7 +236,8 @@ class Completions {
     size_t done_ = 0;
 };
 
-// ---- the fixture -------------------------------------------------------------
+// ---- the fixture
+// -------------------------------------------------------------
 
 class CoreInfer : public ::testing::Test {
   protected:
@@ -333,8 +333,8 @@ TEST_F(CoreInfer, ConcurrentRequestsWithoutBatching) {
     Completions done(kRequests);
     std::atomic<int> refused{0};
     OnThreads(4, kRequests, [&](size_t i) {
-        osp_error *err = done.Submit(
-            server_, SimpleRequest("simple", int32_t(i * 100)), i);
+        osp_error *err =
+            done.Submit(server_, SimpleRequest("simple", int32_t(i * 100)), i);
         if (err) {
             refused++;
             ADD_FAILURE() << "request " << i << ": " << TakeMessage(err);
@@ -513,11 +513,10 @@ TEST_F(CoreInfer, RefusedRequests) {
 // refused with UNAVAILABLE "Exceeds maximum queue size" (never called
 // back); nothing else.
 TEST_F(CoreInfer, FullQueueRefusesOrCompletesEachRequestOnce) {
-    repo_.AddModel("queue1",
-                   SlowIdentityConfig("queue1", 20,
-                                      "dynamic_batching { "
-                                      "default_queue_policy { "
-                                      "max_queue_size: 1 } }\n"));
+    repo_.AddModel("queue1", SlowIdentityConfig("queue1", 20,
+                                                "dynamic_batching { "
+                                                "default_queue_policy { "
+                                                "max_queue_size: 1 } }\n"));
     Start();
     constexpr size_t kRequests = 32;
     Completions done(kRequests);
@@ -545,8 +544,7 @@ TEST_F(CoreInfer, FullQueueRefusesOrCompletesEachRequestOnce) {
         if (!refused[i]) {
             EXPECT_FALSE(done[i].failed) << done[i].error;
             ASSERT_EQ(done[i].values.size(), 1u);
-            EXPECT_EQ(done[i].values[0],
-                      std::vector<int32_t>(4, int32_t(i)));
+            EXPECT_EQ(done[i].values[0], std::vector<int32_t>(4, int32_t(i)));
         }
     }
     EXPECT_EQ(done.Done(), accepted);
@@ -584,15 +582,15 @@ TEST_F(CoreInfer, ShutdownCompletesEveryQueuedRequestOnce) {
     osp_server_begin_shutdown(server_);
     EXPECT_FALSE(osp_server_is_ready(server_));
     EXPECT_FALSE(osp_server_is_live(server_));
-    EXPECT_TRUE(ExpectError(
-        done.Submit(server_, SimpleRequest("simple", 0), kRequests),
-        OSP_ERROR_UNAVAILABLE, "Server is shutting down",
-        OSP_REASON_SHUTTING_DOWN));
+    EXPECT_TRUE(
+        ExpectError(done.Submit(server_, SimpleRequest("simple", 0), kRequests),
+                    OSP_ERROR_UNAVAILABLE, "Server is shutting down",
+                    OSP_REASON_SHUTTING_DOWN));
     osp_infer_request *late = osp_infer_request_new("slow", -1);
     AddInput(late, "INPUT0", Shape({1, 4}), {1, 2, 3, 4});
     EXPECT_TRUE(ExpectError(done.Submit(server_, late, kRequests + 1),
                             OSP_ERROR_UNAVAILABLE, "Server is shutting down",
-        OSP_REASON_SHUTTING_DOWN));
+                            OSP_REASON_SHUTTING_DOWN));
 
     osp_server_free(server_);
     server_ = nullptr;

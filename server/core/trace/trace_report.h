@@ -24,7 +24,7 @@ void trace_report_backend_tensors(model_instance *inst, pending_request **batch,
                                   size_t n, const osp_backend_tensor *inputs,
                                   osp_infer_response **resps);
 
-/* The request ends (from pending_request_finish): the model record and the stage
- * stamps REQUEST_START .. COMPUTE_END from p->times, then
+/* The request ends (from pending_request_finish): the model record and the
+ * stage stamps REQUEST_START .. COMPUTE_END from p->times, then
  * INFER_RESPONSE_COMPLETE and REQUEST_END now. */
 void trace_report_finish(const pending_request *p);
