@@ -541,3 +541,41 @@ def test_help_lists_flags(tmp_path):
     for flag in ("--model-repository", "--http-port", "--http-max-input-size",
                  "--model-control-mode", "--load-model", "--log-verbose"):
         assert flag in text, flag
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--http-port=x"], "Error: invalid value 'x' for --http-port"),
+    (["--http-port=70000"], "Error: invalid value '70000' for --http-port"),
+    (["--strict-gpu=maybe"], "Error: invalid value 'maybe' for --strict-gpu"),
+    (["--no-such-flag=1"], "Error: unknown option '--no-such-flag'"),
+    (["--log-verbose"], "Error: option '--log-verbose' needs a value"),
+    (["--trace-config=rate=x"], "Error: "),
+])
+def test_bad_flags_exit_2_with_a_message(tmp_path, example_repo_copy, args, message):
+    """Usage errors are reported before anything starts (exit status 2)."""
+    srv = harness.OspreyServer(example_repo_copy, args, workdir=tmp_path)
+    rc = srv.run_to_exit()
+    assert rc == 2, srv.log_tail()
+    assert message in srv.log(), srv.log_tail()
+
+
+def test_failed_start_stops_what_started(tmp_path, example_repo_copy):
+    """A service that cannot start (the metrics port is taken) stops the ones
+    started before it, in reverse, and the process exits 1 cleanly."""
+    import socket
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        port = taken.getsockname()[1]
+        srv = harness.OspreyServer(example_repo_copy,
+                                   ["--metrics-address=127.0.0.1", f"--metrics-port={port}"],
+                                   workdir=tmp_path)
+        rc = srv.run_to_exit()
+    finally:
+        taken.close()
+    assert rc == 1, srv.log_tail()
+    log = srv.log()
+    assert "failed to start the metrics service" in log, srv.log_tail()
+    for marker in harness.SANITIZER_MARKERS:
+        assert marker not in log

@@ -1,0 +1,421 @@
+/*
+ * The flag table (see flags.h). Each row is a flag: its name, the
+ * placeholder of its value in --help, how the value is stored (a typed
+ * field of osprey_flags, or a function for the flags that need one), its
+ * default (applied through the same path as a command-line value) and its
+ * help.
+ */
+#include "flags.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "osprey/log.h"
+
+typedef enum flag_kind {
+    FLAG_STRING, /* const char * field */
+    FLAG_INT,    /* long long field, within [min, max] */
+    FLAG_SIZE,   /* size_t field, within [min, max] */
+    FLAG_BOOL,   /* bool field: true|false|1|0 */
+    FLAG_APPLY,  /* apply() */
+} flag_kind;
+
+typedef struct flag_def {
+    const char *name; /* without "--"; Triton's name unless osprey_only */
+    bool osprey_only; /* a flag Triton does not have */
+    const char *arg;  /* value placeholder for --help */
+    flag_kind kind;
+    size_t offset;      /* of the field in osprey_flags */
+    long long min, max; /* FLAG_INT, FLAG_SIZE */
+    /* FLAG_APPLY: stores `value`; false when it is not valid. */
+    bool (*apply)(osprey_flags *f, const char *value);
+    const char *default_value; /* applied before argv; NULL: none */
+    const char *help;          /* lines after the first are indented */
+    bool value_optional;       /* FLAG_BOOL given alone means true */
+} flag_def;
+
+#define FIELD(field) offsetof(osprey_flags, field)
+
+/* ---- the flags whose values need more than a typed field ---- */
+
+static bool parse_ll(const char *s, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_bool(const char *s, bool *out) {
+    if (strcmp(s, "true") == 0 || strcmp(s, "1") == 0) {
+        *out = true;
+        return true;
+    }
+    if (strcmp(s, "false") == 0 || strcmp(s, "0") == 0) {
+        *out = false;
+        return true;
+    }
+    return false;
+}
+
+static bool apply_control_mode(osprey_flags *f, const char *value) {
+    if (strcmp(value, "none") == 0)
+        f->control_mode = OSP_MODEL_CONTROL_NONE;
+    else if (strcmp(value, "explicit") == 0)
+        f->control_mode = OSP_MODEL_CONTROL_EXPLICIT;
+    else
+        return false;
+    return true;
+}
+
+static bool apply_load_model(osprey_flags *f, const char *value) {
+    const char **grown =
+        realloc(f->load_models, (f->n_load_models + 1) * sizeof *grown);
+    if (!grown)
+        return false;
+    f->load_models = grown;
+    f->load_models[f->n_load_models++] = value;
+    return true;
+}
+
+static bool apply_log_level(osp_log_level level, const char *value) {
+    bool on;
+    if (!parse_bool(value, &on))
+        return false;
+    osp_log_set_enabled(level, on);
+    return true;
+}
+
+static bool apply_log_info(osprey_flags *f, const char *value) {
+    (void)f;
+    return apply_log_level(OSP_LOG_INFO, value);
+}
+
+static bool apply_log_warning(osprey_flags *f, const char *value) {
+    (void)f;
+    return apply_log_level(OSP_LOG_WARNING, value);
+}
+
+static bool apply_log_error(osprey_flags *f, const char *value) {
+    (void)f;
+    return apply_log_level(OSP_LOG_ERROR, value);
+}
+
+static bool apply_log_format(osprey_flags *f, const char *value) {
+    (void)f;
+    if (strcmp(value, "default") == 0)
+        osp_log_set_format(OSP_LOG_FORMAT_DEFAULT);
+    else if (strcmp(value, "ISO8601") == 0)
+        osp_log_set_format(OSP_LOG_FORMAT_ISO8601);
+    else
+        return false;
+    return true;
+}
+
+/* <gpu>:<bytes>, as Triton's --cuda-memory-pool-byte-size. */
+static bool apply_cuda_pool(osprey_flags *f, const char *value) {
+    const char *colon = strchr(value, ':');
+    char gpu_text[32];
+    size_t gpu_len = colon ? (size_t)(colon - value) : 0;
+    if (!colon || gpu_len == 0 || gpu_len >= sizeof gpu_text)
+        return false;
+    memcpy(gpu_text, value, gpu_len);
+    gpu_text[gpu_len] = '\0';
+    long long gpu, bytes;
+    size_t max_gpus = sizeof f->devices.cuda_pool_bytes /
+                      sizeof f->devices.cuda_pool_bytes[0];
+    if (!parse_ll(gpu_text, &gpu) || gpu < 0 || (size_t)gpu >= max_gpus ||
+        !parse_ll(colon + 1, &bytes) || bytes < 0)
+        return false;
+    f->devices.cuda_pool_bytes[gpu] = (size_t)bytes;
+    return true;
+}
+
+static bool apply_trace_config(osprey_flags *f, const char *value) {
+    osp_error *err = osp_tracer_options_parse(&f->trace, value);
+    if (!err)
+        return true;
+    fprintf(stderr, "Error: %s\n", osp_error_message(err));
+    osp_error_free(err);
+    return false;
+}
+
+/* ---- the table ---- */
+
+static const flag_def flag_table[] = {
+    {.name = "model-repository",
+     .arg = "DIR",
+     .kind = FLAG_STRING,
+     .offset = FIELD(model_repository),
+     .help = "model repository (required)"},
+    {.name = "http-port",
+     .arg = "PORT",
+     .kind = FLAG_INT,
+     .offset = FIELD(http_port),
+     .min = 0,
+     .max = 65535,
+     .default_value = "8000",
+     .help = "HTTP port, 0 = any free port"},
+    {.name = "http-address",
+     .arg = "ADDR",
+     .kind = FLAG_STRING,
+     .offset = FIELD(http_address),
+     .default_value = "0.0.0.0",
+     .help = "HTTP bind address"},
+    {.name = "http-thread-count",
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(http_thread_count),
+     .min = 1,
+     .max = 1024,
+     .default_value = "8",
+     .help = "HTTP worker threads"},
+    {.name = "http-max-input-size",
+     .arg = "BYTES",
+     .kind = FLAG_INT,
+     .offset = FIELD(http_max_input_size),
+     .min = LLONG_MIN,
+     .max = LLONG_MAX,
+     .default_value = "67108864",
+     .help = "largest JSON body, raw body, decompressed body\n"
+             "or JSON input"},
+    {.name = "model-control-mode",
+     .arg = "MODE",
+     .kind = FLAG_APPLY,
+     .apply = apply_control_mode,
+     .default_value = "none",
+     .help = "none (load all) or explicit"},
+    {.name = "load-model",
+     .arg = "NAME",
+     .kind = FLAG_APPLY,
+     .apply = apply_load_model,
+     .help = "explicit mode: load NAME at start; '*' = all;\n"
+             "repeatable"},
+    {.name = "log-verbose",
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(log_verbose),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "0",
+     .help = "verbose logging level"},
+    {.name = "log-info",
+     .arg = "BOOL",
+     .kind = FLAG_APPLY,
+     .apply = apply_log_info,
+     .default_value = "true",
+     .help = "print INFO records"},
+    {.name = "log-warning",
+     .arg = "BOOL",
+     .kind = FLAG_APPLY,
+     .apply = apply_log_warning,
+     .default_value = "true",
+     .help = "print WARNING records"},
+    {.name = "log-error",
+     .arg = "BOOL",
+     .kind = FLAG_APPLY,
+     .apply = apply_log_error,
+     .default_value = "true",
+     .help = "print ERROR records"},
+    {.name = "log-format",
+     .arg = "FORMAT",
+     .kind = FLAG_APPLY,
+     .apply = apply_log_format,
+     .default_value = "default",
+     .help = "record prefix: default or ISO8601"},
+    {.name = "strict-gpu",
+     .osprey_only = true,
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(strict_gpu),
+     .default_value = "false",
+     .value_optional = true,
+     .help = "fail models that ask for a GPU when none is present"},
+    {.name = "pinned-memory-pool-byte-size",
+     .arg = "N",
+     .kind = FLAG_SIZE,
+     .offset = FIELD(devices.pinned_pool_bytes),
+     .min = 0,
+     .max = LLONG_MAX,
+     .default_value = "268435456",
+     .help = "pinned host memory pool"},
+    {.name = "cuda-memory-pool-byte-size",
+     .arg = "GPU:BYTES",
+     .kind = FLAG_APPLY,
+     .apply = apply_cuda_pool,
+     .help = "device memory pool of one GPU (default 67108864);\n"
+             "repeatable"},
+    {.name = "trace-config",
+     .arg = "[MODE,]KEY=VALUE",
+     .kind = FLAG_APPLY,
+     .apply = apply_trace_config,
+     .help = "trace settings (Triton's): rate=N, level=OFF|\n"
+             "TIMESTAMPS|TENSORS, count=N, mode=triton,\n"
+             "triton,file=PATH, triton,log-frequency=N; repeatable"},
+    {.name = "trace-file-directory",
+     .osprey_only = true,
+     .arg = "DIR",
+     .kind = FLAG_STRING,
+     .offset = FIELD(trace.file_directory),
+     .help = "let the trace settings API set trace_file to a\n"
+             "file name inside DIR (default: refused)"},
+    {.name = "allow-metrics",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(allow_metrics),
+     .default_value = "true",
+     .help = "Prometheus metrics service"},
+    {.name = "allow-gpu-metrics",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(allow_gpu_metrics),
+     .default_value = "true",
+     .help = "GPU metrics through NVML when present"},
+    {.name = "allow-cpu-metrics",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(allow_cpu_metrics),
+     .default_value = "true",
+     .help = "CPU metrics from /proc"},
+    {.name = "metrics-port",
+     .arg = "PORT",
+     .kind = FLAG_INT,
+     .offset = FIELD(metrics_port),
+     .min = 0,
+     .max = 65535,
+     .default_value = "8002",
+     .help = "metrics port, 0 = any free port"},
+    {.name = "metrics-address",
+     .arg = "ADDR",
+     .kind = FLAG_STRING,
+     .offset = FIELD(metrics_address),
+     .help = "metrics bind address (default: --http-address)"},
+};
+
+#define N_FLAGS (sizeof flag_table / sizeof flag_table[0])
+
+static const flag_def *find_flag(const char *name, size_t len) {
+    for (size_t i = 0; i < N_FLAGS; i++)
+        if (strlen(flag_table[i].name) == len &&
+            strncmp(flag_table[i].name, name, len) == 0)
+            return &flag_table[i];
+    return NULL;
+}
+
+/* Stores `value` in the flag's field. false when it is not valid. */
+static bool apply_flag(osprey_flags *f, const flag_def *def,
+                       const char *value) {
+    void *field = (char *)f + def->offset;
+    long long v;
+    switch (def->kind) {
+    case FLAG_STRING:
+        *(const char **)field = value;
+        return true;
+    case FLAG_INT:
+        if (!parse_ll(value, &v) || v < def->min || v > def->max)
+            return false;
+        *(long long *)field = v;
+        return true;
+    case FLAG_SIZE:
+        if (!parse_ll(value, &v) || v < def->min || v > def->max)
+            return false;
+        *(size_t *)field = (size_t)v;
+        return true;
+    case FLAG_BOOL:
+        return parse_bool(value, (bool *)field);
+    case FLAG_APPLY:
+        return def->apply(f, value);
+    }
+    return false;
+}
+
+void flags_usage(FILE *out) {
+    fprintf(out, "Usage: osprey --model-repository=DIR [options]\n\n"
+                 "Options (--flag=value or --flag value; [osprey] marks "
+                 "flags Triton does not have):\n");
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const flag_def *def = &flag_table[i];
+        char head[64];
+        snprintf(head, sizeof head, "--%s%s%s%s", def->name,
+                 def->value_optional ? "[=" : "=", def->arg,
+                 def->value_optional ? "]" : "");
+        fprintf(out, "  %-34s", head);
+        if (strlen(head) > 34)
+            fprintf(out, "\n  %-34s", "");
+        for (const char *p = def->help; *p; p++) {
+            fputc(*p, out);
+            if (*p == '\n')
+                fprintf(out, "  %-34s", "");
+        }
+        if (def->default_value)
+            fprintf(out, " (default %s)", def->default_value);
+        if (def->osprey_only)
+            fputs(" [osprey]", out);
+        fputc('\n', out);
+    }
+    fprintf(out, "  %-34s%s\n", "--help", "this text");
+}
+
+int flags_parse(int argc, char **argv, osprey_flags *f) {
+    memset(f, 0, sizeof *f);
+    osp_device_options_init(&f->devices);
+    osp_tracer_options_init(&f->trace);
+    for (size_t i = 0; i < N_FLAGS; i++)
+        if (flag_table[i].default_value &&
+            !apply_flag(f, &flag_table[i], flag_table[i].default_value)) {
+            fprintf(stderr, "Error: bad default for --%s\n",
+                    flag_table[i].name);
+            return 2;
+        }
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0) {
+            flags_usage(stdout);
+            return 0;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            fprintf(stderr, "Error: unexpected argument '%s'\n", arg);
+            flags_usage(stderr);
+            return 2;
+        }
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
+        const flag_def *def = find_flag(name, name_len);
+        if (!def) {
+            fprintf(stderr, "Error: unknown option '--%.*s'\n", (int)name_len,
+                    name);
+            flags_usage(stderr);
+            return 2;
+        }
+        const char *value = eq ? eq + 1 : NULL;
+        if (!value && def->value_optional) {
+            value = "true";
+        } else if (!value) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "Error: option '--%s' needs a value\n",
+                        def->name);
+                return 2;
+            }
+            value = argv[++i];
+        }
+        if (!apply_flag(f, def, value)) {
+            fprintf(stderr, "Error: invalid value '%s' for --%s\n", value,
+                    def->name);
+            return 2;
+        }
+    }
+    return -1;
+}
+
+void flags_free(osprey_flags *f) {
+    free(f->load_models);
+    f->load_models = NULL;
+    f->n_load_models = 0;
+}

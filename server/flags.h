@@ -1,0 +1,45 @@
+/*
+ * The osprey program's command-line flags: one table (flags.c) gives each
+ * flag's name (Triton's where Triton has the flag), type, default, help
+ * and how it is applied, so --help, the defaults and parsing cannot drift
+ * apart.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "osprey/device_impl.h"
+#include "osprey/server.h"
+#include "osprey/trace.h"
+
+typedef struct osprey_flags {
+    const char *model_repository;
+    long long http_port;
+    const char *http_address;
+    long long http_thread_count;
+    long long http_max_input_size;
+    osp_model_control_mode control_mode;
+    const char **load_models; /* owned array of argv strings */
+    size_t n_load_models;
+    long long log_verbose;
+    bool strict_gpu;
+    osp_device_options devices;
+    osp_tracer_options trace;
+    bool allow_metrics;
+    bool allow_gpu_metrics;
+    bool allow_cpu_metrics;
+    long long metrics_port;
+    const char *metrics_address; /* NULL = the HTTP address */
+} osprey_flags;
+
+/* Fills *f with every flag's default, then applies argv (`--flag=value` or
+ * `--flag value`; strings point into argv). Returns -1 to go on, or the
+ * status main() exits with: 0 after --help, 2 after a usage error (the
+ * message is printed). Release with flags_free in every case. */
+int flags_parse(int argc, char **argv, osprey_flags *f);
+void flags_free(osprey_flags *f);
+
+/* The --help text, generated from the table. */
+void flags_usage(FILE *out);
