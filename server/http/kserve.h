@@ -13,14 +13,39 @@
 #include <stdint.h>
 
 #include "http_server.h"
-#include "kserve_context.h"
-#include "kserve_errors.h"
+#include "osprey/error.h"
+#include "osprey/server.h"
+#include "osprey/trace.h"
 
 struct jbuf;
 
+/* ---- shared by the handlers (kserve_surface.c) ---- */
+
+/* The surface's context: main.c builds one and lists it as the surface_ctx
+ * of the "kserve" http_surface, so handlers reach the core and the tracer
+ * through the request, not through transport globals. */
+typedef struct kserve_context {
+    osp_server *server; /* borrowed for the HTTP server's lifetime */
+    osp_tracer *tracer; /* borrowed likewise; may be NULL */
+} kserve_context;
+
+/* The core and the tracer (NULL when none) of the request's surface. */
+osp_server *kserve_core(const http_request *req);
+osp_tracer *kserve_tracer(const http_request *req);
+
+/* Triton's HTTP status of an error code: UNKNOWN 400, INTERNAL 500,
+ * NOT_FOUND 404, INVALID_ARG 400, UNAVAILABLE 503, UNSUPPORTED 501,
+ * ALREADY_EXISTS 400, CANCELLED 400. */
+unsigned kserve_error_status(osp_error_code code);
+/* The surface's reply_error: {"error":"<message>"} with that status; err
+ * is borrowed. */
+void kserve_reply_error(http_request *req, osp_error *err);
+
 /* Replies 200 with the JSON in b (taken over), or returns UNAVAILABLE
- * "out of memory" for the caller's error reply (kserve_http_util.c). */
+ * "out of memory" for the caller's error reply. */
 osp_error *kserve_reply_json(http_request *req, struct jbuf *b);
+
+/* ---- routes ---- */
 
 /* The surface to list in http_server_options, with a kserve_context as
  * its surface_ctx and kserve_reply_error as its reply_error. */

@@ -1,0 +1,50 @@
+/*
+ * What every KServe v2 HTTP handler shares (kserve.c, kserve_infer.c,
+ * kserve_stats.c, kserve_trace.c, kserve_logging.c): the surface's
+ * context, Triton's error rendering and JSON replies. Protocol logic that
+ * other transports need as well lives in server/kserve/ instead.
+ */
+#include "kserve.h"
+
+#include <stdlib.h>
+
+#include "json_util.h"
+
+osp_server *kserve_core(const http_request *req) {
+    const kserve_context *ctx = http_request_surface_ctx(req);
+    return ctx->server;
+}
+
+osp_tracer *kserve_tracer(const http_request *req) {
+    const kserve_context *ctx = http_request_surface_ctx(req);
+    return ctx->tracer;
+}
+
+/* Triton's HTTP status per error code (HttpCodeFromError), indexed by
+ * osp_error_code. */
+static const unsigned status_of_code[] = {
+    [OSP_ERROR_UNKNOWN] = 400,        [OSP_ERROR_INTERNAL] = 500,
+    [OSP_ERROR_NOT_FOUND] = 404,      [OSP_ERROR_INVALID_ARG] = 400,
+    [OSP_ERROR_UNAVAILABLE] = 503,    [OSP_ERROR_UNSUPPORTED] = 501,
+    [OSP_ERROR_ALREADY_EXISTS] = 400, [OSP_ERROR_CANCELLED] = 400,
+};
+
+unsigned kserve_error_status(osp_error_code code) {
+    if ((unsigned)code >= sizeof status_of_code / sizeof status_of_code[0])
+        return 500;
+    return status_of_code[code];
+}
+
+void kserve_reply_error(http_request *req, osp_error *err) {
+    http_reply_error_status(req, kserve_error_status(osp_error_get_code(err)),
+                            osp_error_message(err));
+}
+
+osp_error *kserve_reply_json(http_request *req, jbuf *b) {
+    size_t len;
+    char *body = jbuf_take(b, &len);
+    if (!body)
+        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    http_reply(req, 200, "application/json", body, len);
+    return NULL;
+}
