@@ -24,6 +24,7 @@ extern "C" {
 #include "../../backends/dense/safetensors.h"
 #include "execute_ctx.h"
 #include "half.h"
+#include "osp_test.h"
 #include "osprey/backend.h"
 #include "osprey/device.h"
 #include "osprey/model_config.h"
@@ -33,25 +34,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string take_message(osp_error *err) {
-    std::string msg = err ? osp_error_message(err) : "";
-    osp_error_free(err);
-    return msg;
-}
-
-#define ASSERT_OK(expr)                                                        \
-    do {                                                                       \
-        osp_error *err_ = (expr);                                              \
-        if (err_)                                                              \
-            FAIL() << #expr << ": " << take_message(err_);                     \
-    } while (0)
-
 // Passes when `err` is an error whose message contains `text`; frees it.
 ::testing::AssertionResult FailsWith(osp_error *err, const std::string &text) {
     if (!err)
         return ::testing::AssertionFailure()
                << "succeeded; expected an error containing \"" << text << "\"";
-    std::string msg = take_message(err);
+    std::string msg = TakeMessage(err);
     if (msg.find(text) == std::string::npos)
         return ::testing::AssertionFailure()
                << "error \"" << msg << "\" lacks \"" << text << "\"";
@@ -70,7 +58,7 @@ ConfigPtr ParseConfig(const std::string &text) {
     osp_error *err =
         osp_model_config_parse(text.data(), text.size(), "test.pbtxt", &cfg);
     if (err)
-        ADD_FAILURE() << "config does not parse: " << take_message(err) << "\n"
+        ADD_FAILURE() << "config does not parse: " << TakeMessage(err) << "\n"
                       << text;
     return ConfigPtr(cfg);
 }
@@ -164,7 +152,7 @@ class Batch {
         osp_buffer *buf = nullptr;
         if (bytes || n) {
             osp_error *err = osp_device_alloc(osp_device_cpu(), n, &buf);
-            ASSERT_EQ(err, nullptr) << take_message(err);
+            ASSERT_EQ(err, nullptr) << TakeMessage(err);
             if (n)
                 memcpy(buf->data, bytes, n); // CPU device memory is host memory
             input_buffers_.push_back(buf);
@@ -678,7 +666,7 @@ std::vector<RefLayer> ReadLayers(const std::string &path) {
     osp_safetensors *st = nullptr;
     osp_error *err = osp_safetensors_load(path.c_str(), &st);
     if (err) {
-        ADD_FAILURE() << take_message(err);
+        ADD_FAILURE() << TakeMessage(err);
         return layers;
     }
     for (size_t i = 0;; i++) {
@@ -925,7 +913,7 @@ TEST_F(DenseTempModel, RefusesAnInputOfTheWrongShape) {
 TEST_F(DenseTempModel, MissingWeightsFileNamesTheFile) {
     osp_error *err = LoadError(Config(3, 2));
     ASSERT_NE(err, nullptr);
-    std::string msg = take_message(err);
+    std::string msg = TakeMessage(err);
     EXPECT_NE(msg.find("dense model 'mlp': weights file '"), std::string::npos)
         << msg;
     EXPECT_NE(msg.find("/1/model.safetensors' not found"), std::string::npos)

@@ -1,5 +1,5 @@
-// The dynamic batcher (server/core/scheduling/batcher.h) driven by a fake clock:
-// delays, preferred sizes, priority levels, queue policies (size limit,
+// The dynamic batcher (server/core/scheduling/batcher.h) driven by a fake
+// clock: delays, preferred sizes, priority levels, queue policies (size limit,
 // REJECT and DELAY timeouts), shape compatibility and response ordering.
 #include <gtest/gtest.h>
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backends.h"
+#include "osp_test.h"
 #include "osprey/infer.h"
 #include "osprey/server.h"
 #include "osprey/stats.h"
@@ -28,19 +29,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string TakeMessage(osp_error *err) {
-    std::string msg = err ? osp_error_message(err) : "";
-    osp_error_free(err);
-    return msg;
-}
-
-#define ASSERT_OK(expr)                                                        \
-    do {                                                                       \
-        osp_error *err_ = (expr);                                              \
-        if (err_)                                                              \
-            FAIL() << #expr << ": " << TakeMessage(err_);                      \
-    } while (0)
 
 // The one place that says what an expected error is: its code, its
 // structured reason (OSP_REASON_NONE for errors that are no well-known

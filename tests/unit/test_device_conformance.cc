@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "half.h"
+#include "osp_test.h"
 #include "osprey/datatype.h"
 #include "osprey/device.h"
 #include "osprey/device_impl.h"
@@ -78,19 +79,6 @@ class DeviceShutdown : public ::testing::Environment {
 };
 ::testing::Environment *const kShutdown =
     ::testing::AddGlobalTestEnvironment(new DeviceShutdown);
-
-std::string TakeMessage(osp_error *err) {
-    std::string msg = osp_error_message(err);
-    osp_error_free(err);
-    return msg;
-}
-
-#define ASSERT_OK(expr)                                                        \
-    do {                                                                       \
-        osp_error *err_ = (expr);                                              \
-        if (err_ != nullptr)                                                   \
-            FAIL() << #expr << ": " << TakeMessage(err_);                      \
-    } while (0)
 
 #define EXPECT_ERROR_CODE(expr, code)                                          \
     do {                                                                       \

@@ -15,31 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "kserve_codec.h"
 #include "backends.h"
+#include "kserve_codec.h"
+#include "osp_test.h"
 #include "osprey/server.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string take_message(osp_error *err) {
-    std::string msg = osp_error_message(err);
-    osp_error_free(err);
-    return msg;
-}
-
-#define ASSERT_OK(expr)                                                        \
-    do {                                                                       \
-        osp_error *err_ = (expr);                                              \
-        if (err_)                                                              \
-            FAIL() << #expr << ": " << take_message(err_);                     \
-    } while (0)
-
-// The message of `err` (freed), or "" for success.
-std::string MessageOf(osp_error *err) {
-    return err ? take_message(err) : "";
-}
 
 std::string Io(const char *name, const char *type, const char *dims) {
     return std::string("{ name: \"") + name + "\" data_type: TYPE_" + type +
@@ -140,7 +123,7 @@ class KserveCodec : public ::testing::Test {
         request_ = nullptr;
         osp_error *err = osp_server_infer_async(server_, req, done, &w);
         if (err) {
-            ADD_FAILURE() << "infer: " << take_message(err);
+            ADD_FAILURE() << "infer: " << TakeMessage(err);
             return nullptr;
         }
         std::unique_lock<std::mutex> lock(w.mu);
@@ -286,14 +269,15 @@ TEST_F(KserveCodec, BlobSizeErrors) {
     const std::string header = "{\"inputs\":[" + BinaryInput("INPUT0", 64) +
                                "," + BinaryInput("INPUT1", 64) + "]}";
     const std::string seq = Int32Bytes(Seq());
-    EXPECT_EQ(MessageOf(DecodeBody("simple", header, seq + seq.substr(0, 36))),
-              "unexpected size for input 'INPUT1', expecting 28 additional "
-              "bytes for model 'simple'");
+    EXPECT_EQ(
+        TakeMessage(DecodeBody("simple", header, seq + seq.substr(0, 36))),
+        "unexpected size for input 'INPUT1', expecting 28 additional "
+        "bytes for model 'simple'");
     EXPECT_EQ(request_, nullptr);
-    EXPECT_EQ(MessageOf(DecodeBody("simple", header, seq + seq + "extra")),
+    EXPECT_EQ(TakeMessage(DecodeBody("simple", header, seq + seq + "extra")),
               "unexpected additional input data for model 'simple'");
     // JSON only, but bytes after it.
-    EXPECT_EQ(MessageOf(DecodeBody(
+    EXPECT_EQ(TakeMessage(DecodeBody(
                   "simple",
                   R"({"inputs":[{"name":"INPUT0","datatype":"INT32",)"
                   R"("shape":[0],"data":[]}]})",
@@ -302,23 +286,23 @@ TEST_F(KserveCodec, BlobSizeErrors) {
 }
 
 TEST_F(KserveCodec, HeaderErrors) {
-    EXPECT_EQ(MessageOf(DecodeBody("simple", R"({"inputs":[]}  x)"))
+    EXPECT_EQ(TakeMessage(DecodeBody("simple", R"({"inputs":[]}  x)"))
                   .rfind("failed to parse the request JSON buffer: ", 0),
               0u);
-    EXPECT_EQ(MessageOf(DecodeBody("simple", R"({"id":"a"})")),
+    EXPECT_EQ(TakeMessage(DecodeBody("simple", R"({"id":"a"})")),
               "Unable to parse 'inputs': attempt to access non-existing "
               "object member 'inputs'");
-    EXPECT_EQ(MessageOf(DecodeBody(
+    EXPECT_EQ(TakeMessage(DecodeBody(
                   "simple", R"({"parameters":{"triton_x":1},"inputs":[]})")),
               "parameter keys starting with 'triton_' are reserved for Triton "
               "usage and should not be specified.");
-    EXPECT_EQ(MessageOf(DecodeBody("simple",
-                                   R"({"inputs":[{"name":"INPUT0",)"
-                                   R"("datatype":"INT32","shape":[1,16]}]})")),
+    EXPECT_EQ(TakeMessage(DecodeBody(
+                  "simple", R"({"inputs":[{"name":"INPUT0",)"
+                            R"("datatype":"INT32","shape":[1,16]}]})")),
               "Input must set only one of the following fields: 'data', "
               "'binary_data_size' in 'parameters', 'shared_memory_region' in "
               "'parameters'. But no field is set");
-    EXPECT_EQ(MessageOf(DecodeBody(
+    EXPECT_EQ(TakeMessage(DecodeBody(
                   "simple", R"({"inputs":[{"name":"INPUT0","datatype":"FP16",)"
                             R"("shape":[1],"data":[1]}]})")),
               "receiving FP16 data via JSON is not supported. Please use the "
@@ -333,7 +317,7 @@ TEST_F(KserveCodec, HeaderErrorsWaitForEarlierBlobs) {
     const std::string in_inputs =
         "{\"inputs\":[" + BinaryInput("INPUT0", 64) + "," + bad_input + "]}";
     // The blob before the bad input is short: that is reported.
-    EXPECT_EQ(MessageOf(DecodeBody("simple", in_inputs, seq.substr(0, 10))),
+    EXPECT_EQ(TakeMessage(DecodeBody("simple", in_inputs, seq.substr(0, 10))),
               "unexpected size for input 'INPUT0', expecting 54 additional "
               "bytes for model 'simple'");
     // Complete: the header error, even with bytes after it (they may be
@@ -341,17 +325,17 @@ TEST_F(KserveCodec, HeaderErrorsWaitForEarlierBlobs) {
     const std::string missing_datatype =
         "Unable to parse 'datatype': attempt to access non-existing object "
         "member 'datatype'";
-    EXPECT_EQ(MessageOf(DecodeBody("simple", in_inputs, seq)),
+    EXPECT_EQ(TakeMessage(DecodeBody("simple", in_inputs, seq)),
               missing_datatype);
-    EXPECT_EQ(MessageOf(DecodeBody("simple", in_inputs, seq + "more")),
+    EXPECT_EQ(TakeMessage(DecodeBody("simple", in_inputs, seq + "more")),
               missing_datatype);
 
     // An error in "outputs": every input was read, so extra bytes count.
     const std::string in_outputs = "{\"inputs\":[" + BinaryInput("INPUT0", 64) +
                                    R"(],"outputs":[{"parameters":{}}]})";
-    EXPECT_EQ(MessageOf(DecodeBody("simple", in_outputs, seq + "more")),
+    EXPECT_EQ(TakeMessage(DecodeBody("simple", in_outputs, seq + "more")),
               "unexpected additional input data for model 'simple'");
-    EXPECT_EQ(MessageOf(DecodeBody("simple", in_outputs, seq)),
+    EXPECT_EQ(TakeMessage(DecodeBody("simple", in_outputs, seq)),
               "Unable to parse 'name': attempt to access non-existing object "
               "member 'name'");
 }
@@ -379,7 +363,7 @@ TEST_F(KserveCodec, StreamingBlobPastTheBodyIsOnlyCounted) {
     kserve_decoded_feed(&d, body.data(), 5);
     kserve_decoded_feed(&d, body.data() + 5, body.size() - 5);
     EXPECT_EQ(BufferBytes(d.request->inputs[0].data), std::string(8, '\7'));
-    EXPECT_EQ(MessageOf(kserve_decoded_finish(&d)),
+    EXPECT_EQ(TakeMessage(kserve_decoded_finish(&d)),
               "unexpected size for input 'INPUT1', expecting 14 additional "
               "bytes for model 'simple'");
     kserve_decoded_destroy(&d);

@@ -16,17 +16,12 @@
 #include <unistd.h>
 #include <vector>
 
+#include "osp_test.h"
 #include "osprey/trace.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string MessageOf(osp_error *err) {
-    std::string m = err ? osp_error_message(err) : "";
-    osp_error_free(err);
-    return m;
-}
 
 osp_error_code CodeOf(osp_error *err) {
     osp_error_code code = osp_error_get_code(err);
@@ -74,7 +69,7 @@ class Trace : public ::testing::Test {
     }
     void Start() {
         osp_error *err = osp_tracer_new(&opts_, &tracer_);
-        ASSERT_EQ(err, nullptr) << MessageOf(err);
+        ASSERT_EQ(err, nullptr) << TakeMessage(err);
     }
     // Tracing on, every request, into <dir>/<name>.
     void StartTracing(const char *name = "trace.log") {
@@ -267,13 +262,13 @@ TEST_F(Trace, ValidationMessages) {
     osp_trace_update u = Update();
     u.rate_change = OSP_TRACE_SET;
     u.rate = 0;
-    EXPECT_EQ(MessageOf(osp_tracer_update_settings(tracer_, nullptr, &u)),
+    EXPECT_EQ(TakeMessage(osp_tracer_update_settings(tracer_, nullptr, &u)),
               "Attempting to set invalid trace setting :sample rate must be "
               "non-zero");
     u = Update();
     u.count_change = OSP_TRACE_SET;
     u.count = 0;
-    EXPECT_EQ(MessageOf(osp_tracer_update_settings(tracer_, "m", &u)),
+    EXPECT_EQ(TakeMessage(osp_tracer_update_settings(tracer_, "m", &u)),
               "Attempting to set invalid trace setting :");
     // Invalid but OFF is allowed.
     u.level_change = OSP_TRACE_SET;
@@ -288,8 +283,8 @@ TEST_F(Trace, ValidationMessages) {
     u.file_len = 5;
     osp_error *err = osp_tracer_update_settings(tracer_, nullptr, &u);
     EXPECT_EQ(osp_error_get_code(err), OSP_ERROR_UNSUPPORTED);
-    EXPECT_EQ(MessageOf(err), "trace file location can not be updated "
-                              "through network protocol");
+    EXPECT_EQ(TakeMessage(err), "trace file location can not be updated "
+                                "through network protocol");
     u.file_change = OSP_TRACE_CLEAR;
     EXPECT_EQ(CodeOf(osp_tracer_update_settings(tracer_, nullptr, &u)),
               OSP_ERROR_UNSUPPORTED);
@@ -303,7 +298,7 @@ TEST_F(Trace, NoFileMeansInvalid) {
     osp_trace_update u = Update();
     u.rate_change = OSP_TRACE_SET;
     u.rate = 2;
-    EXPECT_EQ(MessageOf(osp_tracer_update_settings(tracer_, nullptr, &u)),
+    EXPECT_EQ(TakeMessage(osp_tracer_update_settings(tracer_, nullptr, &u)),
               "Attempting to set invalid trace setting :trace file name is "
               "not given");
 }
@@ -595,16 +590,16 @@ TEST_F(TraceDirectory, RefusesNamesOutsideIt) {
                             "rel.log", "sub"}) {
         osp_error *err = SetFile(bad);
         EXPECT_EQ(osp_error_get_code(err), OSP_ERROR_INVALID_ARG) << bad;
-        std::string m = MessageOf(err);
+        std::string m = TakeMessage(err);
         EXPECT_EQ(m.rfind(std::string("Unable to set 'trace_file' to '") + bad +
                               "': ",
                           0),
                   0u)
             << m;
     }
-    EXPECT_NE(MessageOf(SetFile("out.log")).find("symbolic link"),
+    EXPECT_NE(TakeMessage(SetFile("out.log")).find("symbolic link"),
               std::string::npos);
-    EXPECT_NE(MessageOf(SetFile("../x")).find("no '/'"), std::string::npos);
+    EXPECT_NE(TakeMessage(SetFile("../x")).find("no '/'"), std::string::npos);
     osp_trace_update u = Update();
     u.file_change = OSP_TRACE_SET;
     u.file = "a\0b";
