@@ -16,6 +16,8 @@
 
 #include <microhttpd.h>
 
+#include "http_query.h"
+#include "http_upgrade.h"
 #include "json_util.h"
 #include "osprey/clock.h"
 #include "osprey/log.h"
@@ -28,10 +30,6 @@
 #define HTTP_LISTEN_BACKLOG 1024
 /* Triton's kMaxChunkedChunks. */
 #define HTTP_MAX_CHUNKS 65536
-/* How long http_upgraded_close waits for queued output to drain. */
-#define HTTP_UPGRADED_CLOSE_NS (5ull * 1000 * 1000 * 1000)
-/* Bytes read from an upgraded socket per on_data call at most. */
-#define HTTP_UPGRADED_READ 16384
 
 struct http_server {
     struct MHD_Daemon *daemon;
@@ -42,13 +40,7 @@ struct http_server {
     atomic_int active; /* requests between their first call and completion */
     bool accepting;
 
-    /* upgraded connections, served by upgrade_thread */
-    pthread_mutex_t upg_mu; /* the list and every connection's queue/flags */
-    http_upgraded *upgraded;
-    bool upg_stop;
-    int wake[2]; /* self-pipe that interrupts the thread's poll() */
-    pthread_t upg_thread;
-    bool upg_thread_started;
+    http_upgrades upgrades; /* connections taken over by surfaces */
 };
 
 typedef enum request_phase {
@@ -85,13 +77,7 @@ struct http_request {
     request_phase phase;
     uint64_t start_ns;
 
-    /* query string: raw copy, and decoded parameters pointing into
-     * query_store */
-    char *raw_query;
-    char *query_store;
-    http_query_param *query;
-    size_t n_query;
-    bool query_truncated;
+    http_query query;
 
     /* framing */
     bool chunked;
@@ -138,25 +124,6 @@ struct http_request {
     atomic_int refs; /* the connection + outstanding async work */
 };
 
-struct http_upgraded {
-    http_server *server;
-    http_upgraded *next;
-    MHD_socket fd;
-    struct MHD_UpgradeResponseHandle *urh;
-    const http_upgrade_handler *h;
-    void *ctx;
-    /* bytes read with the request head, delivered first (upgrade thread) */
-    char *early;
-    size_t early_len;
-    bool opened; /* on_open ran (upgrade thread only) */
-    /* under server->upg_mu */
-    char *out;
-    size_t out_off, out_len, out_cap, max_out;
-    bool closing;      /* http_upgraded_close was called */
-    bool dead;         /* peer gone or I/O failed: close now */
-    uint64_t close_by; /* closing: deadline for the output to drain */
-};
-
 /* ---- request lifetime ---- */
 
 static void reply_release(reply *r) {
@@ -189,9 +156,7 @@ static void request_free(http_request *req) {
         free(req->headers[i].value);
     }
     free(req->headers);
-    free(req->raw_query);
-    free(req->query_store);
-    free(req->query);
+    http_query_free(&req->query);
     if (!req->upgrade_taken) /* an upgraded one stopped counting then */
         atomic_fetch_sub(&req->server->active, 1);
     pthread_mutex_destroy(&req->mu);
@@ -217,84 +182,6 @@ static http_method method_from_name(const char *m) {
     return HTTP_METHOD_OTHER;
 }
 
-static int hex_value(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-size_t http_percent_decode(char *s, size_t len, bool plus_as_space) {
-    size_t w = 0;
-    for (size_t r = 0; r < len; r++) {
-        char c = s[r];
-        if (c == '%' && r + 2 < len) {
-            int hi = hex_value(s[r + 1]), lo = hex_value(s[r + 2]);
-            if (hi >= 0 && lo >= 0) {
-                s[w++] = (char)(hi * 16 + lo);
-                r += 2;
-                continue;
-            }
-        } else if (c == '+' && plus_as_space) {
-            c = ' ';
-        }
-        s[w++] = c;
-    }
-    s[w] = '\0';
-    return w;
-}
-
-/* Splits req->raw_query into decoded parameters (see http_server.h). The
- * decoded text lives in one copy, query_store. false on OOM. */
-static bool parse_query(http_request *req) {
-    const char *q = req->raw_query;
-    size_t n = strlen(q);
-    if (n == 0)
-        return true;
-    size_t pieces = 1;
-    for (size_t i = 0; i < n; i++)
-        pieces += q[i] == '&';
-    if (pieces > HTTP_MAX_QUERY_PARAMS)
-        pieces = HTTP_MAX_QUERY_PARAMS; /* empty pieces may free room */
-    /* Each piece needs room for two terminators: key and value. */
-    req->query_store = malloc(n + 2 * pieces + 1);
-    req->query = calloc(pieces, sizeof *req->query);
-    if (!req->query_store || !req->query)
-        return false;
-    char *w = req->query_store;
-    const char *p = q, *end = q + n;
-    while (p < end) {
-        const char *amp = memchr(p, '&', (size_t)(end - p));
-        const char *stop = amp ? amp : end;
-        if (stop > p) {
-            if (req->n_query == HTTP_MAX_QUERY_PARAMS) {
-                req->query_truncated = true;
-                break;
-            }
-            const char *eq = memchr(p, '=', (size_t)(stop - p));
-            const char *key_end = eq ? eq : stop;
-            http_query_param *qp = &req->query[req->n_query++];
-            size_t klen = (size_t)(key_end - p);
-            memcpy(w, p, klen);
-            qp->key = w;
-            qp->key_len = http_percent_decode(w, klen, true);
-            w += qp->key_len + 1;
-            qp->has_value = eq != NULL;
-            size_t vlen = eq ? (size_t)(stop - eq - 1) : 0;
-            if (vlen)
-                memcpy(w, eq + 1, vlen);
-            qp->value = w;
-            qp->value_len = http_percent_decode(w, vlen, true);
-            w += qp->value_len + 1;
-        }
-        p = amp ? amp + 1 : end;
-    }
-    return true;
-}
-
 /* MHD's URI log callback: the first sight of a request, with the raw
  * request-target (query included, which MHD does not pass to the access
  * handler). Its result becomes the request's con_cls; on_completed frees
@@ -313,16 +200,10 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
     atomic_init(&req->refs, 1);
     atomic_fetch_add(&server->active, 1);
     jbuf_init(&req->body);
-    const char *q = strchr(uri, '?');
-    if (q) {
-        const char *hash = strchr(q, '#');
-        size_t n = hash ? (size_t)(hash - q - 1) : strlen(q + 1);
-        req->raw_query = strndup(q + 1, n);
-        if (!req->raw_query || !parse_query(req))
-            http_request_fail(req, osp_error_new(OSP_ERROR_UNAVAILABLE,
-                                                 "out of memory reading the "
-                                                 "query string"));
-    }
+    if (!http_query_parse(&req->query, uri))
+        http_request_fail(req, osp_error_new(OSP_ERROR_UNAVAILABLE,
+                                             "out of memory reading the "
+                                             "query string"));
     return req;
 }
 
@@ -801,24 +682,21 @@ uint64_t http_request_start_ns(const http_request *req) {
 }
 
 const char *http_request_raw_query(const http_request *req) {
-    return req->raw_query;
+    return req->query.raw;
 }
 
 const char *http_request_query(const http_request *req, const char *key) {
-    for (size_t i = 0; i < req->n_query; i++)
-        if (strcmp(req->query[i].key, key) == 0)
-            return req->query[i].value;
-    return NULL;
+    return http_query_get(&req->query, key);
 }
 
 size_t http_request_query_params(const http_request *req,
                                  const http_query_param **out) {
-    *out = req->query;
-    return req->n_query;
+    *out = req->query.params;
+    return req->query.n;
 }
 
 bool http_request_query_truncated(const http_request *req) {
-    return req->query_truncated;
+    return req->query.truncated;
 }
 
 void http_request_set_trace(http_request *req, osp_trace *trace) {
@@ -949,31 +827,8 @@ static void upgrade_offer_drop(http_request *req) {
         h->on_close(req->upgrade_ctx);
 }
 
-static bool set_nonblocking(int fd) {
-    int fl = fcntl(fd, F_GETFL);
-    return fl != -1 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
-}
-
-static void wake_upgrade_thread(http_server *server) {
-    char b = 1;
-    ssize_t rc = write(server->wake[1], &b, 1);
-    (void)rc; /* a full pipe already wakes it */
-}
-
-/* Ends an upgraded connection the thread has unlinked: the surface's
- * on_close, then the socket goes back to MHD, which closes it. */
-static void upgraded_finish(http_upgraded *c) {
-    if (c->h->on_close)
-        c->h->on_close(c->ctx);
-    shutdown(c->fd, SHUT_RDWR); /* the peer sees the end at once */
-    MHD_upgrade_action(c->urh, MHD_UPGRADE_ACTION_CLOSE);
-    free(c->early);
-    free(c->out);
-    free(c);
-}
-
 /* MHD, on the connection's thread, after the 101 went out: the socket and
- * the bytes read past the request head move to the upgrade thread. */
+ * the bytes read past the request head go to the upgrade thread. */
 static void on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls,
                         const char *extra_in, size_t extra_in_size,
                         MHD_socket sock,
@@ -981,263 +836,12 @@ static void on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls,
     (void)conn;
     (void)con_cls;
     http_request *req = cls;
-    http_server *server = req->server;
-    const http_upgrade_handler *h = req->upgrade;
-    http_upgraded *c = calloc(1, sizeof *c);
-    if (c && extra_in_size > 0) {
-        c->early = malloc(extra_in_size);
-        if (c->early) {
-            memcpy(c->early, extra_in, extra_in_size);
-            c->early_len = extra_in_size;
-        }
-    }
-    if (!c || (extra_in_size > 0 && !c->early)) {
-        free(c);
-        /* The offer stays with the request, which returns ctx later. */
-        shutdown(sock, SHUT_RDWR);
-        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-        return;
-    }
+    if (!http_upgrades_adopt(&req->server->upgrades, req->upgrade,
+                             req->upgrade_ctx, sock, urh, extra_in,
+                             extra_in_size))
+        return; /* the offer stays with the request, which returns ctx */
     req->upgrade_taken = true;
-    atomic_fetch_sub(&server->active, 1); /* drain does not wait for it */
-    c->server = server;
-    c->fd = sock;
-    c->urh = urh;
-    c->h = h;
-    c->ctx = req->upgrade_ctx;
-    c->max_out = h->max_queued ? h->max_queued : HTTP_UPGRADED_MAX_QUEUED;
-    set_nonblocking(sock);
-    pthread_mutex_lock(&server->upg_mu);
-    bool stopping = server->upg_stop;
-    if (!stopping) {
-        c->next = server->upgraded;
-        server->upgraded = c;
-    }
-    pthread_mutex_unlock(&server->upg_mu);
-    if (stopping) /* the thread is gone or going: close here */
-        upgraded_finish(c);
-    else
-        wake_upgrade_thread(server);
-}
-
-/* Writes queued output until the socket would block. Call with upg_mu. */
-static void upgraded_flush(http_upgraded *c) {
-    while (c->out_off < c->out_len && !c->dead) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-                         MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n > 0) {
-            c->out_off += (size_t)n;
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else {
-            if (!(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
-                c->dead = true;
-            break;
-        }
-    }
-    if (c->out_off == c->out_len)
-        c->out_off = c->out_len = 0;
-}
-
-osp_error *http_upgraded_send(http_upgraded *c, const void *data, size_t len) {
-    osp_error *err = NULL;
-    bool wake = false;
-    http_server *server = c->server;
-    pthread_mutex_lock(&server->upg_mu);
-    if (c->closing || c->dead) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "connection closed");
-        goto out;
-    }
-    size_t queued = c->out_len - c->out_off;
-    if (len > c->max_out || queued > c->max_out - len) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE,
-                            "output queue of the connection is full");
-        goto out;
-    }
-    if (c->out_off > 0 && c->out_len + len > c->out_cap) {
-        memmove(c->out, c->out + c->out_off, queued);
-        c->out_len = queued;
-        c->out_off = 0;
-    }
-    if (c->out_len + len > c->out_cap) {
-        size_t cap = c->out_cap ? c->out_cap : 4096;
-        while (cap < c->out_len + len)
-            cap *= 2;
-        char *grown = realloc(c->out, cap);
-        if (!grown) {
-            err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
-            goto out;
-        }
-        c->out = grown;
-        c->out_cap = cap;
-    }
-    memcpy(c->out + c->out_len, data, len);
-    c->out_len += len;
-    upgraded_flush(c);
-    /* the thread watches for writability (or ends it on failure) */
-    wake = c->out_len > 0 || c->dead;
-out:
-    pthread_mutex_unlock(&server->upg_mu);
-    if (wake)
-        wake_upgrade_thread(server);
-    return err;
-}
-
-void http_upgraded_close(http_upgraded *c) {
-    http_server *server = c->server;
-    pthread_mutex_lock(&server->upg_mu);
-    if (!c->closing) {
-        c->closing = true;
-        c->close_by = osp_now_ns() + HTTP_UPGRADED_CLOSE_NS;
-    }
-    pthread_mutex_unlock(&server->upg_mu);
-    wake_upgrade_thread(server);
-}
-
-/* The upgrade thread's poll set, rebuilt on every round. */
-typedef struct upgrade_set {
-    struct pollfd *fds; /* fds[0] is the wake pipe */
-    http_upgraded **conns;
-    size_t cap;
-} upgrade_set;
-
-static bool upgrade_set_reserve(upgrade_set *set, size_t n) {
-    if (n <= set->cap)
-        return true;
-    size_t cap = set->cap ? set->cap : 16;
-    while (cap < n)
-        cap *= 2;
-    struct pollfd *fds = realloc(set->fds, (cap + 1) * sizeof *fds);
-    if (fds)
-        set->fds = fds;
-    http_upgraded **conns = realloc(set->conns, cap * sizeof *conns);
-    if (conns)
-        set->conns = conns;
-    if (!fds || !conns)
-        return false;
-    set->cap = cap;
-    return true;
-}
-
-/* Under upg_mu: unlinks the connections to end (all when stopping) into
- * *done and lists the rest in set with their poll events. Returns how many
- * are listed and sets *timeout_ms for the nearest close deadline. */
-static size_t upgrade_collect(http_server *server, upgrade_set *set,
-                              http_upgraded **done, int *timeout_ms) {
-    uint64_t now = osp_now_ns(), next = 0;
-    size_t n = 0;
-    http_upgraded **link = &server->upgraded;
-    while (*link) {
-        http_upgraded *c = *link;
-        bool drained = c->out_len == c->out_off;
-        if (server->upg_stop || c->dead ||
-            (c->closing && (drained || now >= c->close_by)) ||
-            !upgrade_set_reserve(set, n + 1)) {
-            *link = c->next;
-            c->next = *done;
-            *done = c;
-            continue;
-        }
-        if (c->closing && (next == 0 || c->close_by < next))
-            next = c->close_by;
-        set->conns[n] = c;
-        set->fds[n + 1].fd = c->fd;
-        set->fds[n + 1].events = (short)(POLLIN | (drained ? 0 : POLLOUT));
-        set->fds[n + 1].revents = 0;
-        n++;
-        link = &c->next;
-    }
-    *timeout_ms = next == 0 ? -1 : (int)((next - now) / 1000000 + 1);
-    return n;
-}
-
-/* Owns every upgraded socket: reads and hands bytes to on_data, writes
- * queued output, ends connections. Callbacks run without upg_mu. */
-static void *upgrade_thread(void *arg) {
-    http_server *server = arg;
-    upgrade_set set = {NULL, NULL, 0};
-    char buf[HTTP_UPGRADED_READ];
-    for (;;) {
-        http_upgraded *done = NULL;
-        int timeout_ms = -1;
-        pthread_mutex_lock(&server->upg_mu);
-        bool stop = server->upg_stop;
-        size_t n = upgrade_collect(server, &set, &done, &timeout_ms);
-        pthread_mutex_unlock(&server->upg_mu);
-        while (done) {
-            http_upgraded *c = done;
-            done = c->next;
-            upgraded_finish(c);
-        }
-        if (stop)
-            break;
-        /* New connections: on_open, then the early bytes. */
-        for (size_t i = 0; i < n; i++) {
-            http_upgraded *c = set.conns[i];
-            if (c->opened)
-                continue;
-            c->opened = true;
-            if (c->h->on_open)
-                c->h->on_open(c->ctx, c);
-            if (c->early_len > 0)
-                c->h->on_data(c->ctx, c, c->early, c->early_len);
-            free(c->early);
-            c->early = NULL;
-            c->early_len = 0;
-        }
-        /* set.fds is NULL only while no connection was ever listed */
-        struct pollfd wake = {server->wake[0], POLLIN, 0};
-        struct pollfd *fds = set.fds ? set.fds : &wake;
-        fds[0] = wake;
-        if (poll(fds, n + 1, timeout_ms) < 0 && errno != EINTR) {
-            OSP_LOG_ERROR("HTTP upgrade thread: poll: %s", strerror(errno));
-            struct timespec delay = {0, 10 * 1000 * 1000};
-            nanosleep(&delay, NULL);
-            continue;
-        }
-        if (fds[0].revents & POLLIN) {
-            char sink[64];
-            while (read(server->wake[0], sink, sizeof sink) > 0)
-                ;
-        }
-        for (size_t i = 0; i < n; i++) {
-            http_upgraded *c = set.conns[i];
-            short ev = fds[i + 1].revents;
-            if (ev & (POLLIN | POLLHUP | POLLERR)) {
-                ssize_t got = recv(c->fd, buf, sizeof buf, 0);
-                if (got > 0) {
-                    c->h->on_data(c->ctx, c, buf, (size_t)got);
-                } else if (got == 0 ||
-                           (errno != EAGAIN && errno != EWOULDBLOCK &&
-                            errno != EINTR)) {
-                    pthread_mutex_lock(&server->upg_mu);
-                    c->dead = true;
-                    pthread_mutex_unlock(&server->upg_mu);
-                }
-            }
-            if (ev & POLLOUT) {
-                pthread_mutex_lock(&server->upg_mu);
-                upgraded_flush(c);
-                pthread_mutex_unlock(&server->upg_mu);
-            }
-        }
-    }
-    free(set.fds);
-    free(set.conns);
-    return NULL;
-}
-
-/* Ends every upgraded connection (the thread does, calling on_close) and
- * joins the thread. Later upgrades are ended as they come. */
-static void stop_upgrade_thread(http_server *server) {
-    if (!server->upg_thread_started)
-        return;
-    pthread_mutex_lock(&server->upg_mu);
-    server->upg_stop = true;
-    pthread_mutex_unlock(&server->upg_mu);
-    wake_upgrade_thread(server);
-    pthread_join(server->upg_thread, NULL);
-    server->upg_thread_started = false;
+    atomic_fetch_sub(&req->server->active, 1); /* drain does not wait */
 }
 
 /* ---- server ---- */
@@ -1264,11 +868,8 @@ bool http_parse_address(const char *address, int port,
 
 /* Frees a server whose daemon is not running (or already stopped). */
 static void server_free_parts(http_server *server) {
-    if (server->wake[0] >= 0)
-        close(server->wake[0]);
-    if (server->wake[1] >= 0)
-        close(server->wake[1]);
-    pthread_mutex_destroy(&server->upg_mu);
+    http_upgrades_stop(&server->upgrades);
+    http_upgrades_destroy(&server->upgrades);
     free(server);
 }
 
@@ -1286,31 +887,15 @@ osp_error *http_server_start(const http_server_options *opts,
     http_server *server = calloc(1, sizeof *server);
     if (!server)
         return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
-    server->wake[0] = server->wake[1] = -1;
-    pthread_mutex_init(&server->upg_mu, NULL);
     server->max_input_size = opts->max_input_size;
     server->surfaces = opts->surfaces;
     server->n_surfaces = opts->n_surfaces;
     atomic_init(&server->active, 0);
-    if (pipe(server->wake) != 0 || !set_nonblocking(server->wake[0]) ||
-        !set_nonblocking(server->wake[1])) {
-        if (server->wake[0] >= 0) {
-            close(server->wake[0]);
-            close(server->wake[1]);
-        }
-        server->wake[0] = server->wake[1] = -1;
+    osp_error *err = http_upgrades_start(&server->upgrades);
+    if (err) {
         server_free_parts(server);
-        return osp_error_new(OSP_ERROR_UNAVAILABLE,
-                             "failed to start the %s service: pipe: %s", name,
-                             strerror(errno));
+        return osp_error_wrap(err, "failed to start the %s service", name);
     }
-    if (pthread_create(&server->upg_thread, NULL, upgrade_thread, server) !=
-        0) {
-        server_free_parts(server);
-        return osp_error_new(OSP_ERROR_UNAVAILABLE,
-                             "failed to start the %s service: no thread", name);
-    }
-    server->upg_thread_started = true;
 
     /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll loop
      * misses a client's close that arrives together with the last body
@@ -1342,7 +927,6 @@ osp_error *http_server_start(const http_server_options *opts,
         server, MHD_OPTION_URI_LOG_CALLBACK, on_uri, server,
         MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, server, MHD_OPTION_END);
     if (!server->daemon) {
-        stop_upgrade_thread(server);
         server_free_parts(server);
         return osp_error_new(OSP_ERROR_UNAVAILABLE,
                              "failed to start the %s service at %s:%d", name,
@@ -1383,7 +967,7 @@ void http_server_free(http_server *server) {
     if (!server)
         return;
     /* Every upgraded socket goes back to MHD before it stops. */
-    stop_upgrade_thread(server);
+    http_upgrades_stop(&server->upgrades);
     MHD_stop_daemon(server->daemon);
     server_free_parts(server);
 }

@@ -236,8 +236,7 @@ void http_request_fail(http_request *req, osp_error *err);
  *                    before on_resume;
  *   HTTP_SEND_END    when the connection is done with the request, if
  *                    HTTP_SEND_START was stamped;
- * and then calls osp_trace_end(). These are exactly the stamps
- * kserve_infer.c makes itself today. */
+ * and then calls osp_trace_end(). */
 void http_request_set_trace(http_request *req, osp_trace *trace);
 /* The trace handed over (borrowed), or NULL. */
 osp_trace *http_request_trace(const http_request *req);
