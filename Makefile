@@ -16,7 +16,7 @@ endif
 DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev \
                zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip
 
-.PHONY: run test deps venv build leakcheck clean format
+.PHONY: run test deps venv build leakcheck fuzz clean format
 
 run: deps
 	cmake -S . -B $(BUILD) $(CMAKE_ARGS)
@@ -43,6 +43,15 @@ leakcheck: deps venv
 	  tests/integration/test_kserve_http_tritonclient.py tests/integration/test_kserve_http_protocol.py \
 	  tests/integration/test_kserve_http_fake_gpu.py tests/integration/test_kserve_http_load_override.py \
 	  tests/integration/test_kserve_http_classification.py tests/integration/test_kserve_http_logging.py
+
+# The libFuzzer targets of tests/fuzz, built with clang (make test only
+# replays their corpora); run a campaign as tests/fuzz/README.md shows.
+FUZZ_TARGETS = fuzz_model_config fuzz_safetensors fuzz_json_body \
+               fuzz_json_tensor fuzz_http_compress fuzz_config_json
+fuzz: deps
+	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DOSPREY_CUDA=OFF \
+	  -DOSPREY_FUZZ=ON $(CMAKE_ARGS)
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
 
 # Installs Debian packages only when one is missing (needs root, as on a
 # fresh Debian 12 machine).
