@@ -40,7 +40,7 @@ typedef struct app {
     kserve_context kserve;
     http_surface http_surfaces[1];
     http_server *http;
-    metrics_server *metrics;
+    metrics_exporter *metrics;
     http_surface metrics_surfaces[1];
     http_server *metrics_http;
 } app;

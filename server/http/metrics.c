@@ -125,7 +125,7 @@ static void nvml_close(nvml_api *api) {
 /* ---- the surface's context --------------------------------------------------
  */
 
-struct metrics_server {
+struct metrics_exporter {
     osp_server *core;
     bool cpu;
     bool gpu;
@@ -312,7 +312,7 @@ static void gpu_sample(jbuf *b, const char *name, const char *uuid) {
 }
 
 /* Call with ms->lock held. */
-static void render_gpus(metrics_server *ms, jbuf *b) {
+static void render_gpus(metrics_exporter *ms, jbuf *b) {
     nvml_api *api = &ms->nvml;
     if (!api->lib)
         return;
@@ -420,7 +420,7 @@ static bool read_memory(uint64_t *total, uint64_t *used) {
 
 /* Call with ms->lock held. Utilisation is over the time since the previous
  * scrape (since boot on the first). */
-static void render_cpu(metrics_server *ms, jbuf *b) {
+static void render_cpu(metrics_exporter *ms, jbuf *b) {
     uint64_t busy, total, mem_total, mem_used;
     if (read_cpu_times(&busy, &total)) {
         double util = 0;
@@ -446,7 +446,7 @@ static void render_cpu(metrics_server *ms, jbuf *b) {
     }
 }
 
-osp_error *metrics_render(metrics_server *ms, char **text, size_t *len) {
+osp_error *metrics_render(metrics_exporter *ms, char **text, size_t *len) {
     osp_model_stats *stats = NULL;
     size_t n = 0;
     osp_error *err =
@@ -487,7 +487,7 @@ static osp_error *metrics_on_body(http_request *req, const char *data,
 }
 
 static osp_error *metrics_on_complete(http_request *req) {
-    metrics_server *ms = http_request_surface_ctx(req);
+    metrics_exporter *ms = http_request_surface_ctx(req);
     if (strcmp(http_request_method_name(req), "GET") != 0) {
         http_reply_error_status(req, 405, "Method Not Allowed");
         return NULL;
@@ -531,8 +531,8 @@ bool metrics_route(http_request *req, void *surface_ctx) {
 }
 
 osp_error *metrics_new(const metrics_options *opts, osp_server *core,
-                       metrics_server **out) {
-    metrics_server *ms = calloc(1, sizeof(*ms));
+                       metrics_exporter **out) {
+    metrics_exporter *ms = calloc(1, sizeof(*ms));
     if (!ms)
         return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
     ms->core = core;
@@ -550,7 +550,7 @@ osp_error *metrics_new(const metrics_options *opts, osp_server *core,
     return NULL;
 }
 
-void metrics_free(metrics_server *ms) {
+void metrics_free(metrics_exporter *ms) {
     if (!ms)
         return;
     nvml_close(&ms->nvml);

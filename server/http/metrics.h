@@ -15,8 +15,8 @@
 #include "osprey/error.h"
 #include "osprey/server.h"
 
-/* The surface's context (named for the service it was). */
-typedef struct metrics_server metrics_server;
+/* The surface's context: the core, NVML and the last CPU sample. */
+typedef struct metrics_exporter metrics_exporter;
 
 typedef struct metrics_options {
     bool gpu; /* --allow-gpu-metrics */
@@ -26,13 +26,13 @@ typedef struct metrics_options {
 /* Opens NVML when asked and present, and takes the first CPU sample.
  * `core` is borrowed for the context's lifetime. Caller owns *out. */
 osp_error *metrics_new(const metrics_options *opts, osp_server *core,
-                       metrics_server **out);
+                       metrics_exporter **out);
 /* After the http_server serving it was freed. NULL is a no-op. */
-void metrics_free(metrics_server *ms);
+void metrics_free(metrics_exporter *ms);
 
-/* The "metrics" http_surface's route, with a metrics_server as its
+/* The "metrics" http_surface's route, with a metrics_exporter as its
  * surface_ctx: claims every request (GET /metrics gives the text). */
 bool metrics_route(http_request *req, void *surface_ctx);
 
 /* The exposition text a scrape returns now. Caller frees *text. */
-osp_error *metrics_render(metrics_server *ms, char **text, size_t *len);
+osp_error *metrics_render(metrics_exporter *ms, char **text, size_t *len);

@@ -500,7 +500,7 @@ TEST_F(HttpServerTest, AbandonedRequestsDoNotLeak) {
 // (GET /metrics itself is covered by the integration tests).
 TEST(MetricsSurface, MethodAndPathRules) {
     metrics_options mopts = {false, false};
-    metrics_server *ms = nullptr;
+    metrics_exporter *ms = nullptr;
     ASSERT_EQ(metrics_new(&mopts, nullptr, &ms), nullptr);
     http_surface surface = {"metrics", metrics_route, ms, nullptr, 0};
     http_server_options opts = {};
