@@ -264,6 +264,15 @@ static const flag_def flag_table[] = {
      .offset = FIELD(trace.file_directory),
      .help = "let the trace settings API set trace_file to a\n"
              "file name inside DIR (default: refused)"},
+    {.name = "rest-api-enable-cors-support",
+     .osprey_only = true,
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(rest_api_enable_cors_support),
+     .default_value = "false",
+     .value_optional = true,
+     .help = "TF Serving's --rest_api_enable_cors_support: CORS headers\n"
+             "on /v1 replies"},
     {.name = "allow-metrics",
      .arg = "BOOL",
      .kind = FLAG_BOOL,

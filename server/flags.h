@@ -32,6 +32,7 @@ typedef struct osprey_flags {
     bool allow_cpu_metrics;
     long long metrics_port;
     const char *metrics_address; /* NULL = the HTTP address */
+    bool rest_api_enable_cors_support;
 } osprey_flags;
 
 /* Fills *f with every flag's default, then applies argv (`--flag=value` or

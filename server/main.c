@@ -26,6 +26,7 @@
 #include "osprey/log.h"
 #include "osprey/server.h"
 #include "osprey/trace.h"
+#include "tfserving.h"
 #ifdef OSPREY_HAVE_CUDA
 #include "cuda_provider.h"
 #endif
@@ -38,7 +39,8 @@ typedef struct app {
     osp_tracer *tracer;
     osp_server *core;
     kserve_context kserve;
-    http_surface http_surfaces[1];
+    tfserving_context tfserving;
+    http_surface http_surfaces[2];
     http_server *http;
     metrics_exporter *metrics;
     http_surface metrics_surfaces[1];
@@ -110,17 +112,25 @@ static bool core_stop(app *a, bool abandoned) {
 static osp_error *http_start(app *a) {
     const osprey_flags *f = &a->flags;
     a->kserve = (kserve_context){.server = a->core, .tracer = a->tracer};
+    a->tfserving = (tfserving_context){.server = a->core,
+                                       .tracer = a->tracer,
+                                       .cors = f->rest_api_enable_cors_support};
     a->http_surfaces[0] = (http_surface){.name = "kserve",
                                          .route = kserve_route,
                                          .surface_ctx = &a->kserve,
                                          .reply_error = kserve_reply_error};
+    a->http_surfaces[1] = (http_surface){.name = "tfserving",
+                                         .route = tfserving_route,
+                                         .surface_ctx = &a->tfserving,
+                                         .reply_error = tfserving_reply_error,
+                                         .max_input_size = TFSERVING_MAX_BODY};
     http_server_options opts = {
         .address = f->http_address,
         .port = (int)f->http_port,
         .thread_count = (int)f->http_thread_count,
         .max_input_size = (size_t)f->http_max_input_size,
         .surfaces = a->http_surfaces,
-        .n_surfaces = 1,
+        .n_surfaces = 2,
     };
     osp_error *err = http_server_start(&opts, &a->http);
     if (!err)
