@@ -31,8 +31,8 @@ test: deps venv build
 # The leak check: an AddressSanitizer + LeakSanitizer build of the server
 # driven by a short mix of the integration tests (tritonclient flows and the
 # malformed-request cases, without the 64 MiB bodies, load overrides,
-# classification, and the models on fake GPUs when the CUDA toolkit is
-# there); the harness fails a test whose
+# classification, the TF Serving REST surface, and the models on fake GPUs
+# when the CUDA toolkit is there); the harness fails a test whose
 # server log holds any sanitizer report or whose exit is not 0.
 leakcheck: deps venv
 	cmake -S . -B $(BUILD)-asan -DOSPREY_SANITIZE=ON $(CMAKE_ARGS)
@@ -42,7 +42,8 @@ leakcheck: deps venv
 	  $(VENV)/bin/python -m pytest -q -m "not large" \
 	  tests/integration/test_kserve_http_tritonclient.py tests/integration/test_kserve_http_protocol.py \
 	  tests/integration/test_kserve_http_fake_gpu.py tests/integration/test_kserve_http_load_override.py \
-	  tests/integration/test_kserve_http_classification.py tests/integration/test_kserve_http_logging.py
+	  tests/integration/test_kserve_http_classification.py tests/integration/test_kserve_http_logging.py \
+	  tests/integration/test_tfserving_rest.py
 
 # The libFuzzer targets of tests/fuzz, built with clang (make test only
 # replays their corpora); run a campaign as tests/fuzz/README.md shows.
