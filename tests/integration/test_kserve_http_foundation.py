@@ -109,6 +109,43 @@ def test_infer_identity_fp32(models_server):
                                   np.array(data, np.float32).ravel())
 
 
+def test_infer_half_plus_two(models_server):
+    """TF Serving's example model over KServe v2 (dims [-1]: a vector), and
+    x2 (optional) stands for 0.0 when it is not sent."""
+    x = [1.0, 2.0, 80.0, -4.0]
+    r = infer(models_server.url, "half_plus_two", {"inputs": [
+        {"name": "x", "datatype": "FP32", "shape": [4], "data": x}]})
+    assert r.status_code == 200, r.text
+    outs = {o["name"]: o for o in r.json()["outputs"]}
+    assert sorted(outs) == ["y", "y2", "y3"]
+    assert all(o["shape"] == [4] for o in outs.values())
+    assert outs["y"]["data"] == [2.5, 3.0, 42.0, 0.0]
+    assert outs["y2"]["data"] == [3.5, 4.0, 43.0, 1.0]
+    assert outs["y3"]["data"] == [3.0, 3.0, 3.0, 3.0]
+
+    r = infer(models_server.url, "half_plus_two", {
+        "inputs": [{"name": "x2", "datatype": "FP32", "shape": [3], "data": [2, 4, 6]}],
+        "outputs": [{"name": "y3"}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["outputs"][0]["data"] == [4.0, 5.0, 6.0]
+
+    # y reads x, which was not sent and has no default.
+    r = infer(models_server.url, "half_plus_two", {
+        "inputs": [{"name": "x2", "datatype": "FP32", "shape": [1], "data": [1]}],
+        "outputs": [{"name": "y"}]})
+    assert r.status_code >= 400
+    assert "output 'y' reads input 'x', which was not sent and has no default" \
+        in r.json()["error"]
+
+
+def test_infer_saved_model_half_plus_three(models_server):
+    r = infer(models_server.url, "saved_model_half_plus_three", {"inputs": [
+        {"name": "x", "datatype": "FP32", "shape": [3], "data": [1.0, 2.0, 5.0]}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["outputs"][0]["data"] == [3.5, 4.0, 5.5]
+    assert r.json()["model_version"] == "123"
+
+
 def digits_io(url):
     """(input name, output name, max_batch_size) from the metadata/config
     endpoints, so the test follows whatever names the model uses."""

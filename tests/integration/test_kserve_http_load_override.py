@@ -68,7 +68,8 @@ def test_config_override_replaces_config_pbtxt(server):
 def test_config_round_trips_through_get_config(server):
     """What GET .../config returns loads back unchanged, for every model."""
     client = httpclient.InferenceServerClient(server.hostport)
-    for model in ("simple", "simple_identity", "identity_fp32", "digits_mlp"):
+    for model in ("simple", "simple_identity", "identity_fp32", "digits_mlp",
+                  "half_plus_two", "saved_model_half_plus_three"):
         before = config_of(server, model)
         r = load(server, model, {"config": json.dumps(before)})
         assert r.status_code == 200, r.text

@@ -57,3 +57,10 @@ osprey_add_unit_test(test_http_server
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_http_server.cc)
 target_link_libraries(test_http_server PRIVATE osprey_http)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_http_server)
+
+# The TF Serving model view (server/tfserving/tfs_model.c): declarations,
+# and the status and metadata replies on a real server.
+osprey_add_unit_test(test_tfs_model
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tfs_model.cc)
+target_link_libraries(test_tfs_model PRIVATE osprey_tfserving osprey_json)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_tfs_model)

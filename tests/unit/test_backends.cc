@@ -1,4 +1,4 @@
-// The built-in model backends (identity, add_sub, dense) and the
+// The built-in model backends (identity, add_sub, dense, affine) and the
 // safetensors reader, driven directly on the CPU device through a
 // hand-built osp_execute_ctx, the way the scheduler drives them.
 
@@ -210,7 +210,7 @@ class Batch {
 // ---- registry -------------------------------------------------------------
 
 TEST(BackendRegistry, ListsEachBuiltinByName) {
-    for (const char *name : {"identity", "add_sub", "dense"}) {
+    for (const char *name : {"identity", "add_sub", "dense", "affine"}) {
         const osp_backend *b = FindBackend(name);
         ASSERT_NE(b, nullptr) << name;
         EXPECT_STREQ(b->name, name);
@@ -564,6 +564,243 @@ TEST(AddSubBackend, RefusesInputsOfDifferentShapes) {
     EXPECT_EQ(osp_error_get_code(err), OSP_ERROR_INVALID_ARG);
     EXPECT_TRUE(FailsWith(err, "has shape [2,16] but input 'INPUT1' has "
                                "shape [1,16]"));
+}
+
+// ---- affine -----------------------------------------------------------------
+
+// half_plus_two: y = 0.5x + 2, y2 = 0.5x + 3, y3 = 0.5x2 + 3 (x2 defaults
+// to 0 when not sent), FP32 of any shape.
+std::string AffineConfig(const std::string &params =
+                             "{ key: \"y\" value: { string_value: \"x * 0.5 + "
+                             "2\" } }, "
+                             "{ key: \"y2\" value: { string_value: \"x * 0.5 "
+                             "+ 3\" } }, "
+                             "{ key: \"y3\" value: { string_value: \"x2 * 0.5 "
+                             "+ 3\" } }, "
+                             "{ key: \"default:x2\" value: { string_value: "
+                             "\"0.0\" } }",
+                         const std::string &x2_type = "FP32") {
+    return "name: \"hpt\" backend: \"affine\" max_batch_size: 0\n"
+           "input [ { name: \"x\" data_type: TYPE_FP32 dims: [ -1 ] optional: "
+           "true }, { name: \"x2\" data_type: TYPE_" +
+           x2_type +
+           " dims: [ -1 ] optional: true } ]\n"
+           "output [ " +
+           Io("y", "FP32", "[ -1 ]") + ", " + Io("y2", "FP32", "[ -1 ]") +
+           ", " + Io("y3", "FP32", "[ -1 ]") + " ]\nparameters [ " + params +
+           " ]\n";
+}
+
+std::vector<float> Floats(const Batch &batch, size_t i) {
+    std::vector<uint8_t> b = batch.OutputBytes(i);
+    std::vector<float> f(b.size() / sizeof(float));
+    if (!b.empty())
+        memcpy(f.data(), b.data(), b.size());
+    return f;
+}
+
+TEST(AffineBackend, ComputesScaleAndOffsetOverAnyShape) {
+    ConfigPtr cfg = ParseConfig(AffineConfig());
+    ASSERT_TRUE(cfg);
+    LoadedModel m("affine");
+    ASSERT_OK(m.Load(cfg.get()));
+    const std::vector<std::vector<int64_t>> shapes = {
+        {3}, {2, 2}, {}, {1, 1, 2}};
+    for (const auto &shape : shapes) {
+        int64_t n = 1;
+        for (int64_t d : shape)
+            n *= d;
+        std::vector<float> x(n), x2(n);
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = (float)i * 2.0f - 1.0f;
+            x2[i] = (float)i + 10.0f;
+        }
+        Batch batch(0, 3);
+        batch.AddInput("x", OSP_TYPE_FP32, shape, x);
+        batch.AddInput("x2", OSP_TYPE_FP32, shape, x2);
+        ASSERT_OK(m.Execute(batch.Ctx(m.stream())));
+        for (size_t o = 0; o < 3; o++)
+            EXPECT_EQ(batch.OutputShape(o), shape);
+        std::vector<float> y = Floats(batch, 0), y2 = Floats(batch, 1),
+                           y3 = Floats(batch, 2);
+        ASSERT_EQ(y.size(), (size_t)n);
+        for (int64_t i = 0; i < n; i++) {
+            EXPECT_EQ(y[i], 0.5f * x[i] + 2.0f) << i;
+            EXPECT_EQ(y2[i], 0.5f * x[i] + 3.0f) << i;
+            EXPECT_EQ(y3[i], 0.5f * x2[i] + 3.0f) << i;
+        }
+    }
+}
+
+TEST(AffineBackend, HalfPlusTwoValuesOfTheTfServingVectors) {
+    ConfigPtr cfg = ParseConfig(AffineConfig());
+    ASSERT_TRUE(cfg);
+    LoadedModel m("affine");
+    ASSERT_OK(m.Load(cfg.get()));
+    std::vector<float> x = {1.0f, 2.0f, 80.0f, 20.0f, 10.0f};
+    Batch batch(0, 3);
+    batch.AddInput("x", OSP_TYPE_FP32, {5}, x);
+    batch.AddInput("x2", OSP_TYPE_FP32, {}, nullptr, 0); // not sent
+    ASSERT_OK(m.Execute(batch.Ctx(m.stream())));
+    EXPECT_EQ(Floats(batch, 0),
+              (std::vector<float>{2.5f, 3.0f, 42.0f, 12.0f, 7.0f}));
+    EXPECT_EQ(Floats(batch, 1),
+              (std::vector<float>{3.5f, 4.0f, 43.0f, 13.0f, 8.0f}));
+    // x2 not sent: its default 0.0, shaped like x.
+    EXPECT_EQ(batch.OutputShape(2), (std::vector<int64_t>{5}));
+    EXPECT_EQ(Floats(batch, 2), std::vector<float>(5, 3.0f));
+}
+
+TEST(AffineBackend, AMissingInputWithoutDefaultFailsOnlyIfItsOutputIsWanted) {
+    ConfigPtr cfg = ParseConfig(AffineConfig());
+    ASSERT_TRUE(cfg);
+    LoadedModel m("affine");
+    ASSERT_OK(m.Load(cfg.get()));
+    std::vector<float> x2 = {4.0f};
+    for (bool wanted : {false, true}) {
+        Batch batch(0, 3);
+        batch.AddInput("x", OSP_TYPE_FP32, {}, nullptr, 0); // not sent
+        batch.AddInput("x2", OSP_TYPE_FP32, {1}, x2);
+        batch.SetRequested(0, wanted);
+        batch.SetRequested(1, false);
+        osp_error *err = m.Execute(batch.Ctx(m.stream()));
+        if (wanted) {
+            EXPECT_TRUE(FailsWith(err, "affine model 'hpt': output 'y' reads "
+                                       "input 'x', which was not sent and "
+                                       "has no default"));
+            continue;
+        }
+        ASSERT_OK(err);
+        EXPECT_EQ(batch.Output(0).data, nullptr);
+        EXPECT_EQ(batch.Output(1).data, nullptr);
+        EXPECT_EQ(Floats(batch, 2), std::vector<float>{5.0f});
+    }
+    // Nothing sent at all: a default has no shape to take.
+    Batch none(0, 3);
+    none.AddInput("x", OSP_TYPE_FP32, {}, nullptr, 0);
+    none.AddInput("x2", OSP_TYPE_FP32, {}, nullptr, 0);
+    none.SetRequested(0, false);
+    none.SetRequested(1, false);
+    EXPECT_TRUE(FailsWith(m.Execute(none.Ctx(m.stream())),
+                          "output 'y3' reads input 'x2', which was not sent "
+                          "(its default needs another input"));
+}
+
+TEST(AffineBackend, EmptyTensorsGiveEmptyOutputs) {
+    ConfigPtr cfg = ParseConfig(AffineConfig());
+    ASSERT_TRUE(cfg);
+    LoadedModel m("affine");
+    ASSERT_OK(m.Load(cfg.get()));
+    Batch batch(0, 3);
+    batch.AddInput("x", OSP_TYPE_FP32, {0}, nullptr, 0);
+    batch.AddInput("x2", OSP_TYPE_FP32, {2, 0}, nullptr, 0);
+    ASSERT_OK(m.Execute(batch.Ctx(m.stream())));
+    EXPECT_EQ(batch.OutputShape(0), (std::vector<int64_t>{0}));
+    EXPECT_EQ(batch.OutputShape(2), (std::vector<int64_t>{2, 0}));
+    EXPECT_TRUE(Floats(batch, 2).empty());
+}
+
+TEST(AffineBackend, ExpressionSyntax) {
+    struct Case {
+        const char *expr;
+        float scale, offset;
+    } cases[] = {
+        {"x", 1.0f, 0.0f},
+        {"x * 2", 2.0f, 0.0f},
+        {"x + 1.5", 1.0f, 1.5f},
+        {"x - 1", 1.0f, -1.0f},
+        {"x * -0.25 - -4", -0.25f, 4.0f},
+        {"  x\t*  3  +  1e1 ", 3.0f, 10.0f},
+    };
+    for (const Case &c : cases) {
+        std::string one =
+            std::string("{ key: \"y\" value: { string_value: \"") + c.expr +
+            "\" } }, { key: \"y2\" value: { "
+            "string_value: \"x\" } }, { key: \"y3\" "
+            "value: { string_value: \"x\" } }";
+        ConfigPtr cfg = ParseConfig(AffineConfig(one));
+        ASSERT_TRUE(cfg);
+        LoadedModel m("affine");
+        ASSERT_OK(m.Load(cfg.get()));
+        std::vector<float> x = {3.0f};
+        Batch batch(0, 3);
+        batch.AddInput("x", OSP_TYPE_FP32, {1}, x);
+        batch.AddInput("x2", OSP_TYPE_FP32, {}, nullptr, 0);
+        batch.SetRequested(1, false);
+        batch.SetRequested(2, false);
+        ASSERT_OK(m.Execute(batch.Ctx(m.stream())));
+        EXPECT_EQ(Floats(batch, 0),
+                  std::vector<float>{c.scale * 3.0f + c.offset})
+            << c.expr;
+    }
+}
+
+TEST(AffineBackend, RefusesBadConfigsNamingTheOutput) {
+    const std::string ok2 =
+        ", { key: \"y2\" value: { string_value: \"x\" } }, { key: \"y3\" "
+        "value: { string_value: \"x2\" } }";
+    auto y = [&](const std::string &expr) {
+        return "{ key: \"y\" value: { string_value: \"" + expr + "\" } }" + ok2;
+    };
+    struct Case {
+        std::string config, message;
+    } cases[] = {
+        {AffineConfig(ok2.substr(2)),
+         "affine model 'hpt': output 'y' needs a parameter 'y' saying what "
+         "it computes"},
+        {AffineConfig(y("x * 0.5 +")),
+         "affine model 'hpt': output 'y': parameter 'y' is \"x * 0.5 +\"; "
+         "expected \"<input> * <scale> + <offset>\""},
+        {AffineConfig(y("x * half")), "output 'y': parameter 'y' is"},
+        {AffineConfig(y("x * inf")), "output 'y': parameter 'y' is"},
+        {AffineConfig(y("x / 2")), "output 'y': parameter 'y' is"},
+        {AffineConfig(y("x + 1 * 2")), "output 'y': parameter 'y' is"},
+        {AffineConfig(y("")), "output 'y': parameter 'y' is \"\""},
+        {AffineConfig(y("z * 2")),
+         "affine model 'hpt': output 'y' reads input 'z', which the config "
+         "does not declare"},
+        {AffineConfig(y("x") + ", { key: \"default:x3\" value: { "
+                               "string_value: \"1\" } }"),
+         "parameter 'default:x3' names input 'x3', which the config does "
+         "not declare"},
+        {AffineConfig(y("x") + ", { key: \"default:x2\" value: { "
+                               "string_value: \"zero\" } }"),
+         "parameter 'default:x2' must be a finite number, got 'zero'"},
+        {AffineConfig(y("x"), "INT32"),
+         "affine model 'hpt': input 'x2' is TYPE_INT32; only TYPE_FP32 is "
+         "supported"},
+    };
+    for (const Case &c : cases) {
+        ConfigPtr cfg = ParseConfig(c.config);
+        ASSERT_TRUE(cfg);
+        LoadedModel m("affine");
+        EXPECT_TRUE(
+            FailsWith(m.LoadModelOnly(cfg.get(), "/nonexistent"), c.message))
+            << c.config;
+    }
+    // A default for an input that is always sent is a mistake.
+    ConfigPtr required = ParseConfig(
+        "name: \"r\" backend: \"affine\" input [ " + Io("x", "FP32", "[ -1 ]") +
+        " ] output [ " + Io("y", "FP32", "[ -1 ]") +
+        " ] parameters [ { key: \"y\" value: { string_value: \"x\" } }, { key: "
+        "\"default:x\" value: { string_value: \"1\" } } ]");
+    ASSERT_TRUE(required);
+    LoadedModel m("affine");
+    EXPECT_TRUE(FailsWith(m.LoadModelOnly(required.get(), "/nonexistent"),
+                          "input 'x' is not optional"));
+}
+
+TEST(AffineBackend, TheBundledModelsLoad) {
+    for (const char *name : {"half_plus_two", "saved_model_half_plus_three"}) {
+        osp_model_config *cfg = nullptr;
+        std::string path = std::string(OSPREY_SOURCE_DIR) + "/models/" + name +
+                           "/config.pbtxt";
+        ASSERT_OK(osp_model_config_load(path.c_str(), &cfg));
+        ConfigPtr owned(cfg);
+        LoadedModel m("affine");
+        SCOPED_TRACE(name);
+        ASSERT_OK(m.Load(cfg));
+    }
 }
 
 // ---- safetensors files written by the tests --------------------------------
