@@ -57,3 +57,9 @@ osprey_add_unit_test(test_http_server
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_http_server.cc)
 target_link_libraries(test_http_server PRIVATE osprey_http)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_http_server)
+
+# The TF Serving REST codec (server/tfserving) and its JSON DOM, no HTTP.
+osprey_add_unit_test(test_tfs_codec
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tfs_codec.cc)
+target_link_libraries(test_tfs_codec PRIVATE osprey_tfserving osprey_json)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_tfs_codec)
