@@ -16,6 +16,12 @@
 
 #define TFS_DEFAULT_SIGNATURE "serving_default"
 
+/* memcpy that accepts NULL pointers when n is 0. */
+static void copy_bytes(void *dst, const void *src, size_t n) {
+    if (n)
+        memcpy(dst, src, n);
+}
+
 static osp_error *oom_error(void) {
     return osp_error_new(OSP_ERROR_UNAVAILABLE,
                          "out of memory handling a TF Serving request");
@@ -257,6 +263,7 @@ static void b64_escape(jbuf *out, const unsigned char *s, size_t n) {
 struct tfs_body {
     tj_doc *doc;
     const char *signature_name;
+    bool signature_given; /* a non-empty "signature_name" was sent */
 };
 
 osp_error *tfs_body_parse(const char *text, size_t len, tfs_body **out,
@@ -358,7 +365,7 @@ static osp_error *acc_append(predict_ctx *ctx, input_acc *a, const void *p,
             ctx->max_bytes);
     if (!grow_bytes((void **)&a->data, &a->cap, a->len + n, 1))
         return oom_error();
-    memcpy(a->data + a->len, p, n);
+    copy_bytes(a->data + a->len, p, n);
     a->len += n;
     ctx->total += n;
     return NULL;
@@ -579,7 +586,7 @@ static osp_error *add_instance_item(predict_ctx *ctx, input_acc *a,
         a->shape = malloc((ctx->n_dims ? ctx->n_dims : 1) * sizeof(int64_t));
         if (!a->shape)
             return oom_error();
-        memcpy(a->shape, ctx->dims, ctx->n_dims * sizeof(int64_t));
+        copy_bytes(a->shape, ctx->dims, ctx->n_dims * sizeof(int64_t));
         a->rank = ctx->n_dims;
         a->size = count;
         a->seen = true;
@@ -590,7 +597,8 @@ static osp_error *add_instance_item(predict_ctx *ctx, input_acc *a,
                              "Expecting tensor size: %lld but got: %lld",
                              (long long)a->size, (long long)count);
     if (a->rank != ctx->n_dims ||
-        memcmp(a->shape, ctx->dims, a->rank * sizeof(int64_t)) != 0) {
+        (a->rank &&
+         memcmp(a->shape, ctx->dims, a->rank * sizeof(int64_t)) != 0)) {
         jbuf msg;
         jbuf_init(&msg);
         jbuf_puts(&msg, "Expecting shape ");
@@ -743,7 +751,7 @@ static osp_error *fill_columns(predict_ctx *ctx, const tj_value *inputs) {
         a->shape = malloc((a->rank ? a->rank : 1) * sizeof(int64_t));
         if (!a->shape)
             return oom_error();
-        memcpy(a->shape, ctx->dims, a->rank * sizeof(int64_t));
+        copy_bytes(a->shape, ctx->dims, a->rank * sizeof(int64_t));
         return NULL;
     }
     for (size_t k = 0; k < ctx->n; k++) {
@@ -763,7 +771,7 @@ static osp_error *fill_columns(predict_ctx *ctx, const tj_value *inputs) {
         a->shape = malloc((a->rank ? a->rank : 1) * sizeof(int64_t));
         if (!a->shape)
             return oom_error();
-        memcpy(a->shape, ctx->dims, a->rank * sizeof(int64_t));
+        copy_bytes(a->shape, ctx->dims, a->rank * sizeof(int64_t));
     }
     return NULL;
 }
@@ -1523,7 +1531,7 @@ static osp_error *merge_context(tj_doc *arena, const tfs_example *ctx,
         tj_doc_alloc(arena, (n + ctx->n_features) * sizeof *merged);
     if (!merged)
         return oom_error();
-    memcpy(merged, ex->features, n * sizeof *merged);
+    copy_bytes(merged, ex->features, n * sizeof *merged);
     for (size_t i = 0; i < ctx->n_features; i++)
         if (!tfs_example_feature(ex, ctx->features[i].name))
             merged[n++] = ctx->features[i];

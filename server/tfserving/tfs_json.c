@@ -384,7 +384,8 @@ static void parse_string(parser *p) {
         p->oom = true;
         return;
     }
-    memcpy(s, p->scratch, p->n_scratch);
+    if (p->n_scratch)
+        memcpy(s, p->scratch, p->n_scratch);
     s[p->n_scratch] = '\0';
     v->type = TJ_STRING;
     v->n = (uint32_t)p->n_scratch;
