@@ -48,7 +48,8 @@ leakcheck: deps venv
 # The libFuzzer targets of tests/fuzz, built with clang (make test only
 # replays their corpora); run a campaign as tests/fuzz/README.md shows.
 FUZZ_TARGETS = fuzz_model_config fuzz_safetensors fuzz_json_body \
-               fuzz_json_tensor fuzz_http_compress fuzz_config_json
+               fuzz_json_tensor fuzz_http_compress fuzz_config_json \
+               fuzz_tfs_request
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DOSPREY_CUDA=OFF \
 	  -DOSPREY_FUZZ=ON $(CMAKE_ARGS)

@@ -64,3 +64,9 @@ osprey_add_unit_test(test_tfs_model
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tfs_model.cc)
 target_link_libraries(test_tfs_model PRIVATE osprey_tfserving osprey_json)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_tfs_model)
+
+# The TF Serving REST codec (server/tfserving) and its JSON DOM, no HTTP.
+osprey_add_unit_test(test_tfs_codec
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tfs_codec.cc)
+target_link_libraries(test_tfs_codec PRIVATE osprey_tfserving osprey_json)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_tfs_codec)
