@@ -9,7 +9,7 @@
  * malformed, as there). Names and labels are percent-decoded after
  * matching, '+' kept.
  */
-#include "tfserving.h"
+#include "tfserving_internal.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -14,7 +14,7 @@
 #include "osprey/infer.h"
 #include "osprey/log.h"
 #include "tfs_codec.h"
-#include "tfserving.h"
+#include "tfserving_internal.h"
 
 /* What a request keeps between start and finish. */
 typedef struct infer_state {
@@ -26,7 +26,8 @@ typedef struct infer_state {
     /* elementwise predict: the outputs take this (first input's) shape */
     bool reshape_outputs;
     osp_shape feed_shape;
-    size_t n_examples; /* classify/regress */
+    tfs_examples *examples; /* classify/regress, parsed before the lookup */
+    size_t n_examples;
     osp_infer_response *response;
 } infer_state;
 
@@ -37,19 +38,9 @@ void tfserving_infer_free(void *p) {
     if (s->model)
         osp_model_unref(s->model);
     tfs_model_view_free(s->view);
+    tfs_examples_free(s->examples);
     osp_infer_response_free(s->response);
     free(s);
-}
-
-static const char *method_name(tfs_method m) {
-    switch (m) {
-    case TFS_METHOD_CLASSIFY:
-        return "tensorflow/serving/classify";
-    case TFS_METHOD_REGRESS:
-        return "tensorflow/serving/regress";
-    default:
-        return "tensorflow/serving/predict";
-    }
 }
 
 /* A short protobuf-text rendering of a signature for TF's
@@ -65,7 +56,7 @@ static void signature_debug_string(const tfs_signature *sig, jbuf *b) {
                         pass ? "outputs" : "inputs", infos[i].key,
                         infos[i].name, tfs_dtype_enum_name(infos[i].dtype));
     }
-    jbuf_printf(b, "method_name: \"%s\"\n", method_name(sig->method));
+    jbuf_printf(b, "method_name: \"%s\"\n", tfs_method_name(sig->method));
 }
 
 static osp_error *signature_error(const tfs_signature *sig, const char *what) {
@@ -263,14 +254,12 @@ static osp_error *feature_column(const tfs_examples *ex,
     return NULL;
 }
 
-static osp_error *add_example_inputs(infer_state *s, const tfs_body *body,
-                                     osp_infer_request *req) {
-    tfs_examples *ex = NULL;
-    osp_error *err = tfs_parse_examples(body, &ex);
-    if (err)
-        return err;
+/* Adds one input per feature of the signature, from s->examples. */
+static osp_error *add_example_inputs(infer_state *s, osp_infer_request *req) {
+    const tfs_examples *ex = s->examples;
     size_t n = tfs_examples_count(ex);
     s->n_examples = n;
+    osp_error *err = NULL;
     const osp_model_config *cfg = osp_model_get_config(s->model);
     for (size_t k = 0; k < s->sig->n_features && !err; k++) {
         const tfs_feature_spec *spec = &s->sig->features[k];
@@ -288,7 +277,6 @@ static osp_error *add_example_inputs(infer_state *s, const tfs_body *body,
                                                &shape, buf)))
             osp_buffer_free(buf);
     }
-    tfs_examples_free(ex);
     return err;
 }
 
@@ -402,10 +390,15 @@ osp_error *tfserving_infer_start(http_request *http, tfserving_target *t,
     }
     *tfserving_infer_slot(http) = s;
     s->action = t->action;
+    bool predict = t->action == TFSERVING_PREDICT;
+    /* classify and regress read the examples before they look anything up
+     * (FillClassifyRegressRequestFromJson runs first); predict's inputs
+     * need the signature. */
+    if (!predict && (err = tfs_parse_examples(body, &s->examples)))
+        goto out;
     if ((err = tfserving_servable(ctx->server, t, &s->model, &s->view)))
         goto out;
     s->sig = tfs_model_view_signature(s->view, signature);
-    bool predict = t->action == TFSERVING_PREDICT;
     if (!s->sig) {
         err = predict ? osp_error_new(OSP_ERROR_INVALID_ARG,
                                       "Serving signature name: \"%s\" not "
@@ -425,7 +418,7 @@ osp_error *tfserving_infer_start(http_request *http, tfserving_target *t,
         goto out;
     }
     err = predict ? add_predict_inputs(http, s, body, req, signature)
-                  : add_example_inputs(s, body, req);
+                  : add_example_inputs(s, req);
     for (size_t i = 0; i < s->sig->n_outputs && !err; i++)
         if (s->sig->outputs[i].tensor)
             err = osp_infer_request_add_output(req, s->sig->outputs[i].tensor);

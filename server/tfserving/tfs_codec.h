@@ -56,7 +56,7 @@ typedef struct tfs_input_spec {
 } tfs_input_spec;
 
 typedef enum tfs_format {
-    TFS_FORMAT_ROW = 0, /* "instances" -> "predictions" */
+    TFS_FORMAT_ROW = 0,  /* "instances" -> "predictions" */
     TFS_FORMAT_COLUMNAR, /* "inputs" -> "outputs" */
 } tfs_format;
 
@@ -133,8 +133,7 @@ size_t tfs_examples_count(const tfs_examples *ex);
 /* The i-th example (borrowed, valid until tfs_examples_free). */
 const tfs_example *tfs_examples_at(const tfs_examples *ex, size_t i);
 /* The feature named name of an example, or NULL. */
-const tfs_feature *tfs_example_feature(const tfs_example *ex,
-                                       const char *name);
+const tfs_feature *tfs_example_feature(const tfs_example *ex, const char *name);
 void tfs_examples_free(tfs_examples *ex);
 
 /* {"results": [[[label, score], ...], ...]} for n examples of k classes
@@ -156,6 +155,8 @@ void tfs_write_error(const char *message, struct jbuf *out);
  * ("DT_FLOAT", ...). */
 const char *tfs_dtype_string(osp_datatype dt);
 const char *tfs_dtype_enum_name(osp_datatype dt);
+/* The datatype of a DT_* name; OSP_TYPE_INVALID when unknown. */
+osp_datatype tfs_dtype_from_enum_name(const char *name);
 
 #ifdef __cplusplus
 }

@@ -15,42 +15,12 @@
 #include <string.h>
 
 #include "json_util.h"
+#include "tfs_codec.h"
 
 #define TFS_PARAMETER "tf_serving"
 #define TFS_DEFAULT_SIGNATURE "serving_default"
 
-/* ---- datatypes ------------------------------------------------------------
- */
-
-/* TF's DataType enum names for the Osprey datatypes they stand for. */
-static const struct {
-    osp_datatype dtype;
-    const char *name;
-} dtype_names[] = {
-    {OSP_TYPE_FP32, "DT_FLOAT"},    {OSP_TYPE_FP64, "DT_DOUBLE"},
-    {OSP_TYPE_INT32, "DT_INT32"},   {OSP_TYPE_UINT8, "DT_UINT8"},
-    {OSP_TYPE_INT16, "DT_INT16"},   {OSP_TYPE_INT8, "DT_INT8"},
-    {OSP_TYPE_BYTES, "DT_STRING"},  {OSP_TYPE_INT64, "DT_INT64"},
-    {OSP_TYPE_BOOL, "DT_BOOL"},     {OSP_TYPE_BF16, "DT_BFLOAT16"},
-    {OSP_TYPE_UINT16, "DT_UINT16"}, {OSP_TYPE_FP16, "DT_HALF"},
-    {OSP_TYPE_UINT32, "DT_UINT32"}, {OSP_TYPE_UINT64, "DT_UINT64"},
-};
-
-static const char *dtype_enum_name(osp_datatype dt) {
-    for (size_t i = 0; i < sizeof dtype_names / sizeof dtype_names[0]; i++)
-        if (dtype_names[i].dtype == dt)
-            return dtype_names[i].name;
-    return "DT_INVALID";
-}
-
-static osp_datatype dtype_from_enum_name(const char *name) {
-    for (size_t i = 0; i < sizeof dtype_names / sizeof dtype_names[0]; i++)
-        if (!strcmp(dtype_names[i].name, name))
-            return dtype_names[i].dtype;
-    return OSP_TYPE_INVALID;
-}
-
-static const char *method_name(tfs_method method) {
+const char *tfs_method_name(tfs_method method) {
     switch (method) {
     case TFS_METHOD_PREDICT:
         return "tensorflow/serving/predict";
@@ -381,7 +351,7 @@ static osp_error *parse_tensor_info(const decl_ctx *ctx, const char *sig,
     if (json_object_object_get_ex(v, "dtype", &m)) {
         if ((err = want_string(ctx, m, where, &dtype)))
             return err;
-        info->dtype = dtype_from_enum_name(dtype);
+        info->dtype = tfs_dtype_from_enum_name(dtype);
         if (info->dtype == OSP_TYPE_INVALID)
             return decl_error(ctx,
                               "%s: unknown \"dtype\" '%s' (DT_FLOAT, "
@@ -554,7 +524,7 @@ static osp_error *check_examples_outputs(const decl_ctx *ctx, const char *sig,
         osp_datatype want = classes ? OSP_TYPE_BYTES : OSP_TYPE_FP32;
         if (o->dtype != want)
             return decl_error(ctx, "signature '%s': output '%s' must be %s",
-                              sig, o->key, dtype_enum_name(want));
+                              sig, o->key, tfs_dtype_enum_name(want));
     }
     return NULL;
 }
@@ -912,7 +882,7 @@ static void pb_tensor_info(jbuf *b, int indent, const tfs_tensor_info *info) {
     pb_string(b, info->name);
     pb_key(b, indent + 1, &first, "dtype");
     jbuf_puts(b, "\"");
-    jbuf_puts(b, dtype_enum_name(info->dtype));
+    jbuf_puts(b, tfs_dtype_enum_name(info->dtype));
     jbuf_puts(b, "\"");
     if (info->has_shape) {
         pb_key(b, indent + 1, &first, "tensor_shape");
@@ -941,7 +911,7 @@ static void pb_signature(jbuf *b, int indent, const tfs_signature *sig) {
     pb_key(b, indent + 1, &first, "outputs");
     pb_info_map(b, indent + 1, sig->outputs, sig->n_outputs);
     pb_key(b, indent + 1, &first, "method_name");
-    pb_string(b, method_name(sig->method));
+    pb_string(b, tfs_method_name(sig->method));
     pb_key(b, indent + 1, &first, "defaults");
     jbuf_puts(b, "{}");
     pb_close(b, indent, first, '}');

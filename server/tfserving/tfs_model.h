@@ -30,12 +30,15 @@ typedef enum tfs_method {
     TFS_METHOD_REGRESS,     /* "tensorflow/serving/regress" */
 } tfs_method;
 
+/* The method_name a signature of that method shows. */
+const char *tfs_method_name(tfs_method method);
+
 /* One entry of a signature's inputs or outputs map. */
 typedef struct tfs_tensor_info {
-    char *key;    /* the map key: "x", "inputs", "scores", "outputs" */
-    char *tensor; /* the Osprey input or output it is; NULL for the
-                     serialized tf.Example input of classify/regress */
-    char *name;   /* TF tensor name shown by metadata: "x:0" */
+    char *key;          /* the map key: "x", "inputs", "scores", "outputs" */
+    char *tensor;       /* the Osprey input or output it is; NULL for the
+                           serialized tf.Example input of classify/regress */
+    char *name;         /* TF tensor name shown by metadata: "x:0" */
     osp_datatype dtype; /* shown as DT_*; BYTES (DT_STRING) for tf.Example */
     bool has_shape;     /* metadata prints tensor_shape */
     bool unknown_rank;  /* ... as {"dim": [], "unknown_rank": true} */
