@@ -3,8 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* The 6-bit value of c, or -1. */
-static int sextet(char c) {
+int base64_sextet(char c) {
     if (c >= 'A' && c <= 'Z')
         return c - 'A';
     if (c >= 'a' && c <= 'z')
@@ -33,7 +32,7 @@ bool base64_decode(const char *in, size_t len, unsigned char **out,
         bool last = i + 4 == len;
         uint32_t v = 0;
         for (size_t j = 0; j < 4; j++) {
-            int s = last && j >= 4 - pad ? 0 : sextet(in[i + j]);
+            int s = last && j >= 4 - pad ? 0 : base64_sextet(in[i + j]);
             if (s < 0) {
                 free(buf);
                 return false;

@@ -15,6 +15,10 @@ extern "C" {
 bool base64_decode(const char *in, size_t len, unsigned char **out,
                    size_t *out_len);
 
+/* The 6-bit value of a standard base64 character ('+' '/'), or -1. For
+ * decoders with other rules (TF Serving's absl-style unescaping). */
+int base64_sextet(char c);
+
 #ifdef __cplusplus
 }
 #endif

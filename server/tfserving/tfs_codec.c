@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "json_util.h"
 #include "tfs_json.h"
 
@@ -79,20 +80,6 @@ static bool is_tf_status(const osp_error *err) {
 
 /* ---- base64 (absl::Base64Unescape / Base64Escape) ---- */
 
-static int b64_value(unsigned char c) {
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
 static bool b64_space(unsigned char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' ||
            c == '\r';
@@ -109,7 +96,7 @@ static bool b64_unescape(const char *s, size_t n, unsigned char *out,
     int state = 0;
     for (; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        int v = b64_value(c);
+        int v = base64_sextet((char)c);
         if (v < 0) {
             if (b64_space(c))
                 continue;
