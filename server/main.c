@@ -122,8 +122,7 @@ static osp_error *http_start(app *a) {
     a->http_surfaces[1] = (http_surface){.name = "tfserving",
                                          .route = tfserving_route,
                                          .surface_ctx = &a->tfserving,
-                                         .reply_error = tfserving_reply_error,
-                                         .max_input_size = TFSERVING_MAX_BODY};
+                                         .reply_error = tfserving_reply_error};
     http_server_options opts = {
         .address = f->http_address,
         .port = (int)f->http_port,

@@ -360,7 +360,7 @@ static osp_error *reply_metadata(http_request *req, const tfserving_target *t) {
 typedef struct tfs_request {
     tfserving_target target;
     jbuf inflated; /* a gzip body, decompressed */
-    bool inflate_failed;
+    size_t max_inflated;
     void *infer; /* tfserving_infer.c's state */
 } tfs_request;
 
@@ -377,21 +377,24 @@ static void tfs_request_free(void *p) {
 
 static osp_error *collect_inflated(void *ctx, const char *data, size_t len) {
     tfs_request *r = ctx;
-    if (r->inflated.len + len > TFSERVING_MAX_BODY)
+    if (r->inflated.len + len > r->max_inflated)
         return osp_error_new(OSP_ERROR_INVALID_ARG, "too large");
     jbuf_put(&r->inflated, data, len);
     return r->inflated.oom ? osp_error_new(OSP_ERROR_UNAVAILABLE, "oom") : NULL;
 }
 
 /* The request body as the handler sees it: a gzip body is decompressed
- * (up to TFSERVING_MAX_BODY), and one that fails to decompress is empty,
- * as in TF Serving's server. */
+ * (up to TFSERVING_MAX_INFLATED and the body limit), and one that fails to
+ * decompress is empty, as in TF Serving's server. */
 static const char *request_body(http_request *req, tfs_request *r,
                                 size_t *len) {
     const char *body = http_request_body(req, len);
     const char *coding = http_request_header(req, "Content-Encoding");
     if (!coding || !strstr(coding, "gzip"))
         return body;
+    size_t limit = http_request_max_input_size(req);
+    r->max_inflated =
+        limit < TFSERVING_MAX_INFLATED ? limit : TFSERVING_MAX_INFLATED;
     http_inflater *z = http_inflater_new();
     osp_error *err =
         z ? http_inflater_feed(z, body ? body : "", *len, collect_inflated, r)

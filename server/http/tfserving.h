@@ -23,8 +23,9 @@ typedef struct tfserving_context {
     bool cors;          /* --rest-api-enable-cors-support */
 } tfserving_context;
 
-/* TF Serving decompresses gzip bodies up to ZLib::kMaxUncompressedBytes. */
-#define TFSERVING_MAX_BODY ((size_t)100 << 20)
+/* TF Serving decompresses gzip bodies up to ZLib::kMaxUncompressedBytes;
+ * --http-max-input-size bounds them too, as it bounds every body. */
+#define TFSERVING_MAX_INFLATED ((size_t)100 << 20)
 
 /* The surface's route: claims every path that matches (?i)/v1/.* */
 bool tfserving_route(http_request *req, void *surface_ctx);
