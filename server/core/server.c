@@ -210,6 +210,45 @@ static void load_source_free(load_source *src) {
     free(src->text);
 }
 
+/* A copy of msg with every "<dir>/" removed, so that it names files
+ * relative to dir (the repository, or an override's temporary folder):
+ * no reply carries a server file path. NULL on OOM. */
+static char *without_dir(const char *msg, const char *dir) {
+    size_t dlen = dir ? strlen(dir) : 0;
+    char *out = strdup(msg);
+    if (!out || dlen == 0)
+        return out;
+    char *w = out;
+    for (const char *r = msg; *r;) {
+        if (strncmp(r, dir, dlen) == 0 && r[dlen] == '/') {
+            r += dlen + 1;
+            continue;
+        }
+        *w++ = *r++;
+    }
+    *w = '\0';
+    return out;
+}
+
+/* err with the repository root and `extra_dir` (may be NULL) removed from
+ * its message (code and reason kept; ownership of err moves). */
+static osp_error *error_without_dirs(const osp_server *server, osp_error *err,
+                                     const char *extra_dir) {
+    if (!err)
+        return NULL;
+    char *a = without_dir(osp_error_message(err), server->repo_root);
+    char *b = a ? without_dir(a, extra_dir) : NULL;
+    osp_error *out =
+        b ? osp_error_new_reason(osp_error_get_code(err),
+                                 osp_error_get_reason(err), "%s", b)
+          : err;
+    if (out != err)
+        osp_error_free(err);
+    free(a);
+    free(b);
+    return out;
+}
+
 osp_error *osp_load_override_error(const char *name, osp_error *err) {
     OSP_LOG_ERROR("load override of '%s': %s", name, osp_error_message(err));
     osp_error_free(err);
@@ -235,8 +274,10 @@ static osp_error *load_source_open(osp_server *server, const char *name,
     } else {
         err =
             osp_repository_model_dir(server->repo_root, name, &src->model_dir);
-        if (err && ov && ov->config_pbtxt)
-            return err; /* no such model: as without an override */
+        if (err && osp_error_get_code(err) == OSP_ERROR_NOT_FOUND)
+            /* Triton's answer for a model the repository does not have
+             * (the reason, which names the repository, is logged). */
+            return osp_load_override_error(name, err);
     }
     if (!err && ov && ov->config_pbtxt) {
         snprintf(src->path, sizeof src->path, "load request config of '%s'",
@@ -297,6 +338,7 @@ static osp_error *load_versions(osp_server *server, const char *name,
         if (!verr)
             verr = model_load(vcfg, backend, versions[i], vpath,
                               server->strict_gpu, &slot->model);
+        verr = error_without_dirs(server, verr, src.override_dir);
         if (verr) {
             osp_model_config_free(vcfg);
             slot->state = OSP_MODEL_STATE_UNAVAILABLE;
@@ -350,7 +392,8 @@ static osp_error *load_model_locked(osp_server *server, const char *name,
                                     const osp_load_override *ov) {
     version_slot *slots = NULL, *old = NULL;
     size_t n = 0, n_old = 0;
-    osp_error *err = load_versions(server, name, ov, &slots, &n);
+    osp_error *err = error_without_dirs(
+        server, load_versions(server, name, ov, &slots, &n), NULL);
     bool any_ready = false;
     for (size_t i = 0; i < n; i++)
         any_ready |= slots[i].state == OSP_MODEL_STATE_READY;
