@@ -5,8 +5,10 @@
  * gives the same errors. What protobuf's JSON mapping changes is undone:
  *  - lowerCamelCase field names become proto names (maxBatchSize);
  *  - map fields become repeated { key value } entries;
- *  - 64-bit integers may be strings ("16") and become numbers;
- *  - enum values are strings and become identifiers;
+ *  - integers may be strings ("16"), for every integer field (protobuf's
+ *    JSON parser takes a number or a string for int32, uint32, int64 and
+ *    uint64 alike), and become numbers;
+ *  - enum values are names (strings) or numbers and become identifiers;
  *  - null means absent, and so do empty lists and maps.
  */
 #include "model_config_from_json.h"
@@ -20,9 +22,10 @@
 
 #define CONFIG_MAX_DEPTH 64
 
-/* ModelConfig's map fields, its enum fields, and its 64-bit integer fields
- * (which protobuf's JSON writes as strings). Names are unique enough across
- * the messages of model_config.proto that the field name alone decides. */
+/* ModelConfig's map fields, its enum fields, and its integer fields (of any
+ * width: protobuf's JSON writes the 64-bit ones as strings, and its parser
+ * takes strings for all). Names are unique enough across the messages of
+ * model_config.proto that the field name alone decides. */
 static const char *const map_fields[] = {"parameters",
                                          "priority_queue_policy",
                                          "cc_model_filenames",
@@ -33,16 +36,30 @@ static const char *const map_fields[] = {"parameters",
                                          NULL};
 static const char *const enum_fields[] = {"data_type", "kind", "format",
                                           "timeout_action", NULL};
-static const char *const int64_fields[] = {"dims",
-                                           "max_queue_delay_microseconds",
-                                           "default_timeout_microseconds",
-                                           "versions",
-                                           "priority_levels",
-                                           "default_priority_level",
-                                           "max_queue_size",
-                                           "max_candidate_sequences",
-                                           "max_sequence_idle_microseconds",
-                                           NULL};
+static const char *const integer_fields[] = {"dims",
+                                             "max_batch_size",
+                                             "count",
+                                             "gpus",
+                                             "preferred_batch_size",
+                                             "num_versions",
+                                             "batch_size",
+                                             "device_id",
+                                             "shape",
+                                             "model_version",
+                                             "gather_kernel_buffer_threshold",
+                                             "int32_false_true",
+                                             "int32_start_value",
+                                             "int32_step_value",
+                                             "int32_max_value",
+                                             "max_queue_delay_microseconds",
+                                             "default_timeout_microseconds",
+                                             "versions",
+                                             "priority_levels",
+                                             "default_priority_level",
+                                             "max_queue_size",
+                                             "max_candidate_sequences",
+                                             "max_sequence_idle_microseconds",
+                                             NULL};
 
 static bool listed(const char *name, const char *const *list) {
     for (; *list; list++)
@@ -96,6 +113,43 @@ static bool is_integer_text(const char *s) {
 
 static osp_error *put_message(jbuf *b, struct json_object *obj);
 
+/* The enum values of model_config.proto, by field, in number order. */
+static const struct {
+    const char *field;
+    const char *const *names;
+    size_t n;
+} enum_values[] = {
+    {"data_type",
+     (const char *const[]){"TYPE_INVALID", "TYPE_BOOL", "TYPE_UINT8",
+                           "TYPE_UINT16", "TYPE_UINT32", "TYPE_UINT64",
+                           "TYPE_INT8", "TYPE_INT16", "TYPE_INT32",
+                           "TYPE_INT64", "TYPE_FP16", "TYPE_FP32", "TYPE_FP64",
+                           "TYPE_STRING", "TYPE_BF16"},
+     15},
+    {"kind",
+     (const char *const[]){"KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL"},
+     4},
+    {"format",
+     (const char *const[]){"FORMAT_NONE", "FORMAT_NHWC", "FORMAT_NCHW"}, 3},
+    {"timeout_action", (const char *const[]){"REJECT", "DELAY"}, 2},
+};
+
+/* An enum field given as a number (protobuf's JSON accepts either), as
+ * its value's name. */
+static osp_error *put_enum_number(jbuf *b, const char *field, int64_t v) {
+    for (size_t i = 0; i < sizeof enum_values / sizeof enum_values[0]; i++) {
+        if (strcmp(enum_values[i].field, field) != 0)
+            continue;
+        if (v < 0 || (uint64_t)v >= enum_values[i].n)
+            break;
+        jbuf_puts(b, enum_values[i].names[v]);
+        return NULL;
+    }
+    return osp_error_new(OSP_ERROR_INVALID_ARG,
+                         "config: field '%s': unknown enum value %lld", field,
+                         (long long)v);
+}
+
 /* One scalar value of field `field` (a message for objects). */
 static osp_error *put_value(jbuf *b, const char *field, struct json_object *v) {
     switch (json_object_get_type(v)) {
@@ -105,6 +159,8 @@ static osp_error *put_value(jbuf *b, const char *field, struct json_object *v) {
         jbuf_puts(b, json_object_get_boolean(v) ? "true" : "false");
         return NULL;
     case json_type_int:
+        if (listed(field, enum_fields))
+            return put_enum_number(b, field, json_object_get_int64(v));
         if (json_is_uint64(v) && !json_is_int64(v))
             jbuf_printf(b, "%llu",
                         (unsigned long long)json_object_get_uint64(v));
@@ -120,7 +176,7 @@ static osp_error *put_value(jbuf *b, const char *field, struct json_object *v) {
         bool ident = listed(field, enum_fields) && n > 0 && strlen(s) == n;
         for (size_t i = 0; ident && i < n; i++)
             ident = isalnum((unsigned char)s[i]) || s[i] == '_';
-        if (ident || (listed(field, int64_fields) && is_integer_text(s)))
+        if (ident || (listed(field, integer_fields) && is_integer_text(s)))
             jbuf_puts(b, s);
         else
             put_string(b, s, n);

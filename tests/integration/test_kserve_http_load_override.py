@@ -103,6 +103,23 @@ def test_protobuf_json_forms(server):
     add_sub(httpclient.InferenceServerClient(server.hostport))
 
 
+def test_integers_as_strings_and_enums_as_numbers(server):
+    """Protobuf's JSON parser takes strings for 32-bit integers too (what
+    Triton's simple_http_model_control.py sends) and enum numbers."""
+    client = httpclient.InferenceServerClient(server.hostport)
+    config = client.get_model_config("simple")
+    config["max_batch_size"] = "16"
+    config["instance_group"] = [{"kind": 2, "count": "2"}]
+    for io in config["input"] + config["output"]:
+        io["data_type"] = 8  # TYPE_INT32
+    client.load_model("simple", config=json.dumps(config))
+    now = client.get_model_config("simple")
+    assert now["max_batch_size"] == 16
+    assert [(g["kind"], g["count"]) for g in now["instance_group"]] == [("KIND_CPU", 2)]
+    assert {io["data_type"] for io in now["input"]} == {"TYPE_INT32"}
+    add_sub(client)
+
+
 @pytest.mark.parametrize("config", [
     "{",                                         # not JSON
     "[]",                                        # not an object

@@ -114,6 +114,44 @@ TEST(ConfigJson, ProtoNamesAndProtobufJsonForms) {
     EXPECT_EQ(c->version_policy.kind, OSP_VERSION_POLICY_SPECIFIC);
 }
 
+// Protobuf's JSON parser takes a number or a string for every integer
+// field, 32-bit ones included (tritonclient's simple_http_model_control.py
+// sends "max_batch_size": "16"), and enum numbers as well as names.
+TEST(ConfigJson, IntegersAsStringsAndEnumsAsNumbers) {
+    ConfigPtr c = FromJson(R"({
+        "name": "m", "backend": "identity", "max_batch_size": "16",
+        "input": [{"name": "IN", "data_type": 11, "dims": ["-1"]}],
+        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "instance_group": [{"kind": 2, "count": "3"}],
+        "dynamic_batching": {"preferred_batch_size": ["2", 4],
+                             "default_queue_policy": {"timeout_action": 1}},
+        "version_policy": {"latest": {"num_versions": "2"}}
+    })");
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->max_batch_size, 16);
+    EXPECT_EQ(c->inputs[0].dtype, OSP_TYPE_FP32);
+    EXPECT_EQ(c->instance_groups[0].count, 3);
+    EXPECT_EQ(c->instance_groups[0].kind, OSP_INSTANCE_KIND_CPU);
+    EXPECT_EQ(c->dynamic_batching.n_preferred_batch_sizes, 2u);
+    EXPECT_EQ(c->dynamic_batching.default_queue_policy.timeout_action,
+              OSP_TIMEOUT_DELAY);
+    EXPECT_EQ(c->version_policy.kind, OSP_VERSION_POLICY_LATEST);
+
+    // A string field keeps integer text as a string.
+    c = FromJson(R"({"name": "123", "backend": "identity"})");
+    ASSERT_NE(c, nullptr);
+    EXPECT_STREQ(c->name, "123");
+
+    char *text = nullptr;
+    const std::string bad = R"({"input": [{"data_type": 99}]})";
+    osp_error *err = model_config_json_to_pbtxt(bad.data(), bad.size(), &text);
+    ASSERT_NE(err, nullptr);
+    EXPECT_STREQ(osp_error_message(err),
+                 "config: field 'data_type': unknown enum value 99");
+    osp_error_free(err);
+    free(text);
+}
+
 TEST(ConfigJson, EmptyObjectIsAnEmptyConfig) {
     char *text = nullptr;
     ASSERT_EQ(model_config_json_to_pbtxt("{}", 2, &text), nullptr);
