@@ -25,6 +25,8 @@ typedef struct osprey_flags {
     size_t n_load_models;
     long long log_verbose;
     bool strict_gpu;
+    bool disable_auto_complete_config;
+    bool strict_model_config;
     osp_device_options devices;
     osp_tracer_options trace;
     bool allow_metrics;

@@ -114,6 +114,18 @@ typedef struct osp_model_config {
  * unique, dims non-empty and >= -1, batch size >= 0). Caller owns *out. */
 osp_error *osp_model_config_parse(const char *text, size_t len,
                                   const char *filename, osp_model_config **out);
+/* Parses `text` (a load request's config override) completed from `base`
+ * (the repository's config.pbtxt of the model; may be NULL) as Triton
+ * auto-completes a partial override: when the override names neither a
+ * backend nor a platform, each top-level field it sets replaces the base's
+ * and every other field comes from the base; otherwise the override stands
+ * alone. Messages name `filename` or `base_filename` (borrowed) and the
+ * line. Caller owns *out. */
+osp_error *osp_model_config_parse_over(const char *text, size_t len,
+                                       const char *filename, const char *base,
+                                       size_t base_len,
+                                       const char *base_filename,
+                                       osp_model_config **out);
 /* Reads and parses a file. Caller owns *out. */
 osp_error *osp_model_config_load(const char *path, osp_model_config **out);
 void osp_model_config_free(osp_model_config *config);

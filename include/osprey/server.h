@@ -49,7 +49,11 @@ typedef struct osp_server_options {
     osp_model_control_mode control_mode;
     const char *const *load_models; /* explicit mode: names, or "*" */
     size_t n_load_models;
-    bool strict_gpu;            /* KIND_GPU without a GPU fails */
+    bool strict_gpu; /* KIND_GPU without a GPU fails */
+    /* A load request's partial config (no backend, no platform) is
+     * completed from the model's config.pbtxt (default true;
+     * --disable-auto-complete-config, --strict-model-config=true). */
+    bool auto_complete_config;
     osp_device_options devices; /* device providers included */
 } osp_server_options;
 

@@ -40,6 +40,7 @@ struct osp_server {
     char *repo_root;
     const osp_backend *const *backends; /* borrowed from the options */
     size_t n_backends;
+    bool auto_complete; /* complete partial config overrides */
     osp_model_control_mode control_mode;
     bool strict_gpu;
     pthread_mutex_t lock;
@@ -49,10 +50,16 @@ struct osp_server {
     atomic_bool shutting_down;
 };
 
-/* The registered backend named `name` (borrowed), or INVALID_ARG naming
- * the registered ones. */
-static osp_error *find_backend(const osp_server *server, const char *name,
+/* The registered backend a config names (borrowed), or INVALID_ARG naming
+ * the registered ones (or the platform, for a config that names only a
+ * platform Osprey does not serve). */
+static osp_error *find_backend(const osp_server *server,
+                               const osp_model_config *cfg,
                                const osp_backend **out) {
+    const char *name = cfg->backend;
+    if (!name[0] && cfg->platform[0])
+        return osp_error_new(OSP_ERROR_INVALID_ARG, "unknown platform '%s'",
+                             cfg->platform);
     char names[256] = "";
     size_t used = 0;
     for (size_t i = 0; i < server->n_backends; i++) {
@@ -89,6 +96,7 @@ const char *osp_model_state_name(osp_model_state state) {
 void osp_server_options_init(osp_server_options *opts) {
     memset(opts, 0, sizeof(*opts));
     opts->control_mode = OSP_MODEL_CONTROL_NONE;
+    opts->auto_complete_config = true;
     osp_device_options_init(&opts->devices);
 }
 
@@ -167,12 +175,30 @@ out:
     return text;
 }
 
-/* Parses a model's config (`path` names it in messages) and checks its name
- * against the model's (an absent name takes the model's). Caller owns *out. */
-static osp_error *read_config(const char *name, const char *text, size_t len,
-                              const char *path, osp_model_config **out) {
+/* Where a load takes the model from: the repository's folder and its
+ * config.pbtxt, or what a load request supplied (see osp_load_override). */
+typedef struct load_source {
+    char *model_dir;
+    char *override_dir; /* the temporary folder of override files, if any */
+    char *text;         /* the config, protobuf text */
+    size_t len;
+    char path[PATH_MAX]; /* names the config in messages */
+    /* A request's config is completed from the folder's config.pbtxt (see
+     * osp_model_config_parse_over); NULL when there is none to use. */
+    char *base_text;
+    size_t base_len;
+    char base_path[PATH_MAX];
+} load_source;
+
+/* Parses a model's config and checks its name against the model's (an
+ * absent name takes the model's). Caller owns *out. */
+static osp_error *read_config(const char *name, const load_source *src,
+                              osp_model_config **out) {
     osp_model_config *cfg = NULL;
-    osp_error *err = osp_model_config_parse(text, len, path, &cfg);
+    const char *path = src->path;
+    osp_error *err =
+        osp_model_config_parse_over(src->text, src->len, path, src->base_text,
+                                    src->base_len, src->base_path, &cfg);
     if (err)
         return err;
     if (!cfg->name || !cfg->name[0]) {
@@ -194,20 +220,11 @@ static osp_error *read_config(const char *name, const char *text, size_t len,
     return NULL;
 }
 
-/* Where a load takes the model from: the repository's folder and its
- * config.pbtxt, or what a load request supplied (see osp_load_override). */
-typedef struct load_source {
-    char *model_dir;
-    char *override_dir; /* the temporary folder of override files, if any */
-    char *text;         /* the config, protobuf text */
-    size_t len;
-    char path[PATH_MAX]; /* names the config in messages */
-} load_source;
-
 static void load_source_free(load_source *src) {
     load_override_remove(src->override_dir);
     free(src->model_dir);
     free(src->text);
+    free(src->base_text);
 }
 
 /* A copy of msg with every "<dir>/" removed, so that it names files
@@ -249,13 +266,18 @@ static osp_error *error_without_dirs(const osp_server *server, osp_error *err,
     return out;
 }
 
-osp_error *osp_load_override_error(const char *name, osp_error *err) {
-    OSP_LOG_ERROR("load override of '%s': %s", name, osp_error_message(err));
-    osp_error_free(err);
+/* Triton's answer when a load cannot even start. */
+static osp_error *poll_failure(const char *name) {
     return osp_error_new(OSP_ERROR_INTERNAL,
                          "failed to load '%s', failed to poll from model "
                          "repository",
                          name);
+}
+
+osp_error *osp_load_override_error(const char *name, osp_error *err) {
+    OSP_LOG_ERROR("Invalid config override: %s", osp_error_message(err));
+    osp_error_free(err);
+    return poll_failure(name);
 }
 
 /* Fills src for model `name`. Errors from a request's override become
@@ -274,10 +296,14 @@ static osp_error *load_source_open(osp_server *server, const char *name,
     } else {
         err =
             osp_repository_model_dir(server->repo_root, name, &src->model_dir);
-        if (err && osp_error_get_code(err) == OSP_ERROR_NOT_FOUND)
-            /* Triton's answer for a model the repository does not have
-             * (the reason, which names the repository, is logged). */
-            return osp_load_override_error(name, err);
+        if (err && osp_error_get_code(err) == OSP_ERROR_NOT_FOUND) {
+            /* Triton's answer for a model the repository does not have;
+             * the reason, which names the repository, is only logged. */
+            OSP_LOG_ERROR("failed to load '%s': %s", name,
+                          osp_error_message(err));
+            osp_error_free(err);
+            return poll_failure(name);
+        }
     }
     if (!err && ov && ov->config_pbtxt) {
         snprintf(src->path, sizeof src->path, "load request config of '%s'",
@@ -285,6 +311,16 @@ static osp_error *load_source_open(osp_server *server, const char *name,
         src->len = strlen(ov->config_pbtxt);
         if (!(src->text = strdup(ov->config_pbtxt)))
             err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        if (!err && server->auto_complete && !src->override_dir) {
+            /* The repository's config completes a partial override; a
+             * folder without one leaves the override on its own. */
+            snprintf(src->base_path, sizeof src->base_path, "%s/config.pbtxt",
+                     src->model_dir);
+            osp_error *missing = NULL;
+            src->base_text =
+                read_text_file(src->base_path, &src->base_len, &missing);
+            osp_error_free(missing);
+        }
     } else if (!err) {
         snprintf(src->path, sizeof src->path, "%s/config.pbtxt",
                  src->model_dir);
@@ -310,7 +346,7 @@ static osp_error *load_versions(osp_server *server, const char *name,
         goto out;
     if ((err = load_source_open(server, name, ov, &src)))
         goto out;
-    if ((err = read_config(name, src.text, src.len, src.path, &cfg)) ||
+    if ((err = read_config(name, &src, &cfg)) ||
         (err = osp_repository_select_versions(
              src.model_dir, &cfg->version_policy, &versions, &n_versions))) {
         if (ov)
@@ -331,10 +367,10 @@ static osp_error *load_versions(osp_server *server, const char *name,
         /* Each version owns its config: parse again (cheap, and keeps
          * versions independent). */
         osp_model_config *vcfg = NULL;
-        osp_error *verr = read_config(name, src.text, src.len, src.path, &vcfg);
+        osp_error *verr = read_config(name, &src, &vcfg);
         const osp_backend *backend = NULL;
         if (!verr)
-            verr = find_backend(server, vcfg->backend, &backend);
+            verr = find_backend(server, vcfg, &backend);
         if (!verr)
             verr = model_load(vcfg, backend, versions[i], vpath,
                               server->strict_gpu, &slot->model);
@@ -491,6 +527,7 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
         return err;
     }
     server->backends = opts->backends;
+    server->auto_complete = opts->auto_complete_config;
     server->n_backends = opts->n_backends;
     server->control_mode = opts->control_mode;
     server->strict_gpu = opts->strict_gpu;

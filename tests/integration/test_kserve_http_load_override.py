@@ -134,7 +134,7 @@ def test_bad_config_is_a_poll_failure_and_old_model_serves(server, config):
     assert r.status_code == 500, r.text
     assert r.json() == {"error": POLL_FAILED.format("simple")}
     add_sub(httpclient.InferenceServerClient(server.hostport))
-    assert "load override of 'simple'" in server.log()
+    assert "Invalid config override: " in server.log()  # Triton's log line
 
 
 def test_files_override_loads_a_model_from_the_request(server):
@@ -199,3 +199,36 @@ def test_config_override_of_a_missing_model_is_not_found(server):
     with pytest.raises(InferenceServerException) as e:
         client.load_model("no_such_model", config="{}")
     assert "no_such_model" in str(e.value)
+
+
+def test_partial_override_is_completed_from_config_pbtxt(server):
+    """Triton auto-completes a partial override (simple_http_model_control.py
+    sends only max_batch_size); Osprey completes it from the model's own
+    config.pbtxt: the override's fields win, the rest is the folder's."""
+    client = httpclient.InferenceServerClient(server.hostport)
+    client.load_model("simple", config='{"max_batch_size":"16"}')
+    now = client.get_model_config("simple")
+    assert now["max_batch_size"] == 16
+    assert now["backend"] == "add_sub"
+    assert [i["name"] for i in now["input"]] == ["INPUT0", "INPUT1"]
+    add_sub(client)
+
+
+def test_override_naming_an_unserved_platform_says_so(server):
+    config = {"name": "simple", "platform": "onnxruntime_onnx", "max_batch_size": 8}
+    r = load(server, "simple", {"config": json.dumps(config)})
+    assert r.status_code == 400, r.text
+    assert "unknown platform 'onnxruntime_onnx'" in r.json()["error"], r.text
+
+
+@pytest.mark.parametrize("flag", ["--disable-auto-complete-config",
+                                  "--strict-model-config=true"])
+def test_completion_can_be_switched_off(start_server, tmp_path, flag):
+    repo = tmp_path / "repo"
+    shutil.copytree(harness.ROOT / "models", repo, ignore=shutil.ignore_patterns("*.py"))
+    srv = start_server(repo, ["--model-control-mode=explicit", "--load-model=simple", flag])
+    r = load(srv, "simple", {"config": '{"max_batch_size": 16}'})
+    assert r.status_code == 400, r.text
+    assert "unknown backend ''" in r.json()["error"], r.text
+    # The loaded version keeps serving.
+    add_sub(httpclient.InferenceServerClient(srv.hostport))

@@ -759,4 +759,44 @@ TEST(Pbtxt, LongFlatInputIsFreedIteratively) {
     pbtxt_free(nullptr);
 }
 
+// A partial override (no backend, no platform) takes the base's fields
+// and replaces those it sets, repeated ones whole; a full one stands alone.
+TEST(ModelConfig, OverrideCompletedFromBase) {
+    const std::string base =
+        "name: \"m\" backend: \"identity\" max_batch_size: 8\n"
+        "input [ { name: \"A\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+        "output [ { name: \"B\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+        "instance_group [ { kind: KIND_CPU count: 2 } ]\n";
+    const std::string partial =
+        "max_batch_size: 16 instance_group [ { kind: KIND_CPU count: 1 }, "
+        "{ kind: KIND_CPU count: 3 } ]";
+    osp_model_config *cfg = nullptr;
+    osp_error *err = osp_model_config_parse_over(
+        partial.data(), partial.size(), "override", base.data(), base.size(),
+        "m/config.pbtxt", &cfg);
+    ASSERT_EQ(err, nullptr) << osp_error_message(err);
+    EXPECT_STREQ(cfg->backend, "identity");
+    EXPECT_EQ(cfg->max_batch_size, 16);
+    ASSERT_EQ(cfg->n_inputs, 1u);
+    ASSERT_EQ(cfg->n_instance_groups, 2u);
+    EXPECT_EQ(cfg->instance_groups[1].count, 3);
+    osp_model_config_free(cfg);
+
+    const std::string full = "backend: \"add_sub\" max_batch_size: 4";
+    err = osp_model_config_parse_over(full.data(), full.size(), "override",
+                                      base.data(), base.size(),
+                                      "m/config.pbtxt", &cfg);
+    ASSERT_EQ(err, nullptr) << osp_error_message(err);
+    EXPECT_STREQ(cfg->backend, "add_sub");
+    EXPECT_EQ(cfg->n_inputs, 0u);
+    osp_model_config_free(cfg);
+
+    // Without a base, a partial override is parsed as it is.
+    err = osp_model_config_parse_over(partial.data(), partial.size(),
+                                      "override", nullptr, 0, nullptr, &cfg);
+    ASSERT_EQ(err, nullptr) << osp_error_message(err);
+    EXPECT_STREQ(cfg->backend, "");
+    osp_model_config_free(cfg);
+}
+
 } // namespace

@@ -900,6 +900,68 @@ osp_error *osp_model_config_parse(const char *text, size_t len,
     return err;
 }
 
+/* Moves every top-level field of `over` into `base`, dropping the base's
+ * fields of the same names first (so a repeated field is replaced whole). */
+static void overlay_fields(pbtxt_node *base, pbtxt_node *over) {
+    for (pbtxt_node *f = over->first_child; f; f = f->next) {
+        pbtxt_node **link = &base->first_child;
+        base->last_child = NULL;
+        while (*link) {
+            pbtxt_node *b = *link;
+            if (strcmp(b->name, f->name) == 0) {
+                *link = b->next;
+                b->next = NULL;
+                pbtxt_free(b);
+                continue;
+            }
+            base->last_child = b;
+            link = &b->next;
+        }
+    }
+    if (over->first_child) {
+        if (base->last_child)
+            base->last_child->next = over->first_child;
+        else
+            base->first_child = over->first_child;
+        base->last_child = over->last_child;
+        over->first_child = over->last_child = NULL;
+    }
+}
+
+osp_error *osp_model_config_parse_over(const char *text, size_t len,
+                                       const char *filename, const char *base,
+                                       size_t base_len,
+                                       const char *base_filename,
+                                       osp_model_config **out) {
+    osp_error *err = NULL;
+    pbtxt_node *over_root = NULL, *base_root = NULL, *root;
+    mapper m = {.file = filename ? filename : "<config>"};
+    osp_model_config *cfg = calloc(1, sizeof(*cfg));
+    if (!cfg)
+        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+    if ((err = pbtxt_parse(text, len, m.file, &over_root)))
+        goto out;
+    root = over_root;
+    bool partial = pbtxt_count(over_root, "backend") == 0 &&
+                   pbtxt_count(over_root, "platform") == 0;
+    if (base && partial) {
+        if ((err = pbtxt_parse(base, base_len, base_filename, &base_root)))
+            goto out;
+        overlay_fields(base_root, over_root);
+        root = base_root;
+    }
+    if (!(err = map_config(&m, root, cfg)))
+        err = fill_empty_strings(cfg);
+out:
+    pbtxt_free(over_root);
+    pbtxt_free(base_root);
+    if (err)
+        osp_model_config_free(cfg);
+    else
+        *out = cfg;
+    return err;
+}
+
 osp_error *osp_model_config_load(const char *path, osp_model_config **out) {
     osp_error *err = NULL;
     char *text = NULL;
