@@ -136,6 +136,15 @@ static bool apply_cuda_pool(osprey_flags *f, const char *value) {
     return true;
 }
 
+static bool apply_restricted_api(osprey_flags *f, const char *value) {
+    osp_error *err = kserve_restriction_add(f->restricted_apis, value);
+    if (!err)
+        return true;
+    fprintf(stderr, "Error: %s\n", osp_error_message(err));
+    osp_error_free(err);
+    return false;
+}
+
 static bool apply_trace_config(osprey_flags *f, const char *value) {
     osp_error *err = osp_tracer_options_parse(&f->trace, value);
     if (!err)
@@ -184,6 +193,13 @@ static const flag_def flag_table[] = {
      .default_value = "67108864",
      .help = "largest JSON body, raw body, decompressed body\n"
              "or JSON input"},
+    {.name = "http-restricted-api",
+     .arg = "API[,API...]:HEADER=VALUE",
+     .kind = FLAG_APPLY,
+     .apply = apply_restricted_api,
+     .help = "requests to these APIs (health, metadata, inference,\n"
+             "shared-memory, model-config, model-repository, statistics,\n"
+             "trace, logging) need HEADER: VALUE; repeatable"},
     {.name = "model-control-mode",
      .arg = "MODE",
      .kind = FLAG_APPLY,
@@ -438,6 +454,7 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
 }
 
 void flags_free(osprey_flags *f) {
+    kserve_restrictions_free(f->restricted_apis);
     free(f->load_models);
     f->load_models = NULL;
     f->n_load_models = 0;

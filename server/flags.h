@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "kserve.h"
 #include "osprey/device_impl.h"
 #include "osprey/server.h"
 #include "osprey/trace.h"
@@ -35,6 +36,8 @@ typedef struct osprey_flags {
     long long metrics_port;
     const char *metrics_address; /* NULL = the HTTP address */
     bool rest_api_enable_cors_support;
+    /* --http-restricted-api groups, per KServe API (kserve.h) */
+    kserve_restriction restricted_apis[KSERVE_API_COUNT];
 } osprey_flags;
 
 /* Fills *f with every flag's default, then applies argv (`--flag=value` or

@@ -113,7 +113,9 @@ static bool core_stop(app *a, bool abandoned) {
 
 static osp_error *http_start(app *a) {
     const osprey_flags *f = &a->flags;
-    a->kserve = (kserve_context){.server = a->core, .tracer = a->tracer};
+    a->kserve = (kserve_context){.server = a->core,
+                                 .tracer = a->tracer,
+                                 .restricted = f->restricted_apis};
     a->tfserving = (tfserving_context){.server = a->core,
                                        .tracer = a->tracer,
                                        .cors = f->rest_api_enable_cors_support};

@@ -166,8 +166,8 @@ static osp_error *get_model(http_request *req, simple_ctx *ctx,
     osp_error *err = kserve_parse_version(ctx->version, &ctx->version_num);
     if (err)
         return err;
-    return osp_server_model_get(kserve_core(req), ctx->model,
-                                ctx->version_num, model);
+    return osp_server_model_get(kserve_core(req), ctx->model, ctx->version_num,
+                                model);
 }
 
 /* As TRITONSERVER_ServerModelIsReady: a model the core cannot hand out is
@@ -220,8 +220,8 @@ static osp_error *model_metadata(http_request *req, simple_ctx *ctx) {
     int64_t *versions = NULL;
     size_t n_versions = 0;
     if (ctx->version_num < 0) {
-        err = osp_model_ready_versions(kserve_core(req), ctx->model,
-                                       &versions, &n_versions);
+        err = osp_model_ready_versions(kserve_core(req), ctx->model, &versions,
+                                       &n_versions);
         if (err)
             goto out;
     }
@@ -300,8 +300,8 @@ static osp_error *repository_index(http_request *req, simple_ctx *ctx) {
         }
         ready_only = json_object_get_boolean(ready);
     }
-    err = osp_server_repository_index(kserve_core(req), ready_only,
-                                      &entries, &n);
+    err =
+        osp_server_repository_index(kserve_core(req), ready_only, &entries, &n);
     if (err)
         goto out;
     jbuf b;
@@ -511,22 +511,29 @@ static bool route_model(http_request *req, const char *path) {
         return false;
     }
 
+    /* Each endpoint's API group is checked before its method, as Triton
+     * does. */
     if (strcmp(kind, "") == 0) {
-        if (method_is(req, HTTP_METHOD_GET))
+        if (kserve_api_allowed(req, KSERVE_API_METADATA) &&
+            method_is(req, HTTP_METHOD_GET))
             claim(req, model_metadata, name, name_len, version, version_len);
         return true;
     }
     if (strcmp(kind, "ready") == 0) {
-        if (method_is(req, HTTP_METHOD_GET))
+        if (kserve_api_allowed(req, KSERVE_API_HEALTH) &&
+            method_is(req, HTTP_METHOD_GET))
             claim(req, model_ready, name, name_len, version, version_len);
         return true;
     }
     if (strcmp(kind, "config") == 0) {
-        if (method_is(req, HTTP_METHOD_GET))
+        if (kserve_api_allowed(req, KSERVE_API_MODEL_CONFIG) &&
+            method_is(req, HTTP_METHOD_GET))
             claim(req, model_config, name, name_len, version, version_len);
         return true;
     }
     if (strcmp(kind, "infer") == 0) {
+        if (!kserve_api_allowed(req, KSERVE_API_INFERENCE))
+            return true;
         char *n = dup_n(name, name_len);
         char *v = dup_n(version ? version : "", version_len);
         if (n && v)
@@ -541,11 +548,13 @@ static bool route_model(http_request *req, const char *path) {
         /* Trace settings are per model, not per version: Not Found. */
         if (version)
             return false;
-        kserve_trace_route(req, name, name_len);
+        if (kserve_api_allowed(req, KSERVE_API_TRACE))
+            kserve_trace_route(req, name, name_len);
         return true;
     }
     if (strcmp(kind, "stats") == 0) {
-        if (method_is(req, HTTP_METHOD_GET))
+        if (kserve_api_allowed(req, KSERVE_API_STATISTICS) &&
+            method_is(req, HTTP_METHOD_GET))
             claim(req, model_stats, name, name_len, version, version_len);
         return true;
     }
@@ -571,7 +580,8 @@ static bool route_repository(http_request *req, const char *path) {
             s = p + repo_len + 1;
         }
         if (strcmp(s, "index") == 0) {
-            if (method_is(req, HTTP_METHOD_POST))
+            if (kserve_api_allowed(req, KSERVE_API_MODEL_REPOSITORY) &&
+                method_is(req, HTTP_METHOD_POST))
                 claim(req, repository_index, NULL, 0, NULL, 0);
             return true;
         }
@@ -584,7 +594,8 @@ static bool route_repository(http_request *req, const char *path) {
         const char *action = m + m_len + 1;
         if (strcmp(action, "load") != 0 && strcmp(action, "unload") != 0)
             continue;
-        if (!method_is(req, HTTP_METHOD_POST))
+        if (!kserve_api_allowed(req, KSERVE_API_MODEL_REPOSITORY) ||
+            !method_is(req, HTTP_METHOD_POST))
             return true;
         claim(req, repository_control, m, m_len, NULL, 0);
         simple_ctx *ctx = http_request_handler_ctx(req);
@@ -609,24 +620,28 @@ bool kserve_route(http_request *req, void *surface_ctx) {
     /* Triton checks this exact path first: a model named "stats" has no
      * metadata endpoint. */
     if (strcmp(path, "/v2/models/stats") == 0) {
-        if (method_is(req, HTTP_METHOD_GET))
+        if (kserve_api_allowed(req, KSERVE_API_STATISTICS) &&
+            method_is(req, HTTP_METHOD_GET))
             claim(req, model_stats, NULL, 0, NULL, 0);
         return true;
     }
     if (strcmp(path, "/v2/logging") == 0) {
-        kserve_logging_route(req);
+        if (kserve_api_allowed(req, KSERVE_API_LOGGING))
+            kserve_logging_route(req);
         return true;
     }
     if (route_model(req, path))
         return true;
     if (strcmp(path, "/v2") == 0) {
-        if (method_is(req, HTTP_METHOD_GET))
+        if (kserve_api_allowed(req, KSERVE_API_METADATA) &&
+            method_is(req, HTTP_METHOD_GET))
             claim(req, server_metadata, NULL, 0, NULL, 0);
         return true;
     }
     if (strcmp(path, "/v2/health/live") == 0 ||
         strcmp(path, "/v2/health/ready") == 0) {
-        if (method_is(req, HTTP_METHOD_GET))
+        if (kserve_api_allowed(req, KSERVE_API_HEALTH) &&
+            method_is(req, HTTP_METHOD_GET))
             claim(req,
                   strcmp(path, "/v2/health/live") == 0 ? health_live
                                                        : health_ready,
@@ -636,7 +651,8 @@ bool kserve_route(http_request *req, void *surface_ctx) {
     if (route_repository(req, path))
         return true;
     if (strcmp(path, "/v2/trace/setting") == 0) {
-        kserve_trace_route(req, NULL, 0);
+        if (kserve_api_allowed(req, KSERVE_API_TRACE))
+            kserve_trace_route(req, NULL, 0);
         return true;
     }
     return false;

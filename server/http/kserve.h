@@ -21,13 +21,49 @@ struct jbuf;
 
 /* ---- shared by the handlers (kserve_surface.c) ---- */
 
+/* Triton's API groups, for --http-restricted-api. */
+typedef enum kserve_api {
+    KSERVE_API_HEALTH = 0,
+    KSERVE_API_METADATA,
+    KSERVE_API_INFERENCE,
+    KSERVE_API_SHARED_MEMORY,
+    KSERVE_API_MODEL_CONFIG,
+    KSERVE_API_MODEL_REPOSITORY,
+    KSERVE_API_STATISTICS,
+    KSERVE_API_TRACE,
+    KSERVE_API_LOGGING,
+    KSERVE_API_COUNT,
+} kserve_api;
+
+/* Which header (and value) a restricted API group requires; header NULL:
+ * open to everyone. Strings owned by the table. */
+typedef struct kserve_restriction {
+    char *header;
+    char *value;
+} kserve_restriction;
+
+/* Adds one --http-restricted-api value, "<api>[,<api>...]:<header>=<value>"
+ * (arg borrowed), with Triton's start-up errors: the format, "unknown
+ * restricted api '<api>'", "restricted api '<api>' can not be specified in
+ * multiple config groups". */
+osp_error *kserve_restriction_add(kserve_restriction table[KSERVE_API_COUNT],
+                                  const char *arg);
+void kserve_restrictions_free(kserve_restriction table[KSERVE_API_COUNT]);
+
 /* The surface's context: main.c builds one and lists it as the surface_ctx
  * of the "kserve" http_surface, so handlers reach the core and the tracer
  * through the request, not through transport globals. */
 typedef struct kserve_context {
     osp_server *server; /* borrowed for the HTTP server's lifetime */
     osp_tracer *tracer; /* borrowed likewise; may be NULL */
+    /* borrowed likewise; NULL: nothing is restricted */
+    const kserve_restriction *restricted;
 } kserve_context;
+
+/* Whether the request may use API group `api`; when not, it has been
+ * answered with Triton's 403 "This API is restricted, expecting header
+ * '<header>'". */
+bool kserve_api_allowed(http_request *req, kserve_api api);
 
 /* The core and the tracer (NULL when none) of the request's surface. */
 osp_server *kserve_core(const http_request *req);

@@ -620,3 +620,53 @@ def test_failed_start_stops_what_started(tmp_path, example_repo_copy):
     assert "failed to start the metrics service" in log, srv.log_tail()
     for marker in harness.SANITIZER_MARKERS:
         assert marker not in log
+
+
+# ---- restricted APIs (mirrors Triton's qa/L0_http http_restricted_api_test.py
+# and the start-up checks of qa/L0_http/test.sh) -------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["--http-restricted-api=model-repository,health:k1=v1",
+      "--http-restricted-api=metadata,health:k2=v2"],
+     "restricted api 'health' can not be specified in multiple config groups"),
+    (["--http-restricted-api=model-reposit,health:k1=v1"],
+     "unknown restricted api 'model-reposit'"),
+    (["--http-restricted-api=health"],
+     "--http-restricted-api option format is '<API_1,API_2>:<setting>=<value>'. "
+     "Got health"),
+])
+def test_restricted_api_startup_errors(tmp_path, example_repo_copy, args, message):
+    srv = harness.OspreyServer(example_repo_copy, args, workdir=tmp_path)
+    assert srv.run_to_exit() == 2, srv.log_tail()
+    assert message in srv.log(), srv.log_tail()
+
+
+def test_restricted_apis_need_their_header(start_server, example_repo_copy):
+    srv = start_server(example_repo_copy, [
+        "--http-restricted-api=model-repository,health:admin-key=admin-value",
+        "--http-restricted-api=inference:infer-key=infer-value"], wait=None)
+    denied = {"error": "This API is restricted, expecting header 'admin-key'"}
+    for method, path in (("GET", "/v2/health/ready"), ("GET", "/v2/health/live"),
+                         ("GET", "/v2/models/simple/ready"),
+                         ("POST", "/v2/repository/index"),
+                         ("POST", "/v2/repository/models/simple/load"),
+                         # the group is checked before the method, as Triton
+                         ("POST", "/v2/health/live")):
+        r = requests.request(method, srv.url + path, timeout=10)
+        assert r.status_code == 403, (path, r.text)
+        assert r.json() == denied, (path, r.text)
+        r = requests.request(method, srv.url + path, timeout=10,
+                             headers={"admin-key": "wrong"})
+        assert r.status_code == 403, (path, r.text)
+    r = requests.get(srv.url + "/v2/health/ready", headers={"admin-key": "admin-value"},
+                     timeout=10)
+    assert r.status_code == 200
+    r = infer(srv.url, "simple", SIMPLE_REQ)
+    assert r.status_code == 403
+    assert r.json() == {"error": "This API is restricted, expecting header 'infer-key'"}
+    r = requests.post(f"{srv.url}/v2/models/simple/infer", json=SIMPLE_REQ,
+                      headers={"infer-key": "infer-value"}, timeout=10)
+    assert r.status_code == 200, r.text
+    # Groups not named stay open.
+    assert requests.get(srv.url + "/v2/models/simple", timeout=10).status_code == 200
+    assert requests.get(srv.url + "/v2/models/simple/config", timeout=10).status_code == 200
