@@ -104,6 +104,9 @@ typedef struct osp_repository_entry {
     int64_t version; /* -1 when the model has never been loaded */
     osp_model_state state;
     char *reason; /* "" when none */
+    /* UNAVAILABLE because it was unloaded (reason "unloaded"), not because
+     * it failed: TF Serving shows END with an OK status then. */
+    bool unloaded;
 } osp_repository_entry;
 
 /* Every model in the repository (name order, versions ascending), or only

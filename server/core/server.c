@@ -25,6 +25,7 @@ typedef struct version_slot {
     int64_t version;
     osp_model_state state;
     char *reason;
+    bool unloaded;    /* UNAVAILABLE after an unload, not a failure */
     osp_model *model; /* loader's reference, when READY */
 } version_slot;
 
@@ -414,6 +415,7 @@ static void unload_slots(osp_server *server, version_slot *slots, size_t n) {
         pthread_mutex_lock(&server->lock);
         slots[i].model = NULL;
         slots[i].state = OSP_MODEL_STATE_UNAVAILABLE;
+        slots[i].unloaded = true;
         free(slots[i].reason);
         slots[i].reason = reason;
         pthread_mutex_unlock(&server->lock);
@@ -691,7 +693,7 @@ out:
 
 static bool entry_push(osp_repository_entry **list, size_t *n, size_t *cap,
                        const char *name, int64_t version, osp_model_state state,
-                       const char *reason) {
+                       const char *reason, bool unloaded) {
     if (*n == *cap) {
         size_t bigger_cap = *cap ? *cap * 2 : 16;
         osp_repository_entry *bigger =
@@ -706,6 +708,7 @@ static bool entry_push(osp_repository_entry **list, size_t *n, size_t *cap,
     r->reason = strdup(reason ? reason : "");
     r->version = version;
     r->state = state;
+    r->unloaded = unloaded;
     if (!r->name || !r->reason) {
         free(r->name);
         free(r->reason);
@@ -731,18 +734,18 @@ osp_error *osp_server_repository_index(osp_server *server, bool ready_only,
         if (!e || (e->n_versions == 0 && !e->reason)) {
             if (!ready_only)
                 ok = entry_push(&list, &count, &cap, names[i], -1,
-                                OSP_MODEL_STATE_UNKNOWN, NULL);
+                                OSP_MODEL_STATE_UNKNOWN, NULL, false);
             continue;
         }
         if (e->n_versions == 0 && !ready_only)
             ok = entry_push(&list, &count, &cap, names[i], -1,
-                            OSP_MODEL_STATE_UNAVAILABLE, e->reason);
+                            OSP_MODEL_STATE_UNAVAILABLE, e->reason, false);
         for (size_t v = 0; v < e->n_versions && ok; v++) {
             const version_slot *s = &e->versions[v];
             if (ready_only && s->state != OSP_MODEL_STATE_READY)
                 continue;
             ok = entry_push(&list, &count, &cap, names[i], s->version, s->state,
-                            s->reason);
+                            s->reason, s->unloaded);
         }
     }
     pthread_mutex_unlock(&server->lock);

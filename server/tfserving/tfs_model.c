@@ -987,6 +987,7 @@ osp_error *tfs_write_model_status(osp_server *server, const char *name,
     for (size_t i = 0; i < kept; i++) {
         bool ok, f = true, sf = true;
         const char *state = version_state(entries[i].state, &ok);
+        ok = ok || entries[i].unloaded; /* END after an unload is OK */
         if (i)
             jbuf_putc(out, ',');
         pb_newline(out, 2);

@@ -1198,3 +1198,18 @@ def test_api_rest_md_curl_commands(srv):
                  "-X", "POST", base + ":regress") == {"results": [3.5, 4.0]}
     # curl -d sends application/x-www-form-urlencoded: the type is never checked
     assert _curl("-d", '{"inputs": [1.0]}', base + ":predict") == {"outputs": [3.5]}
+
+
+def test_status_after_unload_is_end_with_ok(start_server, tmp_path):
+    """An unloaded version is END with an OK status, as in TF Serving; only a
+    version that failed to load carries an error."""
+    repo = tmp_path / "models"
+    shutil.copytree(harness.EXAMPLE_MODELS, repo)
+    s = start_server(repo, ["--model-control-mode=explicit", "--load-model=half_plus_two"])
+    r = requests.post(s.url + "/v2/repository/models/half_plus_two/unload", timeout=30)
+    assert r.status_code == 200, r.text
+    r = get(s, "/v1/models/half_plus_two")
+    assert r.status == 200, r
+    assert json.loads(r.body) == {"model_version_status": [{
+        "version": "123", "state": "END",
+        "status": {"error_code": "OK", "error_message": ""}}]}
