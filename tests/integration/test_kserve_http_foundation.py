@@ -682,6 +682,36 @@ def test_flag_exit_timeout_secs(start_server, example_repo_copy):
     assert srv.clean_exit_problems() == []
 
 
+def test_flag_exit_timeout_secs_bounds_the_drain(tmp_path):
+    """With --exit-timeout-secs=0 a SIGTERM does not wait for a slow request
+    in flight: the server says so and exits at once."""
+    repo = tmp_path / "repo"
+    harness.write_model(repo, "slow", harness.identity_config(
+        "slow", "TYPE_FP32", [-1],
+        extra='parameters [ { key: "execute_delay_ms" value: { string_value: "4000" } } ]\n'))
+    srv = harness.OspreyServer(repo, ["--exit-timeout-secs=0"], workdir=tmp_path / "srv")
+    srv.start()
+
+    def send():
+        try:
+            infer(srv.url, "slow", FP32_REQ)
+        except requests.RequestException:
+            pass  # the server exits under it
+
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+    try:
+        time.sleep(0.5)
+        signalled = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        rc = srv.wait_exit(timeout=3)
+        assert time.monotonic() - signalled < 3 * harness.timeout_scale()
+    finally:
+        srv.kill()
+    assert rc == 0, srv.log_tail()
+    assert "requests still in progress after 0 ms" in srv.log(), srv.log_tail()
+
+
 def test_flag_log_file(tmp_path, example_repo_copy):
     """--log-file: the log goes to that file instead of stderr, and the
     logging API names it."""
