@@ -106,6 +106,20 @@ static bool apply_log_file(osprey_flags *f, const char *value) {
     return false;
 }
 
+/* Triton takes several repositories; Osprey serves one, and says so
+ * rather than serve only the last one given. */
+static bool apply_model_repository(osprey_flags *f, const char *value) {
+    if (f->model_repository) {
+        fprintf(stderr,
+                "Error: Osprey serves one model repository; got '%s' and "
+                "'%s'\n",
+                f->model_repository, value);
+        return false;
+    }
+    f->model_repository = value;
+    return true;
+}
+
 static bool apply_load_model(osprey_flags *f, const char *value) {
     const char **grown =
         realloc(f->load_models, (f->n_load_models + 1) * sizeof *grown);
@@ -298,13 +312,13 @@ static const ignored_flag *find_ignored(const char *name, size_t len) {
 static const flag_def flag_table[] = {
     {.name = "model-repository",
      .arg = "DIR",
-     .kind = FLAG_STRING,
-     .offset = FIELD(model_repository),
-     .help = "model repository (required)"},
+     .kind = FLAG_APPLY,
+     .apply = apply_model_repository,
+     .help = "model repository (required; one)"},
     {.name = "model-store",
      .arg = "DIR",
-     .kind = FLAG_STRING,
-     .offset = FIELD(model_repository),
+     .kind = FLAG_APPLY,
+     .apply = apply_model_repository,
      .help = "the same as --model-repository"},
     {.name = "id",
      .arg = "NAME",

@@ -600,6 +600,7 @@ def test_help_lists_flags(tmp_path):
     (["--exit-timeout-secs=soon"], "Error: invalid value 'soon' for --exit-timeout-secs"),
     (["--grpc-port"], "Error: option '--grpc-port' needs a value"),
     (["--model-control-mode=poll"], "--model-control-mode=poll is not supported"),
+    (["--model-store=/tmp"], "Error: Osprey serves one model repository"),
 ])
 def test_bad_flags_exit_2_with_a_message(tmp_path, example_repo_copy, args, message):
     """Usage errors are reported before anything starts (exit status 2)."""
@@ -616,7 +617,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_flag_id_names_the_server(start_server, example_repo_copy):
+def test_flag_id_names_the_server(start_server, example_repo_copy, tmp_path):
     """--id is GET /v2's "name"; without it Osprey answers "triton", the name
     Triton's client examples check (simple_http_health_metadata.py)."""
     import tritonclient.http as httpclient
@@ -624,9 +625,16 @@ def test_flag_id_names_the_server(start_server, example_repo_copy):
     assert requests.get(srv.url + "/v2").json()["name"] == "edge-7"
     with httpclient.InferenceServerClient(srv.hostport) as c:
         assert c.get_server_metadata()["name"] == "edge-7"
-    plain = start_server(example_repo_copy)
-    with httpclient.InferenceServerClient(plain.hostport) as c:
-        assert c.get_server_metadata()["name"] == "triton"
+    # --model-store is Triton's other name of --model-repository.
+    plain = harness.OspreyServer(example_repo_copy, workdir=tmp_path / "plain")
+    plain.command = lambda: harness.wrapper_argv() + [
+        plain.binary, f"--model-store={plain.repo}", "--http-port=0", "--metrics-port=0"]
+    plain.start()
+    try:
+        with httpclient.InferenceServerClient(plain.hostport) as c:
+            assert c.get_server_metadata()["name"] == "triton"
+    finally:
+        assert plain.stop() == 0, plain.log_tail()
 
 
 def test_flags_without_effect_warn_once_and_the_server_runs(start_server,
