@@ -16,6 +16,8 @@ extern const osp_backend osp_backend_identity; /* identity/identity.c */
 extern const osp_backend osp_backend_add_sub;  /* add_sub/add_sub.c */
 extern const osp_backend osp_backend_dense;    /* dense/dense.c */
 extern const osp_backend osp_backend_affine;   /* affine/affine.c */
+/* string_add_sub/string_add_sub.c */
+extern const osp_backend osp_backend_string_add_sub;
 
 /* Whether batch input `t` was sent. An optional input that no request sent
  * has neither data nor shape; an empty tensor that was sent keeps its shape

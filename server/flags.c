@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "osprey/log.h"
 
@@ -19,7 +20,7 @@ typedef enum flag_kind {
     FLAG_STRING, /* const char * field */
     FLAG_INT,    /* long long field, within [min, max] */
     FLAG_SIZE,   /* size_t field, within [min, max] */
-    FLAG_BOOL,   /* bool field: true|false|1|0 */
+    FLAG_BOOL,   /* bool field: true|on|1 or false|off|0, any case */
     FLAG_APPLY,  /* apply() */
 } flag_kind;
 
@@ -51,12 +52,15 @@ static bool parse_ll(const char *s, long long *out) {
     return true;
 }
 
+/* Triton's bool values: true, on, 1 and false, off, 0, in any case. */
 static bool parse_bool(const char *s, bool *out) {
-    if (strcmp(s, "true") == 0 || strcmp(s, "1") == 0) {
+    if (strcasecmp(s, "true") == 0 || strcasecmp(s, "on") == 0 ||
+        strcmp(s, "1") == 0) {
         *out = true;
         return true;
     }
-    if (strcmp(s, "false") == 0 || strcmp(s, "0") == 0) {
+    if (strcasecmp(s, "false") == 0 || strcasecmp(s, "off") == 0 ||
+        strcmp(s, "0") == 0) {
         *out = false;
         return true;
     }
@@ -64,12 +68,55 @@ static bool parse_bool(const char *s, bool *out) {
 }
 
 static bool apply_control_mode(osprey_flags *f, const char *value) {
-    if (strcmp(value, "none") == 0)
+    if (strcmp(value, "none") == 0) {
         f->control_mode = OSP_MODEL_CONTROL_NONE;
-    else if (strcmp(value, "explicit") == 0)
+    } else if (strcmp(value, "explicit") == 0) {
         f->control_mode = OSP_MODEL_CONTROL_EXPLICIT;
-    else
+    } else if (strcmp(value, "poll") == 0) {
+        fprintf(stderr, "Error: --model-control-mode=poll is not supported "
+                        "by Osprey; use explicit mode and the repository "
+                        "API (POST /v2/repository/models/<name>/load)\n");
         return false;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* Triton's --log-verbose takes an integer, or true (1) and false (0). */
+static bool apply_log_verbose(osprey_flags *f, const char *value) {
+    long long level;
+    if (strcasecmp(value, "true") == 0)
+        level = 1;
+    else if (strcasecmp(value, "false") == 0)
+        level = 0;
+    else if (!parse_ll(value, &level) || level < 0 || level > INT_MAX)
+        return false;
+    f->log_verbose = level;
+    return true;
+}
+
+static bool apply_log_file(osprey_flags *f, const char *value) {
+    (void)f;
+    osp_error *err = osp_log_set_file(value);
+    if (!err)
+        return true;
+    fprintf(stderr, "Error: %s\n", osp_error_message(err));
+    osp_error_free(err);
+    return false;
+}
+
+/* Triton takes several repositories; Osprey serves one, and says so
+ * rather than serve only the last one given. */
+static bool apply_model_repository(osprey_flags *f, const char *value) {
+    if (f->model_repository) {
+        fprintf(stderr,
+                "Error: Osprey serves one model repository; got '%s' and "
+                "'%s'\n",
+                f->model_repository, value);
+        return false;
+    }
+    f->model_repository = value;
     return true;
 }
 
@@ -154,14 +201,162 @@ static bool apply_trace_config(osprey_flags *f, const char *value) {
     return false;
 }
 
+/* Triton's deprecated --trace-level, --trace-rate, --trace-count and
+ * --trace-log-frequency: the --trace-config setting `key`=value. */
+static bool apply_trace_setting(osprey_flags *f, const char *key,
+                                const char *value) {
+    char setting[128];
+    int n = snprintf(setting, sizeof setting, "%s=%s", key, value);
+    if (n < 0 || (size_t)n >= sizeof setting)
+        return false;
+    return apply_trace_config(f, setting);
+}
+
+static bool apply_trace_level(osprey_flags *f, const char *value) {
+    return apply_trace_setting(f, "level", value);
+}
+
+static bool apply_trace_rate(osprey_flags *f, const char *value) {
+    return apply_trace_setting(f, "rate", value);
+}
+
+static bool apply_trace_count(osprey_flags *f, const char *value) {
+    return apply_trace_setting(f, "count", value);
+}
+
+static bool apply_trace_log_frequency(osprey_flags *f, const char *value) {
+    return apply_trace_setting(f, "triton,log-frequency", value);
+}
+
+/* --trace-file: the setting keeps pointing into argv. */
+static bool apply_trace_file(osprey_flags *f, const char *value) {
+    if (strlen(value) > OSP_TRACE_PATH_MAX)
+        return false;
+    f->trace.file = value;
+    return true;
+}
+
+/* Triton's flags that mean nothing to Osprey: accepted with their value
+ * and warned about once each. `why` (optional) follows the warning. */
+typedef struct ignored_flag {
+    const char *name;
+    const char *why;
+} ignored_flag;
+
+static const ignored_flag ignored_flags[] = {
+    {"model-load-retry-count", NULL},
+    {"model-namespacing", NULL},
+    {"repository-poll-secs", "poll mode is not supported"},
+    {"allow-http", "HTTP is always served"},
+    {"reuse-http-port", NULL},
+    {"http-header-forward-pattern",
+     "headers are not forwarded as request parameters"},
+    {"allow-grpc", "Osprey serves no gRPC"},
+    {"grpc-port", NULL},
+    {"reuse-grpc-port", NULL},
+    {"grpc-address", NULL},
+    {"grpc-header-forward-pattern", NULL},
+    {"grpc-infer-allocation-pool-size", NULL},
+    {"grpc-use-ssl", NULL},
+    {"grpc-use-ssl-mutual", NULL},
+    {"grpc-server-cert", NULL},
+    {"grpc-server-key", NULL},
+    {"grpc-root-cert", NULL},
+    {"grpc-infer-response-compression-level", NULL},
+    {"grpc-keepalive-time", NULL},
+    {"grpc-keepalive-timeout", NULL},
+    {"grpc-keepalive-permit-without-calls", NULL},
+    {"grpc-http2-max-pings-without-data", NULL},
+    {"grpc-http2-min-recv-ping-interval-without-data", NULL},
+    {"grpc-http2-max-ping-strikes", NULL},
+    {"grpc-max-connection-age", NULL},
+    {"grpc-max-connection-age-grace", NULL},
+    {"grpc-restricted-protocol", NULL},
+    {"allow-sagemaker", NULL},
+    {"sagemaker-port", NULL},
+    {"sagemaker-safe-port-range", NULL},
+    {"sagemaker-thread-count", NULL},
+    {"allow-vertex-ai", NULL},
+    {"vertex-ai-port", NULL},
+    {"vertex-ai-thread-count", NULL},
+    {"vertex-ai-default-model", NULL},
+    {"metrics-interval-ms", "metrics are read when scraped"},
+    {"metrics-config", NULL},
+    {"cache-config", NULL},
+    {"cache-directory", NULL},
+    {"response-cache-byte-size", NULL},
+    {"rate-limit", NULL},
+    {"rate-limit-resource", NULL},
+    {"cuda-virtual-address-size", NULL},
+    {"min-supported-compute-capability", NULL},
+    {"buffer-manager-thread-count", NULL},
+    {"host-policy", NULL},
+    {"model-load-gpu-limit", NULL},
+    {"backend-directory", "its backends are built in"},
+    {"backend-config", "its backends take no global config"},
+    {"repoagent-directory", NULL},
+};
+
+#define N_IGNORED (sizeof ignored_flags / sizeof ignored_flags[0])
+
+static const ignored_flag *find_ignored(const char *name, size_t len) {
+    for (size_t i = 0; i < N_IGNORED; i++)
+        if (strlen(ignored_flags[i].name) == len &&
+            strncmp(ignored_flags[i].name, name, len) == 0)
+            return &ignored_flags[i];
+    return NULL;
+}
+
 /* ---- the table ---- */
 
 static const flag_def flag_table[] = {
     {.name = "model-repository",
      .arg = "DIR",
+     .kind = FLAG_APPLY,
+     .apply = apply_model_repository,
+     .help = "model repository (required; one)"},
+    {.name = "model-store",
+     .arg = "DIR",
+     .kind = FLAG_APPLY,
+     .apply = apply_model_repository,
+     .help = "the same as --model-repository"},
+    {.name = "id",
+     .arg = "NAME",
      .kind = FLAG_STRING,
-     .offset = FIELD(model_repository),
-     .help = "model repository (required)"},
+     .offset = FIELD(server_id),
+     .default_value = "triton",
+     .help = "server name in GET /v2; Triton's default, which\n"
+             "clients written for Triton check"},
+    {.name = "exit-on-error",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(exit_on_error),
+     .default_value = "true",
+     .help = "exit at start (status 1) when a model fails to load"},
+    {.name = "strict-readiness",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(strict_readiness),
+     .default_value = "true",
+     .help = "/v2/health/ready needs every model ready;\n"
+             "false: ready whenever live"},
+    {.name = "exit-timeout-secs",
+     .arg = "SECS",
+     .kind = FLAG_INT,
+     .offset = FIELD(exit_timeout_secs),
+     .min = INT_MIN,
+     .max = INT_MAX / 1000,
+     .default_value = "30",
+     .help = "at shutdown, wait this long for requests in flight\n"
+             "(negative: 0)"},
+    {.name = "model-load-thread-count",
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(model_load_thread_count),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "4",
+     .help = "accepted; Osprey loads models one at a time"},
     {.name = "http-port",
      .arg = "PORT",
      .kind = FLAG_INT,
@@ -205,7 +400,7 @@ static const flag_def flag_table[] = {
      .kind = FLAG_APPLY,
      .apply = apply_control_mode,
      .default_value = "none",
-     .help = "none (load all) or explicit"},
+     .help = "none (load all) or explicit; poll is refused"},
     {.name = "load-model",
      .arg = "NAME",
      .kind = FLAG_APPLY,
@@ -214,12 +409,15 @@ static const flag_def flag_table[] = {
              "repeatable"},
     {.name = "log-verbose",
      .arg = "N",
-     .kind = FLAG_INT,
-     .offset = FIELD(log_verbose),
-     .min = 0,
-     .max = INT_MAX,
+     .kind = FLAG_APPLY,
+     .apply = apply_log_verbose,
      .default_value = "0",
-     .help = "verbose logging level"},
+     .help = "verbose logging level (true = 1, false = 0)"},
+    {.name = "log-file",
+     .arg = "PATH",
+     .kind = FLAG_APPLY,
+     .apply = apply_log_file,
+     .help = "append the log to PATH instead of stderr"},
     {.name = "log-info",
      .arg = "BOOL",
      .kind = FLAG_APPLY,
@@ -287,6 +485,31 @@ static const flag_def flag_table[] = {
      .help = "trace settings (Triton's): rate=N, level=OFF|\n"
              "TIMESTAMPS|TENSORS, count=N, mode=triton,\n"
              "triton,file=PATH, triton,log-frequency=N; repeatable"},
+    {.name = "trace-file",
+     .arg = "PATH",
+     .kind = FLAG_APPLY,
+     .apply = apply_trace_file,
+     .help = "deprecated: --trace-config triton,file=PATH"},
+    {.name = "trace-level",
+     .arg = "LEVEL",
+     .kind = FLAG_APPLY,
+     .apply = apply_trace_level,
+     .help = "deprecated: --trace-config level=LEVEL"},
+    {.name = "trace-rate",
+     .arg = "N",
+     .kind = FLAG_APPLY,
+     .apply = apply_trace_rate,
+     .help = "deprecated: --trace-config rate=N"},
+    {.name = "trace-count",
+     .arg = "N",
+     .kind = FLAG_APPLY,
+     .apply = apply_trace_count,
+     .help = "deprecated: --trace-config count=N"},
+    {.name = "trace-log-frequency",
+     .arg = "N",
+     .kind = FLAG_APPLY,
+     .apply = apply_trace_log_frequency,
+     .help = "deprecated: --trace-config triton,log-frequency=N"},
     {.name = "trace-file-directory",
      .osprey_only = true,
      .arg = "DIR",
@@ -398,6 +621,33 @@ void flags_usage(FILE *out) {
         fputc('\n', out);
     }
     fprintf(out, "  %-34s%s\n", "--help", "this text");
+    fprintf(out, "\nAccepted for Triton, with a warning that each has no "
+                 "effect:\n ");
+    size_t column = 1;
+    for (size_t i = 0; i < N_IGNORED; i++) {
+        size_t len = strlen(ignored_flags[i].name) + 3;
+        if (column + len > 78) {
+            fprintf(out, "\n ");
+            column = 1;
+        }
+        fprintf(out, " --%s", ignored_flags[i].name);
+        column += len;
+    }
+    fputc('\n', out);
+}
+
+/* Logs the warning of each ignored flag argv named (seen[i] for
+ * ignored_flags[i]), once. */
+static void warn_ignored(const bool seen[N_IGNORED]) {
+    for (size_t i = 0; i < N_IGNORED; i++) {
+        if (!seen[i])
+            continue;
+        if (ignored_flags[i].why)
+            OSP_LOG_WARN("--%s has no effect in Osprey: %s",
+                         ignored_flags[i].name, ignored_flags[i].why);
+        else
+            OSP_LOG_WARN("--%s has no effect in Osprey", ignored_flags[i].name);
+    }
 }
 
 int flags_parse(int argc, char **argv, osprey_flags *f) {
@@ -412,6 +662,7 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
             return 2;
         }
 
+    bool seen_ignored[N_IGNORED] = {false};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0) {
@@ -427,6 +678,17 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
         const char *eq = strchr(name, '=');
         size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
         const flag_def *def = find_flag(name, name_len);
+        const ignored_flag *ignored = def ? NULL : find_ignored(name, name_len);
+        if (ignored) {
+            /* Triton gives every one of these a value. */
+            if (!eq && ++i >= argc) {
+                fprintf(stderr, "Error: option '--%s' needs a value\n",
+                        ignored->name);
+                return 2;
+            }
+            seen_ignored[ignored - ignored_flags] = true;
+            continue;
+        }
         if (!def) {
             fprintf(stderr, "Error: unknown option '--%.*s'\n", (int)name_len,
                     name);
@@ -450,10 +712,12 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
             return 2;
         }
     }
+    warn_ignored(seen_ignored);
     return -1;
 }
 
 void flags_free(osprey_flags *f) {
+    osp_log_close_file();
     kserve_restrictions_free(f->restricted_apis);
     free(f->load_models);
     f->load_models = NULL;

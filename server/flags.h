@@ -17,6 +17,11 @@
 
 typedef struct osprey_flags {
     const char *model_repository;
+    const char *server_id; /* --id: "name" of GET /v2 */
+    bool exit_on_error;    /* exit at start when a model fails to load */
+    bool strict_readiness; /* ready = live and every model ready */
+    long long exit_timeout_secs;
+    long long model_load_thread_count; /* accepted; loads are sequential */
     long long http_port;
     const char *http_address;
     long long http_thread_count;
@@ -43,7 +48,11 @@ typedef struct osprey_flags {
 /* Fills *f with every flag's default, then applies argv (`--flag=value` or
  * `--flag value`; strings point into argv). Returns -1 to go on, or the
  * status main() exits with: 0 after --help, 2 after a usage error (the
- * message is printed). Release with flags_free in every case. */
+ * message is printed). Triton flags that mean nothing to Osprey are
+ * accepted, each logged once as a warning "--<flag> has no effect in
+ * Osprey" after argv is applied (so --log-file and --log-warning hold for
+ * it); a flag neither side knows is a usage error. Release with
+ * flags_free in every case. */
 int flags_parse(int argc, char **argv, osprey_flags *f);
 void flags_free(osprey_flags *f);
 

@@ -31,8 +31,6 @@
 #include "cuda_provider.h"
 #endif
 
-#define DRAIN_TIMEOUT_MS 30000
-
 /* Everything the services share; each owns its own fields. */
 typedef struct app {
     osprey_flags flags;
@@ -96,7 +94,13 @@ static osp_error *core_start(app *a) {
     opts.devices.n_providers = 1;
 #endif
     osp_error *err = osp_server_new(&opts, &a->core);
-    return err ? osp_error_wrap(err, "failed to start the server") : NULL;
+    if (err)
+        return osp_error_wrap(err, "failed to start the server");
+    /* Start-up loads are done: not ready now means a model failed. */
+    if (f->exit_on_error && !osp_server_is_ready(a->core))
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "failed to load all models (--exit-on-error)");
+    return NULL;
 }
 
 static void core_quiesce(app *a) {
@@ -115,7 +119,9 @@ static osp_error *http_start(app *a) {
     const osprey_flags *f = &a->flags;
     a->kserve = (kserve_context){.server = a->core,
                                  .tracer = a->tracer,
-                                 .restricted = f->restricted_apis};
+                                 .restricted = f->restricted_apis,
+                                 .server_id = f->server_id,
+                                 .strict_readiness = f->strict_readiness};
     a->tfserving = (tfserving_context){.server = a->core,
                                        .tracer = a->tracer,
                                        .cors = f->rest_api_enable_cors_support};
@@ -149,11 +155,14 @@ static void http_quiesce(app *a) {
 static bool http_stop(app *a, bool abandoned) {
     if (abandoned)
         return false;
-    if (!http_server_drain(a->http, DRAIN_TIMEOUT_MS)) {
+    /* --exit-timeout-secs; Triton treats a negative value as 0. */
+    long long secs = a->flags.exit_timeout_secs;
+    int timeout_ms = secs > 0 ? (int)(secs * 1000) : 0;
+    if (!http_server_drain(a->http, timeout_ms)) {
         /* Connections may still be suspended inside libmicrohttpd, which
          * must not be stopped then; the process exit releases them. */
         OSP_LOG_WARN("requests still in progress after %d ms; exiting",
-                     DRAIN_TIMEOUT_MS);
+                     timeout_ms);
         return false;
     }
     http_server_free(a->http);

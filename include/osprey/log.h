@@ -1,7 +1,9 @@
-/* Logging to stderr, Triton-style one-line records. */
+/* Logging to stderr (or --log-file), Triton-style one-line records. */
 #pragma once
 
 #include <stdbool.h>
+
+#include "osprey/error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,6 +34,16 @@ typedef enum osp_log_format {
 } osp_log_format;
 void osp_log_set_format(osp_log_format format);
 osp_log_format osp_log_get_format(void);
+/* Sends every later record to the file at `path` (borrowed; opened for
+ * appending, as Triton's --log-file) instead of stderr; a later call
+ * replaces the file. Call before other threads log. INVALID_ARG naming the
+ * path and the system's reason when it cannot be opened. */
+osp_error *osp_log_set_file(const char *path);
+/* The path of the log file, "" while logging to stderr. */
+const char *osp_log_file(void);
+/* Closes the log file; records go to stderr again. */
+void osp_log_close_file(void);
+
 void osp_log(osp_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -3,15 +3,50 @@
  * The settings are atomics: the logging API changes them at run time. */
 #include "osprey/log.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/time.h>
 #include <time.h>
 
 static atomic_int verbose_level;
 static atomic_bool enabled[] = {true, true, true}; /* ERROR, WARNING, INFO */
 static atomic_int format;
+/* Set at start-up, before any other thread logs (osp_log_set_file). */
+static FILE *log_file;
+static char *log_file_path;
+
+osp_error *osp_log_set_file(const char *path) {
+    FILE *fp = fopen(path, "a");
+    if (!fp)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "failed to open log file '%s': %s", path,
+                             strerror(errno));
+    char *copy = strdup(path);
+    if (!copy) {
+        fclose(fp);
+        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    }
+    osp_log_close_file();
+    log_file = fp;
+    log_file_path = copy;
+    return NULL;
+}
+
+const char *osp_log_file(void) {
+    return log_file_path ? log_file_path : "";
+}
+
+void osp_log_close_file(void) {
+    if (log_file)
+        fclose(log_file);
+    free(log_file_path);
+    log_file = NULL;
+    log_file_path = NULL;
+}
 
 void osp_log_set_verbose(int level) {
     atomic_store(&verbose_level, level);
@@ -65,6 +100,12 @@ void osp_log(osp_log_level level, const char *fmt, ...) {
     if (n > 0 && (size_t)n < sizeof(line))
         vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
     va_end(ap);
-    /* One fputs per record so concurrent threads do not interleave. */
-    fprintf(stderr, "%s\n", line);
+    /* One fprintf per record so concurrent threads do not interleave; a
+     * file is flushed per record so a crash loses nothing written. */
+    if (log_file) {
+        fprintf(log_file, "%s\n", line);
+        fflush(log_file);
+    } else {
+        fprintf(stderr, "%s\n", line);
+    }
 }

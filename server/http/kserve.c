@@ -137,7 +137,10 @@ static osp_error *health_live(http_request *req, simple_ctx *ctx) {
 
 static osp_error *health_ready(http_request *req, simple_ctx *ctx) {
     (void)ctx;
-    bool ready = osp_server_is_ready(kserve_core(req));
+    const kserve_context *surface = http_request_surface_ctx(req);
+    bool ready = surface->strict_readiness
+                     ? osp_server_is_ready(kserve_core(req))
+                     : osp_server_is_live(kserve_core(req));
     http_reply(req, ready ? 200 : 400, NULL, NULL, 0);
     return NULL;
 }
@@ -146,7 +149,10 @@ static osp_error *server_metadata(http_request *req, simple_ctx *ctx) {
     (void)ctx;
     jbuf b;
     jbuf_init(&b);
-    jbuf_puts(&b, "{\"name\":\"osprey\",\"version\":");
+    const kserve_context *surface = http_request_surface_ctx(req);
+    jbuf_puts(&b, "{\"name\":");
+    jbuf_json_cstr(&b, surface->server_id ? surface->server_id : "triton");
+    jbuf_puts(&b, ",\"version\":");
     jbuf_json_cstr(&b, OSPREY_VERSION);
     jbuf_puts(&b, ",\"extensions\":[");
     for (size_t i = 0; kserve_extensions[i]; i++) {

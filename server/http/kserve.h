@@ -58,6 +58,10 @@ typedef struct kserve_context {
     osp_tracer *tracer; /* borrowed likewise; may be NULL */
     /* borrowed likewise; NULL: nothing is restricted */
     const kserve_restriction *restricted;
+    const char *server_id; /* "name" of GET /v2; NULL: "triton" */
+    /* GET /v2/health/ready: true, every model must be ready (Triton's
+     * default); false, ready whenever live. */
+    bool strict_readiness;
 } kserve_context;
 
 /* Whether the request may use API group `api`; when not, it has been

@@ -3,7 +3,7 @@
  * given settings in Triton's order (log_file refused, then log_info,
  * log_warning, log_error, log_verbose_level, log_format; an error stops
  * there, with the earlier ones applied, as in Triton) and both answer with
- * the settings now in force. Osprey logs to stderr only, so log_file is "".
+ * the settings now in force; log_file is --log-file's path ("" for stderr).
  * The update rules are in server/kserve/kserve_log_settings.c.
  */
 #include <stdlib.h>
@@ -34,9 +34,11 @@ static osp_error *logging_on_complete(http_request *req) {
         return err;
     jbuf b;
     jbuf_init(&b);
+    jbuf_puts(&b, "{\"log_file\":");
+    jbuf_json_cstr(&b, osp_log_file());
     jbuf_printf(
         &b,
-        "{\"log_file\":\"\",\"log_info\":%s,\"log_warning\":%s,"
+        ",\"log_info\":%s,\"log_warning\":%s,"
         "\"log_error\":%s,\"log_verbose_level\":%d,"
         "\"log_format\":\"%s\"}",
         osp_log_enabled(OSP_LOG_INFO) ? "true" : "false",

@@ -151,7 +151,8 @@ def test_classification_must_be_an_unsigned_integer(server):
 def test_missing_label_file_fails_the_load(start_server, tmp_path):
     repo = tmp_path / "repo"
     harness.write_model(repo, "nolabels", identity_model("nolabels", 8, "[ -1 ]", label=True))
-    srv = start_server(repo, wait="live")
+    # Triton's --exit-on-error (default true) would exit at the failed load.
+    srv = start_server(repo, ["--exit-on-error=false"], wait="live")
     index = requests.post(srv.url + "/v2/repository/index", data="{}").json()
     assert index[0]["state"] == "UNAVAILABLE"
     assert "labels.txt" in index[0]["reason"]

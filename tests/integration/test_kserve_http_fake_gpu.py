@@ -24,7 +24,7 @@ import harness
 
 # Beside the server under test, so the sanitizer build checks its own.
 FAKE_GPU_BIN = pathlib.Path(harness.osprey_bin()).parent / "osprey_fakegpu"
-MODELS = ["simple", "simple_identity", "identity_fp32", "digits_mlp"]
+MODELS = ["simple", "simple_identity", "identity_fp32", "digits_mlp", "simple_string"]
 
 pytestmark = pytest.mark.skipif(
     not FAKE_GPU_BIN.exists(),
@@ -94,6 +94,26 @@ def test_add_sub_wraps_like_the_cpu(gpu_server, binary):
         np.testing.assert_array_equal(gpu["OUTPUT1"], a - b)
     np.testing.assert_array_equal(gpu["OUTPUT0"], cpu["OUTPUT0"])
     np.testing.assert_array_equal(gpu["OUTPUT1"], cpu["OUTPUT1"])
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_simple_string_on_gpu_matches_cpu(gpu_server, binary):
+    """string_add_sub parses host copies of the GPU tensors (the fake GPU's
+    memory cannot be read from the host) and answers what the CPU does."""
+    client = httpclient.InferenceServerClient(gpu_server.hostport)
+    rng = np.random.default_rng(7)
+    av = rng.integers(-10**12, 10**12, size=(4, 16))
+    bv = rng.integers(-10**12, 10**12, size=(4, 16))
+    a = np.array([[str(x).encode() for x in row] for row in av], dtype=np.object_)
+    b = np.array([[str(x).encode() for x in row] for row in bv], dtype=np.object_)
+    inputs = [("INPUT0", a, "BYTES"), ("INPUT1", b, "BYTES")]
+    gpu = infer(client, "simple_string", inputs, ["OUTPUT0", "OUTPUT1"], binary)
+    cpu = infer(client, "simple_string_cpu", inputs, ["OUTPUT0", "OUTPUT1"], binary)
+    as_ints = np.vectorize(int)
+    np.testing.assert_array_equal(as_ints(gpu["OUTPUT0"]), av + bv)
+    np.testing.assert_array_equal(as_ints(gpu["OUTPUT1"]), av - bv)
+    assert gpu["OUTPUT0"].tolist() == cpu["OUTPUT0"].tolist()
+    assert gpu["OUTPUT1"].tolist() == cpu["OUTPUT1"].tolist()
 
 
 def test_identity_round_trips_large_and_bytes_tensors(gpu_server):

@@ -320,7 +320,9 @@ def wait_settled(url, names, timeout=30):
 
 def test_broken_models_are_unavailable_others_ready(start_server, tmp_path):
     repo = build_broken_repo(tmp_path / "repo")
-    srv = start_server(repo, ["--model-control-mode=none"], wait="live")
+    # Triton's --exit-on-error (default true) would exit at the failed loads.
+    srv = start_server(repo, ["--model-control-mode=none", "--exit-on-error=false"],
+                       wait="live")
     entries = wait_settled(srv.url, GOOD + list(BROKEN))
     for name in GOOD:
         assert [e["state"] for e in entries[name]] == ["READY"], entries[name]
@@ -591,6 +593,14 @@ def test_help_lists_flags(tmp_path):
     (["--no-such-flag=1"], "Error: unknown option '--no-such-flag'"),
     (["--log-verbose"], "Error: option '--log-verbose' needs a value"),
     (["--trace-config=rate=x"], "Error: "),
+    # Misspelled Triton flags stay errors; only the real names are accepted.
+    (["--exit-on-eror=false"], "Error: unknown option '--exit-on-eror'"),
+    (["--grpc-prot=8001"], "Error: unknown option '--grpc-prot'"),
+    (["--strict-readiness=maybe"], "Error: invalid value 'maybe' for --strict-readiness"),
+    (["--exit-timeout-secs=soon"], "Error: invalid value 'soon' for --exit-timeout-secs"),
+    (["--grpc-port"], "Error: option '--grpc-port' needs a value"),
+    (["--model-control-mode=poll"], "--model-control-mode=poll is not supported"),
+    (["--model-store=/tmp"], "Error: Osprey serves one model repository"),
 ])
 def test_bad_flags_exit_2_with_a_message(tmp_path, example_repo_copy, args, message):
     """Usage errors are reported before anything starts (exit status 2)."""
@@ -598,6 +608,158 @@ def test_bad_flags_exit_2_with_a_message(tmp_path, example_repo_copy, args, mess
     rc = srv.run_to_exit()
     assert rc == 2, srv.log_tail()
     assert message in srv.log(), srv.log_tail()
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_flag_id_names_the_server(start_server, example_repo_copy, tmp_path):
+    """--id is GET /v2's "name"; without it Osprey answers "triton", the name
+    Triton's client examples check (simple_http_health_metadata.py)."""
+    import tritonclient.http as httpclient
+    srv = start_server(example_repo_copy, ["--id", "edge-7"])
+    assert requests.get(srv.url + "/v2").json()["name"] == "edge-7"
+    with httpclient.InferenceServerClient(srv.hostport) as c:
+        assert c.get_server_metadata()["name"] == "edge-7"
+    # --model-store is Triton's other name of --model-repository.
+    plain = harness.OspreyServer(example_repo_copy, workdir=tmp_path / "plain")
+    plain.command = lambda: harness.wrapper_argv() + [
+        plain.binary, f"--model-store={plain.repo}", "--http-port=0", "--metrics-port=0"]
+    plain.start()
+    try:
+        with httpclient.InferenceServerClient(plain.hostport) as c:
+            assert c.get_server_metadata()["name"] == "triton"
+    finally:
+        assert plain.stop() == 0, plain.log_tail()
+
+
+def test_flags_without_effect_warn_once_and_the_server_runs(start_server,
+                                                            example_repo_copy):
+    """Triton flags that mean nothing to Osprey (gRPC, caches, backend
+    settings...) are accepted in both value forms, one warning per flag."""
+    srv = start_server(example_repo_copy, [
+        "--allow-grpc=false", "--grpc-port", "8001", "--grpc-port=8005",
+        "--backend-config=tensorflow,version=2", "--backend-config=onnxruntime,x=y",
+        "--http-header-forward-pattern=.*", "--metrics-interval-ms=500",
+        "--repository-poll-secs=5", "--model-load-thread-count=2"])
+    log = srv.log()
+    for flag in ("--allow-grpc", "--grpc-port", "--backend-config",
+                 "--http-header-forward-pattern", "--metrics-interval-ms",
+                 "--repository-poll-secs"):
+        assert log.count(f"{flag} has no effect in Osprey") == 1, (flag, log)
+    assert "--model-load-thread-count has no effect" not in log
+    assert infer(srv.url, "simple", SIMPLE_REQ).status_code == 200
+
+
+def test_flag_exit_on_error(tmp_path):
+    """Triton's --exit-on-error defaults to true: a model that fails to load
+    at start-up makes the server exit 1 ("failed to load all models")."""
+    repo = build_broken_repo(tmp_path / "repo")
+    srv = harness.OspreyServer(repo, [], workdir=tmp_path / "default")
+    assert srv.run_to_exit() == 1, srv.log_tail()
+    assert "failed to load all models" in srv.log(), srv.log_tail()
+    explicit = harness.OspreyServer(
+        repo, ["--model-control-mode=explicit", f"--load-model={next(iter(BROKEN))}"],
+        workdir=tmp_path / "explicit")
+    assert explicit.run_to_exit() == 1, explicit.log_tail()
+
+
+def test_flag_strict_readiness(start_server, tmp_path):
+    """--strict-readiness (default true) makes /v2/health/ready wait for
+    every model; false: ready whenever live. Bools take Triton's forms."""
+    repo = build_broken_repo(tmp_path / "repo")
+    strict = start_server(repo, ["--exit-on-error=0"], wait="live")
+    assert requests.get(strict.url + "/v2/health/ready").status_code == 400
+    loose = start_server(repo, ["--exit-on-error=False", "--strict-readiness=OFF"],
+                         wait="ready")
+    assert requests.get(loose.url + "/v2/health/ready").status_code == 200
+    assert requests.get(loose.url + "/v2/health/live").status_code == 200
+    assert requests.get(loose.url + f"/v2/models/{next(iter(BROKEN))}/ready").status_code != 200
+
+
+def test_flag_exit_timeout_secs(start_server, example_repo_copy):
+    """--exit-timeout-secs is the shutdown drain time (Triton's default 30);
+    a server given one stops cleanly."""
+    srv = start_server(example_repo_copy, ["--exit-timeout-secs=5"])
+    assert infer(srv.url, "simple", SIMPLE_REQ).status_code == 200
+    assert srv.stop() == 0, srv.log_tail()
+    assert srv.clean_exit_problems() == []
+
+
+def test_flag_exit_timeout_secs_bounds_the_drain(tmp_path):
+    """With --exit-timeout-secs=0 a SIGTERM does not wait for a slow request
+    in flight: the server says so and exits at once."""
+    repo = tmp_path / "repo"
+    harness.write_model(repo, "slow", harness.identity_config(
+        "slow", "TYPE_FP32", [-1],
+        extra='parameters [ { key: "execute_delay_ms" value: { string_value: "4000" } } ]\n'))
+    srv = harness.OspreyServer(repo, ["--exit-timeout-secs=0"], workdir=tmp_path / "srv")
+    srv.start()
+
+    def send():
+        try:
+            infer(srv.url, "slow", FP32_REQ)
+        except requests.RequestException:
+            pass  # the server exits under it
+
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+    try:
+        time.sleep(0.5)
+        signalled = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        rc = srv.wait_exit(timeout=3)
+        assert time.monotonic() - signalled < 3 * harness.timeout_scale()
+    finally:
+        srv.kill()
+    assert rc == 0, srv.log_tail()
+    assert "requests still in progress after 0 ms" in srv.log(), srv.log_tail()
+
+
+def test_flag_log_file(tmp_path, example_repo_copy):
+    """--log-file: the log goes to that file instead of stderr, and the
+    logging API names it."""
+    log_path = tmp_path / "osprey.log"
+    port = free_port()
+    srv = harness.OspreyServer(example_repo_copy,
+                               [f"--log-file={log_path}", f"--http-port={port}",
+                                "--grpc-port=1"],
+                               workdir=tmp_path / "srv")
+    srv.spawn()
+    srv.port = port
+    try:
+        deadline = time.monotonic() + 30 * harness.timeout_scale()
+        while True:
+            try:
+                if requests.get(srv.url + "/v2/health/ready", timeout=5).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert srv.alive() and time.monotonic() < deadline, srv.log_tail()
+            time.sleep(0.05)
+        assert requests.get(srv.url + "/v2/logging").json()["log_file"] == str(log_path)
+    finally:
+        assert srv.stop() == 0, srv.log_tail()
+    text = log_path.read_text()
+    assert "Started HTTPService" in text
+    assert "--grpc-port has no effect in Osprey" in text
+    assert "received SIGTERM" in text
+    assert "Started HTTPService" not in srv.stderr()
+
+
+def test_flag_deprecated_trace_flags(start_server, example_repo_copy):
+    """Triton's deprecated --trace-level/--trace-rate/--trace-count are the
+    --trace-config settings of the same names."""
+    srv = start_server(example_repo_copy, ["--trace-level=TIMESTAMPS", "--trace-rate=7",
+                                           "--trace-count=3"])
+    settings = requests.get(srv.url + "/v2/trace/setting").json()
+    assert settings["trace_level"] == ["TIMESTAMPS"]
+    assert settings["trace_rate"] == "7"
+    assert settings["trace_count"] == "3"
 
 
 def test_failed_start_stops_what_started(tmp_path, example_repo_copy):

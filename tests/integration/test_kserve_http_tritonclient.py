@@ -96,7 +96,7 @@ def test_model_config(client):
 def test_repository_index(client):
     idx = client.get_model_repository_index()
     names = {e["name"]: e for e in idx}
-    for m in ("simple", "simple_identity", "identity_fp32", "digits_mlp"):
+    for m in ("simple", "simple_identity", "identity_fp32", "digits_mlp", "simple_string"):
         assert names[m]["state"] == "READY"
 
 
@@ -203,6 +203,58 @@ def test_infer_simple_identity_bytes(client, binary):
     assert y.shape == x.shape
     got = [v if isinstance(v, bytes) else str(v).encode() for v in y.ravel()]
     assert got == values
+
+
+def test_infer_simple_string_as_the_client_example(client):
+    """simple_http_string_infer_client.py's simple_string_inference, step by
+    step: integers as text in (INPUT0 binary, INPUT1 JSON), their sum and
+    difference as text out (OUTPUT0 binary, OUTPUT1 JSON)."""
+    in0 = np.expand_dims(np.arange(start=0, stop=16, dtype=np.int32), axis=0)
+    in1 = np.ones(shape=(1, 16), dtype=np.int32)
+    expected_sum = np.add(in0, in1)
+    expected_diff = np.subtract(in0, in1)
+    input0_data = np.array([str(x).encode("utf-8") for x in in0.reshape(in0.size)],
+                           dtype=np.object_).reshape(in0.shape)
+    input1_data = np.array([str(x).encode("utf-8") for x in in1.reshape(in1.size)],
+                           dtype=np.object_).reshape(in1.shape)
+    inputs = [httpclient.InferInput("INPUT0", [1, 16], "BYTES"),
+              httpclient.InferInput("INPUT1", [1, 16], "BYTES")]
+    inputs[0].set_data_from_numpy(input0_data, binary_data=True)
+    inputs[1].set_data_from_numpy(input1_data, binary_data=False)
+    outputs = [httpclient.InferRequestedOutput("OUTPUT0", binary_data=True),
+               httpclient.InferRequestedOutput("OUTPUT1", binary_data=False)]
+    results = client.infer(model_name="simple_string", inputs=inputs, outputs=outputs)
+    output0_data = results.as_numpy("OUTPUT0")
+    output1_data = results.as_numpy("OUTPUT1")
+    assert output0_data.shape == (1, 16) and output1_data.shape == (1, 16)
+    for i in range(16):
+        assert int(output0_data[0][i]) == expected_sum[0][i]
+        assert int(output1_data[0][i]) == expected_diff[0][i]
+    assert output1_data[0][0] in (b"-1", "-1")
+
+
+def test_infer_simple_string_batch_and_large_values(client):
+    a = np.array([[str(v).encode() for v in range(-8, 8)],
+                  [b"9223372036854775806"] + [b"-42"] * 15], dtype=np.object_)
+    b = np.array([[b"+3"] * 16, [b"1"] + [b"007"] * 15], dtype=np.object_)
+    r = client.infer("simple_string", [make_input("INPUT0", a), make_input("INPUT1", b)])
+    sums, diffs = r.as_numpy("OUTPUT0"), r.as_numpy("OUTPUT1")
+    assert sums.shape == (2, 16)
+    assert [int(x) for x in sums[0]] == [v + 3 for v in range(-8, 8)]
+    assert [int(x) for x in diffs[0]] == [v - 3 for v in range(-8, 8)]
+    assert sums[1][0] == b"9223372036854775807"
+    assert [int(x) for x in sums[1][1:]] == [-35] * 15
+    assert [int(x) for x in diffs[1][1:]] == [-49] * 15
+
+
+@pytest.mark.parametrize("bad", [b"x1", b"", b"1.5", b" 1", b"99999999999999999999"])
+def test_infer_simple_string_refuses_non_integers(client, bad):
+    a = np.array([[bad] + [b"1"] * 15], dtype=np.object_)
+    b = np.array([[b"1"] * 16], dtype=np.object_)
+    with pytest.raises(InferenceServerException) as e:
+        client.infer("simple_string", [make_input("INPUT0", a), make_input("INPUT1", b)])
+    assert "not a 64-bit decimal integer" in str(e.value)
+    assert e.value.status() == "400"
 
 
 def test_infer_digits_mlp_binary(client):

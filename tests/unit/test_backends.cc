@@ -210,7 +210,8 @@ class Batch {
 // ---- registry -------------------------------------------------------------
 
 TEST(BackendRegistry, ListsEachBuiltinByName) {
-    for (const char *name : {"identity", "add_sub", "dense", "affine"}) {
+    for (const char *name :
+         {"identity", "add_sub", "dense", "affine", "string_add_sub"}) {
         const osp_backend *b = FindBackend(name);
         ASSERT_NE(b, nullptr) << name;
         EXPECT_STREQ(b->name, name);
@@ -564,6 +565,175 @@ TEST(AddSubBackend, RefusesInputsOfDifferentShapes) {
     EXPECT_EQ(osp_error_get_code(err), OSP_ERROR_INVALID_ARG);
     EXPECT_TRUE(FailsWith(err, "has shape [2,16] but input 'INPUT1' has "
                                "shape [1,16]"));
+}
+
+// ---- string_add_sub -------------------------------------------------------
+
+std::vector<std::string> DeserializeStrings(const std::vector<uint8_t> &b) {
+    std::vector<std::string> out;
+    size_t pos = 0;
+    while (pos + 4 <= b.size()) {
+        uint32_t n = (uint32_t)b[pos] | (uint32_t)b[pos + 1] << 8 |
+                     (uint32_t)b[pos + 2] << 16 | (uint32_t)b[pos + 3] << 24;
+        pos += 4;
+        if (n > b.size() - pos)
+            break;
+        out.emplace_back((const char *)b.data() + pos, n);
+        pos += n;
+    }
+    EXPECT_EQ(pos, b.size());
+    return out;
+}
+
+std::string StringAddSubConfig(const std::string &in1_type = "STRING",
+                               const std::string &out1_dims = "[ 16 ]") {
+    return "name: \"simple_string\" backend: \"string_add_sub\" "
+           "max_batch_size: 8\n"
+           "input [ " +
+           Io("INPUT0", "STRING", "[ 16 ]") + ", " +
+           Io("INPUT1", in1_type, "[ 16 ]") +
+           " ]\n"
+           "output [ " +
+           Io("OUTPUT0", "STRING", "[ 16 ]") + ", " +
+           Io("OUTPUT1", "STRING", out1_dims) + " ]\n";
+}
+
+TEST(StringAddSubBackend, AddsAndSubtractsIntegersWrittenAsText) {
+    ConfigPtr cfg = ParseConfig(StringAddSubConfig());
+    ASSERT_TRUE(cfg);
+    LoadedModel m("string_add_sub");
+    ASSERT_OK(m.Load(cfg.get()));
+
+    const int64_t rows = 2;
+    std::vector<std::string> a, b;
+    std::vector<long long> av, bv;
+    for (int i = 0; i < rows * 16; i++) {
+        long long x = 1000LL * i - 9000, y = 7 - 3LL * i;
+        av.push_back(x);
+        bv.push_back(y);
+        a.push_back(std::to_string(x));
+        b.push_back(i % 2 && y >= 0 ? "+" + std::to_string(y)
+                                    : std::to_string(y));
+    }
+    a[5] = "0005"; // leading zeros are decimal, not octal
+    av[5] = 5;
+    a[6] = "9223372036854775807";
+    av[6] = INT64_MAX;
+    b[6] = "0";
+    bv[6] = 0;
+    Batch batch(rows, 2);
+    batch.AddInput("INPUT0", OSP_TYPE_BYTES, {rows, 16}, SerializeStrings(a));
+    batch.AddInput("INPUT1", OSP_TYPE_BYTES, {rows, 16}, SerializeStrings(b));
+    ASSERT_OK(m.Execute(batch.Ctx(m.stream())));
+
+    std::vector<std::string> sum = DeserializeStrings(batch.OutputBytes(0));
+    std::vector<std::string> diff = DeserializeStrings(batch.OutputBytes(1));
+    ASSERT_EQ(sum.size(), a.size());
+    ASSERT_EQ(diff.size(), a.size());
+    EXPECT_EQ(batch.OutputShape(0), (std::vector<int64_t>{rows, 16}));
+    EXPECT_EQ(batch.OutputShape(1), (std::vector<int64_t>{rows, 16}));
+    for (size_t i = 0; i < a.size(); i++) {
+        EXPECT_EQ(sum[i], std::to_string(av[i] + bv[i])) << i;
+        EXPECT_EQ(diff[i], std::to_string(av[i] - bv[i])) << i;
+    }
+}
+
+TEST(StringAddSubBackend, ComputesOnlyRequestedOutputs) {
+    ConfigPtr cfg = ParseConfig(StringAddSubConfig());
+    ASSERT_TRUE(cfg);
+    LoadedModel m("string_add_sub");
+    ASSERT_OK(m.Load(cfg.get()));
+    Batch batch(1, 2);
+    batch.AddInput("INPUT0", OSP_TYPE_BYTES, {1, 16},
+                   SerializeStrings(std::vector<std::string>(16, "5")));
+    batch.AddInput("INPUT1", OSP_TYPE_BYTES, {1, 16},
+                   SerializeStrings(std::vector<std::string>(16, "2")));
+    batch.SetRequested(0, false);
+    ASSERT_OK(m.Execute(batch.Ctx(m.stream())));
+    EXPECT_EQ(batch.Output(0).data, nullptr);
+    EXPECT_EQ(DeserializeStrings(batch.OutputBytes(1)),
+              std::vector<std::string>(16, "3"));
+}
+
+TEST(StringAddSubBackend, RefusesElementsThatAreNotIntegers) {
+    ConfigPtr cfg = ParseConfig(StringAddSubConfig());
+    ASSERT_TRUE(cfg);
+    LoadedModel m("string_add_sub");
+    ASSERT_OK(m.Load(cfg.get()));
+    struct Case {
+        std::string element, message;
+    } cases[] = {
+        {"x", "element 3 of input 'INPUT0' is not a 64-bit decimal integer"},
+        {"", "element 3 of input 'INPUT0' is not a 64-bit decimal integer"},
+        {" 1", "element 3 of input 'INPUT0' is not a 64-bit decimal integer"},
+        {"1 ", "element 3 of input 'INPUT0' is not a 64-bit decimal integer"},
+        {std::string("1\0", 2),
+         "element 3 of input 'INPUT0' is not a 64-bit decimal integer"},
+        {"9223372036854775808",
+         "element 3 of input 'INPUT0' is not a 64-bit decimal integer"},
+        {"9223372036854775807", "element 3: the result does not fit in 64 "
+                                "bits"},
+    };
+    for (const Case &c : cases) {
+        SCOPED_TRACE(c.element);
+        std::vector<std::string> a(16, "1");
+        a[3] = c.element;
+        Batch batch(1, 2);
+        batch.AddInput("INPUT0", OSP_TYPE_BYTES, {1, 16}, SerializeStrings(a));
+        batch.AddInput("INPUT1", OSP_TYPE_BYTES, {1, 16},
+                       SerializeStrings(std::vector<std::string>(16, "1")));
+        osp_error *err = m.Execute(batch.Ctx(m.stream()));
+        ASSERT_NE(err, nullptr);
+        EXPECT_EQ(osp_error_get_code(err), OSP_ERROR_INVALID_ARG);
+        EXPECT_TRUE(FailsWith(err, c.message));
+    }
+}
+
+TEST(StringAddSubBackend, RefusesMalformedSerializedTensors) {
+    ConfigPtr cfg = ParseConfig(StringAddSubConfig());
+    ASSERT_TRUE(cfg);
+    LoadedModel m("string_add_sub");
+    ASSERT_OK(m.Load(cfg.get()));
+    std::vector<uint8_t> ok =
+        SerializeStrings(std::vector<std::string>(2, "1"));
+    std::vector<uint8_t> short_one = SerializeStrings({"1"});
+    std::vector<uint8_t> long_one = SerializeStrings({"1", "2", "3"});
+    std::vector<uint8_t> cut = ok;
+    cut.pop_back();
+    struct Case {
+        std::vector<uint8_t> bytes;
+        std::string message;
+    } cases[] = {
+        {short_one, "input 'INPUT0' holds fewer elements than its shape"},
+        {long_one, "input 'INPUT0' holds more bytes than its shape"},
+        {cut, "element 1 of input 'INPUT0' runs past the tensor's data"},
+    };
+    for (const Case &c : cases) {
+        SCOPED_TRACE(c.message);
+        Batch batch(1, 2);
+        batch.AddInput("INPUT0", OSP_TYPE_BYTES, {1, 2}, c.bytes);
+        batch.AddInput("INPUT1", OSP_TYPE_BYTES, {1, 2}, ok);
+        EXPECT_TRUE(FailsWith(m.Execute(batch.Ctx(m.stream())), c.message));
+    }
+}
+
+TEST(StringAddSubBackend, RefusesBadConfigsWithClearMessages) {
+    struct Case {
+        std::string config, message;
+    } cases[] = {
+        {StringAddSubConfig("INT32"),
+         "string_add_sub model 'simple_string': input 'INPUT1' is TYPE_INT32; "
+         "all four must be TYPE_STRING"},
+        {StringAddSubConfig("STRING", "[ 8 ]"),
+         "output 'OUTPUT1' has dims [8] but input 'INPUT0' has dims [16]"},
+    };
+    for (const Case &c : cases) {
+        ConfigPtr cfg = ParseConfig(c.config);
+        ASSERT_TRUE(cfg);
+        LoadedModel m("string_add_sub");
+        EXPECT_TRUE(
+            FailsWith(m.LoadModelOnly(cfg.get(), "/nonexistent"), c.message));
+    }
 }
 
 // ---- affine -----------------------------------------------------------------
