@@ -322,8 +322,9 @@ static osp_error *shm_unsupported(const char *what, const char *name) {
 }
 
 /* Adds an input whose bytes are in a shared memory region: they are copied
- * once into the input's buffer, so the region is used only meanwhile. The
- * core checks the byte size against the tensor's. */
+ * once into the input's buffer; the use of the region is kept in
+ * d->shm_inputs for the request's lifetime, as Triton keeps it. The core
+ * checks the byte size against the tensor's. */
 static osp_error *add_shm_input(decoder *dec, const char *name, osp_datatype dt,
                                 const osp_shape *shape,
                                 struct json_object *params) {
@@ -339,13 +340,21 @@ static osp_error *add_shm_input(decoder *dec, const char *name, osp_datatype dt,
     if ((err = kserve_shm_acquire(dec->d->shm, region_name, offset, byte_size,
                                   &region, &addr)))
         return err;
+    kserve_decoded *d = dec->d;
+    kserve_shm_region **held =
+        realloc(d->shm_inputs, (d->n_shm_inputs + 1) * sizeof *held);
+    if (!held) {
+        kserve_shm_region_release(region);
+        return oom();
+    }
+    d->shm_inputs = held;
+    held[d->n_shm_inputs++] = region;
     osp_buffer *buf = NULL;
-    err = osp_server_alloc_input_buffer(dec->core, (size_t)byte_size, &buf);
-    if (!err && byte_size)
-        memcpy(buf->data, addr, (size_t)byte_size);
-    kserve_shm_region_release(region);
-    if (err)
+    if ((err =
+             osp_server_alloc_input_buffer(dec->core, (size_t)byte_size, &buf)))
         return err;
+    if (byte_size)
+        memcpy(buf->data, addr, (size_t)byte_size);
     if ((err = osp_infer_request_add_input(dec->d->request, name, dt, shape,
                                            buf)))
         osp_buffer_free(buf);
@@ -580,6 +589,9 @@ void kserve_decoded_destroy(kserve_decoded *d) {
     free(d->blobs);
     osp_error_free(d->error);
     kserve_output_choices_destroy(&d->outputs);
+    for (size_t i = 0; i < d->n_shm_inputs; i++)
+        kserve_shm_region_release(d->shm_inputs[i]);
+    free(d->shm_inputs);
     memset(d, 0, sizeof *d);
 }
 

@@ -82,8 +82,12 @@ typedef struct kserve_decoded {
     /* Where shared_memory_region parameters are looked up; set by the
      * transport before decoding (borrowed; NULL: shared memory is not
      * supported). Inputs are copied out of their regions while decoding;
-     * output regions are held in `outputs` until they are destroyed. */
+     * as in Triton, the request keeps using its regions until it is done:
+     * input regions are held here (released by kserve_decoded_destroy),
+     * output regions in `outputs`. */
     kserve_shm_registry *shm;
+    kserve_shm_region **shm_inputs; /* uses held */
+    size_t n_shm_inputs;
 
     /* The request (owned; NULL after a header error, or once taken with
      * kserve_decoded_take_request). */

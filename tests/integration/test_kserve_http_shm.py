@@ -24,8 +24,11 @@ SIMPLE_BYTES = 16 * 4  # one INT32 [1,16] tensor
 
 @pytest.fixture(scope="module")
 def shm_repo(tmp_path_factory):
-    repo = harness.make_repo(tmp_path_factory.mktemp("shm_repo"),
-                             ["simple", "identity_delay"])
+    repo = harness.make_repo(tmp_path_factory.mktemp("shm_repo"), ["simple"])
+    harness.write_model(repo, "identity_slow", harness.identity_config(
+        "identity_slow", "TYPE_FP32", [-1],
+        extra='parameters [ { key: "execute_delay_ms" '
+              'value: { string_value: "1000" } } ]\n'))
     harness.write_model(repo, "identity_fp32",
                         harness.identity_config("identity_fp32", "TYPE_FP32", [-1]))
     return repo
@@ -327,35 +330,46 @@ def test_inference_error_messages_raw(server, regions, client):
 
 
 def test_unregister_during_inference_waits_for_the_request(client, server, regions):
+    # as qa/L0_shared_memory's test_unregister_shm_during_inference_*: input
+    # and output regions stay registered (listed, and usable by another
+    # request) until the requests using them are done, then go by themselves
     n = 64
-    key = unique("inflight")
-    h = regions.create("inflight", key, 2 * 4 * n)
+    in_key, out_key = unique("inflight_in"), unique("inflight_out")
+    in_h = regions.create("inflight_in", in_key, 4 * n)
+    out_h = regions.create("inflight_out", out_key, 4 * n)
     x = np.arange(n, dtype=np.float32).reshape(1, n)
-    shm.set_shared_memory_region(h, [x])
-    client.register_system_shared_memory("inflight", key, 2 * 4 * n)
+    shm.set_shared_memory_region(in_h, [x])
+    client.register_system_shared_memory("inflight_in", in_key, 4 * n)
+    client.register_system_shared_memory("inflight_out", out_key, 4 * n)
     inp = httpclient.InferInput("INPUT0", [1, n], "FP32")
-    inp.set_shared_memory("inflight", 4 * n)
+    inp.set_shared_memory("inflight_in", 4 * n)
     out = httpclient.InferRequestedOutput("OUTPUT0")
-    out.set_shared_memory("inflight", 4 * n, offset=4 * n)
+    out.set_shared_memory("inflight_out", 4 * n)
 
-    result = {}
+    results = []
 
     def run():
         with httpclient.InferenceServerClient(server.hostport) as c:
-            result["r"] = c.infer("identity_delay", [inp], outputs=[out])
+            results.append(c.infer("identity_slow", [inp], outputs=[out]))
 
-    t = threading.Thread(target=run)
-    t.start()
-    time.sleep(0.1)  # the model takes 300 ms
+    first = threading.Thread(target=run)
+    first.start()
+    time.sleep(0.3)  # the model takes 1 s
     client.unregister_system_shared_memory()
-    # still listed (and usable) while the request holds it, as in Triton
-    assert [s["name"] for s in client.get_system_shared_memory_status()] == ["inflight"]
-    t.join(10)
-    assert "r" in result
-    got = shm.get_contents_as_numpy(h, np.float32, [1, n], offset=4 * n)
+    names = ["inflight_in", "inflight_out"]
+    assert [s["name"] for s in client.get_system_shared_memory_status()] == names
+    second = threading.Thread(target=run)
+    second.start()
+    first.join(10)
+    assert [s["name"] for s in client.get_system_shared_memory_status()] == names
+    second.join(10)
+    assert len(results) == 2
+    got = shm.get_contents_as_numpy(out_h, np.float32, [1, n])
     np.testing.assert_array_equal(got, x)
-    # gone once the request released it, without another unregister
     assert client.get_system_shared_memory_status() == []
+    with pytest.raises(InferenceServerException,
+                       match="Unable to find shared memory region: 'inflight_in'"):
+        client.infer("identity_slow", [inp], outputs=[out])
 
 
 # ---- --allow-client-shm off, and CUDA shared memory -------------------------------------
