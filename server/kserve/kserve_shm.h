@@ -41,7 +41,9 @@ void kserve_shm_registry_free(kserve_shm_registry *reg);
  * ALREADY_EXISTS "shared memory region '<name>' already in manager",
  * INTERNAL "Unable to open shared memory region: '<key>'", INVALID_ARG
  * "failed to register shared memory region '<name>': invalid args" when
- * offset + byte_size passes the object's end. */
+ * offset + byte_size passes the object's end. Unlike Triton, which hands
+ * the offset to mmap and so fails on one that is not a multiple of the
+ * page size, any offset is accepted (the mapping starts at its page). */
 osp_error *kserve_shm_register(kserve_shm_registry *reg, const char *name,
                                const char *key, uint64_t offset,
                                uint64_t byte_size);
