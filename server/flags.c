@@ -526,6 +526,13 @@ static const flag_def flag_table[] = {
      .value_optional = true,
      .help = "TF Serving's --rest_api_enable_cors_support: CORS headers\n"
              "on /v1 replies"},
+    {.name = "allow-client-shm",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(allow_client_shm),
+     .default_value = "false",
+     .help = "let clients register, unregister and use system shared\n"
+             "memory regions for inference inputs and outputs"},
     {.name = "allow-metrics",
      .arg = "BOOL",
      .kind = FLAG_BOOL,

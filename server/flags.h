@@ -41,6 +41,7 @@ typedef struct osprey_flags {
     long long metrics_port;
     const char *metrics_address; /* NULL = the HTTP address */
     bool rest_api_enable_cors_support;
+    bool allow_client_shm;
     /* --http-restricted-api groups, per KServe API (kserve.h) */
     kserve_restriction restricted_apis[KSERVE_API_COUNT];
 } osprey_flags;

@@ -122,6 +122,9 @@ static osp_error *http_start(app *a) {
                                  .restricted = f->restricted_apis,
                                  .server_id = f->server_id,
                                  .strict_readiness = f->strict_readiness};
+    osp_error *err = kserve_context_init_shm(&a->kserve, f->allow_client_shm);
+    if (err)
+        return err;
     a->tfserving = (tfserving_context){.server = a->core,
                                        .tracer = a->tracer,
                                        .cors = f->rest_api_enable_cors_support};
@@ -141,11 +144,14 @@ static osp_error *http_start(app *a) {
         .surfaces = a->http_surfaces,
         .n_surfaces = 2,
     };
-    osp_error *err = http_server_start(&opts, &a->http);
-    if (!err)
-        OSP_LOG_INFO("Started HTTPService at %s:%d", f->http_address,
-                     http_server_port(a->http));
-    return err;
+    err = http_server_start(&opts, &a->http);
+    if (err) {
+        kserve_context_destroy_shm(&a->kserve);
+        return err;
+    }
+    OSP_LOG_INFO("Started HTTPService at %s:%d", f->http_address,
+                 http_server_port(a->http));
+    return NULL;
 }
 
 static void http_quiesce(app *a) {
@@ -166,6 +172,7 @@ static bool http_stop(app *a, bool abandoned) {
         return false;
     }
     http_server_free(a->http);
+    kserve_context_destroy_shm(&a->kserve);
     return true;
 }
 

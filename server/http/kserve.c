@@ -22,6 +22,7 @@ const char *const kserve_extensions[] = {
     "model_repository(unload_dependents)", /* accepted; no ensembles */
     "schedule_policy", /* request priority and timeout parameters */
     "model_configuration",
+    "system_shared_memory", /* with --allow-client-shm */
     "binary_tensor_data",
     "parameters",
     "statistics",
@@ -154,10 +155,16 @@ static osp_error *server_metadata(http_request *req, simple_ctx *ctx) {
     jbuf_json_cstr(&b, surface->server_id ? surface->server_id : "triton");
     jbuf_puts(&b, ",\"version\":");
     jbuf_json_cstr(&b, OSPREY_VERSION);
+    const kserve_context *surface = http_request_surface_ctx(req);
+    bool shm = surface && surface->shm && surface->allow_client_shm;
     jbuf_puts(&b, ",\"extensions\":[");
+    bool first = true;
     for (size_t i = 0; kserve_extensions[i]; i++) {
-        if (i)
+        if (!shm && strcmp(kserve_extensions[i], "system_shared_memory") == 0)
+            continue;
+        if (!first)
             jbuf_putc(&b, ',');
+        first = false;
         jbuf_json_cstr(&b, kserve_extensions[i]);
     }
     jbuf_puts(&b, "]}");
@@ -568,6 +575,44 @@ static bool route_model(http_request *req, const char *path) {
     return false;
 }
 
+/* /v2/(system|cuda)sharedmemory(?:/region/([^/]+))?/(status|register|unregister)
+ */
+static bool route_shared_memory(http_request *req, const char *path) {
+    const char *p;
+    bool system;
+    if (starts_with(path, "/v2/systemsharedmemory/", &p))
+        system = true;
+    else if (starts_with(path, "/v2/cudasharedmemory/", &p))
+        system = false;
+    else
+        return false;
+    static const char *const actions[] = {"status", "register", "unregister",
+                                          NULL};
+    const char *region = NULL;
+    size_t region_len = 0;
+    const char *q;
+    if (starts_with(p, "region/", &q)) {
+        size_t n = segment(q);
+        if (n > 0 && q[n] == '/') {
+            for (size_t i = 0; actions[i]; i++)
+                if (strcmp(q + n + 1, actions[i]) == 0) {
+                    region = q;
+                    region_len = n;
+                    p = q + n + 1;
+                    break;
+                }
+        }
+    }
+    for (size_t i = 0; actions[i]; i++) {
+        if (strcmp(p, actions[i]) != 0)
+            continue;
+        if (kserve_api_allowed(req, KSERVE_API_SHARED_MEMORY))
+            kserve_shm_route(req, system, region, region_len, p);
+        return true;
+    }
+    return false;
+}
+
 /* /v2/repository(?:/([^/]+))?/(index|models/([^/]+)/(load|unload)) */
 static bool route_repository(http_request *req, const char *path) {
     const char *p;
@@ -654,6 +699,8 @@ bool kserve_route(http_request *req, void *surface_ctx) {
                   NULL, 0, NULL, 0);
         return true;
     }
+    if (route_shared_memory(req, path))
+        return true;
     if (route_repository(req, path))
         return true;
     if (strcmp(path, "/v2/trace/setting") == 0) {

@@ -18,6 +18,8 @@
 #include "osprey/trace.h"
 
 struct jbuf;
+/* server/kserve/kserve_shm.h */
+typedef struct kserve_shm_registry kserve_shm_registry;
 
 /* ---- shared by the handlers (kserve_surface.c) ---- */
 
@@ -62,16 +64,29 @@ typedef struct kserve_context {
     /* GET /v2/health/ready: true, every model must be ready (Triton's
      * default); false, ready whenever live. */
     bool strict_readiness;
+    /* System shared memory regions (borrowed likewise; owned by main.c,
+     * freed after the HTTP server), and whether clients may register and
+     * unregister them (--allow-client-shm). */
+    kserve_shm_registry *shm;
+    bool allow_client_shm;
 } kserve_context;
+
+/* Gives ctx a shared memory registry (ctx->shm) and sets
+ * ctx->allow_client_shm. Pair with kserve_context_destroy_shm once the
+ * HTTP server is stopped and freed. */
+osp_error *kserve_context_init_shm(kserve_context *ctx, bool allow_client_shm);
+void kserve_context_destroy_shm(kserve_context *ctx);
 
 /* Whether the request may use API group `api`; when not, it has been
  * answered with Triton's 403 "This API is restricted, expecting header
  * '<header>'". */
 bool kserve_api_allowed(http_request *req, kserve_api api);
 
-/* The core and the tracer (NULL when none) of the request's surface. */
+/* The core, the tracer (NULL when none) and the shared memory registry
+ * (NULL when none) of the request's surface. */
 osp_server *kserve_core(const http_request *req);
 osp_tracer *kserve_tracer(const http_request *req);
+kserve_shm_registry *kserve_shm(const http_request *req);
 
 /* Triton's HTTP status of an error code: UNKNOWN 400, INTERNAL 500,
  * NOT_FOUND 404, INVALID_ARG 400, UNAVAILABLE 503, UNSUPPORTED 501,
@@ -92,7 +107,7 @@ osp_error *kserve_reply_json(http_request *req, struct jbuf *b);
 bool kserve_route(http_request *req, void *surface_ctx);
 
 /* Extensions reported by GET /v2, in Triton's order; exactly what Osprey
- * implements. */
+ * implements ("system_shared_memory" only with --allow-client-shm). */
 extern const char *const kserve_extensions[];
 
 /* Starts POST .../infer for model `name` (borrowed) and version string
@@ -104,6 +119,13 @@ void kserve_infer_route(http_request *req, const char *name,
  * /v2/models/{model}/trace/setting (kserve_trace.c). `model` (model_len
  * bytes) is borrowed. Claims the request. */
 void kserve_trace_route(http_request *req, const char *model, size_t model_len);
+
+/* /v2/systemsharedmemory[/region/{r}]/{status,register,unregister} and the
+ * /v2/cudasharedmemory ones (kserve_shm_http.c): `system` picks which,
+ * `region` (region_len bytes, borrowed; NULL when the path has none) and
+ * `action` (borrowed) are from the path. Claims the request. */
+void kserve_shm_route(http_request *req, bool system, const char *region,
+                      size_t region_len, const char *action);
 
 /* GET/POST /v2/logging (kserve_logging.c). Claims the request. */
 void kserve_logging_route(http_request *req);

@@ -397,6 +397,7 @@ void kserve_infer_route(http_request *http, const char *name,
     jbuf_init(&ctx->raw_grow);
     kserve_decoded_init(&ctx->dec);
     ctx->dec.model = ctx->model; /* for messages, even without a header */
+    ctx->dec.shm = kserve_shm(http);
     http_request_set_handler(http, &infer_handler, ctx);
     /* From here the handler owns ctx; errors are recorded, not replied. */
 

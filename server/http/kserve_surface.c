@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "json_util.h"
+#include "kserve_shm.h"
 
 osp_server *kserve_core(const http_request *req) {
     const kserve_context *ctx = http_request_surface_ctx(req);
@@ -20,6 +21,11 @@ osp_server *kserve_core(const http_request *req) {
 osp_tracer *kserve_tracer(const http_request *req) {
     const kserve_context *ctx = http_request_surface_ctx(req);
     return ctx->tracer;
+}
+
+kserve_shm_registry *kserve_shm(const http_request *req) {
+    const kserve_context *ctx = http_request_surface_ctx(req);
+    return ctx->shm;
 }
 
 /* Triton's HTTP status per error code (HttpCodeFromError), indexed by
@@ -123,4 +129,14 @@ bool kserve_api_allowed(http_request *req, kserve_api api) {
              "This API is restricted, expecting header '%s'", r->header);
     http_reply_error_status(req, 403, message);
     return false;
+}
+
+osp_error *kserve_context_init_shm(kserve_context *ctx, bool allow_client_shm) {
+    ctx->allow_client_shm = allow_client_shm;
+    return kserve_shm_registry_new(&ctx->shm);
+}
+
+void kserve_context_destroy_shm(kserve_context *ctx) {
+    kserve_shm_registry_free(ctx->shm);
+    ctx->shm = NULL;
 }

@@ -294,6 +294,73 @@ add:
     return err;
 }
 
+/* The shared_memory_* parameters of an input or output (`params`,
+ * borrowed), as Triton's CheckSharedMemoryData: offset and byte size
+ * default to 0. */
+static osp_error *parse_shm_params(struct json_object *params,
+                                   const char **region, uint64_t *offset,
+                                   uint64_t *byte_size) {
+    osp_error *err;
+    struct json_object *v;
+    *offset = 0;
+    *byte_size = 0;
+    if (json_find(params, "shared_memory_region", &v) &&
+        (err = json_as_string(v, region, NULL)))
+        return osp_error_wrap(err, "Unable to parse 'shared_memory_region'");
+    if (json_find(params, "shared_memory_offset", &v) &&
+        (err = json_as_uint(v, offset)))
+        return osp_error_wrap(err, "Unable to parse 'shared_memory_offset'");
+    if (json_find(params, "shared_memory_byte_size", &v) &&
+        (err = json_as_uint(v, byte_size)))
+        return osp_error_wrap(err, "Unable to parse 'shared_memory_byte_size'");
+    return NULL;
+}
+
+static osp_error *shm_unsupported(const char *what, const char *name) {
+    return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                         "%s '%s': shared memory is not supported", what, name);
+}
+
+/* Adds an input whose bytes are in a shared memory region: they are copied
+ * once into the input's buffer; the use of the region is kept in
+ * d->shm_inputs for the request's lifetime, as Triton keeps it. The core
+ * checks the byte size against the tensor's. */
+static osp_error *add_shm_input(decoder *dec, const char *name, osp_datatype dt,
+                                const osp_shape *shape,
+                                struct json_object *params) {
+    osp_error *err;
+    const char *region_name;
+    uint64_t offset, byte_size;
+    if (!dec->d->shm)
+        return shm_unsupported("input", name);
+    if ((err = parse_shm_params(params, &region_name, &offset, &byte_size)))
+        return err;
+    kserve_shm_region *region = NULL;
+    void *addr;
+    if ((err = kserve_shm_acquire(dec->d->shm, region_name, offset, byte_size,
+                                  &region, &addr)))
+        return err;
+    kserve_decoded *d = dec->d;
+    kserve_shm_region **held =
+        realloc(d->shm_inputs, (d->n_shm_inputs + 1) * sizeof *held);
+    if (!held) {
+        kserve_shm_region_release(region);
+        return oom();
+    }
+    d->shm_inputs = held;
+    held[d->n_shm_inputs++] = region;
+    osp_buffer *buf = NULL;
+    if ((err =
+             osp_server_alloc_input_buffer(dec->core, (size_t)byte_size, &buf)))
+        return err;
+    if (byte_size)
+        memcpy(buf->data, addr, (size_t)byte_size);
+    if ((err = osp_infer_request_add_input(dec->d->request, name, dt, shape,
+                                           buf)))
+        osp_buffer_free(buf);
+    return err;
+}
+
 /* Adds inputs[index] (`in`, borrowed) to the request: binary (a blob is
  * planned) or JSON data. */
 static osp_error *parse_input(decoder *dec, struct json_object *in,
@@ -350,9 +417,7 @@ static osp_error *parse_input(decoder *dec, struct json_object *in,
         return add_binary_input(dec, name, dt, &shape, size);
     }
     if (json_find(params, "shared_memory_region", NULL))
-        return osp_error_new(OSP_ERROR_UNSUPPORTED,
-                             "input '%s': shared memory is not supported",
-                             name);
+        return add_shm_input(dec, name, dt, &shape, params);
     return add_json_input(dec, name, dt, &shape, dims, rank, text,
                           find_span(info, index));
 }
@@ -393,21 +458,32 @@ static osp_error *parse_output(decoder *dec, struct json_object *out) {
     if ((err = osp_infer_request_add_output_classified(dec->d->request, name,
                                                        (uint32_t)class_count)))
         return err;
-    if (has_shm)
-        return osp_error_new(OSP_ERROR_UNSUPPORTED,
-                             "output '%s': shared memory is not supported",
-                             name);
-    bool binary = false;
-    if (has_bin && (err = json_as_bool(bin, &binary)))
+    kserve_output_choice choice = {0};
+    if (has_shm) {
+        /* Triton takes the region when it parses the output. */
+        const char *region_name;
+        uint64_t offset;
+        if (!dec->d->shm)
+            return shm_unsupported("output", name);
+        if ((err = parse_shm_params(params, &region_name, &offset,
+                                    &choice.shm_byte_size)))
+            return err;
+        if ((err = kserve_shm_acquire(dec->d->shm, region_name, offset,
+                                      choice.shm_byte_size, &choice.shm,
+                                      &choice.shm_addr)))
+            return err;
+    } else if (has_bin && (err = json_as_bool(bin, &choice.binary))) {
         return osp_error_wrap(err, "Unable to parse 'binary_data'");
+    }
     kserve_output_choice *grown =
         realloc(dec->d->outputs.items, (dec->d->outputs.n + 1) * sizeof *grown);
-    if (!grown)
+    if (grown)
+        dec->d->outputs.items = grown;
+    if (!grown || !(choice.name = strdup(name))) {
+        kserve_shm_region_release(choice.shm);
         return oom();
-    dec->d->outputs.items = grown;
-    if (!(grown[dec->d->outputs.n].name = strdup(name)))
-        return oom();
-    grown[dec->d->outputs.n++].binary = binary;
+    }
+    grown[dec->d->outputs.n++] = choice;
     return NULL;
 }
 
@@ -496,8 +572,10 @@ void kserve_decoded_init(kserve_decoded *d) {
 void kserve_output_choices_destroy(kserve_output_choices *c) {
     if (!c)
         return;
-    for (size_t i = 0; i < c->n; i++)
+    for (size_t i = 0; i < c->n; i++) {
         free(c->items[i].name);
+        kserve_shm_region_release(c->items[i].shm);
+    }
     free(c->items);
     memset(c, 0, sizeof *c);
 }
@@ -511,6 +589,9 @@ void kserve_decoded_destroy(kserve_decoded *d) {
     free(d->blobs);
     osp_error_free(d->error);
     kserve_output_choices_destroy(&d->outputs);
+    for (size_t i = 0; i < d->n_shm_inputs; i++)
+        kserve_shm_region_release(d->shm_inputs[i]);
+    free(d->shm_inputs);
     memset(d, 0, sizeof *d);
 }
 
@@ -643,11 +724,29 @@ void kserve_encoded_destroy(kserve_encoded *e) {
     memset(e, 0, sizeof *e);
 }
 
-static bool output_is_binary(const kserve_output_choices *c, const char *name) {
+/* The choice made for output `name`, or NULL when it was not named. */
+static const kserve_output_choice *find_choice(const kserve_output_choices *c,
+                                               const char *name) {
     for (size_t i = 0; i < c->n; i++)
         if (strcmp(c->items[i].name, name) == 0)
-            return c->items[i].binary;
-    return c->default_binary;
+            return &c->items[i];
+    return NULL;
+}
+
+/* Copies output o into its region (choice->shm). */
+static osp_error *write_shm_output(const osp_infer_output *o,
+                                   const kserve_output_choice *choice) {
+    size_t size = o->data ? o->byte_size : 0;
+    if (size > choice->shm_byte_size)
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "shared memory size specified with the request "
+                             "for output '%s' (%llu bytes) should be at least "
+                             "%zu bytes to hold the results",
+                             o->name, (unsigned long long)choice->shm_byte_size,
+                             size);
+    if (size)
+        memcpy(choice->shm_addr, o->data->data, size);
+    return NULL;
 }
 
 static void write_response_parameters(jbuf *b, const osp_infer_response *r) {
@@ -719,7 +818,14 @@ osp_error *kserve_encode_response(osp_infer_response *r, const char *model,
         }
         jbuf_putc(&b, ']');
         size_t size = o->data ? o->byte_size : 0;
-        if (output_is_binary(choices, o->name)) {
+        const kserve_output_choice *choice = find_choice(choices, o->name);
+        if (choice && choice->shm) {
+            if ((err = write_shm_output(o, choice)))
+                goto out;
+            jbuf_putc(&b, '}');
+            continue;
+        }
+        if (choice ? choice->binary : choices->default_binary) {
             jbuf_printf(&b, ",\"parameters\":{\"binary_data_size\":%zu}}",
                         size);
             if (size > 0) {

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kserve_shm.h"
 #include "osprey/error.h"
 #include "osprey/infer.h"
 #include "osprey/server.h"
@@ -40,10 +41,16 @@ typedef struct kserve_blob {
                         the bytes are only counted */
 } kserve_blob;
 
-/* An output named in the request and whether it is sent as binary. */
+/* An output named in the request and how it is sent: binary, JSON, or
+ * written into a shared memory region. */
 typedef struct kserve_output_choice {
     char *name; /* owned */
     bool binary;
+    /* (optional) the region the output goes to: a use held until the
+     * choices are destroyed, and shm_byte_size bytes of it at shm_addr */
+    kserve_shm_region *shm;
+    void *shm_addr;
+    uint64_t shm_byte_size;
 } kserve_output_choice;
 
 /* How the response sends each output; read by kserve_encode_response. */
@@ -72,6 +79,15 @@ typedef struct kserve_decode_limits {
 typedef struct kserve_decoded {
     const char *model; /* borrowed (must outlive d), for messages */
     int64_t version;
+    /* Where shared_memory_region parameters are looked up; set by the
+     * transport before decoding (borrowed; NULL: shared memory is not
+     * supported). Inputs are copied out of their regions while decoding;
+     * as in Triton, the request keeps using its regions until it is done:
+     * input regions are held here (released by kserve_decoded_destroy),
+     * output regions in `outputs`. */
+    kserve_shm_registry *shm;
+    kserve_shm_region **shm_inputs; /* uses held */
+    size_t n_shm_inputs;
 
     /* The request (owned; NULL after a header error, or once taken with
      * kserve_decoded_take_request). */
@@ -166,7 +182,12 @@ typedef struct kserve_encoded {
 } kserve_encoded;
 
 /* Encodes a successful response r (borrowed; its binary outputs' buffers
- * are taken out of it into the payload). `model` (borrowed) is the name
+ * are taken out of it into the payload). An output with a shared memory
+ * choice is copied into its region and listed with only its name,
+ * datatype and shape, as Triton does; a region smaller than the output is
+ * Triton's INTERNAL "shared memory size specified with the request for
+ * output '<o>' (<n> bytes) should be at least <m> bytes to hold the
+ * results". `model` (borrowed) is the name
  * when r has none; `choices` (borrowed) picks binary or JSON per output.
  * An output with no choice gets choices->default_binary. On success *out is
  * filled (caller owns it); on error nothing is left to free. r->error must

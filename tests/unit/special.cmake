@@ -70,3 +70,9 @@ osprey_add_unit_test(test_tfs_codec
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tfs_codec.cc)
 target_link_libraries(test_tfs_codec PRIVATE osprey_tfserving osprey_json)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_tfs_codec)
+
+# The system shared memory registry (server/kserve) on real POSIX objects.
+osprey_add_unit_test(test_kserve_shm
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_kserve_shm.cc)
+target_link_libraries(test_kserve_shm PRIVATE osprey_kserve osprey_json)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_kserve_shm)
