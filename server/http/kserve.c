@@ -155,8 +155,7 @@ static osp_error *server_metadata(http_request *req, simple_ctx *ctx) {
     jbuf_json_cstr(&b, surface->server_id ? surface->server_id : "triton");
     jbuf_puts(&b, ",\"version\":");
     jbuf_json_cstr(&b, OSPREY_VERSION);
-    const kserve_context *surface = http_request_surface_ctx(req);
-    bool shm = surface && surface->shm && surface->allow_client_shm;
+    bool shm = surface->shm && surface->allow_client_shm;
     jbuf_puts(&b, ",\"extensions\":[");
     bool first = true;
     for (size_t i = 0; kserve_extensions[i]; i++) {
