@@ -73,10 +73,7 @@ static bool apply_control_mode(osprey_flags *f, const char *value) {
     } else if (strcmp(value, "explicit") == 0) {
         f->control_mode = OSP_MODEL_CONTROL_EXPLICIT;
     } else if (strcmp(value, "poll") == 0) {
-        fprintf(stderr, "Error: --model-control-mode=poll is not supported "
-                        "by Osprey; use explicit mode and the repository "
-                        "API (POST /v2/repository/models/<name>/load)\n");
-        return false;
+        f->control_mode = OSP_MODEL_CONTROL_POLL;
     } else {
         return false;
     }
@@ -246,7 +243,6 @@ typedef struct ignored_flag {
 static const ignored_flag ignored_flags[] = {
     {"model-load-retry-count", NULL},
     {"model-namespacing", NULL},
-    {"repository-poll-secs", "poll mode is not supported"},
     {"allow-http", "HTTP is always served"},
     {"reuse-http-port", NULL},
     {"http-header-forward-pattern",
@@ -400,7 +396,16 @@ static const flag_def flag_table[] = {
      .kind = FLAG_APPLY,
      .apply = apply_control_mode,
      .default_value = "none",
-     .help = "none (load all) or explicit; poll is refused"},
+     .help = "none (load all), explicit (load API) or poll (load all,\n"
+             "then follow the repository's changes)"},
+    {.name = "repository-poll-secs",
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(repository_poll_secs),
+     .min = 1,
+     .max = 86400,
+     .default_value = "15",
+     .help = "poll mode: seconds between repository scans"},
     {.name = "load-model",
      .arg = "NAME",
      .kind = FLAG_APPLY,

@@ -27,6 +27,7 @@ typedef struct osprey_flags {
     long long http_thread_count;
     long long http_max_input_size;
     osp_model_control_mode control_mode;
+    long long repository_poll_secs;
     const char **load_models; /* owned array of argv strings */
     size_t n_load_models;
     long long log_verbose;

@@ -79,6 +79,7 @@ static osp_error *core_start(app *a) {
     osp_server_options_init(&opts);
     opts.model_repository = f->model_repository;
     opts.control_mode = f->control_mode;
+    opts.repository_poll_secs = (int)f->repository_poll_secs;
     opts.load_models = f->load_models;
     opts.n_load_models = f->n_load_models;
     opts.strict_gpu = f->strict_gpu;

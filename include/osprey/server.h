@@ -25,6 +25,7 @@ typedef struct osp_model osp_model;
 typedef enum osp_model_control_mode {
     OSP_MODEL_CONTROL_NONE = 0, /* load everything at start, no load API */
     OSP_MODEL_CONTROL_EXPLICIT,
+    OSP_MODEL_CONTROL_POLL, /* load everything, then follow the repository */
 } osp_model_control_mode;
 
 typedef enum osp_model_state {
@@ -54,6 +55,9 @@ typedef struct osp_server_options {
      * completed from the model's config.pbtxt (default true;
      * --disable-auto-complete-config, --strict-model-config=true). */
     bool auto_complete_config;
+    /* Poll mode: seconds between repository scans (new, changed and
+     * removed model folders are loaded, reloaded and unloaded). */
+    int repository_poll_secs;
     osp_device_options devices; /* device providers included */
 } osp_server_options;
 

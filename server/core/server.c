@@ -34,7 +34,8 @@ typedef struct model_entry {
     char *reason; /* why the whole model is unavailable, or NULL */
     version_slot *versions;
     size_t n_versions;
-    bool wanted; /* asked to be loaded (readiness counts it) */
+    bool wanted;          /* asked to be loaded (readiness counts it) */
+    uint64_t fingerprint; /* of its folder when last loaded (poll mode) */
 } model_entry;
 
 struct osp_server {
@@ -49,6 +50,13 @@ struct osp_server {
     model_entry *entries;
     size_t n_entries;
     atomic_bool shutting_down;
+    /* poll mode: the thread rescanning the repository */
+    int poll_secs;
+    pthread_t poll_thread;
+    bool polling;
+    bool poll_stop; /* under poll_mutex */
+    pthread_mutex_t poll_mutex;
+    pthread_cond_t poll_cond;
 };
 
 /* The registered backend a config names (borrowed), or INVALID_ARG naming
@@ -430,6 +438,8 @@ static osp_error *load_model_locked(osp_server *server, const char *name,
                                     const osp_load_override *ov) {
     version_slot *slots = NULL, *old = NULL;
     size_t n = 0, n_old = 0;
+    uint64_t fingerprint =
+        ov ? 0 : osp_repository_fingerprint(server->repo_root, name);
     osp_error *err = error_without_dirs(
         server, load_versions(server, name, ov, &slots, &n), NULL);
     bool any_ready = false;
@@ -479,6 +489,7 @@ static osp_error *load_model_locked(osp_server *server, const char *name,
     e->versions = slots;
     e->n_versions = n;
     e->wanted = true;
+    e->fingerprint = fingerprint;
     free(e->reason);
     e->reason = err ? strdup(osp_error_message(err)) : NULL;
     pthread_mutex_unlock(&server->lock);
@@ -486,6 +497,113 @@ static osp_error *load_model_locked(osp_server *server, const char *name,
     unload_slots(server, old, n_old);
     versions_free(old, n_old);
     return err;
+}
+
+/* Unloads every version of `name` (queues drain first); call with
+ * load_lock held. */
+static void unload_model_locked(osp_server *server, const char *name) {
+    version_slot *slots = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&server->lock);
+    model_entry *e = find_entry(server, name);
+    if (e) {
+        e->wanted = false;
+        e->fingerprint = 0;
+        slots = e->versions;
+        n = e->n_versions;
+        for (size_t i = 0; i < n; i++)
+            if (slots[i].state == OSP_MODEL_STATE_READY)
+                slots[i].state = OSP_MODEL_STATE_UNLOADING;
+    }
+    pthread_mutex_unlock(&server->lock);
+    /* Drain outside `lock`: lookups see UNLOADING meanwhile. The slots stay
+     * owned by the entry; only load_lock holders replace them. */
+    unload_slots(server, slots, n);
+}
+
+/* ---- poll mode ------------------------------------------------------------
+ * Like Triton's --model-control-mode=poll: every poll_secs the repository
+ * is scanned; a model folder that is new, or whose config.pbtxt or version
+ * folders changed, is (re)loaded, and a loaded model whose folder is gone
+ * is unloaded. A failed reload keeps the loaded versions serving. */
+
+static void poll_repository(osp_server *server) {
+    char **names = NULL;
+    size_t n = 0;
+    osp_error *err = osp_repository_list(server->repo_root, &names, &n);
+    if (err) {
+        OSP_LOG_ERROR("poll: %s", osp_error_message(err));
+        osp_error_free(err);
+        return;
+    }
+    pthread_mutex_lock(&server->load_lock);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t fp = osp_repository_fingerprint(server->repo_root, names[i]);
+        pthread_mutex_lock(&server->lock);
+        model_entry *e = find_entry(server, names[i]);
+        bool changed = !e || e->fingerprint != fp;
+        pthread_mutex_unlock(&server->lock);
+        if (changed) {
+            OSP_LOG_INFO("poll: loading '%s'", names[i]);
+            osp_error_free(load_model_locked(server, names[i], NULL));
+        }
+    }
+    /* Loaded models whose folder is gone. */
+    for (size_t i = 0;; i++) {
+        char *gone = NULL;
+        pthread_mutex_lock(&server->lock);
+        for (; i < server->n_entries && !gone; i++) {
+            model_entry *e = &server->entries[i];
+            bool listed = false;
+            for (size_t k = 0; k < n && !listed; k++)
+                listed = strcmp(names[k], e->name) == 0;
+            if (!listed && e->fingerprint != 0)
+                gone = strdup(e->name);
+        }
+        pthread_mutex_unlock(&server->lock);
+        if (!gone)
+            break;
+        i--; /* the entry table may have moved: rescan from there */
+        OSP_LOG_INFO("poll: unloading '%s' (its folder is gone)", gone);
+        unload_model_locked(server, gone);
+        free(gone);
+    }
+    pthread_mutex_unlock(&server->load_lock);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+static void *poll_thread(void *arg) {
+    osp_server *server = arg;
+    pthread_mutex_lock(&server->poll_mutex);
+    while (!server->poll_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += server->poll_secs;
+        while (!server->poll_stop &&
+               pthread_cond_timedwait(&server->poll_cond, &server->poll_mutex,
+                                      &until) == 0)
+            ;
+        if (server->poll_stop)
+            break;
+        pthread_mutex_unlock(&server->poll_mutex);
+        poll_repository(server);
+        pthread_mutex_lock(&server->poll_mutex);
+    }
+    pthread_mutex_unlock(&server->poll_mutex);
+    return NULL;
+}
+
+static void stop_polling(osp_server *server) {
+    if (!server->polling)
+        return;
+    pthread_mutex_lock(&server->poll_mutex);
+    server->poll_stop = true;
+    pthread_cond_signal(&server->poll_cond);
+    pthread_mutex_unlock(&server->poll_mutex);
+    pthread_join(server->poll_thread, NULL);
+    server->polling = false;
 }
 
 /* ---- lifecycle
@@ -537,8 +655,15 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
     pthread_mutex_init(&server->load_lock, NULL);
     atomic_init(&server->shutting_down, false);
 
+    pthread_mutex_init(&server->poll_mutex, NULL);
+    pthread_condattr_t cond_attr;
+    pthread_condattr_init(&cond_attr);
+    pthread_condattr_setclock(&cond_attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&server->poll_cond, &cond_attr);
+    pthread_condattr_destroy(&cond_attr);
+
     pthread_mutex_lock(&server->load_lock);
-    if (opts->control_mode == OSP_MODEL_CONTROL_NONE) {
+    if (opts->control_mode != OSP_MODEL_CONTROL_EXPLICIT) {
         load_all(server);
     } else {
         for (size_t i = 0; i < opts->n_load_models; i++) {
@@ -550,6 +675,15 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
         }
     }
     pthread_mutex_unlock(&server->load_lock);
+    if (opts->control_mode == OSP_MODEL_CONTROL_POLL) {
+        server->poll_secs =
+            opts->repository_poll_secs > 0 ? opts->repository_poll_secs : 15;
+        if (pthread_create(&server->poll_thread, NULL, poll_thread, server) ==
+            0)
+            server->polling = true;
+        else
+            OSP_LOG_ERROR("cannot start the repository poll thread");
+    }
     *out = server;
     return NULL;
 }
@@ -575,6 +709,7 @@ void osp_server_free(osp_server *server) {
     if (!server)
         return;
     osp_server_begin_shutdown(server);
+    stop_polling(server);
     pthread_mutex_lock(&server->load_lock);
     for (size_t i = 0; i < server->n_entries; i++) {
         model_entry *e = &server->entries[i];
@@ -587,6 +722,8 @@ void osp_server_free(osp_server *server) {
     pthread_mutex_unlock(&server->load_lock);
     pthread_mutex_destroy(&server->lock);
     pthread_mutex_destroy(&server->load_lock);
+    pthread_mutex_destroy(&server->poll_mutex);
+    pthread_cond_destroy(&server->poll_cond);
     free(server->repo_root);
     free(server);
 }
@@ -797,22 +934,7 @@ osp_error *osp_server_unload_model(osp_server *server, const char *name) {
     if (err)
         return err;
     pthread_mutex_lock(&server->load_lock);
-    version_slot *slots = NULL;
-    size_t n = 0;
-    pthread_mutex_lock(&server->lock);
-    model_entry *e = find_entry(server, name);
-    if (e) {
-        e->wanted = false;
-        slots = e->versions;
-        n = e->n_versions;
-        for (size_t i = 0; i < n; i++)
-            if (slots[i].state == OSP_MODEL_STATE_READY)
-                slots[i].state = OSP_MODEL_STATE_UNLOADING;
-    }
-    pthread_mutex_unlock(&server->lock);
-    /* Drain outside `lock`: lookups see UNLOADING meanwhile. The slots stay
-     * owned by the entry; only load_lock holders replace them. */
-    unload_slots(server, slots, n);
+    unload_model_locked(server, name);
     pthread_mutex_unlock(&server->load_lock);
     return NULL;
 }

@@ -599,7 +599,7 @@ def test_help_lists_flags(tmp_path):
     (["--strict-readiness=maybe"], "Error: invalid value 'maybe' for --strict-readiness"),
     (["--exit-timeout-secs=soon"], "Error: invalid value 'soon' for --exit-timeout-secs"),
     (["--grpc-port"], "Error: option '--grpc-port' needs a value"),
-    (["--model-control-mode=poll"], "--model-control-mode=poll is not supported"),
+    (["--repository-poll-secs=0"], "Error: invalid value '0' for --repository-poll-secs"),
     (["--model-store=/tmp"], "Error: Osprey serves one model repository"),
 ])
 def test_bad_flags_exit_2_with_a_message(tmp_path, example_repo_copy, args, message):
@@ -645,11 +645,10 @@ def test_flags_without_effect_warn_once_and_the_server_runs(start_server,
         "--allow-grpc=false", "--grpc-port", "8001", "--grpc-port=8005",
         "--backend-config=tensorflow,version=2", "--backend-config=onnxruntime,x=y",
         "--http-header-forward-pattern=.*", "--metrics-interval-ms=500",
-        "--repository-poll-secs=5", "--model-load-thread-count=2"])
+        "--model-load-thread-count=2"])
     log = srv.log()
     for flag in ("--allow-grpc", "--grpc-port", "--backend-config",
-                 "--http-header-forward-pattern", "--metrics-interval-ms",
-                 "--repository-poll-secs"):
+                 "--http-header-forward-pattern", "--metrics-interval-ms"):
         assert log.count(f"{flag} has no effect in Osprey") == 1, (flag, log)
     assert "--model-load-thread-count has no effect" not in log
     assert infer(srv.url, "simple", SIMPLE_REQ).status_code == 200
@@ -832,3 +831,43 @@ def test_restricted_apis_need_their_header(start_server, example_repo_copy):
     # Groups not named stay open.
     assert requests.get(srv.url + "/v2/models/simple", timeout=10).status_code == 200
     assert requests.get(srv.url + "/v2/models/simple/config", timeout=10).status_code == 200
+
+
+def test_poll_mode_follows_the_repository(start_server, tmp_path):
+    """--model-control-mode=poll (Triton's): everything loads at start, then
+    a new folder is loaded, a changed config reloaded and a removed folder
+    unloaded within --repository-poll-secs; the load API is refused."""
+    repo = tmp_path / "repo"
+    harness.write_model(repo, "a", harness.identity_config("a", "TYPE_FP32", [-1]))
+    srv = start_server(repo, ["--model-control-mode=poll", "--repository-poll-secs=1"])
+
+    def states():
+        return {(e["name"], e.get("version"), e.get("state"))
+                for e in index(srv.url)}
+
+    def wait_for(check, what):
+        deadline = time.monotonic() + 20 * harness.timeout_scale()
+        while time.monotonic() < deadline:
+            got = states()
+            if check(got):
+                return got
+            time.sleep(0.2)
+        pytest.fail(f"poll mode never {what}: {states()}")
+
+    assert ("a", "1", "READY") in states()
+    r = requests.post(f"{srv.url}/v2/repository/models/a/load", timeout=10)
+    assert r.status_code == 503, r.text
+
+    harness.write_model(repo, "b", harness.identity_config("b", "TYPE_FP32", [-1]))
+    wait_for(lambda s: ("b", "1", "READY") in s, "loaded the new model")
+
+    # A new version folder of 'a' reloads it.
+    (repo / "a" / "2").mkdir()
+    wait_for(lambda s: ("a", "2", "READY") in s or ("a", "1", "READY") in s
+             and len([x for x in s if x[0] == "a"]) > 1, "reloaded the changed model")
+
+    shutil.rmtree(repo / "b")
+    wait_for(lambda s: ("b", "1", "READY") not in s, "unloaded the removed model")
+    r = infer(srv.url, "a", {"inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [1, 1], "data": [1.0]}]})
+    assert r.status_code == 200, r.text

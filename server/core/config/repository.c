@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -369,4 +370,53 @@ out:
     free(found);
     free(wanted);
     return err;
+}
+
+/* FNV-1a over the bytes of v, continuing from h. */
+static uint64_t fnv_mix(uint64_t h, const void *v, size_t n) {
+    const unsigned char *p = v;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static uint64_t stat_hash(const struct stat *st) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv_mix(h, &st->st_mtim, sizeof st->st_mtim);
+    h = fnv_mix(h, &st->st_size, sizeof st->st_size);
+    return fnv_mix(h, &st->st_ino, sizeof st->st_ino);
+}
+
+uint64_t osp_repository_fingerprint(const char *root, const char *name) {
+    char path[PATH_MAX];
+    struct stat st;
+    if (snprintf(path, sizeof path, "%s/%s", root, name) >= (int)sizeof path ||
+        stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return 0;
+    DIR *dir = opendir(path);
+    if (!dir)
+        return 0;
+    uint64_t sum = 0, mix = 0;
+    struct dirent *d;
+    while ((d = readdir(dir)) != NULL) {
+        bool version = d->d_name[0] != '\0';
+        for (const char *c = d->d_name; *c && version; c++)
+            version = *c >= '0' && *c <= '9';
+        if (!version && strcmp(d->d_name, "config.pbtxt") != 0)
+            continue;
+        char entry[PATH_MAX];
+        if (snprintf(entry, sizeof entry, "%s/%s", path, d->d_name) >=
+                (int)sizeof entry ||
+            stat(entry, &st) != 0)
+            continue;
+        /* Sum and xor do not depend on the directory's order. */
+        uint64_t h = fnv_mix(stat_hash(&st), d->d_name, strlen(d->d_name));
+        sum += h;
+        mix ^= h;
+    }
+    closedir(dir);
+    uint64_t fp = sum ^ (mix * 0x9e3779b97f4a7c15ull);
+    return fp ? fp : 1;
 }

@@ -26,6 +26,11 @@ osp_error *osp_repository_check_name(const char *name);
  * the array with free(). */
 osp_error *osp_repository_list(const char *root, char ***names, size_t *n);
 
+/* A number that changes when model `name`'s folder changes in a way a
+ * reload would see: its config.pbtxt (time and size) and its version
+ * folders (names and times). 0 when the folder is gone. For poll mode. */
+uint64_t osp_repository_fingerprint(const char *root, const char *name);
+
 /* Absolute, symlink-resolved path of model `name`'s folder, verified to be
  * inside `root`. NOT_FOUND when missing, INVALID_ARG when unsafe. Caller
  * frees *path. */
