@@ -56,6 +56,14 @@ char *jbuf_take(jbuf *b, size_t *len);
  * "JSON nesting depth exceeds maximum allowed limit (<cap>)". */
 #define JSON_MAX_PARSE_DEPTH 1000000
 
+/* Nesting json_parse builds in full. A container nested inside one at this
+ * depth (valid, and accepted as Triton's iterative rapidjson accepts it) is
+ * built as an empty container of its kind: no handler reads below a few levels,
+ * their type survives for the handlers' type checks, and the tree of a body
+ * nested 250 000 levels deep costs a few KiB instead of ~90 MB (json-c spends
+ * ~330 bytes per array plus a tokener stack entry per level). */
+#define JSON_TREE_MAX_DEPTH 64
+
 typedef struct json_span {
     size_t input_index; /* i in inputs[i] */
     size_t start;       /* offset of the value's first character */
@@ -79,7 +87,8 @@ typedef struct json_scan_info {
 osp_error *json_scan(const char *text, size_t len, json_scan_info *info);
 
 /* Parses a document that json_scan accepted into a json-c tree, replacing
- * each span in `skip` (sorted, non-overlapping) by an empty array.
+ * each span in `skip` (sorted, non-overlapping) by an empty array and each
+ * container below JSON_TREE_MAX_DEPTH by an empty container of its kind.
  * `text` must have a NUL at text[len]. Caller frees *out with json_free. */
 osp_error *json_parse(const char *text, size_t len, size_t max_depth,
                       const json_span *skip, size_t n_skip,

@@ -70,3 +70,9 @@ osprey_add_unit_test(test_tfs_codec
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tfs_codec.cc)
 target_link_libraries(test_tfs_codec PRIVATE osprey_tfserving osprey_json)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_tfs_codec)
+
+# The JSON helpers the frontends share (server/json).
+osprey_add_unit_test(test_json_util
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_json_util.cc)
+target_link_libraries(test_json_util PRIVATE osprey_json)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_json_util)
