@@ -742,6 +742,69 @@ out:
     return err;
 }
 
+static size_t skip_json_ws(const char *text, size_t i, size_t end) {
+    while (i < end && (text[i] == ' ' || text[i] == '\n' || text[i] == '\r' ||
+                       text[i] == '\t'))
+        i++;
+    return i;
+}
+
+/* The offset just past the value that starts at text[i]. */
+static size_t skip_value(const char *text, size_t i, size_t end) {
+    if (i >= end)
+        return end;
+    if (text[i] == '"')
+        return skip_string(text, i, end);
+    if (text[i] == '[' || text[i] == '{')
+        return skip_container(text, i, end);
+    while (i < end && text[i] != ',' && text[i] != '}' && text[i] != ']' &&
+           text[i] != ' ' && text[i] != '\n' && text[i] != '\r' &&
+           text[i] != '\t')
+        i++;
+    return i;
+}
+
+osp_error *json_root_members(const char *text, size_t len,
+                             json_member_span **out, size_t *n) {
+    json_member_span *spans = NULL;
+    size_t count = 0, cap = 0;
+    *out = NULL;
+    *n = 0;
+    size_t i = skip_json_ws(text, 0, len);
+    if (i >= len || text[i] != '{')
+        return NULL;
+    i = skip_json_ws(text, i + 1, len);
+    while (i < len && text[i] == '"') {
+        json_member_span m;
+        m.key_start = i + 1;
+        i = skip_string(text, i, len);
+        m.key_end = i - 1;
+        i = skip_json_ws(text, i, len);
+        i = skip_json_ws(text, i + 1, len); /* past ':' */
+        m.value_start = i;
+        i = skip_value(text, i, len);
+        m.value_end = i;
+        if (count == cap) {
+            size_t c = cap ? cap * 2 : 8;
+            json_member_span *p = realloc(spans, c * sizeof *p);
+            if (!p) {
+                free(spans);
+                return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                                     "out of memory parsing JSON");
+            }
+            spans = p;
+            cap = c;
+        }
+        spans[count++] = m;
+        i = skip_json_ws(text, i, len);
+        if (i < len && text[i] == ',')
+            i = skip_json_ws(text, i + 1, len);
+    }
+    *out = spans;
+    *n = count;
+    return NULL;
+}
+
 osp_error *json_parse_body(const char *text, size_t len,
                            struct json_object **out) {
     json_scan_info info = {0};

@@ -98,6 +98,20 @@ osp_error *json_parse(const char *text, size_t len, size_t max_depth,
 osp_error *json_parse_body(const char *text, size_t len,
                            struct json_object **out);
 
+/* One member of a root object: the key's text between its quotes (still
+ * escaped) and the value's text, as offsets into the document. */
+typedef struct json_member_span {
+    size_t key_start, key_end;
+    size_t value_start, value_end;
+} json_member_span;
+
+/* The members of the root object of a document json_scan accepted, in
+ * document order and with repeated keys kept (json-c keeps only one of
+ * them; rapidjson, and so Triton, keeps all). *n is 0 when the root is not
+ * an object. Caller frees *out. */
+osp_error *json_root_members(const char *text, size_t len,
+                             json_member_span **out, size_t *n);
+
 /* Frees a json-c tree without recursion. NULL is a no-op. */
 void json_free(struct json_object *root);
 

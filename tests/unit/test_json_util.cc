@@ -97,4 +97,33 @@ TEST(JsonParse, ShallowDocumentsAreUntouched) {
     json_free(root);
 }
 
+TEST(JsonRootMembers, KeepsOrderRepeatsAndValueTexts) {
+    std::string text =
+        " { \"a\" : [1, \"]\", {\"x\": [2]}] ,\"b\\\"\":\"s,}\", \"a\":-1.5e3 "
+        ",\"n\":null}";
+    json_member_span *m = nullptr;
+    size_t n = 0;
+    ASSERT_EQ(json_root_members(text.c_str(), text.size(), &m, &n), nullptr);
+    ASSERT_EQ(n, 4u);
+    auto key = [&](size_t i) {
+        return text.substr(m[i].key_start, m[i].key_end - m[i].key_start);
+    };
+    auto value = [&](size_t i) {
+        return text.substr(m[i].value_start, m[i].value_end - m[i].value_start);
+    };
+    EXPECT_EQ(key(0), "a");
+    EXPECT_EQ(value(0), "[1, \"]\", {\"x\": [2]}]");
+    EXPECT_EQ(key(1), "b\\\"");
+    EXPECT_EQ(value(1), "\"s,}\"");
+    EXPECT_EQ(key(2), "a");
+    EXPECT_EQ(value(2), "-1.5e3");
+    EXPECT_EQ(key(3), "n");
+    EXPECT_EQ(value(3), "null");
+    free(m);
+
+    ASSERT_EQ(json_root_members("[1]", 3, &m, &n), nullptr);
+    EXPECT_EQ(n, 0u);
+    free(m);
+}
+
 } // namespace
