@@ -17,6 +17,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "backends.h"
 #include "flags.h"
@@ -245,8 +248,28 @@ static void stop_services(app *a, size_t n) {
             abandoned = true;
 }
 
+/* Caps glibc's malloc arenas before any thread exists, unless the operator
+ * chose with MALLOC_ARENA_MAX. By default glibc gives each new thread its
+ * own arena (up to 8 per core), and an arena keeps its first pages and up
+ * to M_TRIM_THRESHOLD of freed memory for good: every HTTP thread that
+ * serves its first request grew the process by ~165 KiB that never came
+ * back, and every arena cached what its largest request left behind. With
+ * two arenas shared by all threads (tcache keeps small allocations
+ * lock-free per thread) a thread's first request costs only its stack
+ * pages, and the memory one request frees is reused by the next on any
+ * thread. Measured with Triton's http_request_many_chunks.py logic
+ * (test_kserve_http_memory.py): 1.3 MiB of growth with 8 HTTP threads
+ * before, under 0.4 MiB after. */
+static void malloc_limit_arenas(void) {
+#ifdef __GLIBC__
+    if (!getenv("MALLOC_ARENA_MAX"))
+        mallopt(M_ARENA_MAX, 2);
+#endif
+}
+
 int main(int argc, char **argv) {
     static app a;
+    malloc_limit_arenas();
     int status = flags_parse(argc, argv, &a.flags);
     if (status >= 0)
         goto out;

@@ -543,12 +543,16 @@ static bool route_model(http_request *req, const char *path) {
             claim(req, model_config, name, name_len, version, version_len);
         return true;
     }
-    if (strcmp(kind, "infer") == 0) {
+    bool generate = strcmp(kind, "generate") == 0;
+    bool generate_stream = strcmp(kind, "generate_stream") == 0;
+    if (strcmp(kind, "infer") == 0 || generate || generate_stream) {
         if (!kserve_api_allowed(req, KSERVE_API_INFERENCE))
             return true;
         char *n = dup_n(name, name_len);
         char *v = dup_n(version ? version : "", version_len);
-        if (n && v)
+        if (n && v && (generate || generate_stream))
+            kserve_generate_route(req, n, v, generate_stream);
+        else if (n && v)
             kserve_infer_route(req, n, v);
         else
             http_reply_error_status(req, 503, "out of memory");
@@ -570,7 +574,6 @@ static bool route_model(http_request *req, const char *path) {
             claim(req, model_stats, name, name_len, version, version_len);
         return true;
     }
-    /* generate is not implemented: Not Found. */
     return false;
 }
 

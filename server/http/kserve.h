@@ -115,6 +115,13 @@ extern const char *const kserve_extensions[];
 void kserve_infer_route(http_request *req, const char *name,
                         const char *version);
 
+/* Starts POST .../generate (streaming false) or .../generate_stream
+ * (streaming true) for model `name` and version string `version` (both
+ * borrowed; version "" when absent), in kserve_generate.c. Claims the
+ * request. */
+void kserve_generate_route(http_request *req, const char *name,
+                           const char *version, bool streaming);
+
 /* GET/POST /v2/trace/setting (model NULL) and
  * /v2/models/{model}/trace/setting (kserve_trace.c). `model` (model_len
  * bytes) is borrowed. Claims the request. */

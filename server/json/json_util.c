@@ -629,19 +629,76 @@ out:
 
 /* ---- json-c parsing ---- */
 
-/* Feeds text to the tokener in pieces json-c's int length can take. */
-static struct json_object *tokener_feed(struct json_tokener *tok, const char *p,
-                                        size_t n) {
-    struct json_object *obj = NULL;
+/* Feeds text to the tokener in pieces json-c's int length can take.
+ * Returns false once the tokener stops wanting more (done or failed). */
+static bool tokener_feed(struct json_tokener *tok, const char *p, size_t n,
+                         struct json_object **obj) {
     while (n > 0) {
         int piece = n > (1u << 30) ? (1 << 30) : (int)n;
-        obj = json_tokener_parse_ex(tok, p, piece);
+        *obj = json_tokener_parse_ex(tok, p, piece);
         if (json_tokener_get_error(tok) != json_tokener_continue)
-            return obj;
+            return false;
         p += piece;
         n -= (size_t)piece;
     }
-    return obj;
+    return true;
+}
+
+/* The offset just past the string that opens at text[i] (a quote). The
+ * text was validated by json_scan, so the closing quote is before `end`. */
+static size_t skip_string(const char *text, size_t i, size_t end) {
+    for (i++; i < end && text[i] != '"'; i++)
+        if (text[i] == '\\')
+            i++;
+    return i + 1;
+}
+
+/* The offset just past the container that opens at text[i]. */
+static size_t skip_container(const char *text, size_t i, size_t end) {
+    size_t depth = 0;
+    while (i < end) {
+        char c = text[i];
+        if (c == '"') {
+            i = skip_string(text, i, end);
+            continue;
+        }
+        if (c == '[' || c == '{')
+            depth++;
+        else if ((c == ']' || c == '}') && --depth == 0)
+            return i + 1;
+        i++;
+    }
+    return end;
+}
+
+/* Feeds text[from..to) (whole values, validated by json_scan) to the
+ * tokener, replacing every container that would open deeper than
+ * JSON_TREE_MAX_DEPTH by an empty one of its kind. *depth is the nesting
+ * at `from` and is updated. Returns what tokener_feed returns. */
+static bool feed_pruned(struct json_tokener *tok, const char *text, size_t from,
+                        size_t to, size_t *depth, struct json_object **obj) {
+    size_t seg = from, i = from;
+    while (i < to) {
+        char c = text[i];
+        if (c == '"') {
+            i = skip_string(text, i, to);
+            continue;
+        }
+        if (c == '[' || c == '{') {
+            if (*depth >= JSON_TREE_MAX_DEPTH) {
+                if (!tokener_feed(tok, text + seg, i - seg, obj) ||
+                    !tokener_feed(tok, c == '[' ? "[]" : "{}", 2, obj))
+                    return false;
+                i = seg = skip_container(text, i, to);
+                continue;
+            }
+            (*depth)++;
+        } else if (c == ']' || c == '}') {
+            (*depth)--;
+        }
+        i++;
+    }
+    return tokener_feed(tok, text + seg, to - seg, obj);
 }
 
 osp_error *json_parse(const char *text, size_t len, size_t max_depth,
@@ -649,23 +706,23 @@ osp_error *json_parse(const char *text, size_t len, size_t max_depth,
                       struct json_object **out) {
     osp_error *err = NULL;
     struct json_object *obj = NULL;
-    struct json_tokener *tok = json_tokener_new_ex((int)max_depth + 2);
+    /* Pruned containers never reach json-c, so its per-level stack is
+     * bounded by JSON_TREE_MAX_DEPTH whatever the body's depth. */
+    size_t tree_depth =
+        max_depth < JSON_TREE_MAX_DEPTH ? max_depth : JSON_TREE_MAX_DEPTH;
+    struct json_tokener *tok = json_tokener_new_ex((int)tree_depth + 2);
     if (!tok)
         return osp_error_new(OSP_ERROR_UNAVAILABLE,
                              "out of memory parsing JSON");
-    size_t pos = 0;
+    size_t pos = 0, depth = 0;
     bool more = true; /* the document is not complete yet */
     for (size_t i = 0; i < n_skip && more; i++) {
-        obj = tokener_feed(tok, text + pos, skip[i].start - pos);
-        more = json_tokener_get_error(tok) == json_tokener_continue;
-        if (more) {
-            obj = tokener_feed(tok, "[]", 2);
-            more = json_tokener_get_error(tok) == json_tokener_continue;
-        }
+        more = feed_pruned(tok, text, pos, skip[i].start, &depth, &obj) &&
+               tokener_feed(tok, "[]", 2, &obj);
         pos = skip[i].end;
     }
-    if (more)
-        obj = tokener_feed(tok, text + pos, len + 1 - pos); /* with the NUL */
+    if (more) /* with the NUL */
+        feed_pruned(tok, text, pos, len + 1, &depth, &obj);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     if (jerr != json_tokener_success || !obj) {
         /* json_scan accepted it, so this is a json-c limit (e.g. an
@@ -683,6 +740,69 @@ osp_error *json_parse(const char *text, size_t len, size_t max_depth,
 out:
     json_tokener_free(tok);
     return err;
+}
+
+static size_t skip_json_ws(const char *text, size_t i, size_t end) {
+    while (i < end && (text[i] == ' ' || text[i] == '\n' || text[i] == '\r' ||
+                       text[i] == '\t'))
+        i++;
+    return i;
+}
+
+/* The offset just past the value that starts at text[i]. */
+static size_t skip_value(const char *text, size_t i, size_t end) {
+    if (i >= end)
+        return end;
+    if (text[i] == '"')
+        return skip_string(text, i, end);
+    if (text[i] == '[' || text[i] == '{')
+        return skip_container(text, i, end);
+    while (i < end && text[i] != ',' && text[i] != '}' && text[i] != ']' &&
+           text[i] != ' ' && text[i] != '\n' && text[i] != '\r' &&
+           text[i] != '\t')
+        i++;
+    return i;
+}
+
+osp_error *json_root_members(const char *text, size_t len,
+                             json_member_span **out, size_t *n) {
+    json_member_span *spans = NULL;
+    size_t count = 0, cap = 0;
+    *out = NULL;
+    *n = 0;
+    size_t i = skip_json_ws(text, 0, len);
+    if (i >= len || text[i] != '{')
+        return NULL;
+    i = skip_json_ws(text, i + 1, len);
+    while (i < len && text[i] == '"') {
+        json_member_span m;
+        m.key_start = i + 1;
+        i = skip_string(text, i, len);
+        m.key_end = i - 1;
+        i = skip_json_ws(text, i, len);
+        i = skip_json_ws(text, i + 1, len); /* past ':' */
+        m.value_start = i;
+        i = skip_value(text, i, len);
+        m.value_end = i;
+        if (count == cap) {
+            size_t c = cap ? cap * 2 : 8;
+            json_member_span *p = realloc(spans, c * sizeof *p);
+            if (!p) {
+                free(spans);
+                return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                                     "out of memory parsing JSON");
+            }
+            spans = p;
+            cap = c;
+        }
+        spans[count++] = m;
+        i = skip_json_ws(text, i, len);
+        if (i < len && text[i] == ',')
+            i = skip_json_ws(text, i + 1, len);
+    }
+    *out = spans;
+    *n = count;
+    return NULL;
 }
 
 osp_error *json_parse_body(const char *text, size_t len,

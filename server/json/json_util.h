@@ -56,6 +56,14 @@ char *jbuf_take(jbuf *b, size_t *len);
  * "JSON nesting depth exceeds maximum allowed limit (<cap>)". */
 #define JSON_MAX_PARSE_DEPTH 1000000
 
+/* Nesting json_parse builds in full. A container nested inside one at this
+ * depth (valid, and accepted as Triton's iterative rapidjson accepts it) is
+ * built as an empty container of its kind: no handler reads below a few levels,
+ * their type survives for the handlers' type checks, and the tree of a body
+ * nested 250 000 levels deep costs a few KiB instead of ~90 MB (json-c spends
+ * ~330 bytes per array plus a tokener stack entry per level). */
+#define JSON_TREE_MAX_DEPTH 64
+
 typedef struct json_span {
     size_t input_index; /* i in inputs[i] */
     size_t start;       /* offset of the value's first character */
@@ -79,7 +87,8 @@ typedef struct json_scan_info {
 osp_error *json_scan(const char *text, size_t len, json_scan_info *info);
 
 /* Parses a document that json_scan accepted into a json-c tree, replacing
- * each span in `skip` (sorted, non-overlapping) by an empty array.
+ * each span in `skip` (sorted, non-overlapping) by an empty array and each
+ * container below JSON_TREE_MAX_DEPTH by an empty container of its kind.
  * `text` must have a NUL at text[len]. Caller frees *out with json_free. */
 osp_error *json_parse(const char *text, size_t len, size_t max_depth,
                       const json_span *skip, size_t n_skip,
@@ -88,6 +97,20 @@ osp_error *json_parse(const char *text, size_t len, size_t max_depth,
 /* json_scan + json_parse for an ordinary request body. */
 osp_error *json_parse_body(const char *text, size_t len,
                            struct json_object **out);
+
+/* One member of a root object: the key's text between its quotes (still
+ * escaped) and the value's text, as offsets into the document. */
+typedef struct json_member_span {
+    size_t key_start, key_end;
+    size_t value_start, value_end;
+} json_member_span;
+
+/* The members of the root object of a document json_scan accepted, in
+ * document order and with repeated keys kept (json-c keeps only one of
+ * them; rapidjson, and so Triton, keeps all). *n is 0 when the root is not
+ * an object. Caller frees *out. */
+osp_error *json_root_members(const char *text, size_t len,
+                             json_member_span **out, size_t *n);
 
 /* Frees a json-c tree without recursion. NULL is a no-op. */
 void json_free(struct json_object *root);

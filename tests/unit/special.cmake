@@ -76,3 +76,9 @@ osprey_add_unit_test(test_kserve_shm
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_kserve_shm.cc)
 target_link_libraries(test_kserve_shm PRIVATE osprey_kserve osprey_json)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_kserve_shm)
+
+# The JSON helpers the frontends share (server/json).
+osprey_add_unit_test(test_json_util
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_json_util.cc)
+target_link_libraries(test_json_util PRIVATE osprey_json)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_json_util)
