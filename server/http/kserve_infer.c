@@ -298,6 +298,7 @@ static osp_error *infer_on_resume(http_request *http) {
     if (r->error) {
         err = r->error;
         r->error = NULL;
+        kserve_decoded_destroy(&ctx->dec); /* shared memory regions too */
         return err;
     }
     kserve_encoded e;
@@ -344,6 +345,10 @@ static osp_error *infer_on_resume(http_request *http) {
 out:
     kserve_encoded_destroy(&e);
     free(parts);
+    /* The request is done with its shared memory regions before the reply
+     * goes out, so a client that unregisters them right after reading it
+     * finds them free. */
+    kserve_decoded_destroy(&ctx->dec);
     return err;
 }
 
