@@ -33,6 +33,7 @@
 #include "json_tensor.h"
 #include "json_util.h"
 #include "kserve.h"
+#include "kserve_codec.h"
 #include "kserve_params.h"
 #include "osprey/infer.h"
 
@@ -342,16 +343,8 @@ static osp_error *convert_request(generate_ctx *ctx) {
         err = oom();
         goto out;
     }
-    struct json_object *id;
-    if (json_find(root, "id", &id)) {
-        const char *s;
-        if ((err = json_as_string(id, &s, NULL))) {
-            err = osp_error_wrap(err, "Unable to parse 'id'");
-            goto out;
-        }
-        if ((err = osp_infer_request_set_id(ctx->request, s)))
-            goto out;
-    }
+    if ((err = kserve_request_id_from_json(ctx->request, root)))
+        goto out;
     if (!json_object_is_type(root, json_type_object)) {
         err = osp_error_new(OSP_ERROR_INTERNAL,
                             "attempt to access JSON non-object as object");

@@ -510,16 +510,8 @@ void kserve_decode_header(kserve_decoded *d, osp_server *core,
         err = oom();
         goto out;
     }
-    struct json_object *id;
-    if (json_find(root, "id", &id)) {
-        const char *s;
-        if ((err = json_as_string(id, &s, NULL))) {
-            err = osp_error_wrap(err, "Unable to parse 'id'");
-            goto out;
-        }
-        if ((err = osp_infer_request_set_id(d->request, s)))
-            goto out;
-    }
+    if ((err = kserve_request_id_from_json(d->request, root)))
+        goto out;
     struct json_object *params;
     if (json_find(root, "parameters", &params) &&
         (err = parse_request_parameters(dec, params)))
@@ -563,6 +555,18 @@ out:
     }
     json_free(root);
     free(info.spans);
+}
+
+osp_error *kserve_request_id_from_json(osp_infer_request *req,
+                                       struct json_object *root) {
+    struct json_object *id;
+    if (!json_find(root, "id", &id))
+        return NULL;
+    const char *s;
+    osp_error *err = json_as_string(id, &s, NULL);
+    if (err)
+        return osp_error_wrap(err, "Unable to parse 'id'");
+    return osp_infer_request_set_id(req, s);
 }
 
 void kserve_decoded_init(kserve_decoded *d) {

@@ -109,6 +109,13 @@ typedef struct kserve_decoded {
     bool error_after_inputs;
 } kserve_decoded;
 
+/* Sets req's id from the "id" member of a request body's JSON root
+ * (borrowed), if any; Triton's "Unable to parse 'id'" when it is not a
+ * string. */
+struct json_object;
+osp_error *kserve_request_id_from_json(osp_infer_request *req,
+                                       struct json_object *root);
+
 void kserve_decoded_init(kserve_decoded *d);
 void kserve_decoded_destroy(kserve_decoded *d);
 
