@@ -7,22 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int hex_value(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include "json_util.h"
 
 size_t http_percent_decode(char *s, size_t len, bool plus_as_space) {
     size_t w = 0;
     for (size_t r = 0; r < len; r++) {
         char c = s[r];
         if (c == '%' && r + 2 < len) {
-            int hi = hex_value(s[r + 1]), lo = hex_value(s[r + 2]);
+            int hi = json_hex_value(s[r + 1]), lo = json_hex_value(s[r + 2]);
             if (hi >= 0 && lo >= 0) {
                 s[w++] = (char)(hi * 16 + lo);
                 r += 2;

@@ -449,21 +449,7 @@ static osp_error *write_response(jbuf *b, const osp_infer_response *r) {
         } else if (f->kind == FIELD_OUTPUT) {
             err = write_output(b, &r->outputs[f->index]);
         } else {
-            const osp_parameter *p = &r->parameters[f->index];
-            switch (p->type) {
-            case OSP_PARAM_STRING:
-                jbuf_json_cstr(b, p->value.s);
-                break;
-            case OSP_PARAM_INT:
-                jbuf_json_int(b, p->value.i);
-                break;
-            case OSP_PARAM_BOOL:
-                jbuf_json_bool(b, p->value.b);
-                break;
-            case OSP_PARAM_DOUBLE:
-                jbuf_json_double(b, p->value.d);
-                break;
-            }
+            kserve_write_parameter_value(b, &r->parameters[f->index]);
         }
     }
     jbuf_putc(b, '}');

@@ -250,7 +250,7 @@ static char peek(const scanner *s) {
     return s->pos < s->len ? s->text[s->pos] : '\0';
 }
 
-static int hex_value(char c) {
+int json_hex_value(char c) {
     if (c >= '0' && c <= '9')
         return c - '0';
     if (c >= 'a' && c <= 'f')
@@ -266,7 +266,7 @@ static long hex4(const scanner *s, size_t p) {
         return -1;
     long v = 0;
     for (int i = 0; i < 4; i++) {
-        int h = hex_value(s->text[p + i]);
+        int h = json_hex_value(s->text[p + i]);
         if (h < 0)
             return -1;
         v = v * 16 + h;

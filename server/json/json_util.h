@@ -50,6 +50,10 @@ void jbuf_json_bool(jbuf *b, bool v);
  * NULL if the buffer hit OOM (the buffer is then freed). */
 char *jbuf_take(jbuf *b, size_t *len);
 
+/* The value of a hexadecimal digit (either case), or -1: for \u escapes
+ * here and %XX escapes in URLs. */
+int json_hex_value(char c);
+
 /* ---- validation and parsing ---- */
 
 /* Hard cap on nesting the parser accepts at all; deeper bodies get 400

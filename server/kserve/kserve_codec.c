@@ -753,6 +753,23 @@ static osp_error *write_shm_output(const osp_infer_output *o,
     return NULL;
 }
 
+void kserve_write_parameter_value(struct jbuf *b, const osp_parameter *p) {
+    switch (p->type) {
+    case OSP_PARAM_STRING:
+        jbuf_json_cstr(b, p->value.s ? p->value.s : "");
+        break;
+    case OSP_PARAM_INT:
+        jbuf_json_int(b, p->value.i);
+        break;
+    case OSP_PARAM_BOOL:
+        jbuf_json_bool(b, p->value.b);
+        break;
+    case OSP_PARAM_DOUBLE:
+        jbuf_json_double(b, p->value.d);
+        break;
+    }
+}
+
 static void write_response_parameters(jbuf *b, const osp_infer_response *r) {
     jbuf_puts(b, ",\"parameters\":{");
     for (size_t i = 0; i < r->n_parameters; i++) {
@@ -761,20 +778,7 @@ static void write_response_parameters(jbuf *b, const osp_infer_response *r) {
             jbuf_putc(b, ',');
         jbuf_json_cstr(b, p->key);
         jbuf_putc(b, ':');
-        switch (p->type) {
-        case OSP_PARAM_STRING:
-            jbuf_json_cstr(b, p->value.s ? p->value.s : "");
-            break;
-        case OSP_PARAM_INT:
-            jbuf_json_int(b, p->value.i);
-            break;
-        case OSP_PARAM_BOOL:
-            jbuf_json_bool(b, p->value.b);
-            break;
-        case OSP_PARAM_DOUBLE:
-            jbuf_json_double(b, p->value.d);
-            break;
-        }
+        kserve_write_parameter_value(b, p);
     }
     jbuf_putc(b, '}');
 }
