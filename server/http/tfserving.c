@@ -283,14 +283,22 @@ osp_error *tfserving_servable(osp_server *server, const tfserving_target *t,
     int64_t version = t->has_version ? t->version : -1;
     if (t->label) {
         /* Labels are part of the model's config: read them from the
-         * latest version. */
-        osp_model *latest = NULL;
-        if (osp_server_model_get(server, t->name, -1, &latest))
+         * latest version, which is usually the one the label names. */
+        osp_error *lookup = osp_server_model_get(server, t->name, -1, &m);
+        if (lookup) {
+            osp_error_free(lookup);
             goto not_found;
-        err = tfs_model_view_new(osp_model_get_config(latest), &v);
+        }
+        err = tfs_model_view_new(osp_model_get_config(m), &v);
         bool known = !err && tfs_model_view_label(v, t->label, &version);
-        osp_model_unref(latest);
+        if (known && version == osp_model_get_version(m)) {
+            *model = m;
+            *view = v;
+            return NULL;
+        }
+        osp_model_unref(m);
         tfs_model_view_free(v);
+        m = NULL;
         v = NULL;
         if (err)
             return err;
