@@ -477,9 +477,21 @@ static void reply_preflight(http_request *req) {
         add_cors_headers(req);
 }
 
+/* libevent's page for a path TF Serving's REST dispatcher does not take
+ * (§1.1): here only "/v1" itself, as every other path of the shared port
+ * belongs to another surface or gets the transport's 404. */
+static const char not_found_page[] = "<HTML><HEAD>\n<TITLE>404 Not "
+                                     "Found</TITLE>\n</HEAD><BODY>\n<H1>Not "
+                                     "Found</H1>\n</BODY></HTML>\n";
+
 bool tfserving_route(http_request *req, void *surface_ctx) {
     (void)surface_ctx;
     const char *path = http_request_path(req);
+    if (strcasecmp(path, "/v1") == 0) {
+        char *body = strdup(not_found_page);
+        http_reply(req, 404, "text/html", body, body ? strlen(body) : 0);
+        return true;
+    }
     if (strncasecmp(path, "/v1/", 4) != 0)
         return false;
     if (strcmp(http_request_method_name(req), "OPTIONS") == 0) {

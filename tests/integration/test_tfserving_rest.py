@@ -1213,3 +1213,13 @@ def test_status_after_unload_is_end_with_ok(start_server, tmp_path):
     assert json.loads(r.body) == {"model_version_status": [{
         "version": "123", "state": "END",
         "status": {"error_code": "OK", "error_message": ""}}]}
+
+
+def test_bare_v1_gets_tf_servings_html_404(srv):
+    """Outside /v1/ TF Serving's server answers libevent's HTML page; on the
+    shared port that is /v1 itself (/v2 belongs to KServe)."""
+    for path in ("/v1", "/V1"):
+        r = get(srv, path)
+        assert r.status == 404, r
+        assert r.body == (b"<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n"
+                          b"<H1>Not Found</H1>\n</BODY></HTML>\n")
