@@ -56,6 +56,9 @@ osp_error *osp_error_new_reason(osp_error_code code, osp_error_reason reason,
 osp_error *osp_error_wrap(osp_error *inner, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* UNAVAILABLE "out of memory": the one error for a failed allocation. */
+osp_error *osp_error_out_of_memory(void);
+
 void osp_error_free(osp_error *err);
 
 osp_error_code osp_error_get_code(const osp_error *err);

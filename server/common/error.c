@@ -42,6 +42,10 @@ static osp_error *error_new_va(osp_error_code code, osp_error_reason reason,
     return err;
 }
 
+osp_error *osp_error_out_of_memory(void) {
+    return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+}
+
 osp_error *osp_error_new(osp_error_code code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
