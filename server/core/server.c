@@ -382,6 +382,9 @@ static osp_error *load_versions(osp_server *server, const char *name,
         const osp_backend *backend = NULL;
         if (!verr)
             verr = find_backend(server, vcfg, &backend);
+        if (!verr && server->auto_complete && backend->auto_complete &&
+            (vcfg->n_inputs == 0 || vcfg->n_outputs == 0))
+            verr = backend->auto_complete(vcfg, vpath);
         if (!verr)
             verr = model_load(vcfg, backend, versions[i], vpath,
                               server->strict_gpu, &slot->model);
