@@ -43,7 +43,8 @@ leakcheck: deps venv
 	  tests/integration/test_kserve_http_tritonclient.py tests/integration/test_kserve_http_protocol.py \
 	  tests/integration/test_kserve_http_fake_gpu.py tests/integration/test_kserve_http_load_override.py \
 	  tests/integration/test_kserve_http_classification.py tests/integration/test_kserve_http_logging.py \
-	  tests/integration/test_tfserving_rest.py tests/integration/test_kserve_http_shm.py
+	  tests/integration/test_tfserving_rest.py tests/integration/test_kserve_http_shm.py \
+	  tests/integration/test_kserve_http_cuda_shm.py
 
 # The libFuzzer targets of tests/fuzz, built with clang (make test only
 # replays their corpora); run a campaign as tests/fuzz/README.md shows.

@@ -21,7 +21,7 @@ typedef struct osprey_flags {
     bool exit_on_error;    /* exit at start when a model fails to load */
     bool strict_readiness; /* ready = live and every model ready */
     long long exit_timeout_secs;
-    long long model_load_thread_count; /* accepted; loads are sequential */
+    long long model_load_thread_count; /* models loaded at once */
     long long http_port;
     const char *http_address;
     long long http_thread_count;

@@ -25,7 +25,9 @@ if(OSPREY_HAVE_CUDA)
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_device_conformance.cc
     $<TARGET_OBJECTS:osprey_cuda_fake>)
   target_compile_definitions(test_device_conformance_fakecuda PRIVATE
-    OSPREY_TEST_CUDA_ONLY=1)
+    OSPREY_TEST_CUDA_ONLY=1 OSPREY_TEST_FAKE_CUDA=1)
+  target_include_directories(test_device_conformance_fakecuda PRIVATE
+    ${CUDAToolkit_INCLUDE_DIRS})
   target_link_options(test_device_conformance_fakecuda PRIVATE -Wl,--as-needed)
 endif()
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_device_conformance_fakecuda)
@@ -82,3 +84,12 @@ osprey_add_unit_test(test_json_util
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_json_util.cc)
 target_link_libraries(test_json_util PRIVATE osprey_json)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_json_util)
+
+# CUDA IPC between two processes on a real GPU (label gpu; SKIPPED without
+# one): the path of Triton's CUDA shared memory through the CUDA device.
+osprey_add_unit_test(test_cuda_ipc
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_ipc.cc LABELS gpu)
+if(OSPREY_HAVE_CUDA)
+  target_link_libraries(test_cuda_ipc PRIVATE osprey_cuda)
+endif()
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_cuda_ipc)
