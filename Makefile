@@ -14,7 +14,9 @@ CMAKE_ARGS += -DOSPREY_WERROR=ON
 endif
 
 DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev \
-               zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip
+               zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip \
+               protobuf-c-compiler libprotobuf-c-dev libwslay-dev libhiredis-dev \
+               redis-server
 
 .PHONY: run test deps venv build leakcheck fuzz clean format
 

@@ -82,3 +82,11 @@ osprey_add_unit_test(test_json_util
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_json_util.cc)
 target_link_libraries(test_json_util PRIVATE osprey_json)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_json_util)
+
+# The queue surface's codecs without a server (server/http): query values,
+# the WebSocket handshake key and session, and the protobuf replies.
+osprey_add_unit_test(test_queue_codecs
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_queue_codecs.cc)
+target_link_libraries(test_queue_codecs PRIVATE osprey_http osprey_json
+  osprey_proto_queue)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_queue_codecs)
