@@ -12,9 +12,7 @@
 #include "queue_store_impl.h"
 
 /* Bytes a string takes in an item block, terminator included. */
-static size_t string_bytes(const char *s) {
-    return strlen(s) + 1;
-}
+static size_t string_bytes(const char *s) { return strlen(s) + 1; }
 
 static char *copy_into(char **cursor, const char *s) {
     size_t n = string_bytes(s);
@@ -83,9 +81,7 @@ osp_queue_item *queue_item_clone(const osp_queue_item *item) {
                           item->put_unix_ns);
 }
 
-void osp_queue_item_free(osp_queue_item *item) {
-    free(item);
-}
+void osp_queue_item_free(osp_queue_item *item) { free(item); }
 
 void osp_queue_items_free(osp_queue_item **items, size_t n) {
     if (items == NULL)
@@ -131,8 +127,8 @@ void queue_request_id_new(char out[37]) {
     snprintf(out, 37,
              "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
              "%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
-             b[11], b[12], b[13], b[14], b[15]);
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+             b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
 bool queue_attributes_add(osp_queue_attribute **attrs, size_t *n,

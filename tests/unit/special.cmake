@@ -89,7 +89,8 @@ list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_json_util)
 foreach(queue_test test_queue_conformance test_queue_embedded)
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${queue_test}.cc)
     osprey_add_unit_test(${queue_test}
-      SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/${queue_test}.cc)
+      SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/${queue_test}.cc
+      TEST_PREFIX queue.)
     target_link_libraries(${queue_test} PRIVATE osprey_queue)
   endif()
 endforeach()
