@@ -41,6 +41,8 @@
 typedef struct queue_watch {
     queue_api *api;
     struct queue_watch *prev, *next; /* in api->watches */
+    osp_queue *queue;
+    char id[2 * QUEUE_MAX_ID_BYTES + 2]; /* "<gid>.<uid>" */
     bool index_only;
 
     pthread_mutex_t mu; /* the fields below */
@@ -217,6 +219,34 @@ static osp_error *watch_args(http_request *req, osp_queue_consumer_args *a,
     return NULL;
 }
 
+/* A client that reconnects with the same gid.uid (the SDK's Watcher does
+ * after any error) takes over from its previous watch, whose socket may
+ * not have reported the drop yet: that consumer closes first, so the new
+ * one gets its uncommitted items again. */
+static void take_over(queue_api *api, queue_watch *self) {
+    osp_queue_consumer *old[16];
+    size_t n = 0;
+    pthread_mutex_lock(&api->mu);
+    for (queue_watch *w = api->watches; w && n < 16; w = w->next) {
+        if (w == self || w->queue != self->queue ||
+            strcmp(w->id, self->id) != 0)
+            continue;
+        pthread_mutex_lock(&w->mu);
+        http_upgraded *conn = w->conn;
+        if (w->consumer)
+            old[n++] = w->consumer;
+        w->consumer = NULL;
+        w->ended = true;
+        pthread_mutex_unlock(&w->mu);
+        /* on_close waits for api->mu before conn is freed */
+        if (conn)
+            http_upgraded_close(conn);
+    }
+    pthread_mutex_unlock(&api->mu);
+    for (size_t i = 0; i < n; i++)
+        osp_queue_consumer_close(old[i]);
+}
+
 void queue_watch_start(http_request *req, queue_api *api, osp_queue *queue) {
     char accept[WS_ACCEPT_KEY_SIZE];
     const char *version = http_request_header(req, "Sec-WebSocket-Version");
@@ -250,6 +280,8 @@ void queue_watch_start(http_request *req, queue_api *api, osp_queue *queue) {
         return;
     }
     w->api = api;
+    w->queue = queue;
+    snprintf(w->id, sizeof w->id, "%s.%s", args.gid, args.uid);
     w->index_only = index_only;
     pthread_mutex_init(&w->mu, NULL);
     jbuf_init(&w->early);
@@ -276,6 +308,7 @@ void queue_watch_start(http_request *req, queue_api *api, osp_queue *queue) {
                                                     "down"));
         return;
     }
+    take_over(api, w);
     args.deliver = watch_deliver;
     args.ctx = w;
     /* Deliveries may start inside this call; they wait in `early`. */
