@@ -57,7 +57,7 @@ typedef struct job {
     size_t sink_len;
     osp_queue_tag tags[3];
     size_t n_tags;
-    char status[8];
+    char status[12];
     char header_len[24];
     struct job *next; /* in w->retry */
 } job;
@@ -185,10 +185,10 @@ static unsigned error_status(osp_error_code code) {
     }
 }
 
-/* The item ran and failed with err (freed): one error item in the sink.
- * Not when the server is shutting down: the item then stays uncommitted
- * and runs after a restart. */
-static void job_fail(job *j, osp_error *err) {
+/* The item ran and failed with err (freed): one error item in the sink,
+ * tagged with `status` (0: the error's). Not when the server is shutting
+ * down: the item then stays uncommitted and runs after a restart. */
+static void job_fail_status(job *j, osp_error *err, unsigned status) {
     queue_worker *w = j->w;
     if (osp_error_get_reason(err) == OSP_REASON_SHUTTING_DOWN) {
         osp_error_free(err);
@@ -200,7 +200,8 @@ static void job_fail(job *j, osp_error *err) {
     jbuf_puts(&b, "{\"error\":");
     jbuf_json_cstr(&b, osp_error_message(err));
     jbuf_putc(&b, '}');
-    set_tags(j, error_status(osp_error_get_code(err)), false, 0);
+    set_tags(j, status ? status : error_status(osp_error_get_code(err)),
+             false, 0);
     osp_error_free(err);
     j->sink_data = jbuf_take(&b, &j->sink_len);
     pthread_mutex_lock(&w->mu);
@@ -213,6 +214,8 @@ static void job_fail(job *j, osp_error *err) {
     }
     sink_put(j);
 }
+
+static void job_fail(job *j, osp_error *err) { job_fail_status(j, err, 0); }
 
 /* The response as the HTTP body would carry it. */
 static osp_error *job_encode(job *j, osp_infer_response *r) {
@@ -328,8 +331,10 @@ static void deliver(void *ctx, osp_queue_item *item) {
         err = kserve_decode_request_body(
             w->core, w->model, -1, item->data, item->size,
             header_length(item), w->max_input, &req, &j->outputs);
-    if (err) {
-        job_fail(j, err);
+    if (err) { /* the item is not a request the model can run: 400 (the
+                  JSON parser's errors are INTERNAL, as Triton's) */
+        bool oom = osp_error_get_code(err) == OSP_ERROR_UNAVAILABLE;
+        job_fail_status(j, err, oom ? 0 : 400);
         return;
     }
     j->has_outputs = true;
