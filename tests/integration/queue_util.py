@@ -162,13 +162,13 @@ class RawQueue:
     def length(self):
         return int(self.attributes()["stream.length"])
 
-    def delete(self, indexes):
+    def delete(self, indexes, **kw):
         return self.s.delete(self.base, params={
-            "_indexes_": ",".join(str(i) for i in indexes)})
+            "_indexes_": ",".join(str(i) for i in indexes)}, **kw)
 
-    def commit(self, indexes):
+    def commit(self, indexes, **kw):
         return self.s.put(self.base, params={
-            "_indexes_": ",".join(str(i) for i in indexes)}, data=b"")
+            "_indexes_": ",".join(str(i) for i in indexes)}, data=b"", **kw)
 
     def truncate(self, before):
         return self.s.delete(self.base, params={"_index_": before,
