@@ -7,6 +7,14 @@
 #include "queue_log.h"
 #include "queue_store_impl.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The log of an embedded store (stats, compaction hooks); NULL for a store
  * of another kind. Borrowed; valid until osp_queue_store_free. */
 queue_log *queue_embedded_log(osp_queue_store *store);
+
+#ifdef __cplusplus
+}
+#endif

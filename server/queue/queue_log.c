@@ -618,7 +618,6 @@ static osp_error *writer_compact(queue_log *log) {
     }
     for (size_t q = 0; q < log->mirror.n_queues && !out.oom; q++) {
         mirror_queue *mq = &log->mirror.queues[q];
-        log_batch_state(&out, mq->name, mq->next_index, mq->ended);
         for (size_t i = 0; i < mq->n_puts && !out.oom; i++) {
             mirror_put *put = &mq->puts[i];
             if (put->bytes == 0)
@@ -641,6 +640,9 @@ static osp_error *writer_compact(queue_log *log) {
                 out.len = 0;
             }
         }
+        /* After its items: replay takes a PUT below the high-water mark
+         * for one out of order. */
+        log_batch_state(&out, mq->name, mq->next_index, mq->ended);
     }
     if (out.oom || out.too_large) {
         err = osp_error_out_of_memory();

@@ -32,6 +32,10 @@
 
 #include "queue_store_impl.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct queue_log queue_log;
 
 /* Record bytes being built for one append. oom or too_large: a record
@@ -116,3 +120,7 @@ void queue_log_get_stats(queue_log *log, queue_log_stats *out);
 void queue_log_set_compact_min_bytes(queue_log *log, uint64_t min_bytes);
 /* Compacts now (waits for it). */
 osp_error *queue_log_compact(queue_log *log);
+
+#ifdef __cplusplus
+}
+#endif
