@@ -93,3 +93,24 @@ if(OSPREY_HAVE_CUDA)
   target_link_libraries(test_cuda_ipc PRIVATE osprey_cuda)
 endif()
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_cuda_ipc)
+
+# The queue surface's codecs without a server (server/http): query values,
+# the WebSocket handshake key and session, and the protobuf replies.
+osprey_add_unit_test(test_queue_codecs
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_queue_codecs.cc)
+target_link_libraries(test_queue_codecs PRIVATE osprey_http osprey_json
+  osprey_proto_queue)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_queue_codecs)
+
+# The queue stores (server/queue): the contract every store passes
+# (test_queue_conformance, one instance per store) and the embedded store's
+# own crash-safety tests.
+foreach(queue_test test_queue_conformance test_queue_embedded)
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${queue_test}.cc)
+    osprey_add_unit_test(${queue_test}
+      SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/${queue_test}.cc
+      TEST_PREFIX queue.)
+    target_link_libraries(${queue_test} PRIVATE osprey_queue)
+  endif()
+endforeach()
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_queue_conformance test_queue_embedded)
