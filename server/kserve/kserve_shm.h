@@ -3,7 +3,8 @@
  * of named regions of POSIX shared memory objects that clients created,
  * mapped into the server so tensors can be read from and written to them
  * instead of travelling in request and response bodies. Used by the HTTP
- * surface (/v2/systemsharedmemory and the infer codec) and meant for gRPC.
+ * surface (/v2/systemsharedmemory and the infer codec) and the gRPC one
+ * (server/grpc).
  *
  * Thread-safe. A region that an in-flight request uses stays mapped and
  * registered until that request releases it; unregistering it meanwhile
@@ -58,6 +59,22 @@ osp_error *kserve_shm_unregister_all(kserve_shm_registry *reg);
  * "Unable to find system shared memory region: '<name>'"). */
 osp_error *kserve_shm_status(kserve_shm_registry *reg, const char *name,
                              struct jbuf *out);
+
+/* A registered region as its status reports it (strings owned). */
+typedef struct kserve_shm_region_info {
+    char *name;
+    char *key;
+    uint64_t offset;
+    uint64_t byte_size;
+} kserve_shm_region_info;
+
+/* Copies out the status of every region in name order (name NULL or "")
+ * or of region `name` (borrowed; NOT_FOUND "Unable to find system shared
+ * memory region: '<name>'"). Caller frees *infos with
+ * kserve_shm_info_free. */
+osp_error *kserve_shm_list(kserve_shm_registry *reg, const char *name,
+                           kserve_shm_region_info **infos, size_t *n);
+void kserve_shm_info_free(kserve_shm_region_info *infos, size_t n);
 
 /* Takes a use of region `name` (borrowed) for byte_size bytes at `offset`
  * into it and sets *addr to them, with Triton's checks: NOT_FOUND "Unable

@@ -1,0 +1,31 @@
+/*
+ * Server metadata shared by the KServe surfaces (see kserve_metadata.h).
+ */
+#include "kserve_metadata.h"
+
+#include <string.h>
+
+#ifndef OSPREY_VERSION
+#define OSPREY_VERSION "0.0.0"
+#endif
+
+const char *const kserve_extensions[] = {
+    "classification",
+    "model_repository",
+    "model_repository(unload_dependents)", /* accepted; no ensembles */
+    "schedule_policy", /* request priority and timeout parameters */
+    "model_configuration",
+    "system_shared_memory", /* with --allow-client-shm */
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+    "trace",
+    "logging",
+    NULL,
+};
+
+bool kserve_extension_reported(const char *name, bool shm) {
+    return shm || strcmp(name, "system_shared_memory") != 0;
+}
+
+const char *kserve_server_version(void) { return OSPREY_VERSION; }
