@@ -641,7 +641,12 @@ osp_error *kgrpc_server_start(const kgrpc_options *opts, kgrpc_server **out) {
     s->opts.address = NULL; /* borrowed only during start */
     s->opts.server_cert = s->opts.server_key = s->opts.root_cert = NULL;
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->idle, NULL);
+    /* Drain deadlines are CLOCK_MONOTONIC, like every Osprey clock. */
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->idle, &attr);
+    pthread_condattr_destroy(&attr);
     s->accepting = true;
     s->n_slots = N_METHODS + 1;
     s->registered = calloc(N_METHODS, sizeof *s->registered);
