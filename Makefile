@@ -14,7 +14,8 @@ CMAKE_ARGS += -DOSPREY_WERROR=ON
 endif
 
 DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev \
-               zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip
+               zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip \
+               libgrpc-dev libprotobuf-c-dev protobuf-c-compiler openssl
 
 .PHONY: run test deps venv build leakcheck fuzz clean format
 
@@ -43,13 +44,14 @@ leakcheck: deps venv
 	  tests/integration/test_kserve_http_tritonclient.py tests/integration/test_kserve_http_protocol.py \
 	  tests/integration/test_kserve_http_fake_gpu.py tests/integration/test_kserve_http_load_override.py \
 	  tests/integration/test_kserve_http_classification.py tests/integration/test_kserve_http_logging.py \
-	  tests/integration/test_tfserving_rest.py tests/integration/test_kserve_http_shm.py
+	  tests/integration/test_tfserving_rest.py tests/integration/test_kserve_http_shm.py \
+	  tests/integration/test_kserve_grpc_protocol.py
 
 # The libFuzzer targets of tests/fuzz, built with clang (make test only
 # replays their corpora); run a campaign as tests/fuzz/README.md shows.
 FUZZ_TARGETS = fuzz_model_config fuzz_safetensors fuzz_json_body \
                fuzz_json_tensor fuzz_http_compress fuzz_config_json \
-               fuzz_tfs_request
+               fuzz_tfs_request fuzz_grpc_request
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DOSPREY_CUDA=OFF \
 	  -DOSPREY_FUZZ=ON $(CMAKE_ARGS)

@@ -82,3 +82,10 @@ osprey_add_unit_test(test_json_util
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_json_util.cc)
 target_link_libraries(test_json_util PRIVATE osprey_json)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_json_util)
+
+# The gRPC inference codec (server/grpc, no gRPC transport): protobuf-c
+# messages to requests and responses back to messages.
+osprey_add_unit_test(test_grpc_convert
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_grpc_convert.cc)
+target_link_libraries(test_grpc_convert PRIVATE osprey_grpc_codec osprey_kserve)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_grpc_convert)
