@@ -16,7 +16,7 @@ endif
 DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev \
                zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip \
                protobuf-c-compiler libprotobuf-c-dev libwslay-dev libhiredis-dev \
-               redis-server
+               redis-server libgrpc-dev openssl
 
 .PHONY: run test deps venv build leakcheck fuzz clean format
 
@@ -48,13 +48,14 @@ leakcheck: deps venv
 	  tests/integration/test_kserve_http_classification.py tests/integration/test_kserve_http_logging.py \
 	  tests/integration/test_tfserving_rest.py tests/integration/test_kserve_http_shm.py \
 	  tests/integration/test_kserve_http_cuda_shm.py \
-	  tests/integration/test_queue_http.py tests/integration/test_queue_models.py
+	  tests/integration/test_queue_http.py tests/integration/test_queue_models.py \
+	  tests/integration/test_kserve_grpc_protocol.py
 
 # The libFuzzer targets of tests/fuzz, built with clang (make test only
 # replays their corpora); run a campaign as tests/fuzz/README.md shows.
 FUZZ_TARGETS = fuzz_model_config fuzz_safetensors fuzz_json_body \
                fuzz_json_tensor fuzz_http_compress fuzz_config_json \
-               fuzz_tfs_request fuzz_queue_input
+               fuzz_tfs_request fuzz_queue_input fuzz_grpc_request
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DOSPREY_CUDA=OFF \
 	  -DOSPREY_FUZZ=ON $(CMAKE_ARGS)

@@ -181,11 +181,37 @@ static bool apply_cuda_pool(osprey_flags *f, const char *value) {
 }
 
 static bool apply_restricted_api(osprey_flags *f, const char *value) {
-    osp_error *err = kserve_restriction_add(f->restricted_apis, value);
+    osp_error *err = kserve_restriction_add(
+        f->restricted_apis, &kserve_http_restriction_flag, value);
     if (!err)
         return true;
     fprintf(stderr, "Error: %s\n", osp_error_message(err));
     osp_error_free(err);
+    return false;
+}
+
+static bool apply_grpc_restricted_protocol(osprey_flags *f,
+                                           const char *value) {
+    osp_error *err = kserve_restriction_add(
+        f->grpc_restricted, &kserve_grpc_restriction_flag, value);
+    if (!err)
+        return true;
+    fprintf(stderr, "Error: %s\n", osp_error_message(err));
+    osp_error_free(err);
+    return false;
+}
+
+/* none, low, medium or high, any case (kgrpc_compression's order). */
+static bool apply_grpc_compression(osprey_flags *f, const char *value) {
+    static const char *const levels[] = {"none", "low", "medium", "high"};
+    for (int i = 0; i < 4; i++)
+        if (strcasecmp(value, levels[i]) == 0) {
+            f->grpc_infer_compression = i;
+            return true;
+        }
+    fprintf(stderr,
+            "Error: invalid argument for "
+            "--grpc_infer_response_compression_level\n");
     return false;
 }
 
@@ -284,27 +310,9 @@ static const ignored_flag ignored_flags[] = {
     {"reuse-http-port", NULL},
     {"http-header-forward-pattern",
      "headers are not forwarded as request parameters"},
-    {"allow-grpc", "Osprey serves no gRPC"},
-    {"grpc-port", NULL},
-    {"reuse-grpc-port", NULL},
-    {"grpc-address", NULL},
-    {"grpc-header-forward-pattern", NULL},
-    {"grpc-infer-allocation-pool-size", NULL},
-    {"grpc-use-ssl", NULL},
-    {"grpc-use-ssl-mutual", NULL},
-    {"grpc-server-cert", NULL},
-    {"grpc-server-key", NULL},
-    {"grpc-root-cert", NULL},
-    {"grpc-infer-response-compression-level", NULL},
-    {"grpc-keepalive-time", NULL},
-    {"grpc-keepalive-timeout", NULL},
-    {"grpc-keepalive-permit-without-calls", NULL},
-    {"grpc-http2-max-pings-without-data", NULL},
-    {"grpc-http2-min-recv-ping-interval-without-data", NULL},
-    {"grpc-http2-max-ping-strikes", NULL},
-    {"grpc-max-connection-age", NULL},
-    {"grpc-max-connection-age-grace", NULL},
-    {"grpc-restricted-protocol", NULL},
+    {"grpc-header-forward-pattern",
+     "metadata is not forwarded as request parameters"},
+    {"grpc-max-response-pool-size", "responses are not pooled"},
     {"allow-sagemaker", NULL},
     {"sagemaker-port", NULL},
     {"sagemaker-safe-port-range", NULL},
@@ -428,6 +436,162 @@ static const flag_def flag_table[] = {
      .help = "requests to these APIs (health, metadata, inference,\n"
              "shared-memory, model-config, model-repository, statistics,\n"
              "trace, logging) need HEADER: VALUE; repeatable"},
+    {.name = "allow-grpc",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(allow_grpc),
+     .default_value = "true",
+     .help = "serve KServe v2 gRPC (inference.GRPCInferenceService)"},
+    {.name = "grpc-port",
+     .arg = "PORT",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_port),
+     .min = 0,
+     .max = 65535,
+     .default_value = "8001",
+     .help = "gRPC port, 0 = any free port (printed at start)"},
+    {.name = "grpc-address",
+     .arg = "ADDR",
+     .kind = FLAG_STRING,
+     .offset = FIELD(grpc_address),
+     .default_value = "0.0.0.0",
+     .help = "gRPC bind address"},
+    {.name = "reuse-grpc-port",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(reuse_grpc_port),
+     .default_value = "false",
+     .help = "let several servers listen on the gRPC port (SO_REUSEPORT)"},
+    {.name = "grpc-infer-thread-count",
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_infer_thread_count),
+     .min = 2,
+     .max = 128,
+     .default_value = "2",
+     .help = "threads serving the gRPC completion queue"},
+    {.name = "grpc-infer-allocation-pool-size",
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_infer_allocation_pool_size),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "8",
+     .help = "idle ModelInfer call states kept for reuse"},
+    {.name = "grpc-use-ssl",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(grpc_use_ssl),
+     .default_value = "false",
+     .help = "TLS on the gRPC port (--grpc-server-cert, --grpc-server-key)"},
+    {.name = "grpc-use-ssl-mutual",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(grpc_use_ssl_mutual),
+     .default_value = "false",
+     .help = "TLS with client certificates signed by --grpc-root-cert\n"
+             "(implies --grpc-use-ssl)"},
+    {.name = "grpc-server-cert",
+     .arg = "PEM",
+     .kind = FLAG_STRING,
+     .offset = FIELD(grpc_server_cert),
+     .help = "file holding the PEM server certificate"},
+    {.name = "grpc-server-key",
+     .arg = "PEM",
+     .kind = FLAG_STRING,
+     .offset = FIELD(grpc_server_key),
+     .help = "file holding the PEM server key"},
+    {.name = "grpc-root-cert",
+     .arg = "PEM",
+     .kind = FLAG_STRING,
+     .offset = FIELD(grpc_root_cert),
+     .help = "file holding the PEM root certificate clients are\n"
+             "verified against"},
+    {.name = "grpc-infer-response-compression-level",
+     .arg = "LEVEL",
+     .kind = FLAG_APPLY,
+     .apply = apply_grpc_compression,
+     .default_value = "none",
+     .help = "none, low, medium or high: compression of inference\n"
+             "responses (gzip or deflate, as the client accepts)"},
+    {.name = "grpc-keepalive-time",
+     .arg = "MS",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_keepalive_time_ms),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "7200000",
+     .help = "period of keepalive pings"},
+    {.name = "grpc-keepalive-timeout",
+     .arg = "MS",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_keepalive_timeout_ms),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "20000",
+     .help = "wait for a keepalive ping's acknowledgement"},
+    {.name = "grpc-keepalive-permit-without-calls",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(grpc_keepalive_permit_without_calls),
+     .default_value = "false",
+     .help = "keepalive pings without calls in flight"},
+    {.name = "grpc-http2-max-pings-without-data",
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_http2_max_pings_without_data),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "2",
+     .help = "pings sent without data (0: no limit)"},
+    {.name = "grpc-http2-min-recv-ping-interval-without-data",
+     .arg = "MS",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_http2_min_recv_ping_interval_ms),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "300000",
+     .help = "shortest interval between pings without data"},
+    {.name = "grpc-http2-max-ping-strikes",
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_http2_max_ping_strikes),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "2",
+     .help = "bad pings tolerated before GOAWAY (0: any)"},
+    {.name = "grpc-max-connection-age",
+     .arg = "MS",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_max_connection_age_ms),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "0",
+     .help = "longest life of a connection (0: unlimited)"},
+    {.name = "grpc-max-connection-age-grace",
+     .arg = "MS",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_max_connection_age_grace_ms),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "0",
+     .help = "grace after the connection age (0: unlimited)"},
+    {.name = "grpc-max-message-size",
+     .osprey_only = true,
+     .arg = "BYTES",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_max_message_size),
+     .min = 1,
+     .max = INT_MAX,
+     .default_value = "2147483647",
+     .help = "largest gRPC message received or sent (Triton's\n"
+             "INT32_MAX); larger ones get RESOURCE_EXHAUSTED"},
+    {.name = "grpc-restricted-protocol",
+     .arg = "API[,API...]:KEY=VALUE",
+     .kind = FLAG_APPLY,
+     .apply = apply_grpc_restricted_protocol,
+     .help = "gRPC calls of these APIs (as --http-restricted-api)\n"
+             "need metadata triton-grpc-protocol-KEY: VALUE; repeatable"},
     {.name = "model-control-mode",
      .arg = "MODE",
      .kind = FLAG_APPLY,
@@ -848,6 +1012,7 @@ void flags_free(osprey_flags *f) {
     free(f->queue_services);
     f->queue_services = NULL;
     f->n_queue_services = 0;
+    kserve_restrictions_free(f->grpc_restricted);
     free(f->load_models);
     f->load_models = NULL;
     f->n_load_models = 0;

@@ -6,9 +6,10 @@
  *
  * The services form one table: they start in order and stop in reverse,
  * by one path for a failed start and for a signal. Stopping has two
- * passes: every service first stops taking new work (the HTTP port closes
- * before the core refuses requests, so no accepted connection sees a
- * half-stopped server), then each finishes and frees, last started first.
+ * passes: every service first stops taking new work (the HTTP and gRPC
+ * ports close before the core refuses requests, so no accepted connection
+ * or call sees a half-stopped server; gRPC streams end once their requests
+ * are answered), then each finishes and frees, last started first.
  * A service that cannot finish in time (requests still in flight) makes
  * the ones below it abandon rather than free what may still be in use.
  */
@@ -24,6 +25,7 @@
 
 #include "backends.h"
 #include "flags.h"
+#include "grpc_server.h"
 #include "http_server.h"
 #include "kserve.h"
 #include "metrics.h"
@@ -52,6 +54,7 @@ typedef struct app {
     metrics_exporter *metrics;
     http_surface metrics_surfaces[1];
     http_server *metrics_http;
+    kgrpc_server *grpc;
 } app;
 
 typedef struct service {
@@ -181,18 +184,101 @@ static bool queue_stop(app *a, bool abandoned) {
     return true;
 }
 
-/* ---- the HTTP port: KServe v2, TF Serving, the queue API ---- */
+/* ---- KServe state both ports share: the system shared memory regions ---- */
 
-static osp_error *http_start(app *a) {
+static osp_error *kserve_start(app *a) {
     const osprey_flags *f = &a->flags;
     a->kserve = (kserve_context){.server = a->core,
                                  .tracer = a->tracer,
                                  .restricted = f->restricted_apis,
                                  .server_id = f->server_id,
                                  .strict_readiness = f->strict_readiness};
-    osp_error *err = kserve_context_init_shm(&a->kserve, f->allow_client_shm);
+    return kserve_context_init_shm(&a->kserve, f->allow_client_shm);
+}
+
+static bool kserve_stop(app *a, bool abandoned) {
+    if (!abandoned)
+        kserve_context_destroy_shm(&a->kserve);
+    return true;
+}
+
+/* ---- the gRPC port: KServe v2 (Triton logs it first, so does Osprey) ---- */
+
+static osp_error *grpc_start(app *a) {
+    const osprey_flags *f = &a->flags;
+    if (!f->allow_grpc)
+        return NULL;
+    kgrpc_options opts = {
+        .address = f->grpc_address,
+        .port = (int)f->grpc_port,
+        .reuse_port = f->reuse_grpc_port,
+        .core = a->core,
+        .tracer = a->tracer,
+        .restricted = f->grpc_restricted,
+        .server_id = f->server_id,
+        .strict_readiness = f->strict_readiness,
+        .shm = a->kserve.shm,
+        .allow_client_shm = f->allow_client_shm,
+        .use_ssl = f->grpc_use_ssl || f->grpc_use_ssl_mutual,
+        .use_ssl_mutual = f->grpc_use_ssl_mutual,
+        .server_cert = f->grpc_server_cert,
+        .server_key = f->grpc_server_key,
+        .root_cert = f->grpc_root_cert,
+        .keepalive =
+            {
+                .time_ms = (int)f->grpc_keepalive_time_ms,
+                .timeout_ms = (int)f->grpc_keepalive_timeout_ms,
+                .permit_without_calls = f->grpc_keepalive_permit_without_calls,
+                .http2_max_pings_without_data =
+                    (int)f->grpc_http2_max_pings_without_data,
+                .http2_min_recv_ping_interval_without_data_ms =
+                    (int)f->grpc_http2_min_recv_ping_interval_ms,
+                .http2_max_ping_strikes = (int)f->grpc_http2_max_ping_strikes,
+                .max_connection_age_ms = (int)f->grpc_max_connection_age_ms,
+                .max_connection_age_grace_ms =
+                    (int)f->grpc_max_connection_age_grace_ms,
+            },
+        .infer_compression = (kgrpc_compression)f->grpc_infer_compression,
+        .max_message_size = (int)f->grpc_max_message_size,
+        .infer_thread_count = (int)f->grpc_infer_thread_count,
+        .infer_allocation_pool_size = (int)f->grpc_infer_allocation_pool_size,
+    };
+    osp_error *err = kgrpc_server_start(&opts, &a->grpc);
     if (err)
         return err;
+    OSP_LOG_INFO("Started GRPCInferenceService at %s:%d", f->grpc_address,
+                 kgrpc_server_port(a->grpc));
+    return NULL;
+}
+
+static void grpc_quiesce(app *a) {
+    if (a->grpc)
+        kgrpc_server_stop_accepting(a->grpc);
+}
+
+static bool grpc_stop(app *a, bool abandoned) {
+    if (!a->grpc)
+        return true;
+    if (abandoned)
+        return false;
+    long long secs = a->flags.exit_timeout_secs;
+    int timeout_ms = secs > 0 ? (int)(secs * 1000) : 0;
+    if (!kgrpc_server_drain(a->grpc, timeout_ms)) {
+        /* Calls still wait for the core; the process exit ends them. */
+        OSP_LOG_WARN("gRPC calls still in progress after %d ms; exiting",
+                     timeout_ms);
+        return false;
+    }
+    kgrpc_server_free(a->grpc);
+    a->grpc = NULL;
+    return true;
+}
+
+/* ---- the HTTP port: KServe v2, TF Serving, the queue API ---- */
+
+static osp_error *http_start(app *a) {
+    const osprey_flags *f = &a->flags;
+    osp_error *err;
     a->tfserving = (tfserving_context){.server = a->core,
                                        .tracer = a->tracer,
                                        .cors = f->rest_api_enable_cors_support};
@@ -208,10 +294,8 @@ static osp_error *http_start(app *a) {
         .services = a->queues,
         .token = f->queue_token,
         .max_payload_bytes = (uint64_t)f->queue_max_payload_bytes};
-    if ((err = queue_api_new(&qopts, &a->queue_api))) {
-        kserve_context_destroy_shm(&a->kserve);
+    if ((err = queue_api_new(&qopts, &a->queue_api)))
         return err;
-    }
     a->http_surfaces[2] = (http_surface){.name = "queue",
                                          .route = queue_api_route,
                                          .surface_ctx = a->queue_api,
@@ -227,7 +311,6 @@ static osp_error *http_start(app *a) {
     err = http_server_start(&opts, &a->http);
     if (err) {
         queue_api_free(a->queue_api);
-        kserve_context_destroy_shm(&a->kserve);
         return err;
     }
     OSP_LOG_INFO("Started HTTPService at %s:%d", f->http_address,
@@ -257,7 +340,6 @@ static bool http_stop(app *a, bool abandoned) {
     }
     http_server_free(a->http);
     queue_api_free(a->queue_api);
-    kserve_context_destroy_shm(&a->kserve);
     return true;
 }
 
@@ -314,6 +396,8 @@ static const service services[] = {
     {"trace", tracer_start, NULL, tracer_stop},
     {"core", core_start, core_quiesce, core_stop},
     {"queue", queue_start, queue_quiesce, queue_stop},
+    {"kserve", kserve_start, NULL, kserve_stop},
+    {"grpc", grpc_start, grpc_quiesce, grpc_stop},
     {"http", http_start, http_quiesce, http_stop},
     {"metrics", metrics_start, NULL, metrics_stop},
 };

@@ -402,7 +402,7 @@ osp_error *kserve_shm_unregister_all(kserve_shm_registry *reg,
     return err;
 }
 
-static void write_status(jbuf *out, const kserve_shm_region *r) {
+static void write_status(jbuf *out, const kserve_shm_region_info *r) {
     jbuf_puts(out, "{\"name\":");
     jbuf_json_cstr(out, r->name);
     if (r->kind == KSERVE_SHM_SYSTEM) {
@@ -419,9 +419,31 @@ static void write_status(jbuf *out, const kserve_shm_region *r) {
     jbuf_putc(out, '}');
 }
 
-osp_error *kserve_shm_status(kserve_shm_registry *reg, kserve_shm_kind kind,
-                             const char *name, jbuf *out) {
+void kserve_shm_info_free(kserve_shm_region_info *infos, size_t n) {
+    for (size_t i = 0; i < n && infos; i++) {
+        free(infos[i].name);
+        free(infos[i].key);
+    }
+    free(infos);
+}
+
+/* Copies region r into *info; false on OOM. */
+static bool copy_info(const kserve_shm_region *r, kserve_shm_region_info *info) {
+    info->kind = r->kind;
+    info->name = strdup(r->name);
+    info->key = r->key ? strdup(r->key) : NULL;
+    info->offset = r->offset;
+    info->byte_size = r->byte_size;
+    info->device_id = r->device_id;
+    return info->name && (info->key || !r->key);
+}
+
+osp_error *kserve_shm_list(kserve_shm_registry *reg, kserve_shm_kind kind,
+                           const char *name, kserve_shm_region_info **infos,
+                           size_t *n) {
     osp_error *err = NULL;
+    kserve_shm_region_info *out = NULL;
+    size_t count = 0;
     bool cuda = kind == KSERVE_SHM_CUDA;
     pthread_mutex_lock(&reg->mu);
     if (name && name[0]) {
@@ -440,25 +462,56 @@ osp_error *kserve_shm_status(kserve_shm_registry *reg, kserve_shm_kind kind,
                                 cuda ? "CUDA" : "system");
             goto out;
         }
-        jbuf_putc(out, '[');
-        write_status(out, r);
-        jbuf_putc(out, ']');
+        if (!(out = calloc(1, sizeof *out)) || !copy_info(r, &out[0])) {
+            count = out ? 1 : 0;
+            err = oom();
+            goto out;
+        }
+        count = 1;
         goto out;
     }
-    jbuf_putc(out, '[');
-    bool first = true;
+    size_t total = 0;
+    for (kserve_shm_region *r = reg->head; r; r = r->next)
+        total += r->kind == kind;
+    if (total && !(out = calloc(total, sizeof *out))) {
+        err = oom();
+        goto out;
+    }
     for (kserve_shm_region *r = reg->head; r; r = r->next) {
         if (r->kind != kind)
             continue;
-        if (!first)
-            jbuf_putc(out, ',');
-        first = false;
-        write_status(out, r);
+        if (!copy_info(r, &out[count++])) {
+            err = oom();
+            goto out;
+        }
     }
-    jbuf_putc(out, ']');
 out:
     pthread_mutex_unlock(&reg->mu);
-    return err;
+    if (err) {
+        kserve_shm_info_free(out, count);
+        return err;
+    }
+    *infos = out;
+    *n = count;
+    return NULL;
+}
+
+osp_error *kserve_shm_status(kserve_shm_registry *reg, kserve_shm_kind kind,
+                             const char *name, jbuf *out) {
+    kserve_shm_region_info *infos = NULL;
+    size_t n = 0;
+    osp_error *err = kserve_shm_list(reg, kind, name, &infos, &n);
+    if (err)
+        return err;
+    jbuf_putc(out, '[');
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            jbuf_putc(out, ',');
+        write_status(out, &infos[i]);
+    }
+    jbuf_putc(out, ']');
+    kserve_shm_info_free(infos, n);
+    return NULL;
 }
 
 osp_error *kserve_shm_acquire(kserve_shm_registry *reg, const char *name,

@@ -7,7 +7,7 @@
  * process exported as a CUDA IPC handle, opened through the device layer).
  * As in Triton, both kinds share one name space. Used by the HTTP surface
  * (/v2/systemsharedmemory, /v2/cudasharedmemory and the infer codec) and
- * meant for gRPC.
+ * the gRPC one (server/grpc).
  *
  * Thread-safe. A region that an in-flight request uses stays mapped and
  * registered until that request releases it; unregistering it meanwhile
@@ -95,6 +95,24 @@ osp_error *kserve_shm_unregister_all(kserve_shm_registry *reg,
  * memory". */
 osp_error *kserve_shm_status(kserve_shm_registry *reg, kserve_shm_kind kind,
                              const char *name, struct jbuf *out);
+
+/* A registered region as its status reports it (strings owned). */
+typedef struct kserve_shm_region_info {
+    kserve_shm_kind kind;
+    char *name;
+    char *key; /* system shared memory only (NULL for CUDA) */
+    uint64_t offset;
+    uint64_t byte_size;
+    uint64_t device_id; /* CUDA only */
+} kserve_shm_region_info;
+
+/* Copies out the status of every region of `kind` in name order (name NULL
+ * or "") or of region `name` (borrowed), with kserve_shm_status's errors.
+ * Caller frees *infos with kserve_shm_info_free. */
+osp_error *kserve_shm_list(kserve_shm_registry *reg, kserve_shm_kind kind,
+                           const char *name, kserve_shm_region_info **infos,
+                           size_t *n);
+void kserve_shm_info_free(kserve_shm_region_info *infos, size_t n);
 
 /* Takes a use of region `name` (borrowed) for byte_size bytes at `offset`
  * into it and sets *addr to them, with Triton's checks: NOT_FOUND "Unable

@@ -114,3 +114,10 @@ foreach(queue_test test_queue_conformance test_queue_embedded)
   endif()
 endforeach()
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_queue_conformance test_queue_embedded)
+
+# The gRPC inference codec (server/grpc, no gRPC transport): protobuf-c
+# messages to requests and responses back to messages.
+osprey_add_unit_test(test_grpc_convert
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_grpc_convert.cc)
+target_link_libraries(test_grpc_convert PRIVATE osprey_grpc_codec osprey_kserve)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_grpc_convert)
