@@ -47,7 +47,7 @@ leakcheck: deps venv
 	  tests/integration/test_kserve_http_fake_gpu.py tests/integration/test_kserve_http_load_override.py \
 	  tests/integration/test_kserve_http_classification.py tests/integration/test_kserve_http_logging.py \
 	  tests/integration/test_tfserving_rest.py tests/integration/test_kserve_http_shm.py \
-	  tests/integration/test_kserve_http_cuda_shm.py \
+	  tests/integration/test_kserve_http_cuda_shm.py tests/integration/test_kserve_grpc_cuda_shm.py \
 	  tests/integration/test_queue_http.py tests/integration/test_queue_models.py \
 	  tests/integration/test_kserve_grpc_protocol.py
 
