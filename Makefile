@@ -14,6 +14,7 @@ CMAKE_ARGS += -DOSPREY_WERROR=ON
 endif
 
 DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev \
+               libhiredis-dev redis-server \
                zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip
 
 .PHONY: run test deps venv build leakcheck fuzz clean format
