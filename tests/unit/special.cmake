@@ -82,3 +82,11 @@ osprey_add_unit_test(test_json_util
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_json_util.cc)
 target_link_libraries(test_json_util PRIVATE osprey_json)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_json_util)
+
+# The Redis Streams queue store against a real redis-server started by the
+# test on a free loopback port (tests/unit/redis_test_server.cc).
+osprey_add_unit_test(test_queue_redis
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_queue_redis.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/redis_test_server.cc)
+target_link_libraries(test_queue_redis PRIVATE osprey_queue)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_queue_redis)
