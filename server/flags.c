@@ -198,6 +198,43 @@ static bool apply_trace_config(osprey_flags *f, const char *value) {
     return false;
 }
 
+static bool apply_queue_service(osprey_flags *f, const char *value) {
+    if (value[0] == '\0')
+        return false;
+    const char **grown = realloc(f->queue_services,
+                                 (f->n_queue_services + 1) * sizeof *grown);
+    if (!grown)
+        return false;
+    f->queue_services = grown;
+    f->queue_services[f->n_queue_services++] = value;
+    return true;
+}
+
+static bool apply_queue_fsync(osprey_flags *f, const char *value) {
+    if (strcmp(value, "batch") == 0)
+        f->queue_fsync = OSP_QUEUE_FSYNC_BATCH;
+    else if (strcmp(value, "always") == 0)
+        f->queue_fsync = OSP_QUEUE_FSYNC_ALWAYS;
+    else if (strcmp(value, "none") == 0)
+        f->queue_fsync = OSP_QUEUE_FSYNC_NONE;
+    else
+        return false;
+    return true;
+}
+
+static bool apply_queue_store(osprey_flags *f, const char *value) {
+    if (value[0] == '\0') { /* the embedded store */
+        f->queue_store = NULL;
+        return true;
+    }
+    if (strncmp(value, "redis://", 8) != 0 || value[8] == '\0') {
+        fprintf(stderr, "Error: --queue-store takes redis://HOST:PORT[/DB]\n");
+        return false;
+    }
+    f->queue_store = value;
+    return true;
+}
+
 /* Triton's deprecated --trace-level, --trace-rate, --trace-count and
  * --trace-log-frequency: the --trace-config setting `key`=value. */
 static bool apply_trace_setting(osprey_flags *f, const char *key,
@@ -352,7 +389,7 @@ static const flag_def flag_table[] = {
      .min = 0,
      .max = INT_MAX,
      .default_value = "4",
-     .help = "accepted; Osprey loads models one at a time"},
+     .help = "models of the repository loaded at once\n(0: 1; at most 64)"},
     {.name = "http-port",
      .arg = "PORT",
      .kind = FLAG_INT,
@@ -538,6 +575,83 @@ static const flag_def flag_table[] = {
      .default_value = "false",
      .help = "let clients register, unregister and use system shared\n"
              "memory regions for inference inputs and outputs"},
+    {.name = "queue-service",
+     .osprey_only = true,
+     .arg = "NAME",
+     .kind = FLAG_APPLY,
+     .apply = apply_queue_service,
+     .help = "a queue-only service NAME (input queue and NAME/sink, no\n"
+             "model; its workers are outside Osprey); repeatable. Every\n"
+             "loaded model is a queue service with a built-in worker"},
+    {.name = "queue-token",
+     .osprey_only = true,
+     .arg = "TOKEN",
+     .kind = FLAG_STRING,
+     .offset = FIELD(queue_token),
+     .help = "the queue API (and its WebSocket watch) needs\n"
+             "'Authorization: TOKEN' (default: open; a warning when\n"
+             "the HTTP address is not loopback)"},
+    {.name = "queue-max-payload-bytes",
+     .osprey_only = true,
+     .arg = "BYTES",
+     .kind = FLAG_INT,
+     .offset = FIELD(queue_max_payload_bytes),
+     .min = 1,
+     .max = 64ll * 1024 * 1024,
+     .default_value = "524288",
+     .help = "largest queue item (inclusive); larger puts get 413"},
+    {.name = "queue-max-length",
+     .osprey_only = true,
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(queue_max_length),
+     .min = 1,
+     .max = 1000000000,
+     .default_value = "4095",
+     .help = "items a queue holds; puts to a full one get 429"},
+    {.name = "queue-dir",
+     .osprey_only = true,
+     .arg = "DIR",
+     .kind = FLAG_STRING,
+     .offset = FIELD(queue_dir),
+     .default_value = "osprey-queue",
+     .help = "directory of the embedded queue store (created;\n"
+             "relative to the working directory)"},
+    {.name = "queue-fsync",
+     .osprey_only = true,
+     .arg = "POLICY",
+     .kind = FLAG_APPLY,
+     .apply = apply_queue_fsync,
+     .default_value = "batch",
+     .help = "embedded store: batch (acknowledged after an fsync shared\n"
+             "by the writes waiting for it), always (one fsync each),\n"
+             "none (survives a process kill, not a machine crash)"},
+    {.name = "queue-store",
+     .osprey_only = true,
+     .arg = "URL",
+     .kind = FLAG_APPLY,
+     .apply = apply_queue_store,
+     .help = "redis://HOST:PORT[/DB]: queues in Redis Streams, shared\n"
+             "by replicas (default: the embedded store in --queue-dir)"},
+    {.name = "queue-worker-window",
+     .osprey_only = true,
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(queue_worker_window),
+     .min = 1,
+     .max = 1024,
+     .default_value = "8",
+     .help = "items a model service's built-in worker runs at once"},
+    {.name = "queue-consumer-grace-ms",
+     .osprey_only = true,
+     .arg = "MS",
+     .kind = FLAG_INT,
+     .offset = FIELD(queue_consumer_grace_ms),
+     .min = 1,
+     .max = 86400000,
+     .default_value = "10000",
+     .help = "how long the uncommitted items of a consumer that left\n"
+             "wait for the same gid.uid before they return to its group"},
     {.name = "allow-metrics",
      .arg = "BOOL",
      .kind = FLAG_BOOL,
@@ -731,6 +845,9 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
 void flags_free(osprey_flags *f) {
     osp_log_close_file();
     kserve_restrictions_free(f->restricted_apis);
+    free(f->queue_services);
+    f->queue_services = NULL;
+    f->n_queue_services = 0;
     free(f->load_models);
     f->load_models = NULL;
     f->n_load_models = 0;

@@ -12,6 +12,7 @@
 
 #include "kserve.h"
 #include "osprey/device_impl.h"
+#include "osprey/queue.h"
 #include "osprey/server.h"
 #include "osprey/trace.h"
 
@@ -21,7 +22,7 @@ typedef struct osprey_flags {
     bool exit_on_error;    /* exit at start when a model fails to load */
     bool strict_readiness; /* ready = live and every model ready */
     long long exit_timeout_secs;
-    long long model_load_thread_count; /* accepted; loads are sequential */
+    long long model_load_thread_count; /* models loaded at once */
     long long http_port;
     const char *http_address;
     long long http_thread_count;
@@ -43,6 +44,18 @@ typedef struct osprey_flags {
     const char *metrics_address; /* NULL = the HTTP address */
     bool rest_api_enable_cors_support;
     bool allow_client_shm;
+    /* the queue service (docs/queue.md) */
+    const char **queue_services; /* --queue-service: owned array of argv
+                                    strings */
+    size_t n_queue_services;
+    const char *queue_token; /* NULL: no Authorization needed */
+    long long queue_max_payload_bytes;
+    long long queue_max_length;
+    const char *queue_dir;   /* embedded store directory */
+    osp_queue_fsync queue_fsync;
+    const char *queue_store; /* NULL: embedded; redis://HOST:PORT[/DB] */
+    long long queue_worker_window;
+    long long queue_consumer_grace_ms;
     /* --http-restricted-api groups, per KServe API (kserve.h) */
     kserve_restriction restricted_apis[KSERVE_API_COUNT];
 } osprey_flags;

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -29,6 +30,8 @@
 #include "osprey/log.h"
 #include "osprey/server.h"
 #include "osprey/trace.h"
+#include "queue_api.h"
+#include "queue_services.h"
 #include "tfserving.h"
 #ifdef OSPREY_HAVE_CUDA
 #include "cuda_provider.h"
@@ -41,7 +44,10 @@ typedef struct app {
     osp_server *core;
     kserve_context kserve;
     tfserving_context tfserving;
-    http_surface http_surfaces[2];
+    queue_services *queues;
+    bool queues_idle; /* the workers finished at quiesce */
+    queue_api *queue_api;
+    http_surface http_surfaces[3];
     http_server *http;
     metrics_exporter *metrics;
     http_surface metrics_surfaces[1];
@@ -86,6 +92,7 @@ static osp_error *core_start(app *a) {
     opts.load_models = f->load_models;
     opts.n_load_models = f->n_load_models;
     opts.strict_gpu = f->strict_gpu;
+    opts.model_load_threads = (int)f->model_load_thread_count;
     opts.auto_complete_config =
         !f->disable_auto_complete_config && !f->strict_model_config;
     opts.devices = f->devices;
@@ -117,7 +124,64 @@ static bool core_stop(app *a, bool abandoned) {
     return true;
 }
 
-/* ---- the HTTP port: KServe v2 ---- */
+/* ---- the queue service: the store, the services and their workers ---- */
+
+/* Whether clients outside this machine can reach `address`. */
+static bool address_is_loopback(const char *address) {
+    return strncmp(address, "127.", 4) == 0 || strcmp(address, "::1") == 0 ||
+           strcmp(address, "localhost") == 0;
+}
+
+static osp_error *queue_start(app *a) {
+    const osprey_flags *f = &a->flags;
+    queue_services_options opts = {
+        .core = a->core,
+        .tracer = a->tracer,
+        .store = {.url = f->queue_store,
+                  .dir = f->queue_dir,
+                  .fsync = f->queue_fsync,
+                  .max_payload_bytes = (uint64_t)f->queue_max_payload_bytes,
+                  .max_length = (uint64_t)f->queue_max_length,
+                  .consumer_grace_ns =
+                      (uint64_t)f->queue_consumer_grace_ms * 1000000},
+        .queue_only = f->queue_services,
+        .n_queue_only = f->n_queue_services,
+        .worker_window = (unsigned)f->queue_worker_window,
+        .max_input = (size_t)f->http_max_input_size,
+    };
+    osp_error *err = queue_services_new(&opts, &a->queues);
+    if (err)
+        return osp_error_wrap(err, "failed to start the queue service");
+    if ((!f->queue_token || !f->queue_token[0]) &&
+        !address_is_loopback(f->http_address))
+        OSP_LOG_WARN("*** the queue API (/api/predict/...) on %s is open to "
+                     "anyone who can reach it: set --queue-token ***",
+                     f->http_address);
+    OSP_LOG_INFO("Started queue service (%s store%s%s)",
+                 f->queue_store ? "Redis" : "embedded",
+                 f->queue_store ? " at " : " in ",
+                 f->queue_store ? f->queue_store : f->queue_dir);
+    return NULL;
+}
+
+/* Workers stop taking items and finish the ones in flight while the core
+ * still runs them. */
+static void queue_quiesce(app *a) {
+    long long secs = a->flags.exit_timeout_secs;
+    a->queues_idle =
+        queue_services_quiesce(a->queues, secs > 0 ? (int)(secs * 1000) : 0);
+    if (!a->queues_idle)
+        OSP_LOG_WARN("queue workers still have items in flight; exiting");
+}
+
+static bool queue_stop(app *a, bool abandoned) {
+    if (abandoned || !a->queues_idle)
+        return false;
+    queue_services_free(a->queues);
+    return true;
+}
+
+/* ---- the HTTP port: KServe v2, TF Serving, the queue API ---- */
 
 static osp_error *http_start(app *a) {
     const osprey_flags *f = &a->flags;
@@ -140,16 +204,29 @@ static osp_error *http_start(app *a) {
                                          .route = tfserving_route,
                                          .surface_ctx = &a->tfserving,
                                          .reply_error = tfserving_reply_error};
+    queue_api_options qopts = {
+        .services = a->queues,
+        .token = f->queue_token,
+        .max_payload_bytes = (uint64_t)f->queue_max_payload_bytes};
+    if ((err = queue_api_new(&qopts, &a->queue_api))) {
+        kserve_context_destroy_shm(&a->kserve);
+        return err;
+    }
+    a->http_surfaces[2] = (http_surface){.name = "queue",
+                                         .route = queue_api_route,
+                                         .surface_ctx = a->queue_api,
+                                         .reply_error = queue_api_reply_error};
     http_server_options opts = {
         .address = f->http_address,
         .port = (int)f->http_port,
         .thread_count = (int)f->http_thread_count,
         .max_input_size = (size_t)f->http_max_input_size,
         .surfaces = a->http_surfaces,
-        .n_surfaces = 2,
+        .n_surfaces = 3,
     };
     err = http_server_start(&opts, &a->http);
     if (err) {
+        queue_api_free(a->queue_api);
         kserve_context_destroy_shm(&a->kserve);
         return err;
     }
@@ -158,8 +235,11 @@ static osp_error *http_start(app *a) {
     return NULL;
 }
 
+/* Long polls are answered and watches closed now, so the drain below
+ * does not wait for them. */
 static void http_quiesce(app *a) {
     http_server_stop_accepting(a->http);
+    queue_api_quiesce(a->queue_api);
 }
 
 static bool http_stop(app *a, bool abandoned) {
@@ -176,6 +256,7 @@ static bool http_stop(app *a, bool abandoned) {
         return false;
     }
     http_server_free(a->http);
+    queue_api_free(a->queue_api);
     kserve_context_destroy_shm(&a->kserve);
     return true;
 }
@@ -191,7 +272,8 @@ static osp_error *metrics_start(app *a) {
     if (!f->allow_metrics)
         return NULL;
     metrics_options mopts = {.gpu = f->allow_gpu_metrics,
-                             .cpu = f->allow_cpu_metrics};
+                             .cpu = f->allow_cpu_metrics,
+                             .queues = a->queues};
     osp_error *err = metrics_new(&mopts, a->core, &a->metrics);
     if (err)
         return err;
@@ -231,6 +313,7 @@ static bool metrics_stop(app *a, bool abandoned) {
 static const service services[] = {
     {"trace", tracer_start, NULL, tracer_stop},
     {"core", core_start, core_quiesce, core_stop},
+    {"queue", queue_start, queue_quiesce, queue_stop},
     {"http", http_start, http_quiesce, http_stop},
     {"metrics", metrics_start, NULL, metrics_stop},
 };

@@ -23,6 +23,7 @@ const char *const kserve_extensions[] = {
     "schedule_policy", /* request priority and timeout parameters */
     "model_configuration",
     "system_shared_memory", /* with --allow-client-shm */
+    "cuda_shared_memory",   /* with it and a GPU that opens IPC handles */
     "binary_tensor_data",
     "parameters",
     "statistics",
@@ -156,10 +157,14 @@ static osp_error *server_metadata(http_request *req, simple_ctx *ctx) {
     jbuf_puts(&b, ",\"version\":");
     jbuf_json_cstr(&b, OSPREY_VERSION);
     bool shm = surface->shm && surface->allow_client_shm;
+    bool cuda_shm = shm && surface->cuda_shm;
     jbuf_puts(&b, ",\"extensions\":[");
     bool first = true;
     for (size_t i = 0; kserve_extensions[i]; i++) {
         if (!shm && strcmp(kserve_extensions[i], "system_shared_memory") == 0)
+            continue;
+        if (!cuda_shm &&
+            strcmp(kserve_extensions[i], "cuda_shared_memory") == 0)
             continue;
         if (!first)
             jbuf_putc(&b, ',');

@@ -64,15 +64,19 @@ typedef struct kserve_context {
     /* GET /v2/health/ready: true, every model must be ready (Triton's
      * default); false, ready whenever live. */
     bool strict_readiness;
-    /* System shared memory regions (borrowed likewise; owned by main.c,
-     * freed after the HTTP server), and whether clients may register and
-     * unregister them (--allow-client-shm). */
+    /* System and CUDA shared memory regions (borrowed likewise; owned by
+     * main.c, freed after the HTTP server), whether clients may register
+     * and unregister them (--allow-client-shm), and whether a GPU here can
+     * open CUDA IPC handles (else /v2/cudasharedmemory answers as a Triton
+     * without GPUs). */
     kserve_shm_registry *shm;
     bool allow_client_shm;
+    bool cuda_shm;
 } kserve_context;
 
 /* Gives ctx a shared memory registry (ctx->shm) and sets
- * ctx->allow_client_shm. Pair with kserve_context_destroy_shm once the
+ * ctx->allow_client_shm and ctx->cuda_shm; after the devices are up (the
+ * core is started). Pair with kserve_context_destroy_shm once the
  * HTTP server is stopped and freed. */
 osp_error *kserve_context_init_shm(kserve_context *ctx, bool allow_client_shm);
 void kserve_context_destroy_shm(kserve_context *ctx);

@@ -133,6 +133,7 @@ bool kserve_api_allowed(http_request *req, kserve_api api) {
 
 osp_error *kserve_context_init_shm(kserve_context *ctx, bool allow_client_shm) {
     ctx->allow_client_shm = allow_client_shm;
+    ctx->cuda_shm = kserve_shm_cuda_supported();
     return kserve_shm_registry_new(&ctx->shm);
 }
 

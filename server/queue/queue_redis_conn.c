@@ -56,6 +56,7 @@ static osp_error *url_apply_param(const char *p, const char *end,
             return osp_error_new(OSP_ERROR_INVALID_ARG,
                                  "redis URL: claim_idle_ms is 1 to 86400000");
         out->claim_idle_ms = (uint64_t)n;
+        out->claim_idle_ms_given = true;
         return NULL;
     }
     if (klen == 6 && memcmp(p, "prefix", 6) == 0) {

@@ -28,8 +28,9 @@ typedef struct redis_url {
     int db;
     /* ?claim_idle_ms=N: how long a pending item's consumer must have been
      * silent before another consumer of its group claims it (default the
-     * consumer grace period, 10 s; tests make it short). */
+     * store's consumer grace period, 10 s; tests make it short). */
     uint64_t claim_idle_ms;
+    bool claim_idle_ms_given;
     /* ?prefix=P: the first part of every key and channel (default
      * "osprey"), so that several deployments can share one Redis. */
     char prefix[64];

@@ -527,13 +527,14 @@ osp_error *redis_consumer_open(osp_queue *queue,
         p += sprintf(p, "%s%s=%s", i ? "," : "", c->filters[i].key,
                      c->filters[i].value);
 
+    /* *out is set before the first turn can deliver. */
+    *out = &c->super;
     pthread_mutex_lock(&q->mu);
     c->next = q->consumers;
     q->consumers = c;
     atomic_fetch_add(&q->n_consumers, 1);
     redis_consumer_schedule_locked(c);
     pthread_mutex_unlock(&q->mu);
-    *out = &c->super;
     return NULL;
 }
 
