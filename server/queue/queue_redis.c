@@ -1168,10 +1168,9 @@ osp_error *queue_redis_open(const osp_queue_store_options *opts,
      * which its pending items may be claimed; the URL's claim_idle_ms
      * wins when given. */
     if (!rs->url.claim_idle_ms_given && opts->consumer_grace_ns > 0)
-        rs->url.claim_idle_ms =
-            opts->consumer_grace_ns / 1000000 > 0
-                ? opts->consumer_grace_ns / 1000000
-                : 1;
+        rs->url.claim_idle_ms = opts->consumer_grace_ns / 1000000 > 0
+                                    ? opts->consumer_grace_ns / 1000000
+                                    : 1;
     rs->super.ops = &redis_ops;
     snprintf(rs->channel, sizeof rs->channel, "%s:notify", rs->url.prefix);
     rs->max_payload_bytes = opts->max_payload_bytes;

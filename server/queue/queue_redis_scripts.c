@@ -207,7 +207,7 @@ static const char *const script_sources[REDIS_SCRIPTS] = {
     "return {n, redis.call('ZCARD', Z)}\n",
     [REDIS_SCRIPT_SEARCH] = PRELUDE
     "-- ARGV: 2 index. Returns {0} when not stored, else {1, is_pending,\n"
-    "-- 'gid.uid' or '', items ahead of it}.\n"
+    "-- 'gid.uid' or '', deliverable items ahead of it}.\n"
     "local idx = tonumber(ARGV[2])\n"
     "local s = item_stream(idx)\n"
     "if not s then return {0} end\n"
@@ -218,7 +218,27 @@ static const char *const script_sources[REDIS_SCRIPTS] = {
     "    return {1, 1, g['name'] .. '.' .. p[1][2], 0}\n"
     "  end\n"
     "end\n"
-    "return {1, 0, '', redis.call('ZRANK', Z, pad(idx))}\n",
+    "-- Deliverable items ahead: those before it not held by a consumer.\n"
+    "local held = {}\n"
+    "for _, prio in ipairs(redis.call('ZRANGE', P .. ':prios', 0, -1)) do\n"
+    "  local ps = P .. ':s:' .. prio\n"
+    "  for _, g in ipairs(groups(ps)) do\n"
+    "    if g['pending'] > 0 then\n"
+    "      for _, p in ipairs(redis.call('XPENDING', ps, g['name'], '-', '+', "
+    "100000)) do\n"
+    "        if p[2] ~= '~returned' then held[p[1]] = true end\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "local rank = redis.call('ZRANK', Z, pad(idx))\n"
+    "local ahead = 0\n"
+    "if rank > 0 then\n"
+    "  for _, m in ipairs(redis.call('ZRANGE', Z, 0, rank - 1)) do\n"
+    "    if not held[sid(tonumber(m))] then ahead = ahead + 1 end\n"
+    "  end\n"
+    "end\n"
+    "return {1, 0, '', ahead}\n",
     [REDIS_SCRIPT_COUNT] = PRELUDE
     "-- ARGV: 2 priority or '' for any, 3.. filter key, value. Returns the\n"
     "-- number of stored items that match.\n"

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 extern char **environ;
@@ -145,4 +147,21 @@ void RedisTestServer::Stop() {
     int status;
     waitpid(pid_, &status, 0);
     pid_ = -1;
+}
+
+RedisTestServer *SharedRedisTestServer(std::string *why) {
+    static std::mutex mu;
+    static std::unique_ptr<RedisTestServer> server;
+    static std::string failure;
+    std::lock_guard<std::mutex> lock(mu);
+    if (server == nullptr && failure.empty()) {
+        auto s = std::make_unique<RedisTestServer>();
+        if (s->Start(&failure))
+            server = std::move(s);
+    }
+    if (server != nullptr && !server->running() && !server->Start(why))
+        return nullptr;
+    if (server == nullptr)
+        *why = failure;
+    return server.get();
 }

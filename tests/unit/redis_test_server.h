@@ -35,3 +35,7 @@ class RedisTestServer {
     int port_ = 0;
     std::string dir_;
 };
+
+// One server for the whole test program, started on first use and killed
+// when the program exits; NULL with *why when it cannot start.
+RedisTestServer *SharedRedisTestServer(std::string *why);

@@ -109,6 +109,7 @@ foreach(queue_test test_queue_conformance test_queue_embedded)
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${queue_test}.cc)
     osprey_add_unit_test(${queue_test}
       SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/${queue_test}.cc
+      ${CMAKE_CURRENT_SOURCE_DIR}/redis_test_server.cc
       TEST_PREFIX queue.)
     target_link_libraries(${queue_test} PRIVATE osprey_queue)
   endif()
