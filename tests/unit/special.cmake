@@ -109,6 +109,7 @@ foreach(queue_test test_queue_conformance test_queue_embedded)
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${queue_test}.cc)
     osprey_add_unit_test(${queue_test}
       SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/${queue_test}.cc
+      ${CMAKE_CURRENT_SOURCE_DIR}/redis_test_server.cc
       TEST_PREFIX queue.)
     target_link_libraries(${queue_test} PRIVATE osprey_queue)
   endif()
@@ -121,3 +122,12 @@ osprey_add_unit_test(test_grpc_convert
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_grpc_convert.cc)
 target_link_libraries(test_grpc_convert PRIVATE osprey_grpc_codec osprey_kserve)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_grpc_convert)
+
+# The Redis Streams queue store against a real redis-server started by the
+# test on a free loopback port (tests/unit/redis_test_server.cc).
+osprey_add_unit_test(test_queue_redis
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_queue_redis.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/redis_test_server.cc
+  TEST_PREFIX queue.)
+target_link_libraries(test_queue_redis PRIVATE osprey_queue)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_queue_redis)

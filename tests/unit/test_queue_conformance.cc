@@ -14,9 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "osp_test.h"
 #include "osprey/queue.h"
 #include "queue_test_util.h"
+#include "redis_test_server.h"
 
 using namespace queue_test;
 using namespace std::chrono_literals;
@@ -55,6 +58,28 @@ void TeardownEmbedded(void *env) {
     delete path;
 }
 
+// Redis Streams: one redis-server for the program, a key prefix of its
+// own per store (so every store starts empty).
+osp_error *OpenRedis(osp_queue_store_options *opts, void **env,
+                     osp_queue_store **out) {
+    static std::atomic<int> seq{0};
+    std::string why;
+    RedisTestServer *server = SharedRedisTestServer(&why);
+    if (server == nullptr)
+        return osp_error_new(OSP_ERROR_UNAVAILABLE, "redis-server: %s",
+                             why.c_str());
+    auto *url = new std::string(server->Url("/0?prefix=conf" +
+                                            std::to_string(getpid()) + "_" +
+                                            std::to_string(seq++)));
+    *env = url;
+    opts->url = url->c_str();
+    return osp_queue_store_open(opts, out);
+}
+
+void TeardownRedis(void *env) {
+    delete static_cast<std::string *>(env);
+}
+
 // gtest prints a parameter with this (its name, not its bytes).
 [[maybe_unused]] void PrintTo(const StoreFactory &f, std::ostream *os) {
     *os << f.name;
@@ -62,6 +87,7 @@ void TeardownEmbedded(void *env) {
 
 const StoreFactory kStores[] = {
     {"embedded", OpenEmbedded, TeardownEmbedded},
+    {"redis", OpenRedis, TeardownRedis},
 };
 
 constexpr uint64_t kMaxPayload = 1024;
