@@ -55,7 +55,7 @@ leakcheck: deps venv
 # replays their corpora); run a campaign as tests/fuzz/README.md shows.
 FUZZ_TARGETS = fuzz_model_config fuzz_safetensors fuzz_json_body \
                fuzz_json_tensor fuzz_http_compress fuzz_config_json \
-               fuzz_tfs_request fuzz_queue_input fuzz_grpc_request
+               fuzz_tfs_request fuzz_queue_input fuzz_grpc_request fuzz_queue_log
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DOSPREY_CUDA=OFF \
 	  -DOSPREY_FUZZ=ON $(CMAKE_ARGS)

@@ -565,11 +565,15 @@ static bool read_all(int fd, uint8_t *p, size_t n, uint64_t offset) {
     return true;
 }
 
+/* fdatasync (fsync for a directory), except under the policy none, which
+ * never flushes (not for compaction or recovery either). Counts the
+ * log's own flushes. */
 static bool sync_file(queue_log *log, int fd) {
     if (log->policy == OSP_QUEUE_FSYNC_NONE)
         return true;
-    log->writer_fsyncs++;
-    return fdatasync(fd) == 0;
+    if (fd == log->fd)
+        log->writer_fsyncs++;
+    return (fd == log->dir_fd ? fsync(fd) : fdatasync(fd)) == 0;
 }
 
 /* Makes the records in the writer's buffer a durable part of the file:
@@ -653,7 +657,7 @@ static osp_error *writer_compact(queue_log *log) {
         goto out;
     }
     pos += out.len;
-    if (fdatasync(fd) != 0) {
+    if (!sync_file(log, fd)) {
         err = errno_error("cannot fsync", tmp);
         goto out;
     }
@@ -661,7 +665,7 @@ static osp_error *writer_compact(queue_log *log) {
         err = errno_error("cannot rename", tmp);
         goto out;
     }
-    fsync(log->dir_fd); /* the rename; the old file is complete anyway */
+    sync_file(log, log->dir_fd); /* the rename; both files are whole */
     for (size_t q = 0; q < log->mirror.n_queues; q++) {
         mirror_queue *mq = &log->mirror.queues[q];
         size_t w = 0;
@@ -877,7 +881,8 @@ osp_error *queue_log_append(queue_log *log, const log_batch *batch,
         log->buf = grown;
         log->cap = cap;
     }
-    memcpy(log->buf + log->len, batch->data, batch->len);
+    if (batch->len > 0)
+        memcpy(log->buf + log->len, batch->data, batch->len);
     log->len += batch->len;
     log->appended_lsn += batch->len;
     for (log_waiter *w = waiters, *next; w; w = next) {
@@ -1015,7 +1020,7 @@ static osp_error *write_header(queue_log *log) {
     put_u32(header + 8, LOG_VERSION);
     if (ftruncate(log->fd, 0) != 0 ||
         !write_all(log->fd, header, sizeof header, 0) ||
-        fdatasync(log->fd) != 0 || fsync(log->dir_fd) != 0)
+        !sync_file(log, log->fd) || !sync_file(log, log->dir_fd))
         return errno_error("cannot initialise", log->path);
     log->file_size = LOG_HEADER_BYTES;
     return NULL;
@@ -1066,7 +1071,7 @@ static osp_error *recover(queue_log *log, const log_replay_ops *ops,
                       (unsigned long long)(size - valid_end), log->path);
         save_cut_bytes(log, file + valid_end, (size_t)(size - valid_end));
         if (ftruncate(log->fd, (off_t)valid_end) != 0 ||
-            fdatasync(log->fd) != 0)
+            !sync_file(log, log->fd))
             err = errno_error("cannot cut", log->path);
         log->stats.cut_bytes = size - valid_end;
     }

@@ -582,6 +582,7 @@ osp_error *mem_queue_get(mem_queue *q, mem_get *get, uint64_t now_ns,
     if (n > 0 || get->args.timeout_ns == 0) {
         bool answered = get_answer(q, get, found, n, eff);
         free(found);
+        entries_compact(q);
         return answered ? NULL : osp_error_out_of_memory();
     }
     free(found);
@@ -629,6 +630,9 @@ void mem_queue_fail_waiting(mem_queue *q, osp_error *(*err_fn)(void),
 
 bool mem_queue_put(mem_queue *q, osp_queue_item *item, bool replay,
                    mem_effects *eff) {
+    /* Items auto-deleted by gets and auto-commit deliveries leave dead
+     * entries too: dropped here, outside any walk of the arrays. */
+    entries_compact(q);
     mem_entry *e = calloc(1, sizeof *e);
     if (e == NULL || !rid_reserve(q) ||
         !grow((void **)&q->by_index, &q->cap_index, q->n_index + 1,
@@ -970,6 +974,7 @@ void mem_queue_expire(mem_queue *q, uint64_t now_ns, uint64_t *next_deadline_ns,
     }
     if (released)
         dispatch(q, eff);
+    entries_compact(q);
 }
 
 /* ---- reads ---- */

@@ -92,7 +92,7 @@ const StoreFactory kStores[] = {
 
 constexpr uint64_t kMaxPayload = 1024;
 constexpr uint64_t kMaxLength = 50;
-constexpr uint64_t kGraceMs = 300;
+constexpr uint64_t kGraceMs = 500;
 
 class QueueConformance : public ::testing::TestWithParam<StoreFactory> {
   protected:
