@@ -199,11 +199,13 @@ class CLoad:
 
 def start_server(opts, log_path):
     log = open(log_path, "wb")
+    queue_dir = os.path.join(os.path.dirname(log_path), "queue")
     srv = subprocess.Popen([opts.osprey,
                             "--model-repository=%s" % os.path.join(ROOT, "models"),
                             "--http-port=0", "--grpc-port=0", "--metrics-port=0",
                             "--http-address=127.0.0.1",
-                            "--grpc-address=127.0.0.1"] + opts.osprey_arg,
+                            "--grpc-address=127.0.0.1",
+                            "--queue-dir=" + queue_dir] + opts.osprey_arg,
                            stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
