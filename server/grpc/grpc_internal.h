@@ -51,6 +51,10 @@ struct kgrpc_call {
     atomic_int refs;
     atomic_bool cancelled; /* the client went away (RECV_CLOSE_ON_SERVER) */
     int close_cancelled;   /* written by gRPC */
+    /* Streams ask for RECV_CLOSE_ON_SERVER as they start (close_tag);
+     * unary calls in their final batch, which saves a completion-queue
+     * event (and the thread wake-up it costs) per call. */
+    bool close_started;
     kgrpc_tag close_tag;
     kgrpc_tag finish_tag;
     grpc_slice status_details;

@@ -234,6 +234,8 @@ bool kgrpc_call_start_batch(kgrpc_call *call, const grpc_op *ops, size_t n,
 /* The final batch is done: its message can go, and the handler hears. */
 static void finish_done(kgrpc_tag *tag, bool ok) {
     kgrpc_call *call = tag->call;
+    if (ok && call->close_cancelled)
+        atomic_store(&call->cancelled, true);
     if (call->finish_message) {
         grpc_byte_buffer_destroy(call->finish_message);
         call->finish_message = NULL;
@@ -277,7 +279,7 @@ void kgrpc__initial_metadata_op(const kgrpc_call *call, grpc_op *op,
 void kgrpc_call_finish(kgrpc_call *call, grpc_byte_buffer *message,
                        grpc_status_code code, const char *details,
                        bool compress) {
-    grpc_op ops[3];
+    grpc_op ops[4];
     size_t n = 0;
     if (!call->initial_metadata_sent) {
         initial_metadata_op(call, &ops[n++], compress);
@@ -296,6 +298,13 @@ void kgrpc_call_finish(kgrpc_call *call, grpc_byte_buffer *message,
     ops[n].data.send_status_from_server.status = code;
     ops[n].data.send_status_from_server.status_details = &call->status_details;
     n++;
+    if (!call->close_started) {
+        memset(&ops[n], 0, sizeof ops[n]);
+        ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+        ops[n].data.recv_close_on_server.cancelled = &call->close_cancelled;
+        call->close_started = true;
+        n++;
+    }
     call->finish_tag.done = finish_done;
     /* The message must outlive the batch (grpc_op_send_message). */
     call->finish_message = message;
@@ -470,13 +479,17 @@ static void slot_done(kgrpc_tag *tag, bool ok) {
     else
         slot->armed = false;
 
-    /* Learns whether the client cancels or goes away. */
-    grpc_op close_op;
-    memset(&close_op, 0, sizeof close_op);
-    close_op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    close_op.data.recv_close_on_server.cancelled = &call->close_cancelled;
-    call->close_tag.done = close_done;
-    kgrpc_call_start_batch(call, &close_op, 1, &call->close_tag);
+    /* A stream learns at once whether the client cancels or goes away; a
+     * unary call asks in its final batch (kgrpc_call_finish). */
+    if (call->method && call->method->streaming) {
+        grpc_op close_op;
+        memset(&close_op, 0, sizeof close_op);
+        close_op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+        close_op.data.recv_close_on_server.cancelled = &call->close_cancelled;
+        call->close_tag.done = close_done;
+        call->close_started = true;
+        kgrpc_call_start_batch(call, &close_op, 1, &call->close_tag);
+    }
 
     if (!call->method) {
         char message[512];

@@ -7,17 +7,29 @@ server, same model, same concurrency, same kind of client (issue 11):
   (b) identity_fp32 with one 16 MiB FP32 tensor: gRPC MB/s / HTTP binary
       MB/s, at concurrency 1 and 4 (goal >= 0.8)
 
-The load client is the official tritonclient (tritonclient.grpc on one
-side, tritonclient.http with binary data on the other), driven from
-several processes (concurrency c = P processes x T threads, one client per
-thread, one request in flight per thread), so the Python client's own cost
-is in both sides alike. The two sides of each ratio alternate, --repeat
-times each, and the median run of each side is reported. Nothing is
-asserted on times; the exit status is 1 only when a request failed or the
-server did not exit 0. Needs the test venv (.venv).
+Two load clients:
+
+  --client c (default): the project's own C clients, one process per side:
+      build/tests/bench/grpc_load_client (gRPC core's C API, the request
+      packed once, raw_input_contents, `concurrency` calls in flight over
+      --grpc-channels connections) against build/tests/bench/load_client
+      (HTTP/1.1 keep-alive, binary tensors, one request in flight on each of
+      `concurrency` connections). Both check every response's values.
+  --client tritonclient: the official tritonclient.grpc / tritonclient.http
+      (binary tensors), driven from several processes (concurrency = P
+      processes x T threads, one client and one request in flight per
+      thread), so the Python client's own cost is in both sides alike.
+      Needs the test venv (.venv).
+
+The two sides of each ratio alternate, --repeat times each, and the median
+run of each side is reported with its absolute numbers and the server's CPU
+time per request (from /proc, over the whole run; steadier than infer/s on
+a shared machine). Nothing is asserted on times; the exit status is 1 only
+when a request failed or the server did not exit 0.
 """
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import re
@@ -29,31 +41,40 @@ import tempfile
 import threading
 import time
 
-import numpy as np
-
 HTTP_RE = re.compile(r"Started HTTPService at \S+:(\d+)")
 GRPC_RE = re.compile(r"Started GRPCInferenceService at \S+:(\d+)")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIXTEEN_MIB_FP32 = 4 * 1024 * 1024
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
+
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+# ---- tritonclient mode ------------------------------------------------------
 
 def make_inputs(mod, case):
+    import numpy as np
     if case == "simple":
         a = np.arange(16, dtype=np.int32).reshape(1, 16)
         ins = [mod.InferInput("INPUT0", [1, 16], "INT32"),
                mod.InferInput("INPUT1", [1, 16], "INT32")]
         ins[0].set_data_from_numpy(a)
         ins[1].set_data_from_numpy(a)
-        return "simple", ins, 2 * 64
+        return "simple", ins
     x = np.ones((1, SIXTEEN_MIB_FP32), dtype=np.float32)
     ins = [mod.InferInput("INPUT0", [1, SIXTEEN_MIB_FP32], "FP32")]
     ins[0].set_data_from_numpy(x)
-    return "identity_fp32", ins, x.nbytes
+    return "identity_fp32", ins
 
 
-def worker(args):
+def tritonclient_worker(args):
     """One process: `threads` closed-loop clients for `duration` seconds.
-    Returns (requests, request bytes, errors)."""
+    Returns (requests, errors, first error)."""
     proto, url, case, threads, duration, warmup = args
     if proto == "grpc":
         import tritonclient.grpc as mod
@@ -61,6 +82,7 @@ def worker(args):
         import tritonclient.http as mod
     counts = [0] * threads
     errors = [0] * threads
+    first = []
     start = time.monotonic() + warmup
     stop = start + duration
 
@@ -70,7 +92,7 @@ def worker(args):
         else:
             c = mod.InferenceServerClient(url, connection_timeout=60,
                                           network_timeout=60)
-        model, ins, _ = make_inputs(mod, case)
+        model, ins = make_inputs(mod, case)
         outs = None if proto == "grpc" else [
             mod.InferRequestedOutput(n, binary_data=True)
             for n in (["OUTPUT0", "OUTPUT1"] if case == "simple" else ["OUTPUT0"])]
@@ -82,8 +104,9 @@ def worker(args):
                 c.infer(model, ins, outputs=outs)
                 if now >= start:
                     counts[i] += 1
-            except Exception:
+            except Exception as e:  # counted and reported, the run goes on
                 errors[i] += 1
+                first.append(str(e))
         c.close()
 
     ts = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
@@ -91,85 +114,241 @@ def worker(args):
         t.start()
     for t in ts:
         t.join()
-    size = 128 if case == "simple" else SIXTEEN_MIB_FP32 * 4
-    return sum(counts), sum(counts) * size, sum(errors)
+    return sum(counts), sum(errors), first[0] if first else ""
 
 
-def measure(pool, proto, url, case, concurrency, duration, warmup):
-    procs = min(concurrency, os.cpu_count() or 1, 8)
-    per = [concurrency // procs + (1 if i < concurrency % procs else 0) for i in range(procs)]
-    results = pool.map(worker, [(proto, url, case, t, duration, warmup) for t in per])
-    n = sum(r[0] for r in results)
-    b = sum(r[1] for r in results)
-    errors = sum(r[2] for r in results)
-    return n / duration, b / duration / 1e6, errors
+class TritonClientLoad:
+    name = ("tritonclient.grpc vs tritonclient.http (binary tensors), "
+            "P processes x T threads = concurrency, one client per thread")
+
+    def __init__(self, opts):
+        self.opts = opts
+        self.pool = mp.get_context("spawn").Pool(8)
+
+    def run(self, proto, url, case, c):
+        o = self.opts
+        procs = min(c, os.cpu_count() or 1, 8)
+        per = [c // procs + (1 if i < c % procs else 0) for i in range(procs)]
+        results = self.pool.map(tritonclient_worker,
+                                [(proto, url, case, t, o.duration, o.warmup)
+                                 for t in per])
+        n = sum(r[0] for r in results)
+        size = 128 if case == "simple" else SIXTEEN_MIB_FP32 * 4
+        return {"requests": n, "requests_per_s": n / o.duration,
+                "request_mb_per_s": n * size / o.duration / 1e6,
+                "latency_ms": None,
+                "errors": sum(r[1] for r in results),
+                "first_error": next((r[2] for r in results if r[2]), "")}
+
+    def close(self):
+        self.pool.close()
+        self.pool.join()
+
+
+# ---- C client mode ----------------------------------------------------------
+
+class CLoad:
+    def __init__(self, opts):
+        self.opts = opts
+        bench = os.path.join(opts.build_dir, "tests", "bench")
+        self.http = os.path.join(bench, "load_client")
+        self.grpc = os.path.join(bench, "grpc_load_client")
+        for path in (self.http, self.grpc):
+            if not os.access(path, os.X_OK):
+                sys.exit("grpc_bench: %s is missing; build first" % path)
+        self.name = ("the project's C clients: grpc_load_client (gRPC core C "
+                     "API, request packed once, %s) vs load_client (HTTP/1.1 "
+                     "keep-alive, binary tensors, one connection per request "
+                     "in flight); %d client thread(s) each" % (
+                         "one connection per call in flight"
+                         if opts.grpc_channels == 0 else
+                         "%d connection(s)" % opts.grpc_channels,
+                         opts.client_threads))
+
+    def run(self, proto, url, case, c):
+        o = self.opts
+        common = ["--url", url, "--concurrency", str(c),
+                  "--threads", str(min(o.client_threads, c)),
+                  "--duration", str(o.duration), "--warmup", str(o.warmup),
+                  "--json"]
+        if proto == "grpc":
+            channels = c if o.grpc_channels == 0 else min(o.grpc_channels, c)
+            argv = [self.grpc, "--channels", str(channels)] + common + (
+                ["--mode", "simple"] if case == "simple" else
+                ["--mode", "fp32", "--elements", str(SIXTEEN_MIB_FP32)])
+        else:
+            argv = [self.http] + common + (
+                ["--mode", "binary-simple"] if case == "simple" else
+                ["--mode", "binary-fp32", "--elements", str(SIXTEEN_MIB_FP32)])
+        p = subprocess.run(argv, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+        if p.returncode not in (0, 1) or not p.stdout.strip():
+            raise RuntimeError("%s failed (%d): %s" %
+                               (argv[0], p.returncode, p.stderr.strip()))
+        r = json.loads(p.stdout)
+        if r["requests"] == 0 and not r["errors"]:
+            r["errors"] = 1
+            r["first_error"] = r["first_error"] or "no request completed"
+        return r
+
+    def close(self):
+        pass
+
+
+# ---- the benchmark ----------------------------------------------------------
+
+def start_server(opts, log_path):
+    log = open(log_path, "wb")
+    queue_dir = os.path.join(os.path.dirname(log_path), "queue")
+    srv = subprocess.Popen([opts.osprey,
+                            "--model-repository=%s" % os.path.join(ROOT, "models"),
+                            "--http-port=0", "--grpc-port=0", "--metrics-port=0",
+                            "--http-address=127.0.0.1",
+                            "--grpc-address=127.0.0.1",
+                            "--queue-dir=" + queue_dir] + opts.osprey_arg,
+                           stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        text = open(log_path, errors="replace").read()
+        h, g = HTTP_RE.search(text), GRPC_RE.search(text)
+        if h and g:
+            time.sleep(0.5)
+            return srv, int(h.group(1)), int(g.group(1))
+        if srv.poll() is not None:
+            break
+        time.sleep(0.05)
+    srv.kill()
+    srv.wait()
+    raise RuntimeError("osprey did not start; log in %s" % log_path)
+
+
+def median_run(runs):
+    """The run with the median infer/s, with the median server CPU per
+    request of all runs and their errors summed."""
+    ordered = sorted(runs, key=lambda r: r["requests_per_s"])
+    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen["cpu_us"] = statistics.median(r["cpu_us"] for r in runs)
+    chosen["errors"] = sum(r["errors"] for r in runs)
+    return chosen
+
+
+def fmt_rate(r):
+    return "{:,.0f}".format(r) if r >= 100 else "{:,.1f}".format(r)
+
+
+def lat(r):
+    if not r.get("latency_ms"):
+        return "-"
+    return "%.2f / %.2f" % (r["latency_ms"]["p50"], r["latency_ms"]["p99"])
+
+
+def mark(value, goal):
+    return "%.2f %s" % (value, "ok" if value >= goal else "BELOW")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--osprey", default=os.path.join(ROOT, "build", "osprey"))
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--duration", type=float, default=2.0)
-    ap.add_argument("--warmup", type=float, default=0.5)
+    ap.add_argument("--client", choices=("c", "tritonclient"), default="c")
+    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--osprey", help="osprey binary (default BUILD/osprey)")
+    ap.add_argument("--osprey-arg", action="append", default=[],
+                    help="extra osprey argument (repeatable)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--duration", type=float, default=1.0)
+    ap.add_argument("--warmup", type=float, default=0.3)
+    ap.add_argument("--client-threads", type=int, default=1,
+                    help="C clients' threads per side (default 1)")
+    ap.add_argument("--grpc-channels", type=int, default=0,
+                    help="grpc_load_client connections; 0 = one per call in "
+                    "flight, as HTTP has (default 0)")
     ap.add_argument("--a-concurrency", default="1,16,64")
     ap.add_argument("--b-concurrency", default="1,4")
+    ap.add_argument("--json-out", help="also write the median runs here")
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="print each run as it finishes (to stderr)")
     opts = ap.parse_args()
+    opts.osprey = opts.osprey or os.path.join(opts.build_dir, "osprey")
 
     log_dir = tempfile.mkdtemp(prefix="osprey-grpc-bench-")
     log_path = os.path.join(log_dir, "osprey.log")
-    log = open(log_path, "wb")
-    srv = subprocess.Popen([opts.osprey, f"--model-repository={os.path.join(ROOT, 'models')}",
-                            "--http-port=0", "--grpc-port=0", "--metrics-port=0"],
-                           stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    http_port = grpc_port = None
-    while time.monotonic() < deadline and not (http_port and grpc_port):
-        text = open(log_path, errors="replace").read()
-        h, g = HTTP_RE.search(text), GRPC_RE.search(text)
-        http_port = int(h.group(1)) if h else None
-        grpc_port = int(g.group(1)) if g else None
-        time.sleep(0.05)
-    if not (http_port and grpc_port):
-        print("osprey did not start; log in", log_path, file=sys.stderr)
-        srv.kill()
+    try:
+        srv, http_port, grpc_port = start_server(opts, log_path)
+    except RuntimeError as e:
+        print("grpc_bench: %s" % e, file=sys.stderr)
         return 1
-    time.sleep(0.5)
-    urls = {"grpc": f"127.0.0.1:{grpc_port}", "http": f"127.0.0.1:{http_port}"}
-    failed = False
+    urls = {"grpc": "127.0.0.1:%d" % grpc_port,
+            "http": "127.0.0.1:%d" % http_port}
+    load = CLoad(opts) if opts.client == "c" else TritonClientLoad(opts)
+    failures = []
     rows = []
-    ctx = mp.get_context("spawn")
-    with ctx.Pool(8) as pool:
-        for case, concs in (("simple", opts.a_concurrency), ("large", opts.b_concurrency)):
-            for c in [int(x) for x in concs.split(",")]:
+    try:
+        for case, concs in (("simple", opts.a_concurrency),
+                            ("large", opts.b_concurrency)):
+            for c in [int(x) for x in concs.split(",") if x]:
                 runs = {"grpc": [], "http": []}
                 for _ in range(opts.repeat):
                     for proto in ("grpc", "http"):
-                        rps, mbs, errors = measure(pool, proto, urls[proto], case, c,
-                                                   opts.duration, opts.warmup)
-                        failed = failed or errors > 0
-                        runs[proto].append((rps, mbs))
-                med = {p: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
-                       for p, v in runs.items()}
-                rows.append((case, c, med))
-    srv.send_signal(signal.SIGTERM)
-    rc = srv.wait(timeout=60)
-    failed = failed or rc != 0
+                        cpu0 = cpu_seconds(srv.pid)
+                        r = load.run(proto, urls[proto], case, c)
+                        cpu = cpu_seconds(srv.pid) - cpu0
+                        # CPU over warmup + duration, requests over the
+                        # duration: scale the count to the whole run.
+                        total = r["requests"] * (opts.warmup + opts.duration) \
+                            / opts.duration
+                        r["cpu_us"] = cpu / total * 1e6 if total else 0
+                        if r["errors"]:
+                            failures.append((proto, case, c, r))
+                        if opts.verbose:
+                            print("  %-4s %-6s c=%-3d %10.1f infer/s %9.1f "
+                                  "MB/s  server CPU %.1f us/req  errors %d" % (
+                                      proto, case, c, r["requests_per_s"],
+                                      r["request_mb_per_s"], r["cpu_us"],
+                                      r["errors"]), file=sys.stderr, flush=True)
+                        runs[proto].append(r)
+                        if srv.poll() is not None:
+                            raise RuntimeError("osprey died; log in %s" % log_path)
+                rows.append((case, c, {p: median_run(v) for p, v in runs.items()}))
+    except RuntimeError as e:
+        print("grpc_bench: %s" % e, file=sys.stderr)
+        failures.append(("-", "-", 0, {"errors": 1, "first_error": str(e)}))
+    finally:
+        load.close()
+        if srv.poll() is None:
+            srv.send_signal(signal.SIGTERM)
+        rc = srv.wait(timeout=60)
+    if rc != 0:
+        failures.append(("-", "-", 0, {"errors": 1,
+                                       "first_error": "osprey exited %d" % rc}))
 
-    print("Load client: tritonclient.grpc vs tritonclient.http (binary tensors), "
-          "P processes x T threads = concurrency, "
-          f"median of {opts.repeat} alternating runs of {opts.duration:g} s, {os.cpu_count()} CPUs.\n")
-    print("| case | concurrency | gRPC | HTTP | gRPC / HTTP |")
-    print("|---|---|---|---|---|")
+    print("Load client: %s. Median of %d alternating runs of %g s (after "
+          "%g s warmup) per side, %d CPUs; server CPU is utime+stime per "
+          "request.\n" % (load.name, opts.repeat, opts.duration, opts.warmup,
+                          os.cpu_count()))
+    print("| case | c | gRPC | p50/p99 ms | server CPU µs/req | HTTP "
+          "| p50/p99 ms | server CPU µs/req | gRPC / HTTP |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for case, c, med in rows:
+        g, h = med["grpc"], med["http"]
         if case == "simple":
-            g, h = med["grpc"][0], med["http"][0]
-            print(f"| (a) `simple` infer/s | {c} | {g:.0f} | {h:.0f} | {g / h:.2f} |")
+            label, key, goal, fmt = "(a) `simple` infer/s", "requests_per_s", 0.9, fmt_rate
         else:
-            g, h = med["grpc"][1], med["http"][1]
-            print(f"| (b) 16 MiB FP32 `identity_fp32` MB/s | {c} | {g:.0f} | {h:.0f} | {g / h:.2f} |")
-    if failed:
-        print("\nrequests failed or the server did not exit 0; log in", log_path, file=sys.stderr)
-    return 1 if failed else 0
+            label, key, goal = "(b) 16 MiB FP32 `identity_fp32` MB/s", "request_mb_per_s", 0.8
+            fmt = lambda x: "%.0f" % x  # noqa: E731
+        ratio = g[key] / h[key] if h[key] else float("nan")
+        print("| %s | %d | %s | %s | %.1f | %s | %s | %.1f | %s |" % (
+            label, c, fmt(g[key]), lat(g), g["cpu_us"], fmt(h[key]), lat(h),
+            h["cpu_us"], mark(ratio, goal)))
+    if opts.json_out:
+        with open(opts.json_out, "w") as f:
+            json.dump([{"case": case, "concurrency": c, **med}
+                       for case, c, med in rows], f, indent=1)
+    for proto, case, c, r in failures:
+        print("ERROR %s %s c=%s: %d errors; first: %s" % (
+            proto, case, c, r["errors"], r.get("first_error", "")),
+            file=sys.stderr)
+    if failures:
+        print("server log in %s" % log_path, file=sys.stderr)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -45,14 +45,16 @@
 
 typedef enum {
     MODE_JSON_SIMPLE,
+    MODE_BINARY_SIMPLE,
     MODE_BINARY_FP32,
     MODE_JSON_FP32,
     MODE_RAW,
     MODE_FILE,
 } body_mode;
 
-static const char *const mode_names[] = {"json-simple", "binary-fp32",
-                                         "json-fp32", "raw", "file"};
+static const char *const mode_names[] = {"json-simple", "binary-simple",
+                                         "binary-fp32", "json-fp32", "raw",
+                                         "file"};
 
 typedef struct {
     char host[256];
@@ -85,7 +87,8 @@ typedef struct {
     int32_t expect_i32[32]; /* json-simple: OUTPUT0[16], then OUTPUT1[16] */
     float *expect_f32;      /* json-fp32: OUTPUT0 values, owned */
     size_t expect_count;
-    const char *expect_blob; /* binary-fp32 / raw: borrowed from body */
+    const char *expect_blob; /* binary-fp32 / raw: borrowed from body;
+                                binary-simple: expect_i32 */
     size_t expect_blob_len;
 } request_variant;
 
@@ -255,6 +258,36 @@ static int build_json_simple(request_variant *rv, int v, strbuf *sb) {
     return 0;
 }
 
+/* simple with binary tensors in and out, as tritonclient.http sends them by
+   default; OUTPUT0 and OUTPUT1 come back as one blob in that order.
+   Returns the JSON header length (the IHCL value). */
+static size_t build_binary_simple(request_variant *rv, int v, strbuf *sb) {
+    sb_printf(sb, "{\"inputs\":[");
+    for (int in = 0; in < 2; in++)
+        sb_printf(sb,
+                  "%s{\"name\":\"INPUT%d\",\"shape\":[1,16],"
+                  "\"datatype\":\"INT32\",\"parameters\":"
+                  "{\"binary_data_size\":64}}",
+                  in ? "," : "", in);
+    sb_printf(sb, "],\"outputs\":[{\"name\":\"OUTPUT0\",\"parameters\":"
+                  "{\"binary_data\":true}},{\"name\":\"OUTPUT1\","
+                  "\"parameters\":{\"binary_data\":true}}]}");
+    size_t json_len = sb->len;
+    for (int in = 0; in < 2; in++)
+        for (int i = 0; i < 16; i++) {
+            int32_t x = simple_input(v, in, i);
+            sb_append(sb, &x, sizeof x);
+        }
+    for (int i = 0; i < 16; i++) {
+        int32_t a = simple_input(v, 0, i), b = simple_input(v, 1, i);
+        rv->expect_i32[i] = a + b;
+        rv->expect_i32[16 + i] = a - b;
+    }
+    rv->expect_blob = (const char *)rv->expect_i32;
+    rv->expect_blob_len = sizeof rv->expect_i32;
+    return json_len;
+}
+
 /* Returns the JSON header length (the IHCL value). */
 static size_t build_binary_fp32(request_variant *rv, int v, long n,
                                 strbuf *sb) {
@@ -328,6 +361,7 @@ static const char *default_path(const options *opt, char *buf, size_t size) {
         return opt->path;
     switch (opt->mode) {
     case MODE_JSON_SIMPLE:
+    case MODE_BINARY_SIMPLE:
         snprintf(buf, size, "/v2/models/%s/infer",
                  opt->model ? opt->model : "simple");
         return buf;
@@ -354,6 +388,9 @@ static int variant_build(request_variant *rv, const options *opt, int v) {
     case MODE_JSON_SIMPLE:
         rc = build_json_simple(rv, v, &body);
         ctype = "application/json";
+        break;
+    case MODE_BINARY_SIMPLE:
+        ihcl = (long)build_binary_simple(rv, v, &body);
         break;
     case MODE_BINARY_FP32:
         ihcl = (long)build_binary_fp32(rv, v, opt->elements, &body);
@@ -533,6 +570,7 @@ static int verify_response(const options *opt, const connection *c,
             return -1;
         }
         return 0;
+    case MODE_BINARY_SIMPLE:
     case MODE_BINARY_FP32: {
         if (c->resp_ihcl < 0 || (size_t)c->resp_ihcl > len) {
             snprintf(why, why_size,
@@ -543,7 +581,7 @@ static int verify_response(const options *opt, const connection *c,
         if (blob_len != rv->expect_blob_len ||
             memcmp(body + c->resp_ihcl, rv->expect_blob, blob_len) != 0) {
             snprintf(why, why_size,
-                     "binary OUTPUT0 differs (%zu bytes, expected %zu)",
+                     "binary outputs differ (%zu bytes, expected %zu)",
                      blob_len, rv->expect_blob_len);
             return -1;
         }
@@ -1049,6 +1087,7 @@ static void usage(FILE *f) {
           "  --model NAME          model in the default path\n"
           "  --mode MODE           body to send (default json-simple):\n"
           "     json-simple          simple: INT32 [1,16] x2, JSON\n"
+          "     binary-simple        simple: INT32 [1,16] x2, binary\n"
           "     binary-fp32          identity_fp32: FP32 [1,N], binary\n"
           "     json-fp32            identity_fp32: FP32 [1,N], JSON\n"
           "     raw                  --body-bytes N bytes (echo server)\n"
