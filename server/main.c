@@ -30,8 +30,10 @@
 #include "osprey/server.h"
 #include "osprey/trace.h"
 #include "tfserving.h"
-#ifdef OSPREY_HAVE_CUDA
-#include "cuda_provider.h"
+#if defined(OSPREY_CUDA_LINKED)
+#include "cuda_provider.h" /* osprey_fakegpu: the device is linked in */
+#elif defined(OSPREY_CUDA_MODULE)
+#include "cuda_module.h" /* loaded at run time, only where a GPU is */
 #endif
 
 /* Everything the services share; each owns its own fields. */
@@ -91,12 +93,18 @@ static osp_error *core_start(app *a) {
     opts.devices = f->devices;
     opts.backends = backends_builtin;
     opts.n_backends = backends_builtin_count;
-#ifdef OSPREY_HAVE_CUDA
-    static const osp_device_provider *const providers[] = {
-        &osp_cuda_device_provider};
-    opts.devices.providers = providers;
-    opts.devices.n_providers = 1;
+    static const osp_device_provider *providers[1];
+    const osp_device_provider *cuda = NULL;
+#if defined(OSPREY_CUDA_LINKED)
+    cuda = &osp_cuda_device_provider;
+#elif defined(OSPREY_CUDA_MODULE)
+    cuda = cuda_module_load();
 #endif
+    if (cuda) {
+        providers[0] = cuda;
+        opts.devices.providers = providers;
+        opts.devices.n_providers = 1;
+    }
     osp_error *err = osp_server_new(&opts, &a->core);
     if (err)
         return osp_error_wrap(err, "failed to start the server");
