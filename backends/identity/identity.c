@@ -148,6 +148,12 @@ static osp_error *identity_execute(void *instance, osp_execute_ctx *ctx) {
     return NULL;
 }
 
+/* A copy per output: quick unless execute_delay_ms makes it sleep. */
+static bool identity_execute_is_quick(const void *opaque) {
+    const identity_model *model = opaque;
+    return model->delay_ms == 0;
+}
+
 const osp_backend osp_backend_identity = {
     .name = "identity",
     .model_new = identity_model_new,
@@ -155,4 +161,5 @@ const osp_backend osp_backend_identity = {
     .instance_new = identity_instance_new,
     .instance_free = identity_instance_free,
     .execute = identity_execute,
+    .execute_is_quick = identity_execute_is_quick,
 };

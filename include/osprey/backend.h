@@ -76,6 +76,14 @@ typedef struct osp_backend {
      * allocates every requested output with osp_execute_output_alloc.
      * May return before the work completes. */
     osp_error *(*execute)(void *instance, osp_execute_ctx *ctx);
+    /* (optional) Whether execute of `model` on the CPU device is quick: it
+     * costs about what reading its inputs costs (elementwise work, a copy,
+     * a small GEMM), and never sleeps, waits or does I/O. The core may then
+     * run a batch on the thread that queued a request when an instance is
+     * idle, sparing the hand-off to the instance's worker and back. NULL,
+     * or false: batches run only on the instance workers. Asked once, after
+     * model_new. */
+    bool (*execute_is_quick)(const void *model);
 } osp_backend;
 
 #ifdef __cplusplus
