@@ -781,6 +781,19 @@ out:
     return err;
 }
 
+bool json_prune(const char *text, size_t len, const json_span *skip,
+                size_t n_skip, jbuf *out) {
+    json_sink sink = {.tok = NULL, .obj = NULL, .buf = out};
+    size_t pos = 0, depth = 0;
+    bool ok = true;
+    for (size_t i = 0; i < n_skip && ok; i++) {
+        ok = feed_pruned(&sink, text, pos, skip[i].start, &depth) &&
+             sink_put(&sink, "[]", 2);
+        pos = skip[i].end;
+    }
+    return ok && feed_pruned(&sink, text, pos, len, &depth);
+}
+
 static size_t skip_json_ws(const char *text, size_t i, size_t end) {
     while (i < end && (text[i] == ' ' || text[i] == '\n' || text[i] == '\r' ||
                        text[i] == '\t'))
