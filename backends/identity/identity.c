@@ -137,6 +137,10 @@ static osp_error *identity_execute(void *instance, osp_execute_ctx *ctx) {
                                  "given",
                                  model->name, i, in->name);
         void *out;
+        /* A lone request on the CPU: its input becomes the output, no
+         * copy (for a 16 MiB tensor that copy was ~30% of the server CPU). */
+        if (osp_execute_output_take_input(ctx, i, i, &out))
+            continue;
         if ((err = osp_execute_output_alloc(ctx, i, &in->shape, in->byte_size,
                                             &out)))
             return err;

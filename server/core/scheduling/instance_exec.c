@@ -38,6 +38,7 @@ typedef struct batch_state {
     osp_backend_tensor *outputs;
     osp_buffer **output_buffers;
     osp_buffer **staged; /* outputs reachable from the host (stage_output) */
+    osp_buffer ***input_slots; /* givable request input buffers (ctx) */
     osp_infer_response **resps; /* one per request of the batch */
     osp_execute_ctx ctx;
 } batch_state;
@@ -52,9 +53,10 @@ static bool batch_state_alloc(batch_state *bs, size_t n_in, size_t n_out,
     size_t ptrs_in = (n_in + 1) * sizeof(osp_buffer *);
     size_t ptrs_out = (n_out + 1) * sizeof(osp_buffer *);
     size_t ptrs_resp = (n + 1) * sizeof(osp_infer_response *);
+    size_t slots_in = (n_in + 1) * sizeof(osp_buffer **);
     size_t flags = (n_out + 1) * sizeof(bool);
     char *p = calloc(1, tensors_in + tensors_out + ptrs_in + 2 * ptrs_out +
-                            ptrs_resp + flags);
+                            ptrs_resp + slots_in + flags);
     if (!p)
         return false;
     bs->block = p;
@@ -70,6 +72,8 @@ static bool batch_state_alloc(batch_state *bs, size_t n_in, size_t n_out,
     p += ptrs_out;
     bs->resps = (osp_infer_response **)p;
     p += ptrs_resp;
+    bs->input_slots = (osp_buffer ***)p;
+    p += slots_in;
     bs->output_requested = (bool *)p;
     return true;
 }
@@ -120,6 +124,11 @@ static osp_error *gather_input(model_instance *inst, batch_state *bs,
     osp_device_get_info(inst->device, &info);
     if (n == 1 && info.type == OSP_DEVICE_CPU) {
         t->data = first->data ? first->data->data : NULL;
+        /* The backend may give this buffer to an output instead of a copy
+         * (osp_execute_output_take_input). */
+        if (first->data)
+            bs->input_slots[i] =
+                &batch[0]->req->inputs[batch[0]->input_map[i]].data;
         return NULL;
     }
     osp_error *err =
@@ -326,6 +335,7 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
         .n_outputs = n_out,
         .outputs = bs.outputs,
         .output_buffers = bs.output_buffers,
+        .input_slots = bs.input_slots,
     };
     if ((err = osp_event_record(inst->marks[1], inst->stream)))
         goto out;
