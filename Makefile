@@ -14,7 +14,9 @@ CMAKE_ARGS += -DOSPREY_WERROR=ON
 endif
 
 DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev \
-               zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip
+               zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip \
+               protobuf-c-compiler libprotobuf-c-dev libwslay-dev libhiredis-dev \
+               redis-server libgrpc-dev openssl
 
 .PHONY: run test deps venv build leakcheck fuzz clean format
 
@@ -31,8 +33,9 @@ test: deps venv build
 # The leak check: an AddressSanitizer + LeakSanitizer build of the server
 # driven by a short mix of the integration tests (tritonclient flows and the
 # malformed-request cases, without the 64 MiB bodies, load overrides,
-# classification, the TF Serving REST surface, and the models on fake GPUs
-# when the CUDA toolkit is there); the harness fails a test whose
+# classification, the TF Serving REST surface, the models on fake GPUs
+# when the CUDA toolkit is there, and the queue service's raw HTTP/WebSocket
+# scenario and model services); the harness fails a test whose
 # server log holds any sanitizer report or whose exit is not 0.
 leakcheck: deps venv
 	cmake -S . -B $(BUILD)-asan -DOSPREY_SANITIZE=ON $(CMAKE_ARGS)
@@ -43,13 +46,16 @@ leakcheck: deps venv
 	  tests/integration/test_kserve_http_tritonclient.py tests/integration/test_kserve_http_protocol.py \
 	  tests/integration/test_kserve_http_fake_gpu.py tests/integration/test_kserve_http_load_override.py \
 	  tests/integration/test_kserve_http_classification.py tests/integration/test_kserve_http_logging.py \
-	  tests/integration/test_tfserving_rest.py tests/integration/test_kserve_http_shm.py
+	  tests/integration/test_tfserving_rest.py tests/integration/test_kserve_http_shm.py \
+	  tests/integration/test_kserve_http_cuda_shm.py tests/integration/test_kserve_grpc_cuda_shm.py \
+	  tests/integration/test_queue_http.py tests/integration/test_queue_models.py \
+	  tests/integration/test_kserve_grpc_protocol.py
 
 # The libFuzzer targets of tests/fuzz, built with clang (make test only
 # replays their corpora); run a campaign as tests/fuzz/README.md shows.
 FUZZ_TARGETS = fuzz_model_config fuzz_safetensors fuzz_json_body \
                fuzz_json_tensor fuzz_http_compress fuzz_config_json \
-               fuzz_tfs_request
+               fuzz_tfs_request fuzz_queue_input fuzz_grpc_request fuzz_queue_log
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DOSPREY_CUDA=OFF \
 	  -DOSPREY_FUZZ=ON $(CMAKE_ARGS)
@@ -65,10 +71,12 @@ deps:
 	fi
 
 venv: $(VENV)/.installed
-$(VENV)/.installed: tests/requirements.txt
+$(VENV)/.installed: tests/requirements.txt tests/requirements-eas-sdk.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -r tests/requirements.txt
+	$(VENV)/bin/pip install -q --no-deps --upgrade --target $(VENV)/eas-sdk \
+	  -r tests/requirements-eas-sdk.txt
 	touch $@
 
 build:

@@ -431,6 +431,9 @@ static const osp_device_ops cuda_ops = {
     .bias_activation = cuda_bias_activation,
     .softmax_rows = cuda_softmax_rows,
     .cast = cuda_cast,
+    .memcpy_sync = cuda_memcpy_sync,
+    .ipc_open = cuda_ipc_open,
+    .ipc_close = cuda_ipc_close,
 };
 
 /* ---- discovery --------------------------------------------------------- */
@@ -477,7 +480,10 @@ static void pinned_pool_reserve(cuda_pinned_pool *pp, size_t bytes) {
 static void cuda_device_destroy(cuda_device *cd) {
     log_error(cuda_device_make_current(&cd->device));
     log_error(OSP_CUDA_CHECK(cudaDeviceSynchronize()));
+    if (cd->copy_stream != NULL)
+        log_error(OSP_CUDA_CHECK(cudaStreamDestroy(cd->copy_stream)));
     range_pool_destroy(&cd->pool, release_device_region, NULL);
+    pthread_mutex_destroy(&cd->copy_lock);
     pthread_mutex_destroy(&cd->pool_lock);
     free(cd);
 }
@@ -509,6 +515,7 @@ static osp_error *cuda_device_create(int ordinal, size_t pool_bytes,
     cd->pool_grow_bytes =
         pool_bytes > MIN_POOL_GROWTH ? pool_bytes : MIN_POOL_GROWTH;
     pthread_mutex_init(&cd->pool_lock, NULL);
+    pthread_mutex_init(&cd->copy_lock, NULL);
     range_pool_init(&cd->pool, DEVICE_ALIGNMENT);
 
     if (pool_bytes > 0) {

@@ -31,6 +31,10 @@ typedef struct cuda_device {
                                  unless cudaMalloc runs out */
     size_t pool_grow_bytes;   /* smallest region added when the pool is full */
     cuda_pinned_pool *pinned; /* shared, owned by the device list */
+    /* Synchronous copies (cuda_memcpy_sync) take turns on copy_stream,
+     * made on first use. */
+    pthread_mutex_t copy_lock;
+    cudaStream_t copy_stream;
 } cuda_device;
 
 typedef struct cuda_stream {
@@ -50,3 +54,10 @@ osp_error *cuda_device_make_current(osp_device *dev);
 /* The gemm slot (cuda_gemm.c). */
 osp_error *cuda_gemm(osp_device *dev, void *stream_impl,
                      const osp_gemm_args *args);
+
+/* The ipc_open, ipc_close and memcpy_sync slots (cuda_ipc.c). */
+osp_error *cuda_ipc_open(osp_device *dev, const void *handle, size_t handle_len,
+                         void **ptr, size_t *size);
+osp_error *cuda_ipc_close(osp_device *dev, void *ptr);
+osp_error *cuda_memcpy_sync(osp_device *dev, void *dst, const void *src,
+                            size_t n, osp_copy_kind kind);

@@ -181,11 +181,37 @@ static bool apply_cuda_pool(osprey_flags *f, const char *value) {
 }
 
 static bool apply_restricted_api(osprey_flags *f, const char *value) {
-    osp_error *err = kserve_restriction_add(f->restricted_apis, value);
+    osp_error *err = kserve_restriction_add(
+        f->restricted_apis, &kserve_http_restriction_flag, value);
     if (!err)
         return true;
     fprintf(stderr, "Error: %s\n", osp_error_message(err));
     osp_error_free(err);
+    return false;
+}
+
+static bool apply_grpc_restricted_protocol(osprey_flags *f,
+                                           const char *value) {
+    osp_error *err = kserve_restriction_add(
+        f->grpc_restricted, &kserve_grpc_restriction_flag, value);
+    if (!err)
+        return true;
+    fprintf(stderr, "Error: %s\n", osp_error_message(err));
+    osp_error_free(err);
+    return false;
+}
+
+/* none, low, medium or high, any case (kgrpc_compression's order). */
+static bool apply_grpc_compression(osprey_flags *f, const char *value) {
+    static const char *const levels[] = {"none", "low", "medium", "high"};
+    for (int i = 0; i < 4; i++)
+        if (strcasecmp(value, levels[i]) == 0) {
+            f->grpc_infer_compression = i;
+            return true;
+        }
+    fprintf(stderr,
+            "Error: invalid argument for "
+            "--grpc_infer_response_compression_level\n");
     return false;
 }
 
@@ -196,6 +222,43 @@ static bool apply_trace_config(osprey_flags *f, const char *value) {
     fprintf(stderr, "Error: %s\n", osp_error_message(err));
     osp_error_free(err);
     return false;
+}
+
+static bool apply_queue_service(osprey_flags *f, const char *value) {
+    if (value[0] == '\0')
+        return false;
+    const char **grown = realloc(f->queue_services,
+                                 (f->n_queue_services + 1) * sizeof *grown);
+    if (!grown)
+        return false;
+    f->queue_services = grown;
+    f->queue_services[f->n_queue_services++] = value;
+    return true;
+}
+
+static bool apply_queue_fsync(osprey_flags *f, const char *value) {
+    if (strcmp(value, "batch") == 0)
+        f->queue_fsync = OSP_QUEUE_FSYNC_BATCH;
+    else if (strcmp(value, "always") == 0)
+        f->queue_fsync = OSP_QUEUE_FSYNC_ALWAYS;
+    else if (strcmp(value, "none") == 0)
+        f->queue_fsync = OSP_QUEUE_FSYNC_NONE;
+    else
+        return false;
+    return true;
+}
+
+static bool apply_queue_store(osprey_flags *f, const char *value) {
+    if (value[0] == '\0') { /* the embedded store */
+        f->queue_store = NULL;
+        return true;
+    }
+    if (strncmp(value, "redis://", 8) != 0 || value[8] == '\0') {
+        fprintf(stderr, "Error: --queue-store takes redis://HOST:PORT[/DB]\n");
+        return false;
+    }
+    f->queue_store = value;
+    return true;
 }
 
 /* Triton's deprecated --trace-level, --trace-rate, --trace-count and
@@ -247,27 +310,9 @@ static const ignored_flag ignored_flags[] = {
     {"reuse-http-port", NULL},
     {"http-header-forward-pattern",
      "headers are not forwarded as request parameters"},
-    {"allow-grpc", "Osprey serves no gRPC"},
-    {"grpc-port", NULL},
-    {"reuse-grpc-port", NULL},
-    {"grpc-address", NULL},
-    {"grpc-header-forward-pattern", NULL},
-    {"grpc-infer-allocation-pool-size", NULL},
-    {"grpc-use-ssl", NULL},
-    {"grpc-use-ssl-mutual", NULL},
-    {"grpc-server-cert", NULL},
-    {"grpc-server-key", NULL},
-    {"grpc-root-cert", NULL},
-    {"grpc-infer-response-compression-level", NULL},
-    {"grpc-keepalive-time", NULL},
-    {"grpc-keepalive-timeout", NULL},
-    {"grpc-keepalive-permit-without-calls", NULL},
-    {"grpc-http2-max-pings-without-data", NULL},
-    {"grpc-http2-min-recv-ping-interval-without-data", NULL},
-    {"grpc-http2-max-ping-strikes", NULL},
-    {"grpc-max-connection-age", NULL},
-    {"grpc-max-connection-age-grace", NULL},
-    {"grpc-restricted-protocol", NULL},
+    {"grpc-header-forward-pattern",
+     "metadata is not forwarded as request parameters"},
+    {"grpc-max-response-pool-size", "responses are not pooled"},
     {"allow-sagemaker", NULL},
     {"sagemaker-port", NULL},
     {"sagemaker-safe-port-range", NULL},
@@ -352,7 +397,7 @@ static const flag_def flag_table[] = {
      .min = 0,
      .max = INT_MAX,
      .default_value = "4",
-     .help = "accepted; Osprey loads models one at a time"},
+     .help = "models of the repository loaded at once\n(0: 1; at most 64)"},
     {.name = "http-port",
      .arg = "PORT",
      .kind = FLAG_INT,
@@ -391,6 +436,162 @@ static const flag_def flag_table[] = {
      .help = "requests to these APIs (health, metadata, inference,\n"
              "shared-memory, model-config, model-repository, statistics,\n"
              "trace, logging) need HEADER: VALUE; repeatable"},
+    {.name = "allow-grpc",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(allow_grpc),
+     .default_value = "true",
+     .help = "serve KServe v2 gRPC (inference.GRPCInferenceService)"},
+    {.name = "grpc-port",
+     .arg = "PORT",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_port),
+     .min = 0,
+     .max = 65535,
+     .default_value = "8001",
+     .help = "gRPC port, 0 = any free port (printed at start)"},
+    {.name = "grpc-address",
+     .arg = "ADDR",
+     .kind = FLAG_STRING,
+     .offset = FIELD(grpc_address),
+     .default_value = "0.0.0.0",
+     .help = "gRPC bind address"},
+    {.name = "reuse-grpc-port",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(reuse_grpc_port),
+     .default_value = "false",
+     .help = "let several servers listen on the gRPC port (SO_REUSEPORT)"},
+    {.name = "grpc-infer-thread-count",
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_infer_thread_count),
+     .min = 2,
+     .max = 128,
+     .default_value = "2",
+     .help = "threads serving the gRPC completion queue"},
+    {.name = "grpc-infer-allocation-pool-size",
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_infer_allocation_pool_size),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "8",
+     .help = "idle ModelInfer call states kept for reuse"},
+    {.name = "grpc-use-ssl",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(grpc_use_ssl),
+     .default_value = "false",
+     .help = "TLS on the gRPC port (--grpc-server-cert, --grpc-server-key)"},
+    {.name = "grpc-use-ssl-mutual",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(grpc_use_ssl_mutual),
+     .default_value = "false",
+     .help = "TLS with client certificates signed by --grpc-root-cert\n"
+             "(implies --grpc-use-ssl)"},
+    {.name = "grpc-server-cert",
+     .arg = "PEM",
+     .kind = FLAG_STRING,
+     .offset = FIELD(grpc_server_cert),
+     .help = "file holding the PEM server certificate"},
+    {.name = "grpc-server-key",
+     .arg = "PEM",
+     .kind = FLAG_STRING,
+     .offset = FIELD(grpc_server_key),
+     .help = "file holding the PEM server key"},
+    {.name = "grpc-root-cert",
+     .arg = "PEM",
+     .kind = FLAG_STRING,
+     .offset = FIELD(grpc_root_cert),
+     .help = "file holding the PEM root certificate clients are\n"
+             "verified against"},
+    {.name = "grpc-infer-response-compression-level",
+     .arg = "LEVEL",
+     .kind = FLAG_APPLY,
+     .apply = apply_grpc_compression,
+     .default_value = "none",
+     .help = "none, low, medium or high: compression of inference\n"
+             "responses (gzip or deflate, as the client accepts)"},
+    {.name = "grpc-keepalive-time",
+     .arg = "MS",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_keepalive_time_ms),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "7200000",
+     .help = "period of keepalive pings"},
+    {.name = "grpc-keepalive-timeout",
+     .arg = "MS",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_keepalive_timeout_ms),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "20000",
+     .help = "wait for a keepalive ping's acknowledgement"},
+    {.name = "grpc-keepalive-permit-without-calls",
+     .arg = "BOOL",
+     .kind = FLAG_BOOL,
+     .offset = FIELD(grpc_keepalive_permit_without_calls),
+     .default_value = "false",
+     .help = "keepalive pings without calls in flight"},
+    {.name = "grpc-http2-max-pings-without-data",
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_http2_max_pings_without_data),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "2",
+     .help = "pings sent without data (0: no limit)"},
+    {.name = "grpc-http2-min-recv-ping-interval-without-data",
+     .arg = "MS",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_http2_min_recv_ping_interval_ms),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "300000",
+     .help = "shortest interval between pings without data"},
+    {.name = "grpc-http2-max-ping-strikes",
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_http2_max_ping_strikes),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "2",
+     .help = "bad pings tolerated before GOAWAY (0: any)"},
+    {.name = "grpc-max-connection-age",
+     .arg = "MS",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_max_connection_age_ms),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "0",
+     .help = "longest life of a connection (0: unlimited)"},
+    {.name = "grpc-max-connection-age-grace",
+     .arg = "MS",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_max_connection_age_grace_ms),
+     .min = 0,
+     .max = INT_MAX,
+     .default_value = "0",
+     .help = "grace after the connection age (0: unlimited)"},
+    {.name = "grpc-max-message-size",
+     .osprey_only = true,
+     .arg = "BYTES",
+     .kind = FLAG_INT,
+     .offset = FIELD(grpc_max_message_size),
+     .min = 1,
+     .max = INT_MAX,
+     .default_value = "2147483647",
+     .help = "largest gRPC message received or sent (Triton's\n"
+             "INT32_MAX); larger ones get RESOURCE_EXHAUSTED"},
+    {.name = "grpc-restricted-protocol",
+     .arg = "API[,API...]:KEY=VALUE",
+     .kind = FLAG_APPLY,
+     .apply = apply_grpc_restricted_protocol,
+     .help = "gRPC calls of these APIs (as --http-restricted-api)\n"
+             "need metadata triton-grpc-protocol-KEY: VALUE; repeatable"},
     {.name = "model-control-mode",
      .arg = "MODE",
      .kind = FLAG_APPLY,
@@ -538,6 +739,83 @@ static const flag_def flag_table[] = {
      .default_value = "false",
      .help = "let clients register, unregister and use system shared\n"
              "memory regions for inference inputs and outputs"},
+    {.name = "queue-service",
+     .osprey_only = true,
+     .arg = "NAME",
+     .kind = FLAG_APPLY,
+     .apply = apply_queue_service,
+     .help = "a queue-only service NAME (input queue and NAME/sink, no\n"
+             "model; its workers are outside Osprey); repeatable. Every\n"
+             "loaded model is a queue service with a built-in worker"},
+    {.name = "queue-token",
+     .osprey_only = true,
+     .arg = "TOKEN",
+     .kind = FLAG_STRING,
+     .offset = FIELD(queue_token),
+     .help = "the queue API (and its WebSocket watch) needs\n"
+             "'Authorization: TOKEN' (default: open; a warning when\n"
+             "the HTTP address is not loopback)"},
+    {.name = "queue-max-payload-bytes",
+     .osprey_only = true,
+     .arg = "BYTES",
+     .kind = FLAG_INT,
+     .offset = FIELD(queue_max_payload_bytes),
+     .min = 1,
+     .max = 64ll * 1024 * 1024,
+     .default_value = "524288",
+     .help = "largest queue item (inclusive); larger puts get 413"},
+    {.name = "queue-max-length",
+     .osprey_only = true,
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(queue_max_length),
+     .min = 1,
+     .max = 1000000000,
+     .default_value = "4095",
+     .help = "items a queue holds; puts to a full one get 429"},
+    {.name = "queue-dir",
+     .osprey_only = true,
+     .arg = "DIR",
+     .kind = FLAG_STRING,
+     .offset = FIELD(queue_dir),
+     .default_value = "osprey-queue",
+     .help = "directory of the embedded queue store (created;\n"
+             "relative to the working directory)"},
+    {.name = "queue-fsync",
+     .osprey_only = true,
+     .arg = "POLICY",
+     .kind = FLAG_APPLY,
+     .apply = apply_queue_fsync,
+     .default_value = "batch",
+     .help = "embedded store: batch (acknowledged after an fsync shared\n"
+             "by the writes waiting for it), always (one fsync each),\n"
+             "none (survives a process kill, not a machine crash)"},
+    {.name = "queue-store",
+     .osprey_only = true,
+     .arg = "URL",
+     .kind = FLAG_APPLY,
+     .apply = apply_queue_store,
+     .help = "redis://HOST:PORT[/DB]: queues in Redis Streams, shared\n"
+             "by replicas (default: the embedded store in --queue-dir)"},
+    {.name = "queue-worker-window",
+     .osprey_only = true,
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(queue_worker_window),
+     .min = 1,
+     .max = 1024,
+     .default_value = "8",
+     .help = "items a model service's built-in worker runs at once"},
+    {.name = "queue-consumer-grace-ms",
+     .osprey_only = true,
+     .arg = "MS",
+     .kind = FLAG_INT,
+     .offset = FIELD(queue_consumer_grace_ms),
+     .min = 1,
+     .max = 86400000,
+     .default_value = "10000",
+     .help = "how long the uncommitted items of a consumer that left\n"
+             "wait for the same gid.uid before they return to its group"},
     {.name = "allow-metrics",
      .arg = "BOOL",
      .kind = FLAG_BOOL,
@@ -731,6 +1009,10 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
 void flags_free(osprey_flags *f) {
     osp_log_close_file();
     kserve_restrictions_free(f->restricted_apis);
+    free(f->queue_services);
+    f->queue_services = NULL;
+    f->n_queue_services = 0;
+    kserve_restrictions_free(f->grpc_restricted);
     free(f->load_models);
     f->load_models = NULL;
     f->n_load_models = 0;

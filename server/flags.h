@@ -10,8 +10,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "kserve.h"
+#include "kserve_restrict.h"
 #include "osprey/device_impl.h"
+#include "osprey/queue.h"
 #include "osprey/server.h"
 #include "osprey/trace.h"
 
@@ -21,7 +22,7 @@ typedef struct osprey_flags {
     bool exit_on_error;    /* exit at start when a model fails to load */
     bool strict_readiness; /* ready = live and every model ready */
     long long exit_timeout_secs;
-    long long model_load_thread_count; /* accepted; loads are sequential */
+    long long model_load_thread_count; /* models loaded at once */
     long long http_port;
     const char *http_address;
     long long http_thread_count;
@@ -43,8 +44,45 @@ typedef struct osprey_flags {
     const char *metrics_address; /* NULL = the HTTP address */
     bool rest_api_enable_cors_support;
     bool allow_client_shm;
-    /* --http-restricted-api groups, per KServe API (kserve.h) */
+    /* the queue service (docs/queue.md) */
+    const char **queue_services; /* --queue-service: owned array of argv
+                                    strings */
+    size_t n_queue_services;
+    const char *queue_token; /* NULL: no Authorization needed */
+    long long queue_max_payload_bytes;
+    long long queue_max_length;
+    const char *queue_dir;   /* embedded store directory */
+    osp_queue_fsync queue_fsync;
+    const char *queue_store; /* NULL: embedded; redis://HOST:PORT[/DB] */
+    long long queue_worker_window;
+    long long queue_consumer_grace_ms;
+    /* --http-restricted-api groups, per KServe API (kserve_restrict.h) */
     kserve_restriction restricted_apis[KSERVE_API_COUNT];
+    /* the gRPC service (server/grpc/grpc_server.h) */
+    bool allow_grpc;
+    long long grpc_port;
+    const char *grpc_address;
+    bool reuse_grpc_port;
+    long long grpc_infer_thread_count;
+    long long grpc_infer_allocation_pool_size;
+    bool grpc_use_ssl;
+    bool grpc_use_ssl_mutual;
+    const char *grpc_server_cert;
+    const char *grpc_server_key;
+    const char *grpc_root_cert;
+    int grpc_infer_compression; /* kgrpc_compression */
+    long long grpc_keepalive_time_ms;
+    long long grpc_keepalive_timeout_ms;
+    bool grpc_keepalive_permit_without_calls;
+    long long grpc_http2_max_pings_without_data;
+    long long grpc_http2_min_recv_ping_interval_ms;
+    long long grpc_http2_max_ping_strikes;
+    long long grpc_max_connection_age_ms;
+    long long grpc_max_connection_age_grace_ms;
+    long long grpc_max_message_size;
+    /* --grpc-restricted-protocol groups (metadata keys prefixed with
+     * "triton-grpc-protocol-", as Triton) */
+    kserve_restriction grpc_restricted[KSERVE_API_COUNT];
 } osprey_flags;
 
 /* Fills *f with every flag's default, then applies argv (`--flag=value` or

@@ -6,9 +6,10 @@
  *
  * The services form one table: they start in order and stop in reverse,
  * by one path for a failed start and for a signal. Stopping has two
- * passes: every service first stops taking new work (the HTTP port closes
- * before the core refuses requests, so no accepted connection sees a
- * half-stopped server), then each finishes and frees, last started first.
+ * passes: every service first stops taking new work (the HTTP and gRPC
+ * ports close before the core refuses requests, so no accepted connection
+ * or call sees a half-stopped server; gRPC streams end once their requests
+ * are answered), then each finishes and frees, last started first.
  * A service that cannot finish in time (requests still in flight) makes
  * the ones below it abandon rather than free what may still be in use.
  */
@@ -17,18 +18,22 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
 
 #include "backends.h"
 #include "flags.h"
+#include "grpc_server.h"
 #include "http_server.h"
 #include "kserve.h"
 #include "metrics.h"
 #include "osprey/log.h"
 #include "osprey/server.h"
 #include "osprey/trace.h"
+#include "queue_api.h"
+#include "queue_services.h"
 #include "tfserving.h"
 #if defined(OSPREY_CUDA_LINKED)
 #include "cuda_provider.h" /* osprey_fakegpu: the device is linked in */
@@ -43,11 +48,15 @@ typedef struct app {
     osp_server *core;
     kserve_context kserve;
     tfserving_context tfserving;
-    http_surface http_surfaces[2];
+    queue_services *queues;
+    bool queues_idle; /* the workers finished at quiesce */
+    queue_api *queue_api;
+    http_surface http_surfaces[3];
     http_server *http;
     metrics_exporter *metrics;
     http_surface metrics_surfaces[1];
     http_server *metrics_http;
+    kgrpc_server *grpc;
 } app;
 
 typedef struct service {
@@ -88,6 +97,7 @@ static osp_error *core_start(app *a) {
     opts.load_models = f->load_models;
     opts.n_load_models = f->n_load_models;
     opts.strict_gpu = f->strict_gpu;
+    opts.model_load_threads = (int)f->model_load_thread_count;
     opts.auto_complete_config =
         !f->disable_auto_complete_config && !f->strict_model_config;
     opts.devices = f->devices;
@@ -125,18 +135,158 @@ static bool core_stop(app *a, bool abandoned) {
     return true;
 }
 
-/* ---- the HTTP port: KServe v2 ---- */
+/* ---- the queue service: the store, the services and their workers ---- */
 
-static osp_error *http_start(app *a) {
+/* Whether clients outside this machine can reach `address`. */
+static bool address_is_loopback(const char *address) {
+    return strncmp(address, "127.", 4) == 0 || strcmp(address, "::1") == 0 ||
+           strcmp(address, "localhost") == 0;
+}
+
+static osp_error *queue_start(app *a) {
+    const osprey_flags *f = &a->flags;
+    queue_services_options opts = {
+        .core = a->core,
+        .tracer = a->tracer,
+        .store = {.url = f->queue_store,
+                  .dir = f->queue_dir,
+                  .fsync = f->queue_fsync,
+                  .max_payload_bytes = (uint64_t)f->queue_max_payload_bytes,
+                  .max_length = (uint64_t)f->queue_max_length,
+                  .consumer_grace_ns =
+                      (uint64_t)f->queue_consumer_grace_ms * 1000000},
+        .queue_only = f->queue_services,
+        .n_queue_only = f->n_queue_services,
+        .worker_window = (unsigned)f->queue_worker_window,
+        .max_input = (size_t)f->http_max_input_size,
+    };
+    osp_error *err = queue_services_new(&opts, &a->queues);
+    if (err)
+        return osp_error_wrap(err, "failed to start the queue service");
+    if ((!f->queue_token || !f->queue_token[0]) &&
+        !address_is_loopback(f->http_address))
+        OSP_LOG_WARN("*** the queue API (/api/predict/...) on %s is open to "
+                     "anyone who can reach it: set --queue-token ***",
+                     f->http_address);
+    OSP_LOG_INFO("Started queue service (%s store%s%s)",
+                 f->queue_store ? "Redis" : "embedded",
+                 f->queue_store ? " at " : " in ",
+                 f->queue_store ? f->queue_store : f->queue_dir);
+    return NULL;
+}
+
+/* Workers stop taking items and finish the ones in flight while the core
+ * still runs them. */
+static void queue_quiesce(app *a) {
+    long long secs = a->flags.exit_timeout_secs;
+    a->queues_idle =
+        queue_services_quiesce(a->queues, secs > 0 ? (int)(secs * 1000) : 0);
+    if (!a->queues_idle)
+        OSP_LOG_WARN("queue workers still have items in flight; exiting");
+}
+
+static bool queue_stop(app *a, bool abandoned) {
+    if (abandoned || !a->queues_idle)
+        return false;
+    queue_services_free(a->queues);
+    return true;
+}
+
+/* ---- KServe state both ports share: the system shared memory regions ---- */
+
+static osp_error *kserve_start(app *a) {
     const osprey_flags *f = &a->flags;
     a->kserve = (kserve_context){.server = a->core,
                                  .tracer = a->tracer,
                                  .restricted = f->restricted_apis,
                                  .server_id = f->server_id,
                                  .strict_readiness = f->strict_readiness};
-    osp_error *err = kserve_context_init_shm(&a->kserve, f->allow_client_shm);
+    return kserve_context_init_shm(&a->kserve, f->allow_client_shm);
+}
+
+static bool kserve_stop(app *a, bool abandoned) {
+    if (!abandoned)
+        kserve_context_destroy_shm(&a->kserve);
+    return true;
+}
+
+/* ---- the gRPC port: KServe v2 (Triton logs it first, so does Osprey) ---- */
+
+static osp_error *grpc_start(app *a) {
+    const osprey_flags *f = &a->flags;
+    if (!f->allow_grpc)
+        return NULL;
+    kgrpc_options opts = {
+        .address = f->grpc_address,
+        .port = (int)f->grpc_port,
+        .reuse_port = f->reuse_grpc_port,
+        .core = a->core,
+        .tracer = a->tracer,
+        .restricted = f->grpc_restricted,
+        .server_id = f->server_id,
+        .strict_readiness = f->strict_readiness,
+        .shm = a->kserve.shm,
+        .allow_client_shm = f->allow_client_shm,
+        .use_ssl = f->grpc_use_ssl || f->grpc_use_ssl_mutual,
+        .use_ssl_mutual = f->grpc_use_ssl_mutual,
+        .server_cert = f->grpc_server_cert,
+        .server_key = f->grpc_server_key,
+        .root_cert = f->grpc_root_cert,
+        .keepalive =
+            {
+                .time_ms = (int)f->grpc_keepalive_time_ms,
+                .timeout_ms = (int)f->grpc_keepalive_timeout_ms,
+                .permit_without_calls = f->grpc_keepalive_permit_without_calls,
+                .http2_max_pings_without_data =
+                    (int)f->grpc_http2_max_pings_without_data,
+                .http2_min_recv_ping_interval_without_data_ms =
+                    (int)f->grpc_http2_min_recv_ping_interval_ms,
+                .http2_max_ping_strikes = (int)f->grpc_http2_max_ping_strikes,
+                .max_connection_age_ms = (int)f->grpc_max_connection_age_ms,
+                .max_connection_age_grace_ms =
+                    (int)f->grpc_max_connection_age_grace_ms,
+            },
+        .infer_compression = (kgrpc_compression)f->grpc_infer_compression,
+        .max_message_size = (int)f->grpc_max_message_size,
+        .infer_thread_count = (int)f->grpc_infer_thread_count,
+        .infer_allocation_pool_size = (int)f->grpc_infer_allocation_pool_size,
+    };
+    osp_error *err = kgrpc_server_start(&opts, &a->grpc);
     if (err)
         return err;
+    OSP_LOG_INFO("Started GRPCInferenceService at %s:%d", f->grpc_address,
+                 kgrpc_server_port(a->grpc));
+    return NULL;
+}
+
+static void grpc_quiesce(app *a) {
+    if (a->grpc)
+        kgrpc_server_stop_accepting(a->grpc);
+}
+
+static bool grpc_stop(app *a, bool abandoned) {
+    if (!a->grpc)
+        return true;
+    if (abandoned)
+        return false;
+    long long secs = a->flags.exit_timeout_secs;
+    int timeout_ms = secs > 0 ? (int)(secs * 1000) : 0;
+    if (!kgrpc_server_drain(a->grpc, timeout_ms)) {
+        /* Calls still wait for the core; the process exit ends them. */
+        OSP_LOG_WARN("gRPC calls still in progress after %d ms; exiting",
+                     timeout_ms);
+        return false;
+    }
+    kgrpc_server_free(a->grpc);
+    a->grpc = NULL;
+    return true;
+}
+
+/* ---- the HTTP port: KServe v2, TF Serving, the queue API ---- */
+
+static osp_error *http_start(app *a) {
+    const osprey_flags *f = &a->flags;
+    osp_error *err;
     a->tfserving = (tfserving_context){.server = a->core,
                                        .tracer = a->tracer,
                                        .cors = f->rest_api_enable_cors_support};
@@ -148,17 +298,27 @@ static osp_error *http_start(app *a) {
                                          .route = tfserving_route,
                                          .surface_ctx = &a->tfserving,
                                          .reply_error = tfserving_reply_error};
+    queue_api_options qopts = {
+        .services = a->queues,
+        .token = f->queue_token,
+        .max_payload_bytes = (uint64_t)f->queue_max_payload_bytes};
+    if ((err = queue_api_new(&qopts, &a->queue_api)))
+        return err;
+    a->http_surfaces[2] = (http_surface){.name = "queue",
+                                         .route = queue_api_route,
+                                         .surface_ctx = a->queue_api,
+                                         .reply_error = queue_api_reply_error};
     http_server_options opts = {
         .address = f->http_address,
         .port = (int)f->http_port,
         .thread_count = (int)f->http_thread_count,
         .max_input_size = (size_t)f->http_max_input_size,
         .surfaces = a->http_surfaces,
-        .n_surfaces = 2,
+        .n_surfaces = 3,
     };
     err = http_server_start(&opts, &a->http);
     if (err) {
-        kserve_context_destroy_shm(&a->kserve);
+        queue_api_free(a->queue_api);
         return err;
     }
     OSP_LOG_INFO("Started HTTPService at %s:%d", f->http_address,
@@ -166,8 +326,11 @@ static osp_error *http_start(app *a) {
     return NULL;
 }
 
+/* Long polls are answered and watches closed now, so the drain below
+ * does not wait for them. */
 static void http_quiesce(app *a) {
     http_server_stop_accepting(a->http);
+    queue_api_quiesce(a->queue_api);
 }
 
 static bool http_stop(app *a, bool abandoned) {
@@ -184,7 +347,7 @@ static bool http_stop(app *a, bool abandoned) {
         return false;
     }
     http_server_free(a->http);
-    kserve_context_destroy_shm(&a->kserve);
+    queue_api_free(a->queue_api);
     return true;
 }
 
@@ -199,7 +362,8 @@ static osp_error *metrics_start(app *a) {
     if (!f->allow_metrics)
         return NULL;
     metrics_options mopts = {.gpu = f->allow_gpu_metrics,
-                             .cpu = f->allow_cpu_metrics};
+                             .cpu = f->allow_cpu_metrics,
+                             .queues = a->queues};
     osp_error *err = metrics_new(&mopts, a->core, &a->metrics);
     if (err)
         return err;
@@ -239,6 +403,9 @@ static bool metrics_stop(app *a, bool abandoned) {
 static const service services[] = {
     {"trace", tracer_start, NULL, tracer_stop},
     {"core", core_start, core_quiesce, core_stop},
+    {"queue", queue_start, queue_quiesce, queue_stop},
+    {"kserve", kserve_start, NULL, kserve_stop},
+    {"grpc", grpc_start, grpc_quiesce, grpc_stop},
     {"http", http_start, http_quiesce, http_stop},
     {"metrics", metrics_start, NULL, metrics_stop},
 };

@@ -23,9 +23,8 @@
 #include <string.h>
 
 #include "../builtin.h"
+#include "dense_internal.h"
 #include "safetensors.h"
-
-#define DEFAULT_WEIGHTS "model.safetensors"
 #define COUNT_OF(a) (sizeof(a) / sizeof *(a))
 
 typedef enum dense_output_activation {
@@ -167,8 +166,7 @@ static osp_error *check_tensor(const dense_model *model,
     return NULL;
 }
 
-/* Number of consecutive layers.<i>.weight from i = 0. */
-static size_t count_layers(const osp_safetensors *st) {
+size_t dense_count_layers(const osp_safetensors *st) {
     char name[64];
     size_t n = 0;
     for (;;) {
@@ -206,7 +204,7 @@ static osp_error *load_layers(dense_model *model, const osp_safetensors *st,
                               const char *path) {
     osp_error *err = NULL;
     char name[64];
-    size_t n = count_layers(st);
+    size_t n = dense_count_layers(st);
     if (n == 0)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "dense model '%s': '%s' has no tensor "
@@ -302,12 +300,11 @@ static void dense_model_free(void *opaque) {
     free(model);
 }
 
-/* `weights` must name a file directly in the version folder. */
-static osp_error *weights_path(const osp_model_config *config,
-                               const char *version_path, char **out) {
+osp_error *dense_weights_path(const osp_model_config *config,
+                              const char *version_path, char **out) {
     const char *file = osp_model_config_parameter(config, "weights");
     if (!file)
-        file = DEFAULT_WEIGHTS;
+        file = DENSE_DEFAULT_WEIGHTS;
     if (file[0] == '\0' || strchr(file, '/') || strcmp(file, ".") == 0 ||
         strcmp(file, "..") == 0)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
@@ -324,6 +321,21 @@ static osp_error *weights_path(const osp_model_config *config,
     return NULL;
 }
 
+osp_error *dense_weights_load(const osp_model_config *config, const char *path,
+                              osp_safetensors **out) {
+    osp_error *err = osp_safetensors_load(path, out);
+    if (!err)
+        return NULL;
+    if (osp_error_get_code(err) != OSP_ERROR_NOT_FOUND)
+        return osp_error_wrap(err, "dense model '%s'", config->name);
+    osp_error_free(err);
+    return osp_error_new(OSP_ERROR_INVALID_ARG,
+                         "dense model '%s': weights file '%s' not found "
+                         "(parameter 'weights' names a file in the "
+                         "version folder; default " DENSE_DEFAULT_WEIGHTS ")",
+                         config->name, path);
+}
+
 static osp_error *dense_model_new(const osp_model_config *config,
                                   const char *version_path, void **out) {
     osp_error *err = NULL;
@@ -338,21 +350,9 @@ static osp_error *dense_model_new(const osp_model_config *config,
     }
     if ((err = check_config(config, model)) ||
         (err = parse_parameters(config, model)) ||
-        (err = weights_path(config, version_path, &path)))
+        (err = dense_weights_path(config, version_path, &path)) ||
+        (err = dense_weights_load(config, path, &st)))
         goto out;
-    if ((err = osp_safetensors_load(path, &st))) {
-        if (osp_error_get_code(err) == OSP_ERROR_NOT_FOUND) {
-            osp_error_free(err);
-            err = osp_error_new(OSP_ERROR_INVALID_ARG,
-                                "dense model '%s': weights file '%s' not found "
-                                "(parameter 'weights' names a file in the "
-                                "version folder; default " DEFAULT_WEIGHTS ")",
-                                config->name, path);
-        } else {
-            err = osp_error_wrap(err, "dense model '%s'", config->name);
-        }
-        goto out;
-    }
     if ((err = load_layers(model, st, path)))
         goto out;
     *out = model;
@@ -564,4 +564,5 @@ const osp_backend osp_backend_dense = {
     .instance_free = dense_instance_free,
     .execute = dense_execute,
     .execute_is_quick = dense_execute_is_quick,
+    .auto_complete = dense_auto_complete,
 };

@@ -5,7 +5,9 @@
  *
  * Parameter `execute_delay_ms` (optional, default 0) makes every execute
  * sleep that long on the host first: a slow model for batching, queueing
- * and timeout tests.
+ * and timeout tests. Parameter `load_delay_ms` (likewise) makes loading
+ * the model sleep that long: a slow-loading model for tests of parallel
+ * loading.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -22,19 +24,25 @@ typedef struct identity_model {
     long delay_ms;
 } identity_model;
 
-/* Parses execute_delay_ms: a decimal integer in [0, one hour]. */
-static osp_error *parse_delay(const char *model_name, const char *text,
-                              long *delay_ms) {
+static void sleep_ms(long ms) {
+    struct timespec left = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+    }
+}
+
+/* Parses delay parameter `key` (its value `text`): a decimal integer in
+ * [0, one hour]. */
+static osp_error *parse_delay(const char *model_name, const char *key,
+                              const char *text, long *delay_ms) {
     char *end;
     errno = 0;
     long value = strtol(text, &end, 10);
     if (end == text || *end != '\0' || errno != 0 || value < 0 ||
         value > IDENTITY_MAX_DELAY_MS)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "identity model '%s': parameter "
-                             "'execute_delay_ms' must be an integer from 0 "
-                             "to %ld, got '%s'",
-                             model_name, IDENTITY_MAX_DELAY_MS, text);
+                             "identity model '%s': parameter '%s' must be an "
+                             "integer from 0 to %ld, got '%s'",
+                             model_name, key, IDENTITY_MAX_DELAY_MS, text);
     *delay_ms = value;
     return NULL;
 }
@@ -66,8 +74,16 @@ static osp_error *identity_model_new(const osp_model_config *config,
                 in->name, i, osp_datatype_config_name(in->dtype));
     }
     const char *delay = osp_model_config_parameter(config, "execute_delay_ms");
-    if (delay && (err = parse_delay(config->name, delay, &delay_ms)))
+    if (delay &&
+        (err = parse_delay(config->name, "execute_delay_ms", delay, &delay_ms)))
         return err;
+    long load_delay_ms = 0;
+    const char *load_delay =
+        osp_model_config_parameter(config, "load_delay_ms");
+    if (load_delay && (err = parse_delay(config->name, "load_delay_ms",
+                                         load_delay, &load_delay_ms)))
+        return err;
+    sleep_ms(load_delay_ms);
 
     model = calloc(1, sizeof *model);
     if (!model || !(model->name = strdup(config->name))) {
@@ -105,12 +121,6 @@ static osp_error *identity_instance_new(void *model, osp_device *device,
 
 static void identity_instance_free(void *instance) {
     (void)instance;
-}
-
-static void sleep_ms(long ms) {
-    struct timespec left = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&left, &left) != 0 && errno == EINTR) {
-    }
 }
 
 static osp_error *identity_execute(void *instance, osp_execute_ctx *ctx) {

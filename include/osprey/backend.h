@@ -94,6 +94,14 @@ typedef struct osp_backend {
      * or false: batches run only on the instance workers. Asked once, after
      * model_new. */
     bool (*execute_is_quick)(const void *model);
+    /* (optional) Triton's auto-complete: fills in what `config` leaves
+     * out, from the model's files in `version_path` (borrowed), before
+     * model_new sees it. Called only when auto-complete is on
+     * (--disable-auto-complete-config and --strict-model-config=true turn
+     * it off) and the config has no inputs or no outputs. What it adds to
+     * config it allocates as osp_model_config_free frees it. */
+    osp_error *(*auto_complete)(osp_model_config *config,
+                                const char *version_path);
 } osp_backend;
 
 #ifdef __cplusplus

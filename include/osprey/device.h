@@ -143,6 +143,33 @@ osp_error *osp_event_synchronize(osp_event *event);
 /* Nanoseconds between two completed events. */
 osp_error *osp_event_elapsed_ns(osp_event *start, osp_event *end, uint64_t *ns);
 
+/* Copies n bytes between host memory and memory of `dev` (or within
+ * either) and returns once they have arrived, whatever the device's
+ * streams are doing; for memory no stream of `dev` is using meanwhile
+ * (regions of client shared memory). Devices without a copy of their own
+ * (the CPU) memmove. */
+osp_error *osp_device_memcpy(osp_device *dev, void *dst, const void *src,
+                             size_t n, osp_copy_kind kind);
+
+/* ---- memory shared by another process (CUDA IPC) ------------------------ */
+
+/* Bytes of a CUDA IPC memory handle (cudaIpcMemHandle_t). */
+#define OSP_DEVICE_IPC_HANDLE_BYTES 64
+
+/* True when `dev` can open memory handles of other processes. */
+bool osp_device_supports_ipc(const osp_device *dev);
+/* Maps the device memory that another process exported as `handle`
+ * (handle_len bytes, borrowed) into this process on `dev`: *ptr is its
+ * first byte (device memory of `dev`) and *size the bytes of the exporting
+ * allocation from there. Errors: UNSUPPORTED when the device cannot,
+ * INVALID_ARG for a handle it cannot open. Caller owns the mapping: give
+ * it back with osp_device_ipc_close. */
+osp_error *osp_device_ipc_open(osp_device *dev, const void *handle,
+                               size_t handle_len, void **ptr, size_t *size);
+/* Unmaps what osp_device_ipc_open mapped at ptr. The message of an error
+ * is fit for a client ("failed to close CUDA IPC handle: ..."). */
+osp_error *osp_device_ipc_close(osp_device *dev, void *ptr);
+
 /* ---- compute ops -----------------------------------------------------------
  */
 

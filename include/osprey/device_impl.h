@@ -10,6 +10,8 @@
  *   launch_host_func -> synchronize the stream, then call fn
  *   event_*        -> host monotonic clock taken after synchronizing
  *   memory_stats   -> all zero
+ *   memcpy_sync    -> synchronous memmove (memory is host memory)
+ *   ipc_open/ipc_close -> UNSUPPORTED (the device cannot share memory)
  */
 #pragma once
 
@@ -49,6 +51,18 @@ typedef struct osp_device_ops {
     /* (optional, needs the event slots) */
     osp_error *(*event_elapsed_ns)(osp_device *dev, void *start, void *end,
                                    uint64_t *ns);
+
+    /* (optional) n bytes copied, arrived when it returns, on no stream of
+     * the caller's (osp_device_memcpy). n > 0, pointers not NULL. */
+    osp_error *(*memcpy_sync)(osp_device *dev, void *dst, const void *src,
+                              size_t n, osp_copy_kind kind);
+    /* (optional, both or none) Maps memory another process exported
+     * (handle of handle_len bytes): *ptr and the *size bytes of its
+     * allocation from there; ipc_close unmaps it. Messages are fit for
+     * clients (no file names). */
+    osp_error *(*ipc_open)(osp_device *dev, const void *handle,
+                           size_t handle_len, void **ptr, size_t *size);
+    osp_error *(*ipc_close)(osp_device *dev, void *ptr);
 
     /* Compute ops: arguments already validated by the dispatcher. */
     osp_error *(*gemm)(osp_device *dev, void *stream_impl,

@@ -68,6 +68,10 @@ typedef struct osp_queue_store_options {
     /* This process's name among replicas (Redis consumer names, request
      * ids); NULL = hostname:pid. */
     const char *instance_id;
+    /* How long the uncommitted items of a consumer that left without
+     * coming back wait for the same gid.uid before they return to its
+     * group; 0 = 10 s. Tests shorten it. */
+    uint64_t consumer_grace_ns;
 } osp_queue_store_options;
 
 /* Opens (and for the embedded store recovers: a torn or corrupt log tail
@@ -235,16 +239,17 @@ typedef struct osp_queue_consumer_args {
     void *ctx;
 } osp_queue_consumer_args;
 
-/* Joins the consumer to its group and starts pushing. When the same
- * gid.uid left without a clean close less than 10 s ago, its uncommitted
- * items are delivered to it again first. Caller owns *out. */
+/* Joins the consumer to its group and starts pushing (deliver may run
+ * before this returns, *out already set). When the same gid.uid closed
+ * less than the grace period (consumer_grace_ns, 10 s) ago, its
+ * uncommitted items are delivered to it again first. Caller owns *out. */
 osp_error *osp_queue_consumer_open(osp_queue *queue,
                                    const osp_queue_consumer_args *args,
                                    osp_queue_consumer **out);
 /* The consumer leaves: after this returns, deliver is not called again.
- * Its uncommitted items wait 10 s for the same gid.uid to come back, then
- * go back to the group (counted as redeliveries when sent again). Frees
- * the consumer. */
+ * Its uncommitted items wait the grace period (10 s) for the same gid.uid
+ * to come back, then go back to the group (counted as redeliveries when
+ * sent again). Frees the consumer. */
 void osp_queue_consumer_close(osp_queue_consumer *consumer);
 /* Marks the consumer alive (a WebSocket ping). */
 void osp_queue_consumer_touch(osp_queue_consumer *consumer);

@@ -58,6 +58,11 @@ typedef struct osp_server_options {
     /* Poll mode: seconds between repository scans (new, changed and
      * removed model folders are loaded, reloaded and unloaded). */
     int repository_poll_secs;
+    /* Threads that load the models of a repository scan (start-up, "*",
+     * each poll) at once (--model-load-thread-count; default 4, as
+     * Triton's). 0 or 1: one at a time. Each model's states and log lines
+     * are the same whatever the count. */
+    int model_load_threads;
     osp_device_options devices; /* device providers included */
 } osp_server_options;
 

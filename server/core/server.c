@@ -45,6 +45,7 @@ struct osp_server {
     bool auto_complete; /* complete partial config overrides */
     osp_model_control_mode control_mode;
     bool strict_gpu;
+    int load_threads; /* models loaded at once by a repository scan */
     pthread_mutex_t lock;
     pthread_mutex_t load_lock;
     model_entry *entries;
@@ -106,6 +107,7 @@ void osp_server_options_init(osp_server_options *opts) {
     memset(opts, 0, sizeof(*opts));
     opts->control_mode = OSP_MODEL_CONTROL_NONE;
     opts->auto_complete_config = true;
+    opts->model_load_threads = 4;
     osp_device_options_init(&opts->devices);
 }
 
@@ -380,6 +382,9 @@ static osp_error *load_versions(osp_server *server, const char *name,
         const osp_backend *backend = NULL;
         if (!verr)
             verr = find_backend(server, vcfg, &backend);
+        if (!verr && server->auto_complete && backend->auto_complete &&
+            (vcfg->n_inputs == 0 || vcfg->n_outputs == 0))
+            verr = backend->auto_complete(vcfg, vpath);
         if (!verr)
             verr = model_load(vcfg, backend, versions[i], vpath,
                               server->strict_gpu, &slot->model);
@@ -521,6 +526,59 @@ static void unload_model_locked(osp_server *server, const char *name) {
     unload_slots(server, slots, n);
 }
 
+/* ---- loading many models at once ------------------------------------------
+ * A repository scan loads its models on up to load_threads threads, as
+ * Triton's --model-load-thread-count. Loads of different models touch
+ * different entries (their table is guarded by `lock`), so the caller's
+ * load_lock covers them all; the entries are made first, in the order
+ * given, so that the table does not depend on which load ends first. */
+
+typedef struct parallel_load {
+    osp_server *server;
+    char *const *names;
+    size_t n;
+    atomic_size_t next; /* the next name to take */
+} parallel_load;
+
+static void *parallel_load_worker(void *arg) {
+    parallel_load *pl = arg;
+    for (;;) {
+        size_t i = atomic_fetch_add(&pl->next, 1);
+        if (i >= pl->n)
+            break;
+        osp_error_free(load_model_locked(pl->server, pl->names[i], NULL));
+    }
+    return NULL;
+}
+
+/* Loads models names[0..n) (borrowed); call with load_lock held.
+ * Failures are logged and recorded, not returned. */
+static void load_models(osp_server *server, char *const *names, size_t n) {
+    pthread_mutex_lock(&server->lock);
+    for (size_t i = 0; i < n; i++) {
+        osp_error *unsafe = osp_repository_check_name(names[i]);
+        if (unsafe)
+            osp_error_free(unsafe);
+        else
+            (void)get_or_add_entry(server, names[i]); /* NULL: made later */
+    }
+    pthread_mutex_unlock(&server->lock);
+    parallel_load pl = {.server = server, .names = names, .n = n};
+    atomic_init(&pl.next, 0);
+    size_t want = server->load_threads > 1 ? (size_t)server->load_threads : 1;
+    if (want > n)
+        want = n;
+    pthread_t threads[64];
+    size_t started = 0;
+    for (; started + 1 < want && started < 64; started++)
+        if (pthread_create(&threads[started], NULL, parallel_load_worker,
+                           &pl) != 0)
+            break; /* the threads there are (this one at least) do it all */
+    parallel_load_worker(&pl);
+    for (size_t t = 0; t < started; t++)
+        pthread_join(threads[t], NULL);
+}
+
 /* ---- poll mode ------------------------------------------------------------
  * Like Triton's --model-control-mode=poll: every poll_secs the repository
  * is scanned; a model folder that is new, or whose config.pbtxt or version
@@ -537,17 +595,23 @@ static void poll_repository(osp_server *server) {
         return;
     }
     pthread_mutex_lock(&server->load_lock);
-    for (size_t i = 0; i < n; i++) {
+    char **changed = calloc(n ? n : 1, sizeof *changed);
+    size_t n_changed = 0;
+    for (size_t i = 0; changed && i < n; i++) {
         uint64_t fp = osp_repository_fingerprint(server->repo_root, names[i]);
         pthread_mutex_lock(&server->lock);
         model_entry *e = find_entry(server, names[i]);
-        bool changed = !e || e->fingerprint != fp;
+        bool is_changed = !e || e->fingerprint != fp;
         pthread_mutex_unlock(&server->lock);
-        if (changed) {
+        if (is_changed) {
             OSP_LOG_INFO("poll: loading '%s'", names[i]);
-            osp_error_free(load_model_locked(server, names[i], NULL));
+            changed[n_changed++] = names[i];
         }
     }
+    if (!changed)
+        OSP_LOG_ERROR("poll: out of memory");
+    load_models(server, changed, n_changed);
+    free(changed);
     /* Loaded models whose folder is gone. */
     for (size_t i = 0;; i++) {
         char *gone = NULL;
@@ -621,10 +685,9 @@ static void load_all(osp_server *server) {
         osp_error_free(err);
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        osp_error_free(load_model_locked(server, names[i], NULL));
+    load_models(server, names, n);
+    for (size_t i = 0; i < n; i++)
         free(names[i]);
-    }
     free(names);
 }
 
@@ -651,6 +714,7 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
     server->n_backends = opts->n_backends;
     server->control_mode = opts->control_mode;
     server->strict_gpu = opts->strict_gpu;
+    server->load_threads = opts->model_load_threads;
     pthread_mutex_init(&server->lock, NULL);
     pthread_mutex_init(&server->load_lock, NULL);
     atomic_init(&server->shutting_down, false);

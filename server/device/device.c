@@ -325,6 +325,58 @@ osp_error *osp_stream_launch_host_func(osp_stream *stream,
     return NULL;
 }
 
+osp_error *osp_device_memcpy(osp_device *dev, void *dst, const void *src,
+                             size_t n, osp_copy_kind kind) {
+    if (dev == NULL)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "osp_device_memcpy: dev is NULL");
+    if (kind < OSP_COPY_HOST_TO_DEVICE || kind > OSP_COPY_HOST_TO_HOST)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "osp_device_memcpy: unknown copy kind %d",
+                             (int)kind);
+    if (n == 0)
+        return NULL;
+    if (dst == NULL || src == NULL)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "osp_device_memcpy: NULL pointer for %zu bytes",
+                             n);
+    if (dev->ops->memcpy_sync != NULL)
+        return dev->ops->memcpy_sync(dev, dst, src, n, kind);
+    memmove(dst, src, n);
+    return NULL;
+}
+
+/* ---- memory shared by another process ---------------------------------- */
+
+bool osp_device_supports_ipc(const osp_device *dev) {
+    return dev != NULL && dev->ops->ipc_open != NULL &&
+           dev->ops->ipc_close != NULL;
+}
+
+osp_error *osp_device_ipc_open(osp_device *dev, const void *handle,
+                               size_t handle_len, void **ptr, size_t *size) {
+    if (dev == NULL || handle == NULL || ptr == NULL || size == NULL)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "osp_device_ipc_open: dev, handle, ptr and size "
+                             "are required");
+    if (!osp_device_supports_ipc(dev))
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "device %s cannot open memory of other processes",
+                             dev->info.name);
+    return dev->ops->ipc_open(dev, handle, handle_len, ptr, size);
+}
+
+osp_error *osp_device_ipc_close(osp_device *dev, void *ptr) {
+    if (dev == NULL || ptr == NULL)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "osp_device_ipc_close: dev and ptr are required");
+    if (!osp_device_supports_ipc(dev))
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "device %s cannot open memory of other processes",
+                             dev->info.name);
+    return dev->ops->ipc_close(dev, ptr);
+}
+
 /* ---- events ------------------------------------------------------------ */
 
 osp_error *osp_event_new(osp_device *dev, osp_event **out) {

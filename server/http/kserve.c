@@ -7,29 +7,11 @@
 
 #include "base64.h"
 #include "json_util.h"
+#include "kserve_metadata.h"
 #include "kserve_params.h"
 #include "model_config_from_json.h"
 #include "model_config_json.h"
 #include "osprey/log.h"
-
-#ifndef OSPREY_VERSION
-#define OSPREY_VERSION "0.0.0"
-#endif
-
-const char *const kserve_extensions[] = {
-    "classification",
-    "model_repository",
-    "model_repository(unload_dependents)", /* accepted; no ensembles */
-    "schedule_policy", /* request priority and timeout parameters */
-    "model_configuration",
-    "system_shared_memory", /* with --allow-client-shm */
-    "binary_tensor_data",
-    "parameters",
-    "statistics",
-    "trace",
-    "logging",
-    NULL,
-};
 
 /* ---- helpers ---- */
 
@@ -154,12 +136,13 @@ static osp_error *server_metadata(http_request *req, simple_ctx *ctx) {
     jbuf_puts(&b, "{\"name\":");
     jbuf_json_cstr(&b, surface->server_id ? surface->server_id : "triton");
     jbuf_puts(&b, ",\"version\":");
-    jbuf_json_cstr(&b, OSPREY_VERSION);
+    jbuf_json_cstr(&b, kserve_server_version());
     bool shm = surface->shm && surface->allow_client_shm;
     jbuf_puts(&b, ",\"extensions\":[");
     bool first = true;
     for (size_t i = 0; kserve_extensions[i]; i++) {
-        if (!shm && strcmp(kserve_extensions[i], "system_shared_memory") == 0)
+        if (!kserve_extension_reported(kserve_extensions[i], shm,
+                                       surface->cuda_shm))
             continue;
         if (!first)
             jbuf_putc(&b, ',');

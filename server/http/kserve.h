@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "http_server.h"
+#include "kserve_restrict.h"
 #include "osprey/error.h"
 #include "osprey/server.h"
 #include "osprey/trace.h"
@@ -22,35 +23,6 @@ struct jbuf;
 typedef struct kserve_shm_registry kserve_shm_registry;
 
 /* ---- shared by the handlers (kserve_surface.c) ---- */
-
-/* Triton's API groups, for --http-restricted-api. */
-typedef enum kserve_api {
-    KSERVE_API_HEALTH = 0,
-    KSERVE_API_METADATA,
-    KSERVE_API_INFERENCE,
-    KSERVE_API_SHARED_MEMORY,
-    KSERVE_API_MODEL_CONFIG,
-    KSERVE_API_MODEL_REPOSITORY,
-    KSERVE_API_STATISTICS,
-    KSERVE_API_TRACE,
-    KSERVE_API_LOGGING,
-    KSERVE_API_COUNT,
-} kserve_api;
-
-/* Which header (and value) a restricted API group requires; header NULL:
- * open to everyone. Strings owned by the table. */
-typedef struct kserve_restriction {
-    char *header;
-    char *value;
-} kserve_restriction;
-
-/* Adds one --http-restricted-api value, "<api>[,<api>...]:<header>=<value>"
- * (arg borrowed), with Triton's start-up errors: the format, "unknown
- * restricted api '<api>'", "restricted api '<api>' can not be specified in
- * multiple config groups". */
-osp_error *kserve_restriction_add(kserve_restriction table[KSERVE_API_COUNT],
-                                  const char *arg);
-void kserve_restrictions_free(kserve_restriction table[KSERVE_API_COUNT]);
 
 /* The surface's context: main.c builds one and lists it as the surface_ctx
  * of the "kserve" http_surface, so handlers reach the core and the tracer
@@ -64,15 +36,19 @@ typedef struct kserve_context {
     /* GET /v2/health/ready: true, every model must be ready (Triton's
      * default); false, ready whenever live. */
     bool strict_readiness;
-    /* System shared memory regions (borrowed likewise; owned by main.c,
-     * freed after the HTTP server), and whether clients may register and
-     * unregister them (--allow-client-shm). */
+    /* System and CUDA shared memory regions (borrowed likewise; owned by
+     * main.c, freed after the HTTP server), whether clients may register
+     * and unregister them (--allow-client-shm), and whether a GPU here can
+     * open CUDA IPC handles (else /v2/cudasharedmemory answers as a Triton
+     * without GPUs). */
     kserve_shm_registry *shm;
     bool allow_client_shm;
+    bool cuda_shm;
 } kserve_context;
 
 /* Gives ctx a shared memory registry (ctx->shm) and sets
- * ctx->allow_client_shm. Pair with kserve_context_destroy_shm once the
+ * ctx->allow_client_shm and ctx->cuda_shm; after the devices are up (the
+ * core is started). Pair with kserve_context_destroy_shm once the
  * HTTP server is stopped and freed. */
 osp_error *kserve_context_init_shm(kserve_context *ctx, bool allow_client_shm);
 void kserve_context_destroy_shm(kserve_context *ctx);
@@ -105,10 +81,6 @@ osp_error *kserve_reply_json(http_request *req, struct jbuf *b);
 /* The surface to list in http_server_options, with a kserve_context as
  * its surface_ctx and kserve_reply_error as its reply_error. */
 bool kserve_route(http_request *req, void *surface_ctx);
-
-/* Extensions reported by GET /v2, in Triton's order; exactly what Osprey
- * implements ("system_shared_memory" only with --allow-client-shm). */
-extern const char *const kserve_extensions[];
 
 /* Starts POST .../infer for model `name` (borrowed) and version string
  * `version` ("" when absent). Claims the request. */

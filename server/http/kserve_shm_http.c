@@ -1,10 +1,11 @@
 /*
  * Triton's shared memory extensions over HTTP:
- * /v2/systemsharedmemory[/region/{r}]/{status,register,unregister} on the
- * registry in server/kserve/kserve_shm.c, and /v2/cudasharedmemory/...
- * answered as a Triton built without GPU support answers them (Osprey does
- * not open CUDA IPC handles): status lists no regions, register fails with
- * "GPUs not supported", unregister finds nothing to remove.
+ * /v2/systemsharedmemory[/region/{r}]/{status,register,unregister} and
+ * /v2/cudasharedmemory/... on the registry in server/kserve/kserve_shm.c.
+ * CUDA regions are CUDA IPC handles opened on a GPU; where no GPU can open
+ * them, /v2/cudasharedmemory answers as a Triton built without GPU
+ * support: status lists no regions, register fails with "GPUs not
+ * supported", unregister finds nothing to remove.
  *
  * As in Triton, status is always open; register and unregister need
  * --allow-client-shm (else 501 "Client shared memory is disabled. ...").
@@ -12,9 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "json_util.h"
 #include "kserve.h"
 #include "kserve_shm.h"
+#include "osprey/device.h"
 
 typedef struct shm_ctx {
     bool system;
@@ -74,16 +77,75 @@ out:
     return err;
 }
 
-static osp_error *system_action(http_request *req, shm_ctx *ctx) {
+/* The longest raw_handle.b64 read: a cudaIpcMemHandle_t is 64 bytes, 88
+ * characters of base64; anything much longer is not one. */
+#define MAX_RAW_HANDLE_B64 1024
+
+/* POST .../region/{r}/register: {"raw_handle": {"b64": str}, "byte_size":
+ * uint, "device_id": uint}, checked in Triton's order. */
+static osp_error *cuda_register(http_request *req, kserve_shm_registry *reg,
+                                const char *region) {
+    size_t len;
+    const char *body = http_request_body(req, &len);
+    struct json_object *root = NULL;
+    osp_error *err = NULL;
+    if (body && len > 0 && (err = json_parse_body(body, len, &root)))
+        return err;
+    struct json_object *raw;
+    const char *b64 = NULL;
+    size_t b64_len = 0;
+    uint64_t byte_size = 0, device_id = 0;
+    unsigned char *handle = NULL;
+    size_t handle_len = 0;
+    if (!json_find(root, "raw_handle", &raw)) {
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "Shared memory register request has no "
+                            "'raw_handle' field");
+        goto out;
+    }
+    struct json_object *v;
+    if ((err = json_member_string(raw, "b64", &b64, &b64_len)) ||
+        (err = json_member_required(root, "byte_size", &v)) ||
+        (err = json_as_uint(v, &byte_size)) ||
+        (err = json_member_required(root, "device_id", &v)) ||
+        (err = json_as_uint(v, &device_id)))
+        goto out;
+    if (b64_len > MAX_RAW_HANDLE_B64 ||
+        !base64_decode(b64, b64_len, &handle, &handle_len) ||
+        handle_len != OSP_DEVICE_IPC_HANDLE_BYTES) {
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "'raw_handle' must be a valid base64 encoded "
+                            "cudaIpcMemHandle_t");
+        goto out;
+    }
+    err = kserve_shm_register_cuda(reg, region, handle, handle_len, device_id,
+                                   byte_size);
+out:
+    free(handle);
+    json_free(root);
+    return err;
+}
+
+/* status, register or unregister of either kind. Status is always open;
+ * register and unregister need --allow-client-shm. Without a GPU that
+ * opens IPC handles, CUDA regions cannot be registered: "GPUs not
+ * supported", as a Triton built without GPU support says. */
+static osp_error *shm_action(http_request *req, shm_ctx *ctx) {
     const kserve_context *surface = http_request_surface_ctx(req);
     kserve_shm_registry *reg = surface->shm;
+    kserve_shm_kind kind = ctx->system ? KSERVE_SHM_SYSTEM : KSERVE_SHM_CUDA;
     osp_error *err;
     if (strcmp(ctx->action, "status") == 0) {
         jbuf b;
         jbuf_init(&b);
+        if (!reg && ctx->region[0])
+            return osp_error_new(OSP_ERROR_NOT_FOUND,
+                                 "Unable to find %s shared memory region: "
+                                 "'%s'",
+                                 ctx->system ? "system" : "cuda", ctx->region);
         if (!reg)
             jbuf_puts(&b, "[]");
-        else if ((err = kserve_shm_status(reg, ctx->region, &b))) {
+        else if ((err = kserve_shm_status(reg, kind, ctx->region, &b))) {
             jbuf_free(&b);
             return err;
         }
@@ -94,13 +156,22 @@ static osp_error *system_action(http_request *req, shm_ctx *ctx) {
     if (strcmp(ctx->action, "register") == 0) {
         if (!ctx->region[0])
             return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                 "'region name' is necessary to register "
-                                 "system shared memory region");
-        err = system_register(req, reg, ctx->region);
+                                 "'region name' is necessary to register %s "
+                                 "shared memory region",
+                                 ctx->system ? "system" : "cuda");
+        if (ctx->system)
+            err = system_register(req, reg, ctx->region);
+        else if (surface->cuda_shm)
+            err = cuda_register(req, reg, ctx->region);
+        else
+            err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                                "failed to register CUDA shared memory "
+                                "region: '%s', GPUs not supported",
+                                ctx->region);
     } else if (ctx->region[0]) {
-        err = kserve_shm_unregister(reg, ctx->region);
+        err = kserve_shm_unregister(reg, kind, ctx->region);
     } else {
-        err = kserve_shm_unregister_all(reg);
+        err = kserve_shm_unregister_all(reg, kind);
     }
     if (err)
         return err;
@@ -108,39 +179,8 @@ static osp_error *system_action(http_request *req, shm_ctx *ctx) {
     return NULL;
 }
 
-/* Triton without TRITON_ENABLE_GPU: no CUDA region can exist. */
-static osp_error *cuda_action(http_request *req, shm_ctx *ctx) {
-    const kserve_context *surface = http_request_surface_ctx(req);
-    if (strcmp(ctx->action, "status") == 0) {
-        if (ctx->region[0])
-            return osp_error_new(OSP_ERROR_NOT_FOUND,
-                                 "Unable to find cuda shared memory region: "
-                                 "'%s'",
-                                 ctx->region);
-        jbuf b;
-        jbuf_init(&b);
-        jbuf_puts(&b, "[]");
-        return kserve_reply_json(req, &b);
-    }
-    if (!surface->allow_client_shm)
-        return disabled_error();
-    if (strcmp(ctx->action, "register") == 0) {
-        if (!ctx->region[0])
-            return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                 "'region name' is necessary to register cuda "
-                                 "shared memory region");
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "failed to register CUDA shared memory region: "
-                             "'%s', GPUs not supported",
-                             ctx->region);
-    }
-    http_reply(req, 200, "application/json", NULL, 0);
-    return NULL;
-}
-
 static osp_error *shm_on_complete(http_request *req) {
-    shm_ctx *ctx = http_request_handler_ctx(req);
-    return ctx->system ? system_action(req, ctx) : cuda_action(req, ctx);
+    return shm_action(req, http_request_handler_ctx(req));
 }
 
 static const http_handler shm_handler = {

@@ -57,63 +57,7 @@ osp_error *kserve_reply_json(http_request *req, jbuf *b) {
     return NULL;
 }
 
-/* ---- restricted APIs ---- */
-
-static const char *const api_names[KSERVE_API_COUNT] = {
-    [KSERVE_API_HEALTH] = "health",
-    [KSERVE_API_METADATA] = "metadata",
-    [KSERVE_API_INFERENCE] = "inference",
-    [KSERVE_API_SHARED_MEMORY] = "shared-memory",
-    [KSERVE_API_MODEL_CONFIG] = "model-config",
-    [KSERVE_API_MODEL_REPOSITORY] = "model-repository",
-    [KSERVE_API_STATISTICS] = "statistics",
-    [KSERVE_API_TRACE] = "trace",
-    [KSERVE_API_LOGGING] = "logging",
-};
-
-osp_error *kserve_restriction_add(kserve_restriction table[KSERVE_API_COUNT],
-                                  const char *arg) {
-    /* Triton's ParseGenericConfigOption: "<apis>:<setting>=<value>". */
-    const char *colon = strchr(arg, ':');
-    const char *eq = colon ? strchr(colon + 1, '=') : NULL;
-    if (!colon || !eq || colon == arg || eq == colon + 1 || !eq[1])
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "--http-restricted-api option format is "
-                             "'<API_1,API_2>:<setting>=<value>'. Got %s",
-                             arg);
-    for (const char *p = arg; p < colon;) {
-        const char *end = memchr(p, ',', (size_t)(colon - p));
-        if (!end)
-            end = colon;
-        size_t n = (size_t)(end - p);
-        int api = -1;
-        for (int i = 0; i < KSERVE_API_COUNT; i++)
-            if (strlen(api_names[i]) == n && strncmp(api_names[i], p, n) == 0)
-                api = i;
-        if (api < 0)
-            return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                 "unknown restricted api '%.*s'", (int)n, p);
-        if (table[api].header)
-            return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                 "restricted api '%.*s' can not be specified "
-                                 "in multiple config groups",
-                                 (int)n, p);
-        table[api].header = strndup(colon + 1, (size_t)(eq - colon - 1));
-        table[api].value = strdup(eq + 1);
-        if (!table[api].header || !table[api].value)
-            return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
-        p = end + 1;
-    }
-    return NULL;
-}
-
-void kserve_restrictions_free(kserve_restriction table[KSERVE_API_COUNT]) {
-    for (int i = 0; i < KSERVE_API_COUNT; i++) {
-        free(table[i].header);
-        free(table[i].value);
-        table[i].header = table[i].value = NULL;
-    }
-}
+/* ---- restricted APIs (the table is server/kserve/kserve_restrict.c) ---- */
 
 bool kserve_api_allowed(http_request *req, kserve_api api) {
     const kserve_context *ctx = http_request_surface_ctx(req);
@@ -133,6 +77,7 @@ bool kserve_api_allowed(http_request *req, kserve_api api) {
 
 osp_error *kserve_context_init_shm(kserve_context *ctx, bool allow_client_shm) {
     ctx->allow_client_shm = allow_client_shm;
+    ctx->cuda_shm = kserve_shm_cuda_supported();
     return kserve_shm_registry_new(&ctx->shm);
 }
 

@@ -29,25 +29,6 @@ static void trace_ctx_free(void *p) {
     free(ctx);
 }
 
-/* As Triton's ModelIsReady(m, -1) check. An unknown model gets "Request
- * for unknown model : <m>" (400), the message Triton's trace handler has
- * for a model that is not ready and the one its QA test expects; other
- * errors (e.g. no available versions) are the core's. */
-static osp_error *check_model(http_request *req, const char *model) {
-    osp_model *m = NULL;
-    osp_error *err =
-        osp_server_model_get(kserve_core(req), model, -1, &m);
-    if (!err) {
-        osp_model_unref(m);
-        return NULL;
-    }
-    if (osp_error_get_reason(err) != OSP_REASON_MODEL_NOT_FOUND)
-        return err;
-    osp_error_free(err);
-    return osp_error_new(OSP_ERROR_INVALID_ARG,
-                         "Request for unknown model : %s", model);
-}
-
 /* Applies a POST body (kserve_trace_settings.c has the rules). */
 static osp_error *apply_update(http_request *req, osp_tracer *tracer,
                                const char *model) {
@@ -70,7 +51,8 @@ static osp_error *trace_on_complete(http_request *req) {
     if (!tracer)
         return osp_error_new(OSP_ERROR_UNAVAILABLE,
                              "the server does not support tracing");
-    if (ctx->model && (err = check_model(req, ctx->model)))
+    if (ctx->model &&
+        (err = kserve_trace_check_model(kserve_core(req), ctx->model)))
         return err;
     if (http_request_method(req) == HTTP_METHOD_POST &&
         (err = apply_update(req, tracer, ctx->model)))

@@ -127,6 +127,7 @@ static void nvml_close(nvml_api *api) {
 
 struct metrics_exporter {
     osp_server *core;
+    queue_services *queues;
     bool cpu;
     bool gpu;
     nvml_api nvml;
@@ -446,6 +447,132 @@ static void render_cpu(metrics_exporter *ms, jbuf *b) {
     }
 }
 
+/* ---- the queue service ------------------------------------------------------
+ */
+
+/* Every queue's counters, read once per scrape. */
+typedef struct queue_sample {
+    char *name;
+    osp_queue_stats stats;
+} queue_sample;
+
+typedef struct queue_samples {
+    queue_sample *items;
+    size_t n, cap;
+    bool oom;
+} queue_samples;
+
+static void collect_queue(void *ctx, osp_queue *queue) {
+    queue_samples *qs = ctx;
+    if (qs->n == qs->cap) {
+        size_t cap = qs->cap ? qs->cap * 2 : 16;
+        queue_sample *grown = realloc(qs->items, cap * sizeof *grown);
+        if (!grown) {
+            qs->oom = true;
+            return;
+        }
+        qs->items = grown;
+        qs->cap = cap;
+    }
+    queue_sample *s = &qs->items[qs->n];
+    if (!(s->name = strdup(osp_queue_name(queue)))) {
+        qs->oom = true;
+        return;
+    }
+    osp_queue_get_stats(queue, &s->stats);
+    qs->n++;
+}
+
+static void queue_label(jbuf *b, const char *family, const char *label,
+                        const char *name) {
+    jbuf_printf(b, "%s{%s=", family, label);
+    label_value(b, name);
+    jbuf_puts(b, "} ");
+}
+
+static uint64_t q_length(const osp_queue_stats *s) { return s->length; }
+static uint64_t q_puts(const osp_queue_stats *s) { return s->puts; }
+static uint64_t q_gets(const osp_queue_stats *s) { return s->gets; }
+static uint64_t q_commits(const osp_queue_stats *s) { return s->commits; }
+static uint64_t q_redeliveries(const osp_queue_stats *s) {
+    return s->redeliveries;
+}
+static uint64_t q_consumers(const osp_queue_stats *s) { return s->consumers; }
+
+typedef struct worker_samples {
+    jbuf *b;
+    int field; /* 0 processed, 1 failed, 2 wait_us, 3 wait_count */
+} worker_samples;
+
+static void render_worker(void *ctx, const queue_service_stats *s) {
+    worker_samples *w = ctx;
+    static const char *const names[] = {
+        "osprey_queue_worker_items", "osprey_queue_worker_failures",
+        "osprey_queue_wait_duration_us", "osprey_queue_wait_count"};
+    const uint64_t values[] = {s->processed, s->failed, s->wait_us,
+                               s->wait_count};
+    queue_label(w->b, names[w->field], "service", s->name);
+    value_u64(w->b, values[w->field]);
+}
+
+static void render_queues(metrics_exporter *ms, jbuf *b) {
+    static const struct {
+        const char *name, *help, *type;
+        uint64_t (*field)(const osp_queue_stats *);
+    } families[] = {
+        {"osprey_queue_length", "Items stored in the queue", "gauge",
+         q_length},
+        {"osprey_queue_puts", "Items put into the queue", "counter", q_puts},
+        {"osprey_queue_gets", "Items returned by gets from the queue",
+         "counter", q_gets},
+        {"osprey_queue_commits", "Items committed by consumers", "counter",
+         q_commits},
+        {"osprey_queue_redeliveries",
+         "Items delivered again after their consumer left", "counter",
+         q_redeliveries},
+        {"osprey_queue_consumers", "Consumers of the queue now", "gauge",
+         q_consumers},
+    };
+    queue_samples qs = {0};
+    osp_queue_store_foreach(queue_services_store(ms->queues), collect_queue,
+                            &qs);
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+        family(b, families[f].name, families[f].help, families[f].type);
+        for (size_t i = 0; i < qs.n; i++) {
+            queue_label(b, families[f].name, "queue", qs.items[i].name);
+            value_u64(b, families[f].field(&qs.items[i].stats));
+        }
+    }
+    for (size_t i = 0; i < qs.n; i++)
+        free(qs.items[i].name);
+    free(qs.items);
+    static const struct {
+        const char *name, *help, *type;
+    } worker_families[] = {
+        {"osprey_queue_worker_items",
+         "Items a model service's built-in worker ran (a result or an error "
+         "in the sink)",
+         "counter"},
+        {"osprey_queue_worker_failures",
+         "Items whose inference failed (an error item in the sink)",
+         "counter"},
+        {"osprey_queue_wait_duration_us",
+         "Cumulative time items waited in a model service's input queue, "
+         "from put to taken by its worker, in microseconds",
+         "counter"},
+        {"osprey_queue_wait_count",
+         "Items taken by a model service's worker (the count of "
+         "osprey_queue_wait_duration_us)",
+         "counter"},
+    };
+    for (int f = 0; f < 4; f++) {
+        family(b, worker_families[f].name, worker_families[f].help,
+               worker_families[f].type);
+        worker_samples w = {b, f};
+        queue_services_foreach_worker(ms->queues, render_worker, &w);
+    }
+}
+
 osp_error *metrics_render(metrics_exporter *ms, char **text, size_t *len) {
     osp_model_stats *stats = NULL;
     size_t n = 0;
@@ -458,6 +585,8 @@ osp_error *metrics_render(metrics_exporter *ms, char **text, size_t *len) {
     render_models(&b, stats, n);
     osp_model_stats_free(stats, n);
     render_pinned(&b);
+    if (ms->queues)
+        render_queues(ms, &b);
     pthread_mutex_lock(&ms->lock);
     if (ms->gpu)
         render_gpus(ms, &b);
@@ -536,6 +665,7 @@ osp_error *metrics_new(const metrics_options *opts, osp_server *core,
     if (!ms)
         return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
     ms->core = core;
+    ms->queues = opts->queues;
     ms->cpu = opts->cpu;
     ms->gpu = opts->gpu && nvml_open(&ms->nvml);
     pthread_mutex_init(&ms->lock, NULL);

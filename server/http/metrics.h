@@ -14,6 +14,7 @@
 #include "http_server.h"
 #include "osprey/error.h"
 #include "osprey/server.h"
+#include "queue_services.h"
 
 /* The surface's context: the core, NVML and the last CPU sample. */
 typedef struct metrics_exporter metrics_exporter;
@@ -21,6 +22,9 @@ typedef struct metrics_exporter metrics_exporter;
 typedef struct metrics_options {
     bool gpu; /* --allow-gpu-metrics */
     bool cpu; /* --allow-cpu-metrics */
+    /* The queue services (borrowed for the exporter's life; NULL: no
+     * queue metrics). */
+    queue_services *queues;
 } metrics_options;
 
 /* Opens NVML when asked and present, and takes the first CPU sample.

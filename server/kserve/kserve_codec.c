@@ -456,9 +456,9 @@ static osp_error *shm_unsupported(const char *what, const char *name) {
 }
 
 /* Adds an input whose bytes are in a shared memory region: they are copied
- * once into the input's buffer; the use of the region is kept in
- * d->shm_inputs for the request's lifetime, as Triton keeps it. The core
- * checks the byte size against the tensor's. */
+ * once into the input's (host) buffer, from the GPU for CUDA regions; the use
+ * of the region is kept in d->shm_inputs for the request's lifetime, as Triton
+ * keeps it. The core checks the byte size against the tensor's. */
 static osp_error *add_shm_input(decoder *dec, const char *name, osp_datatype dt,
                                 const osp_shape *shape,
                                 const tj_value *params) {
@@ -487,8 +487,10 @@ static osp_error *add_shm_input(decoder *dec, const char *name, osp_datatype dt,
     if ((err =
              osp_server_alloc_input_buffer(dec->core, (size_t)byte_size, &buf)))
         return err;
-    if (byte_size)
-        memcpy(buf->data, addr, (size_t)byte_size);
+    if ((err = kserve_shm_read(region, addr, buf->data, (size_t)byte_size))) {
+        osp_buffer_free(buf);
+        return err;
+    }
     if ((err = osp_infer_request_add_input(dec->d->request, name, dt, shape,
                                            buf)))
         osp_buffer_free(buf);
@@ -895,7 +897,7 @@ static const kserve_output_choice *find_choice(const kserve_output_choices *c,
     return NULL;
 }
 
-/* Copies output o into its region (choice->shm). */
+/* Copies output o into its region (choice->shm): host or GPU memory. */
 static osp_error *write_shm_output(const osp_infer_output *o,
                                    const kserve_output_choice *choice) {
     size_t size = o->data ? o->byte_size : 0;
@@ -906,9 +908,8 @@ static osp_error *write_shm_output(const osp_infer_output *o,
                              "%zu bytes to hold the results",
                              o->name, (unsigned long long)choice->shm_byte_size,
                              size);
-    if (size)
-        memcpy(choice->shm_addr, o->data->data, size);
-    return NULL;
+    return kserve_shm_write(choice->shm, choice->shm_addr,
+                            size ? o->data->data : NULL, size);
 }
 
 void kserve_write_parameter_value(struct jbuf *b, const osp_parameter *p) {

@@ -1,6 +1,7 @@
 /*
- * The system shared memory registry (see kserve_shm.h): POSIX shared
- * memory objects opened with shm_open, mapped with mmap, listed by name in
+ * The shared memory registry (see kserve_shm.h): POSIX shared memory
+ * objects opened with shm_open and mapped with mmap, and CUDA IPC handles
+ * opened through the device layer (osp_device_ipc_open), listed by name in
  * name order (Triton keeps them in a std::map, and its status lists them
  * so).
  */
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "json_util.h"
+#include "osprey/device.h"
 #include "osprey/log.h"
 
 /* Keys with this prefix (after any leading slashes) belong to Triton's
@@ -26,13 +28,18 @@
 struct kserve_shm_region {
     kserve_shm_registry *reg; /* borrowed: outlives its regions */
     kserve_shm_region *next;  /* in name order */
-    char *name;               /* owned */
-    char *key;                /* owned */
+    kserve_shm_kind kind;
+    char *name; /* owned */
+    char *key;  /* owned; system shared memory only */
     uint64_t offset;
     uint64_t byte_size;
     void *base;     /* byte_size bytes at offset; NULL when 0 bytes */
-    void *map_base; /* the mapping that holds them */
+    void *map_base; /* system: the mapping that holds them */
     size_t map_len;
+    /* CUDA: the GPU whose memory base is (opened with
+     * osp_device_ipc_open; closed when the region goes) */
+    osp_device *device;
+    uint64_t device_id;
     /* Guarded by reg->mu: requests using the region, and whether it was
      * unregistered while they did. */
     unsigned users;
@@ -61,13 +68,37 @@ osp_error *kserve_shm_registry_new(kserve_shm_registry **out) {
     return NULL;
 }
 
-static void region_unmap_free(kserve_shm_region *r) {
+/* Unmaps r's memory: munmap, or closes its CUDA IPC handle. On an error
+ * (a handle CUDA refused to close) r keeps its memory. */
+static osp_error *region_unmap(kserve_shm_region *r) {
     if (r->map_base && munmap(r->map_base, r->map_len) != 0)
         OSP_LOG_ERROR("unable to munmap shared memory region '%s': %s", r->name,
                       strerror(errno));
+    r->map_base = NULL;
+    if (r->device && r->base) {
+        osp_error *err = osp_device_ipc_close(r->device, r->base);
+        if (err)
+            return err;
+    }
+    r->base = NULL;
+    return NULL;
+}
+
+static void region_free(kserve_shm_region *r) {
     free(r->name);
     free(r->key);
     free(r);
+}
+
+/* For teardown: unmaps whatever it can, logs what it cannot. */
+static void region_unmap_free(kserve_shm_region *r) {
+    osp_error *err = region_unmap(r);
+    if (err) {
+        OSP_LOG_ERROR("shared memory region '%s': %s", r->name,
+                      osp_error_message(err));
+        osp_error_free(err);
+    }
+    region_free(r);
 }
 
 void kserve_shm_registry_free(kserve_shm_registry *reg) {
@@ -208,83 +239,279 @@ out:
     return err;
 }
 
+bool kserve_shm_cuda_supported(void) {
+    int n = osp_device_cuda_count();
+    for (int i = 0; i < n; i++) {
+        osp_device *dev = NULL;
+        osp_error *err = osp_device_cuda_get(i, &dev);
+        if (err)
+            osp_error_free(err);
+        else if (osp_device_supports_ipc(dev))
+            return true;
+    }
+    return false;
+}
+
+/* Opens the handle into r (name, device_id and byte_size set) with
+ * Triton's checks and messages: a handle that does not open gets the
+ * generic message; an allocation too small, or of a size the driver does
+ * not tell (INTERNAL from osp_device_ipc_open), names the region. The
+ * reasons are logged. */
+static osp_error *open_cuda_region(kserve_shm_region *r, const void *handle,
+                                   size_t handle_len) {
+    osp_device *dev = NULL;
+    osp_error *err = NULL;
+    if (r->device_id > INT32_MAX)
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "failed to open CUDA IPC handle: no GPU %llu",
+                            (unsigned long long)r->device_id);
+    else
+        err = osp_device_cuda_get((int)r->device_id, &dev);
+    void *base = NULL;
+    size_t size = 0;
+    if (!err)
+        err = osp_device_ipc_open(dev, handle, handle_len, &base, &size);
+    if (err) {
+        bool size_unknown = osp_error_get_code(err) == OSP_ERROR_INTERNAL;
+        OSP_LOG_ERROR("%s", osp_error_message(err));
+        osp_error_free(err);
+        if (size_unknown)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "failed to register shared memory region "
+                                 "'%s': invalid args",
+                                 r->name);
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "failed to register shared memory region: "
+                             "invalid args");
+    }
+    if (r->byte_size > size) {
+        OSP_LOG_ERROR("CUDA shared memory region '%s': %llu bytes asked, the "
+                      "exported allocation has %zu",
+                      r->name, (unsigned long long)r->byte_size, size);
+        osp_error *close_err = osp_device_ipc_close(dev, base);
+        if (close_err) {
+            OSP_LOG_ERROR("%s", osp_error_message(close_err));
+            osp_error_free(close_err);
+        }
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "failed to register shared memory region '%s': "
+                             "invalid args",
+                             r->name);
+    }
+    r->device = dev;
+    r->base = base;
+    return NULL;
+}
+
+osp_error *kserve_shm_register_cuda(kserve_shm_registry *reg, const char *name,
+                                    const void *handle, size_t handle_len,
+                                    uint64_t device_id, uint64_t byte_size) {
+    osp_error *err = NULL;
+    kserve_shm_region *r = NULL;
+    pthread_mutex_lock(&reg->mu);
+    kserve_shm_region **link = find_link(reg, name);
+    if (*link && strcmp((*link)->name, name) == 0) {
+        err =
+            osp_error_new(OSP_ERROR_ALREADY_EXISTS,
+                          "shared memory region '%s' already in manager", name);
+        goto out;
+    }
+    r = calloc(1, sizeof *r);
+    if (!r || !(r->name = strdup(name))) {
+        err = oom();
+        goto out;
+    }
+    r->reg = reg;
+    r->kind = KSERVE_SHM_CUDA;
+    r->device_id = device_id;
+    r->byte_size = byte_size;
+    if ((err = open_cuda_region(r, handle, handle_len)))
+        goto out;
+    r->next = *link;
+    *link = r;
+    r = NULL;
+out:
+    pthread_mutex_unlock(&reg->mu);
+    if (r)
+        region_free(r);
+    return err;
+}
+
 /* Removes r (linked at *link) now, or when its last user releases it.
- * Caller holds reg->mu. */
-static void unregister_locked(kserve_shm_region **link) {
+ * Caller holds reg->mu. An error (a CUDA handle that did not close) leaves
+ * r registered. */
+static osp_error *unregister_locked(kserve_shm_region **link) {
     kserve_shm_region *r = *link;
     if (r->users > 0) {
         r->awaiting_unregister = true;
         OSP_LOG_VERBOSE("Shared memory region '%s' will be unregistered "
                         "after in-flight requests complete.",
                         r->name);
-        return;
+        return NULL;
     }
+    osp_error *err = region_unmap(r);
+    if (err)
+        return err;
     *link = r->next;
-    region_unmap_free(r);
-}
-
-osp_error *kserve_shm_unregister(kserve_shm_registry *reg, const char *name) {
-    pthread_mutex_lock(&reg->mu);
-    kserve_shm_region **link = find_link(reg, name);
-    if (*link && strcmp((*link)->name, name) == 0)
-        unregister_locked(link);
-    pthread_mutex_unlock(&reg->mu);
+    region_free(r);
     return NULL;
 }
 
-osp_error *kserve_shm_unregister_all(kserve_shm_registry *reg) {
+osp_error *kserve_shm_unregister(kserve_shm_registry *reg, kserve_shm_kind kind,
+                                 const char *name) {
+    osp_error *err = NULL;
+    pthread_mutex_lock(&reg->mu);
+    kserve_shm_region **link = find_link(reg, name);
+    if (*link && strcmp((*link)->name, name) == 0 && (*link)->kind == kind)
+        err = unregister_locked(link);
+    pthread_mutex_unlock(&reg->mu);
+    return err;
+}
+
+osp_error *kserve_shm_unregister_all(kserve_shm_registry *reg,
+                                     kserve_shm_kind kind) {
+    jbuf failed;
+    jbuf_init(&failed);
     pthread_mutex_lock(&reg->mu);
     kserve_shm_region **link = &reg->head;
     while (*link) {
         kserve_shm_region *r = *link;
-        unregister_locked(link);
-        if (*link == r) /* kept for its users */
+        if (r->kind == kind) {
+            osp_error *err = unregister_locked(link);
+            if (err) {
+                OSP_LOG_VERBOSE("%s", osp_error_message(err));
+                osp_error_free(err);
+                jbuf_puts(&failed, r->name);
+                jbuf_puts(&failed, " ,");
+            }
+        }
+        if (*link == r) /* kept: in use, of the other kind, or failed */
             link = &r->next;
     }
     pthread_mutex_unlock(&reg->mu);
-    return NULL;
+    osp_error *err = NULL;
+    if (failed.len > 0) {
+        err = osp_error_new(OSP_ERROR_INTERNAL,
+                            "Failed to unregister the following %s shared "
+                            "memory regions: %.*s",
+                            kind == KSERVE_SHM_CUDA ? "cuda" : "system",
+                            (int)failed.len, failed.data);
+        OSP_LOG_ERROR("%s", osp_error_message(err));
+    }
+    jbuf_free(&failed);
+    return err;
 }
 
-static void write_status(jbuf *out, const kserve_shm_region *r) {
+static void write_status(jbuf *out, const kserve_shm_region_info *r) {
     jbuf_puts(out, "{\"name\":");
     jbuf_json_cstr(out, r->name);
-    jbuf_puts(out, ",\"key\":");
-    jbuf_json_cstr(out, r->key);
-    jbuf_puts(out, ",\"offset\":");
-    jbuf_json_uint(out, r->offset);
+    if (r->kind == KSERVE_SHM_SYSTEM) {
+        jbuf_puts(out, ",\"key\":");
+        jbuf_json_cstr(out, r->key);
+        jbuf_puts(out, ",\"offset\":");
+        jbuf_json_uint(out, r->offset);
+    } else {
+        jbuf_puts(out, ",\"device_id\":");
+        jbuf_json_uint(out, r->device_id);
+    }
     jbuf_puts(out, ",\"byte_size\":");
     jbuf_json_uint(out, r->byte_size);
     jbuf_putc(out, '}');
 }
 
-osp_error *kserve_shm_status(kserve_shm_registry *reg, const char *name,
-                             jbuf *out) {
+void kserve_shm_info_free(kserve_shm_region_info *infos, size_t n) {
+    for (size_t i = 0; i < n && infos; i++) {
+        free(infos[i].name);
+        free(infos[i].key);
+    }
+    free(infos);
+}
+
+/* Copies region r into *info; false on OOM. */
+static bool copy_info(const kserve_shm_region *r, kserve_shm_region_info *info) {
+    info->kind = r->kind;
+    info->name = strdup(r->name);
+    info->key = r->key ? strdup(r->key) : NULL;
+    info->offset = r->offset;
+    info->byte_size = r->byte_size;
+    info->device_id = r->device_id;
+    return info->name && (info->key || !r->key);
+}
+
+osp_error *kserve_shm_list(kserve_shm_registry *reg, kserve_shm_kind kind,
+                           const char *name, kserve_shm_region_info **infos,
+                           size_t *n) {
     osp_error *err = NULL;
+    kserve_shm_region_info *out = NULL;
+    size_t count = 0;
+    bool cuda = kind == KSERVE_SHM_CUDA;
     pthread_mutex_lock(&reg->mu);
     if (name && name[0]) {
         kserve_shm_region *r = find(reg, name);
         if (!r) {
             err = osp_error_new(OSP_ERROR_NOT_FOUND,
-                                "Unable to find system shared memory region: "
-                                "'%s'",
-                                name);
+                                "Unable to find %s shared memory region: '%s'",
+                                cuda ? "cuda" : "system", name);
             goto out;
         }
-        jbuf_putc(out, '[');
-        write_status(out, r);
-        jbuf_putc(out, ']');
+        if (r->kind != kind) {
+            err = osp_error_new(OSP_ERROR_NOT_FOUND,
+                                "The region named '%s' is registered as %s "
+                                "shared memory, not %s shared memory",
+                                name, cuda ? "system" : "CUDA",
+                                cuda ? "CUDA" : "system");
+            goto out;
+        }
+        if (!(out = calloc(1, sizeof *out)) || !copy_info(r, &out[0])) {
+            count = out ? 1 : 0;
+            err = oom();
+            goto out;
+        }
+        count = 1;
         goto out;
     }
-    jbuf_putc(out, '[');
-    for (kserve_shm_region *r = reg->head; r; r = r->next) {
-        if (r != reg->head)
-            jbuf_putc(out, ',');
-        write_status(out, r);
+    size_t total = 0;
+    for (kserve_shm_region *r = reg->head; r; r = r->next)
+        total += r->kind == kind;
+    if (total && !(out = calloc(total, sizeof *out))) {
+        err = oom();
+        goto out;
     }
-    jbuf_putc(out, ']');
+    for (kserve_shm_region *r = reg->head; r; r = r->next) {
+        if (r->kind != kind)
+            continue;
+        if (!copy_info(r, &out[count++])) {
+            err = oom();
+            goto out;
+        }
+    }
 out:
     pthread_mutex_unlock(&reg->mu);
-    return err;
+    if (err) {
+        kserve_shm_info_free(out, count);
+        return err;
+    }
+    *infos = out;
+    *n = count;
+    return NULL;
+}
+
+osp_error *kserve_shm_status(kserve_shm_registry *reg, kserve_shm_kind kind,
+                             const char *name, jbuf *out) {
+    kserve_shm_region_info *infos = NULL;
+    size_t n = 0;
+    osp_error *err = kserve_shm_list(reg, kind, name, &infos, &n);
+    if (err)
+        return err;
+    jbuf_putc(out, '[');
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            jbuf_putc(out, ',');
+        write_status(out, &infos[i]);
+    }
+    jbuf_putc(out, ']');
+    kserve_shm_info_free(infos, n);
+    return NULL;
 }
 
 osp_error *kserve_shm_acquire(kserve_shm_registry *reg, const char *name,
@@ -329,6 +556,28 @@ out:
     return err;
 }
 
+osp_error *kserve_shm_read(const kserve_shm_region *region, const void *addr,
+                           void *dst, size_t n) {
+    if (n == 0)
+        return NULL;
+    if (region->kind == KSERVE_SHM_CUDA)
+        return osp_device_memcpy(region->device, dst, addr, n,
+                                 OSP_COPY_DEVICE_TO_HOST);
+    memcpy(dst, addr, n);
+    return NULL;
+}
+
+osp_error *kserve_shm_write(const kserve_shm_region *region, void *addr,
+                            const void *src, size_t n) {
+    if (n == 0)
+        return NULL;
+    if (region->kind == KSERVE_SHM_CUDA)
+        return osp_device_memcpy(region->device, addr, src, n,
+                                 OSP_COPY_HOST_TO_DEVICE);
+    memcpy(addr, src, n);
+    return NULL;
+}
+
 void kserve_shm_region_release(kserve_shm_region *r) {
     if (!r)
         return;
@@ -336,8 +585,13 @@ void kserve_shm_region_release(kserve_shm_region *r) {
     pthread_mutex_lock(&reg->mu);
     if (--r->users == 0 && r->awaiting_unregister) {
         kserve_shm_region **link = find_link(reg, r->name);
-        if (*link == r)
-            unregister_locked(link);
+        if (*link == r) {
+            osp_error *err = unregister_locked(link);
+            if (err) {
+                OSP_LOG_ERROR("%s", osp_error_message(err));
+                osp_error_free(err);
+            }
+        }
     }
     pthread_mutex_unlock(&reg->mu);
 }

@@ -4,10 +4,27 @@
  */
 #include "kserve_trace_settings.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "json_util.h"
 #include "kserve_params.h"
+
+/* A setting's text read with std::stoi as Triton reads it; the
+ * out-of-range message names `range`. */
+static osp_error *stoi_setting(const char *key, const char *text,
+                               const char *range, long long *n) {
+    int why = kserve_parse_stoi(text, n);
+    if (why == 1)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "Unable to parse '%s', got: %s", key, text);
+    if (why == 2)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "Unable to parse '%s', value is out of range [ "
+                             "%s ], got: %s",
+                             key, range, text);
+    return NULL;
+}
 
 /* Member `key` as Triton reads these settings: absent changes nothing,
  * null clears (*change), otherwise a JSON string read with std::stoi, whose
@@ -27,15 +44,8 @@ static osp_error *stoi_member(struct json_object *root, const char *key,
     osp_error *err = json_as_string(v, text, NULL);
     if (err)
         return err;
-    int why = kserve_parse_stoi(*text, n);
-    if (why == 1)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "Unable to parse '%s', got: %s", key, *text);
-    if (why == 2)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "Unable to parse '%s', value is out of range [ "
-                             "%s ], got: %s",
-                             key, range, *text);
+    if ((err = stoi_setting(key, *text, range, n)))
+        return err;
     *got = true;
     return NULL;
 }
@@ -154,4 +164,128 @@ osp_error *kserve_trace_settings_update(osp_tracer *tracer, const char *model,
     if (err)
         return err;
     return osp_tracer_update_settings(tracer, model, &u);
+}
+
+/* ---- gRPC: value lists ---- */
+
+static const kserve_trace_setting_list *
+find_list(const kserve_trace_setting_list *settings, size_t n,
+          const char *key) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(settings[i].key, key) == 0)
+            return &settings[i];
+    return NULL;
+}
+
+/* "trace_rate", "log_frequency" or "trace_count" from a list: none clears,
+ * one value is read with std::stoi, more is Triton's "expect only 1 value
+ * for '<k>'". *got is true when *n was read. */
+static osp_error *list_number(const kserve_trace_setting_list *l,
+                              const char *range, osp_trace_change *change,
+                              bool *got, long long *n) {
+    *got = false;
+    if (!l)
+        return NULL;
+    if (l->n_values == 0) {
+        *change = OSP_TRACE_CLEAR;
+        return NULL;
+    }
+    if (l->n_values > 1)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "expect only 1 value for '%s'", l->key);
+    osp_error *err = stoi_setting(l->key, l->values[0], range, n);
+    *got = err == NULL;
+    return err;
+}
+
+osp_error *kserve_trace_update_from_lists(
+    const kserve_trace_setting_list *settings, size_t n,
+    bool file_updates_allowed, osp_trace_update *u) {
+    memset(u, 0, sizeof *u);
+    const kserve_trace_setting_list *l;
+    if ((l = find_list(settings, n, "trace_file"))) {
+        if (!file_updates_allowed)
+            return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                                 "trace file location can not be updated "
+                                 "through network protocol");
+        if (l->n_values == 0) {
+            u->file_change = OSP_TRACE_CLEAR;
+        } else if (l->n_values > 1) {
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "expect only 1 value for 'trace_file'");
+        } else {
+            u->file = l->values[0];
+            u->file_len = strlen(l->values[0]);
+            u->file_change = OSP_TRACE_SET;
+        }
+    }
+    if ((l = find_list(settings, n, "trace_level"))) {
+        if (l->n_values == 0)
+            u->level_change = OSP_TRACE_CLEAR;
+        for (size_t i = 0; i < l->n_values; i++) {
+            const char *s = l->values[i];
+            if (strcmp(s, "OFF") == 0) {
+                if (l->n_values != 1)
+                    return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                         "Expect only one trace level 'OFF' "
+                                         "is specified");
+                u->level = OSP_TRACE_LEVEL_OFF;
+                u->level_change = OSP_TRACE_SET;
+            } else if (strcmp(s, "TIMESTAMPS") == 0) {
+                u->level |= OSP_TRACE_LEVEL_TIMESTAMPS;
+                u->level_change = OSP_TRACE_SET;
+            } else if (strcmp(s, "TENSORS") == 0) {
+                u->level |= OSP_TRACE_LEVEL_TENSORS;
+                u->level_change = OSP_TRACE_SET;
+            }
+        }
+    }
+    bool got;
+    long long v;
+    osp_error *err =
+        list_number(find_list(settings, n, "trace_rate"), "0, 4294967295",
+                    &u->rate_change, &got, &v);
+    if (err)
+        return err;
+    if (got) {
+        u->rate = (uint32_t)(int32_t)v;
+        u->rate_change = OSP_TRACE_SET;
+    }
+    l = find_list(settings, n, "trace_count");
+    if ((err = list_number(l, "-1, 2147483647", &u->count_change, &got, &v)))
+        return err;
+    if (got) {
+        if (v < -1)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "Unable to parse 'trace_count'. Expecting "
+                                 "value >= -1, got: %s",
+                                 l->values[0]);
+        u->count = (int32_t)v;
+        u->count_change = OSP_TRACE_SET;
+    }
+    if ((err = list_number(find_list(settings, n, "log_frequency"),
+                           "0, 4294967295", &u->log_frequency_change, &got,
+                           &v)))
+        return err;
+    if (got) {
+        u->log_frequency = (uint32_t)(int32_t)v;
+        u->log_frequency_change = OSP_TRACE_SET;
+    }
+    return NULL;
+}
+
+/* ---- the model check ---- */
+
+osp_error *kserve_trace_check_model(osp_server *core, const char *model) {
+    osp_model *m = NULL;
+    osp_error *err = osp_server_model_get(core, model, -1, &m);
+    if (!err) {
+        osp_model_unref(m);
+        return NULL;
+    }
+    if (osp_error_get_reason(err) != OSP_REASON_MODEL_NOT_FOUND)
+        return err;
+    osp_error_free(err);
+    return osp_error_new(OSP_ERROR_INVALID_ARG,
+                         "Request for unknown model : %s", model);
 }

@@ -15,6 +15,8 @@ osp_error *osp_queue_store_open(const osp_queue_store_options *opts,
         o.max_payload_bytes = QUEUE_DEFAULT_MAX_PAYLOAD_BYTES;
     if (o.max_length == 0)
         o.max_length = QUEUE_DEFAULT_MAX_LENGTH;
+    if (o.consumer_grace_ns == 0)
+        o.consumer_grace_ns = QUEUE_CONSUMER_GRACE_NS;
     if (o.url == NULL || o.url[0] == '\0') {
         if (o.dir == NULL || o.dir[0] == '\0')
             return osp_error_new(OSP_ERROR_INVALID_ARG,
@@ -51,7 +53,9 @@ void osp_queue_store_foreach(osp_queue_store *store,
     store->ops->store_foreach(store, fn, ctx);
 }
 
-const char *osp_queue_name(const osp_queue *queue) { return queue->name; }
+const char *osp_queue_name(const osp_queue *queue) {
+    return queue->name;
+}
 
 void osp_queue_put(osp_queue *queue, const osp_queue_put_args *args,
                    osp_queue_put_fn done, void *ctx) {
@@ -69,8 +73,8 @@ void osp_queue_truncate(osp_queue *queue, uint64_t before,
 }
 
 void osp_queue_commit(osp_queue *queue, const char *gid, const char *uid,
-                      const uint64_t *indexes, size_t n,
-                      osp_queue_done_fn done, void *ctx) {
+                      const uint64_t *indexes, size_t n, osp_queue_done_fn done,
+                      void *ctx) {
     queue->ops->commit(queue, gid, uid, indexes, n, done, ctx);
 }
 

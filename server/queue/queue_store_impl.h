@@ -18,7 +18,8 @@
 #define QUEUE_DEFAULT_MAX_LENGTH 4095u
 #define QUEUE_MAX_NAME_BYTES 256u
 /* How long the uncommitted items of a consumer that dropped wait for the
- * same gid.uid to come back before they return to its group. */
+ * same gid.uid to come back before they return to its group, unless
+ * osp_queue_store_options.consumer_grace_ns says otherwise. */
 #define QUEUE_CONSUMER_GRACE_NS (10ull * 1000 * 1000 * 1000)
 
 typedef struct queue_store_ops queue_store_ops;
@@ -52,8 +53,8 @@ struct queue_store_ops {
                 osp_queue_put_fn done, void *ctx);
     void (*delete_items)(osp_queue *queue, const uint64_t *indexes, size_t n,
                          osp_queue_done_fn done, void *ctx);
-    void (*truncate)(osp_queue *queue, uint64_t before,
-                     osp_queue_done_fn done, void *ctx);
+    void (*truncate)(osp_queue *queue, uint64_t before, osp_queue_done_fn done,
+                     void *ctx);
     void (*commit)(osp_queue *queue, const char *gid, const char *uid,
                    const uint64_t *indexes, size_t n, osp_queue_done_fn done,
                    void *ctx);

@@ -23,6 +23,13 @@
  * - Pageable copies follow CUDA's rules: H2D copies the source before
  *   returning, D2H returns when the data has arrived.
  *
+ * - IPC handles (fake_ipc.c) name either an allocation of this process
+ *   (cudaIpcGetMemHandle) or a POSIX shared memory object that a test
+ *   made, which cudaIpcOpenMemHandle maps as device memory of the current
+ *   GPU: a test writes inputs into the object and reads outputs from it,
+ *   and the server's copies to and from that "GPU memory" are checked like
+ *   any other. Handles still open at exit are reported on stderr.
+ *
  * Settings, read once from the environment: FAKE_CUDA_DEVICES (default 2,
  * so that every test also covers more than one GPU),
  * FAKE_CUDA_MEMORY_MIB per device (default 4096), FAKE_CUDA_NO_PINNED (set:
@@ -61,3 +68,22 @@ cudaError_t fake_stream_enqueue(cudaStream_t stream, fake_op_fn run, void *ctx);
 /* cudaSuccess when stream may take a kernel or cuBLAS call from the calling
  * thread: it is live and its GPU is current. */
 cudaError_t fake_check_launch(cudaStream_t stream);
+
+/* The fake IPC handle (64 bytes, cudaIpcMemHandle_t):
+ *   bytes 0..15  FAKE_IPC_MAGIC, NUL-padded
+ *   byte  16     FAKE_IPC_LOCAL: bytes 24..31 hold the address of an
+ *                allocation of this process (what cudaIpcGetMemHandle
+ *                makes); FAKE_IPC_SHM: bytes 24..63 hold the NUL-terminated
+ *                name of a POSIX shared memory object (shm_open) whose
+ *                whole size is the allocation. */
+#define FAKE_IPC_MAGIC "osprey-fake-ipc"
+#define FAKE_IPC_LOCAL 1
+#define FAKE_IPC_SHM 2
+
+/* The first byte of the allocation holding ptr (and its size), or NULL. */
+void *fake_allocation_base(const void *ptr, size_t *size);
+/* Maps size bytes of fd as device memory of gpu (the fake's usual two
+ * mappings; fd may be closed afterwards). */
+cudaError_t fake_allocation_import(int fd, size_t size, int gpu, void **ptr);
+/* Unmaps what fake_allocation_import mapped at ptr. */
+cudaError_t fake_allocation_unimport(void *ptr);

@@ -22,6 +22,7 @@ typedef struct allocation {
     char *view;   /* the same pages, writable: what the fake uses */
     size_t size, mapped;
     int gpu;
+    bool imported; /* mapped from another process's memory (fake_ipc.c) */
     struct allocation *next;
 } allocation;
 
@@ -224,6 +225,8 @@ const char *cudaGetErrorName(cudaError_t e) {
         return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady:
         return "cudaErrorNotReady";
+    case cudaErrorMapBufferObjectFailed:
+        return "cudaErrorMapBufferObjectFailed";
     default:
         return "cudaErrorUnknown";
     }
@@ -247,6 +250,8 @@ const char *cudaGetErrorString(cudaError_t e) {
         return "invalid resource handle";
     case cudaErrorNotReady:
         return "device not ready";
+    case cudaErrorMapBufferObjectFailed:
+        return "mapping of buffer object failed";
     default:
         return "unknown error";
     }
@@ -528,7 +533,7 @@ cudaError_t cudaFree(void *ptr) {
         return cudaSuccess;
     pthread_mutex_lock(&g_lock);
     allocation *a = allocation_of(ptr, 0);
-    int gpu = a != NULL && a->device == ptr ? a->gpu : -1;
+    int gpu = a != NULL && a->device == ptr && !a->imported ? a->gpu : -1;
     pthread_mutex_unlock(&g_lock);
     if (gpu < 0)
         return fake_status(cudaErrorInvalidValue);
@@ -799,4 +804,70 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
         *ms = (float)(((double)end->time_ns - (double)start->time_ns) / 1e6);
     pthread_mutex_unlock(&g_event_lock);
     return fake_status(st);
+}
+
+/* ---- allocations of other processes (for fake_ipc.c) --------------------- */
+
+void *fake_allocation_base(const void *ptr, size_t *size) {
+    pthread_mutex_lock(&g_lock);
+    allocation *a = allocation_of(ptr, 0);
+    void *base = a != NULL ? a->device : NULL;
+    if (a != NULL && size != NULL)
+        *size = a->size;
+    pthread_mutex_unlock(&g_lock);
+    return base;
+}
+
+cudaError_t fake_allocation_import(int fd, size_t size, int gpu, void **ptr) {
+    allocation *a = calloc(1, sizeof *a);
+    if (a == NULL || size == 0) {
+        free(a);
+        return fake_status(cudaErrorInvalidValue);
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    a->size = size;
+    a->mapped = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
+    a->gpu = gpu;
+    a->imported = true;
+    a->device = mmap(NULL, a->mapped, PROT_NONE, MAP_SHARED, fd, 0);
+    a->view = mmap(NULL, a->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (a->device == MAP_FAILED || a->view == MAP_FAILED) {
+        if (a->device != MAP_FAILED)
+            munmap(a->device, a->mapped);
+        if (a->view != MAP_FAILED)
+            munmap(a->view, a->mapped);
+        free(a);
+        return fake_status(cudaErrorMapBufferObjectFailed);
+    }
+    pthread_mutex_lock(&g_lock);
+    a->next = g_allocations;
+    g_allocations = a;
+    pthread_mutex_unlock(&g_lock);
+    *ptr = a->device;
+    return cudaSuccess;
+}
+
+cudaError_t fake_allocation_unimport(void *ptr) {
+    pthread_mutex_lock(&g_lock);
+    allocation *a = allocation_of(ptr, 0);
+    int gpu = a != NULL && a->device == ptr && a->imported ? a->gpu : -1;
+    pthread_mutex_unlock(&g_lock);
+    if (gpu < 0)
+        return fake_status(cudaErrorInvalidValue);
+    drain_device(gpu); /* as cudaFree: no copy may still use it */
+    a = NULL;
+    pthread_mutex_lock(&g_lock);
+    for (allocation **it = &g_allocations; *it != NULL; it = &(*it)->next)
+        if ((*it)->device == ptr) {
+            a = *it;
+            *it = a->next;
+            break;
+        }
+    pthread_mutex_unlock(&g_lock);
+    if (a == NULL)
+        return fake_status(cudaErrorInvalidValue);
+    munmap(a->device, a->mapped);
+    munmap(a->view, a->mapped);
+    free(a);
+    return cudaSuccess;
 }

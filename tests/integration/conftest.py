@@ -153,3 +153,37 @@ def pytest_configure(config):
 def pytest_report_header(config):
     return [f"osprey binary: {harness.osprey_bin()}",
             f"wrapper: {' '.join(harness.wrapper_argv()) or '(none)'}"]
+
+
+# ---- the queue service (test_queue_*.py) -----------------------------------
+
+
+@pytest.fixture(scope="session")
+def _redis_holder():
+    import queue_util
+    holder = {}
+    yield holder
+    if "server" in holder:
+        holder["server"].stop()
+
+
+@pytest.fixture
+def redis_server(_redis_holder):
+    """A redis-server on a free loopback port (one per session, flushed
+    before each test)."""
+    import queue_util
+    if "server" not in _redis_holder:
+        _redis_holder["server"] = queue_util.RedisServer()
+    server = _redis_holder["server"]
+    server.flush()
+    return server
+
+
+@pytest.fixture(params=["embedded", "redis"])
+def queue_store(request):
+    """The queue store under test: "embedded" or "redis"."""
+    import queue_util
+    if request.param == "redis" and not queue_util.redis_store_available():
+        pytest.skip("this build has no Redis queue store yet (the qredis "
+                    "branch is not merged)")
+    return request.param

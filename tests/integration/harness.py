@@ -10,6 +10,10 @@ Environment:
   OSPREY_TIMEOUT_SCALE  multiplies every start/stop timeout (default 1, or 20
                         when OSPREY_WRAPPER is set)
   OSPREY_EXTRA_ARGS     extra flags appended to every server command line
+
+Servers listen on free ports: --http-port=0, --grpc-port=0 and
+--metrics-port=0 unless a test gives its own; `port`/`url` and
+`grpc_port`/`grpc_url` are read from the "Started ..." log lines.
 """
 
 import os
@@ -28,6 +32,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE_MODELS = ROOT / "models"
 
 STARTED_RE = re.compile(r"Started HTTPService at (\S+):(\d+)")
+GRPC_RE = re.compile(r"Started GRPCInferenceService at (\S+):(\d+)")
 METRICS_RE = re.compile(r"Started Metrics Service at (\S+):(\d+)")
 SANITIZER_MARKERS = (
     "AddressSanitizer",
@@ -85,6 +90,7 @@ class OspreyServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.proc = None
         self.port = None
+        self.grpc_port = None  # None when --allow-grpc=false
         self.host = "127.0.0.1"
         self.returncode = None
 
@@ -94,6 +100,9 @@ class OspreyServer:
         cmd = wrapper_argv() + [self.binary, f"--model-repository={self.repo}"]
         if not any(a.startswith("--http-port") for a in self.args):
             cmd.append("--http-port=0")
+        # The gRPC port too (Triton's default 8001 would collide).
+        if not any(a.startswith("--grpc-port") for a in self.args):
+            cmd.append("--grpc-port=0")
         # Servers run side by side: never the fixed default metrics port.
         if not any(a.startswith("--metrics-port") for a in self.args):
             cmd.append("--metrics-port=0")
@@ -123,9 +132,13 @@ class OspreyServer:
         self.spawn()
         deadline = time.monotonic() + timeout * timeout_scale()
         while self.port is None:
-            m = STARTED_RE.search(self.stderr())
+            text = self.stderr()
+            m = STARTED_RE.search(text)
             if m:
                 self.port = int(m.group(2))
+                # gRPC starts (and logs) before HTTP, as in Triton.
+                g = GRPC_RE.search(text)
+                self.grpc_port = int(g.group(2)) if g else None
                 break
             if self.proc.poll() is not None:
                 self._close_files()
@@ -247,6 +260,12 @@ class OspreyServer:
     @property
     def hostport(self):
         return f"{self.host}:{self.port}"
+
+    @property
+    def grpc_url(self):
+        """host:port of the gRPC service, for tritonclient.grpc."""
+        assert self.grpc_port is not None, "no gRPC service:\n" + self.log_tail()
+        return f"{self.host}:{self.grpc_port}"
 
     @property
     def metrics_url(self):

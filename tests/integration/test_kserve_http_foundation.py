@@ -628,7 +628,8 @@ def test_flag_id_names_the_server(start_server, example_repo_copy, tmp_path):
     # --model-store is Triton's other name of --model-repository.
     plain = harness.OspreyServer(example_repo_copy, workdir=tmp_path / "plain")
     plain.command = lambda: harness.wrapper_argv() + [
-        plain.binary, f"--model-store={plain.repo}", "--http-port=0", "--metrics-port=0"]
+        plain.binary, f"--model-store={plain.repo}", "--http-port=0", "--metrics-port=0",
+        "--grpc-port=0"]
     plain.start()
     try:
         with httpclient.InferenceServerClient(plain.hostport) as c:
@@ -639,18 +640,22 @@ def test_flag_id_names_the_server(start_server, example_repo_copy, tmp_path):
 
 def test_flags_without_effect_warn_once_and_the_server_runs(start_server,
                                                             example_repo_copy):
-    """Triton flags that mean nothing to Osprey (gRPC, caches, backend
-    settings...) are accepted in both value forms, one warning per flag."""
+    """Triton flags that mean nothing to Osprey (header forwarding, caches,
+    backend settings...) are accepted in both value forms, one warning per
+    flag."""
     srv = start_server(example_repo_copy, [
-        "--allow-grpc=false", "--grpc-port", "8001", "--grpc-port=8005",
+        "--grpc-header-forward-pattern", "x-.*", "--grpc-header-forward-pattern=y",
         "--backend-config=tensorflow,version=2", "--backend-config=onnxruntime,x=y",
         "--http-header-forward-pattern=.*", "--metrics-interval-ms=500",
-        "--model-load-thread-count=2"])
+        "--model-load-thread-count=2", "--allow-grpc=false"])
     log = srv.log()
-    for flag in ("--allow-grpc", "--grpc-port", "--backend-config",
+    for flag in ("--grpc-header-forward-pattern", "--backend-config",
                  "--http-header-forward-pattern", "--metrics-interval-ms"):
         assert log.count(f"{flag} has no effect in Osprey") == 1, (flag, log)
     assert "--model-load-thread-count has no effect" not in log
+    # --allow-grpc is real: false serves no gRPC port.
+    assert "--allow-grpc has no effect" not in log
+    assert "Started GRPCInferenceService" not in log
     assert infer(srv.url, "simple", SIMPLE_REQ).status_code == 200
 
 
@@ -726,7 +731,7 @@ def test_flag_log_file(tmp_path, example_repo_copy):
     port = free_port()
     srv = harness.OspreyServer(example_repo_copy,
                                [f"--log-file={log_path}", f"--http-port={port}",
-                                "--grpc-port=1"],
+                                "--grpc-max-response-pool-size=1"],
                                workdir=tmp_path / "srv")
     srv.spawn()
     srv.port = port
@@ -745,7 +750,8 @@ def test_flag_log_file(tmp_path, example_repo_copy):
         assert srv.stop() == 0, srv.log_tail()
     text = log_path.read_text()
     assert "Started HTTPService" in text
-    assert "--grpc-port has no effect in Osprey" in text
+    assert "--grpc-max-response-pool-size has no effect in Osprey" in text
+    assert "Started GRPCInferenceService" in text
     assert "received SIGTERM" in text
     assert "Started HTTPService" not in srv.stderr()
 

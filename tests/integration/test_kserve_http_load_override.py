@@ -232,3 +232,70 @@ def test_completion_can_be_switched_off(start_server, tmp_path, flag):
     assert "unknown backend ''" in r.json()["error"], r.text
     # The loaded version keeps serving.
     add_sub(httpclient.InferenceServerClient(srv.hostport))
+
+
+# ---- dense: inputs and outputs completed from the safetensors header ----------
+
+DIGITS = np.linspace(0.0, 1.0, 64, dtype=np.float32).reshape(1, 64)
+
+
+def digits_probabilities(client, model, input_name, output_name):
+    i = httpclient.InferInput(input_name, [1, 64], "FP32")
+    i.set_data_from_numpy(DIGITS)
+    return client.infer(model, [i]).as_numpy(output_name)
+
+
+def test_dense_override_without_tensors_is_completed_from_its_weights(server):
+    """As Triton's auto-complete fills a model's inputs and outputs from its
+    files, a dense override that names none gets them from the header of its
+    safetensors weights: FP32 [in] of layers.0.weight, FP32 [out] of the last
+    layer, named INPUT0 and OUTPUT0."""
+    client = httpclient.InferenceServerClient(server.hostport)
+    want = digits_probabilities(client, "digits_mlp", "image", "probabilities")
+    client.load_model("digits_mlp", config=json.dumps({
+        "backend": "dense", "max_batch_size": 8,
+        "parameters": {"output_activation": {"string_value": "softmax"}}}))
+    now = config_of(server, "digits_mlp")
+    assert [(t["name"], t["data_type"], t["dims"]) for t in now["input"]] == [
+        ("INPUT0", "TYPE_FP32", [64])]
+    assert [(t["name"], t["data_type"], t["dims"]) for t in now["output"]] == [
+        ("OUTPUT0", "TYPE_FP32", [10])]
+    got = digits_probabilities(client, "digits_mlp", "INPUT0", "OUTPUT0")
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    # a config that names its output keeps it; only the input is added
+    client.load_model("digits_mlp", config=json.dumps({
+        "backend": "dense", "max_batch_size": 8,
+        "output": [{"name": "p", "data_type": "TYPE_FP32", "dims": [10]}]}))
+    now = config_of(server, "digits_mlp")
+    assert [t["name"] for t in now["input"]] == ["INPUT0"]
+    assert [t["name"] for t in now["output"]] == ["p"]
+
+
+def test_dense_repository_config_without_tensors_is_completed(start_server, tmp_path):
+    repo = tmp_path / "repo"
+    src = harness.ROOT / "models" / "digits_mlp"
+    harness.write_model(repo, "bare_mlp", 'backend: "dense"\nmax_batch_size: 4\n',
+                        files={"model.safetensors":
+                               (src / "1" / "model.safetensors").read_bytes()})
+    srv = start_server(repo)
+    now = config_of(srv, "bare_mlp")
+    assert [t["dims"] for t in now["input"]] == [[64]]
+    assert [t["dims"] for t in now["output"]] == [[10]]
+    client = httpclient.InferenceServerClient(srv.hostport)
+    assert digits_probabilities(client, "bare_mlp", "INPUT0", "OUTPUT0").shape == (1, 10)
+
+
+@pytest.mark.parametrize("flag", ["--disable-auto-complete-config",
+                                  "--strict-model-config=true"])
+def test_dense_completion_can_be_switched_off(start_server, tmp_path, flag):
+    repo = tmp_path / "repo"
+    shutil.copytree(harness.ROOT / "models", repo, ignore=shutil.ignore_patterns("*.py"))
+    srv = start_server(repo, ["--model-control-mode=explicit", "--load-model=digits_mlp",
+                              flag])
+    r = load(srv, "digits_mlp", {"config": json.dumps(
+        {"backend": "dense", "max_batch_size": 8})})
+    assert r.status_code == 400, r.text
+    assert "needs exactly 1 input and 1 output, got 0 and 0" in r.json()["error"], r.text
+    # The loaded version keeps serving, with its own tensors.
+    client = httpclient.InferenceServerClient(srv.hostport)
+    assert digits_probabilities(client, "digits_mlp", "image", "probabilities").shape == (1, 10)

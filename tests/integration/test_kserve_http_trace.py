@@ -162,6 +162,7 @@ def tclient(trace_server):
 
 
 def test_http_get_settings(tclient):
+    # qa/L0_trace/trace_endpoint_test.py TraceEndpointTest.test_http_get_settings
     assert tclient.get_trace_settings(model_name="simple") == INITIAL
     assert tclient.get_trace_settings() == INITIAL
     with pytest.raises(InferenceServerException) as e:
@@ -171,6 +172,8 @@ def test_http_get_settings(tclient):
 
 
 def test_http_update_settings(tclient):
+    # qa/L0_trace/trace_endpoint_test.py TraceEndpointTest.test_http_update_settings
+    # (levels asked in the other order too; see test_upstream_sequences_verbatim)
     with pytest.raises(InferenceServerException) as e:
         tclient.update_trace_settings(model_name="simple",
                                       settings={"trace_file": "model.log"})
@@ -191,6 +194,8 @@ def test_http_update_settings(tclient):
 
 
 def test_http_clear_settings(tclient):
+    # qa/L0_trace/trace_endpoint_test.py TraceEndpointTest.test_http_clear_settings,
+    # with the model's view checked at every step
     tclient.update_trace_settings(model_name="simple",
                                   settings={"trace_rate": "12", "log_frequency": "34"})
     tclient.update_trace_settings(settings={"trace_rate": "56", "trace_count": "78",
@@ -213,6 +218,53 @@ def test_http_clear_settings(tclient):
     tclient.update_trace_settings(settings={"trace_rate": "3"})
     assert tclient.get_trace_settings(model_name="simple") == dict(
         INITIAL, trace_level=["OFF"], trace_rate="3")
+
+
+def check_server_initial_state(client):
+    """trace_endpoint_test.py's check_server_initial_state."""
+    assert client.get_trace_settings(model_name="simple") == INITIAL
+    assert client.get_trace_settings() == INITIAL
+
+
+def test_upstream_sequences_verbatim(tclient):
+    """qa/L0_trace/trace_endpoint_test.py's three HTTP cases in their own
+    order of calls and with their own expected values, each from the
+    initial state its tearDown restores."""
+    # test_http_get_settings
+    check_server_initial_state(tclient)
+    # test_http_update_settings
+    check_server_initial_state(tclient)
+    with pytest.raises(InferenceServerException,
+                       match="trace file location can not be updated through "
+                             "network protocol"):
+        tclient.update_trace_settings(model_name="simple",
+                                      settings={"trace_file": "model.log"})
+    assert tclient.get_trace_settings(model_name="simple") == INITIAL
+    both = dict(INITIAL, trace_level=["TIMESTAMPS", "TENSORS"])
+    assert tclient.update_trace_settings(
+        settings={"trace_level": ["TIMESTAMPS", "TENSORS"]}) == both
+    assert tclient.get_trace_settings(model_name="simple") == both
+    with pytest.raises(InferenceServerException,
+                       match="Request for unknown model : does-not-exist"):
+        tclient.update_trace_settings(model_name="does-not-exist",
+                                      settings={"trace_file": "model.log"})
+    for clear_model in ("simple", None):  # tearDown
+        tclient.update_trace_settings(model_name=clear_model, settings=CLEAR)
+    # test_http_clear_settings
+    check_server_initial_state(tclient)
+    tclient.update_trace_settings(model_name="simple",
+                                  settings={"trace_rate": "12", "log_frequency": "34"})
+    tclient.update_trace_settings(settings={"trace_rate": "56", "trace_count": "78",
+                                            "trace_level": ["OFF"]})
+    expected_global = dict(INITIAL, trace_level=["OFF"])
+    assert tclient.update_trace_settings(
+        settings={"trace_rate": None, "trace_count": None}) == expected_global
+    assert tclient.get_trace_settings(model_name="simple") == dict(
+        INITIAL, trace_level=["OFF"], trace_rate="12", log_frequency="34")
+    assert tclient.update_trace_settings(
+        model_name="simple", settings={"trace_rate": None, "trace_level": None}
+    ) == dict(INITIAL, trace_level=["OFF"], log_frequency="34")
+    assert tclient.get_trace_settings() == expected_global
 
 
 def test_http_model_settings_track_global(tclient):

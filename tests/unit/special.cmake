@@ -25,7 +25,9 @@ if(OSPREY_HAVE_CUDA)
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_device_conformance.cc
     $<TARGET_OBJECTS:osprey_cuda_fake>)
   target_compile_definitions(test_device_conformance_fakecuda PRIVATE
-    OSPREY_TEST_CUDA_ONLY=1)
+    OSPREY_TEST_CUDA_ONLY=1 OSPREY_TEST_FAKE_CUDA=1)
+  target_include_directories(test_device_conformance_fakecuda PRIVATE
+    ${CUDAToolkit_INCLUDE_DIRS})
   target_link_options(test_device_conformance_fakecuda PRIVATE -Wl,--as-needed)
 endif()
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_device_conformance_fakecuda)
@@ -82,3 +84,50 @@ osprey_add_unit_test(test_json_util
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_json_util.cc)
 target_link_libraries(test_json_util PRIVATE osprey_json)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_json_util)
+
+# CUDA IPC between two processes on a real GPU (label gpu; SKIPPED without
+# one): the path of Triton's CUDA shared memory through the CUDA device.
+osprey_add_unit_test(test_cuda_ipc
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_ipc.cc LABELS gpu)
+if(OSPREY_HAVE_CUDA)
+  target_link_libraries(test_cuda_ipc PRIVATE osprey_cuda)
+endif()
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_cuda_ipc)
+
+# The queue surface's codecs without a server (server/http): query values,
+# the WebSocket handshake key and session, and the protobuf replies.
+osprey_add_unit_test(test_queue_codecs
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_queue_codecs.cc)
+target_link_libraries(test_queue_codecs PRIVATE osprey_http osprey_json
+  osprey_proto_queue)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_queue_codecs)
+
+# The queue stores (server/queue): the contract every store passes
+# (test_queue_conformance, one instance per store) and the embedded store's
+# own crash-safety tests.
+foreach(queue_test test_queue_conformance test_queue_embedded)
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${queue_test}.cc)
+    osprey_add_unit_test(${queue_test}
+      SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/${queue_test}.cc
+      ${CMAKE_CURRENT_SOURCE_DIR}/redis_test_server.cc
+      TEST_PREFIX queue.)
+    target_link_libraries(${queue_test} PRIVATE osprey_queue)
+  endif()
+endforeach()
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_queue_conformance test_queue_embedded)
+
+# The gRPC inference codec (server/grpc, no gRPC transport): protobuf-c
+# messages to requests and responses back to messages.
+osprey_add_unit_test(test_grpc_convert
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_grpc_convert.cc)
+target_link_libraries(test_grpc_convert PRIVATE osprey_grpc_codec osprey_kserve)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_grpc_convert)
+
+# The Redis Streams queue store against a real redis-server started by the
+# test on a free loopback port (tests/unit/redis_test_server.cc).
+osprey_add_unit_test(test_queue_redis
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_queue_redis.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/redis_test_server.cc
+  TEST_PREFIX queue.)
+target_link_libraries(test_queue_redis PRIVATE osprey_queue)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_queue_redis)

@@ -38,6 +38,12 @@
 #ifdef OSPREY_HAVE_CUDA
 #include "cuda_provider.h"
 #endif
+#ifdef OSPREY_TEST_FAKE_CUDA
+#include <cuda_runtime_api.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 namespace {
 
@@ -1309,6 +1315,116 @@ TEST_P(DeviceTest, CopyValidation) {
     EXPECT_ERROR_CODE(osp_device_alloc(nullptr, 4, &b), OSP_ERROR_INVALID_ARG);
     EXPECT_ERROR_CODE(osp_stream_new(dev_, nullptr), OSP_ERROR_INVALID_ARG);
 }
+
+// osp_device_memcpy: host <-> device and device <-> device, arrived when
+// it returns, on no stream of the caller's.
+TEST_P(DeviceTest, SynchronousCopies) {
+    for (size_t n : {size_t{1}, size_t{4097}, (size_t{1} << 20) + 3}) {
+        SCOPED_TRACE(n);
+        Bytes src = Rng().Data(OSP_TYPE_UINT8, n);
+        BufferPtr d1 = Alloc(n), d2 = Alloc(n);
+        ASSERT_TRUE(d1 && d2);
+        Bytes back(n, 0);
+        ASSERT_OK(osp_device_memcpy(dev_, d1->data, src.data(), n,
+                                    OSP_COPY_HOST_TO_DEVICE));
+        ASSERT_OK(osp_device_memcpy(dev_, d2->data, d1->data, n,
+                                    OSP_COPY_DEVICE_TO_DEVICE));
+        ASSERT_OK(osp_device_memcpy(dev_, back.data(), d2->data, n,
+                                    OSP_COPY_DEVICE_TO_HOST));
+        EXPECT_EQ(back, src);
+    }
+    char x[4] = {0};
+    EXPECT_ERROR_CODE(
+        osp_device_memcpy(dev_, nullptr, x, 4, OSP_COPY_HOST_TO_HOST),
+        OSP_ERROR_INVALID_ARG);
+    EXPECT_ERROR_CODE(osp_device_memcpy(dev_, x, x, 4, (osp_copy_kind)9),
+                      OSP_ERROR_INVALID_ARG);
+    ASSERT_OK(
+        osp_device_memcpy(dev_, nullptr, nullptr, 0, OSP_COPY_HOST_TO_HOST));
+}
+
+// Memory of other processes: the CPU cannot open any; a GPU refuses
+// handles that are not ones (the real round trip needs two processes:
+// tests/gpu, and the fake runtime's below).
+TEST_P(DeviceTest, IpcHandlesRefused) {
+    unsigned char handle[OSP_DEVICE_IPC_HANDLE_BYTES] = {0};
+    void *ptr = nullptr;
+    size_t size = 0;
+    if (IsCpu()) {
+        EXPECT_FALSE(osp_device_supports_ipc(dev_));
+        EXPECT_ERROR_CODE(
+            osp_device_ipc_open(dev_, handle, sizeof handle, &ptr, &size),
+            OSP_ERROR_UNSUPPORTED);
+        EXPECT_ERROR_CODE(osp_device_ipc_close(dev_, handle),
+                          OSP_ERROR_UNSUPPORTED);
+        return;
+    }
+    EXPECT_TRUE(osp_device_supports_ipc(dev_));
+    EXPECT_ERROR_CODE(osp_device_ipc_open(dev_, handle, 10, &ptr, &size),
+                      OSP_ERROR_INVALID_ARG);
+    EXPECT_ERROR_CODE(
+        osp_device_ipc_open(dev_, handle, sizeof handle, &ptr, &size),
+        OSP_ERROR_INVALID_ARG);
+    EXPECT_ERROR_CODE(osp_device_ipc_close(dev_, handle), OSP_ERROR_INTERNAL);
+}
+
+#ifdef OSPREY_TEST_FAKE_CUDA
+// The fake runtime's handles (tests/fake_cuda/fake_cuda.h): one naming an
+// allocation of this process, and one naming a POSIX shared memory object
+// that the fake maps as GPU memory, seen through both sides.
+TEST_P(DeviceTest, FakeIpcRoundTrips) {
+    const size_t n = 3 * 4096 + 5;
+    void *alloc = nullptr;
+    ASSERT_EQ(cudaSetDevice(GetParam().index), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&alloc, n), cudaSuccess);
+    cudaIpcMemHandle_t h;
+    ASSERT_EQ(cudaIpcGetMemHandle(&h, alloc), cudaSuccess);
+    void *ptr = nullptr;
+    size_t size = 0;
+    ASSERT_OK(osp_device_ipc_open(dev_, &h, sizeof h, &ptr, &size));
+    EXPECT_EQ(ptr, alloc);
+    EXPECT_EQ(size, n);
+    Bytes src = Rng().Data(OSP_TYPE_UINT8, n), back(n, 0);
+    ASSERT_OK(
+        osp_device_memcpy(dev_, ptr, src.data(), n, OSP_COPY_HOST_TO_DEVICE));
+    ASSERT_OK(osp_device_memcpy(dev_, back.data(), alloc, n,
+                                OSP_COPY_DEVICE_TO_HOST));
+    EXPECT_EQ(back, src);
+    ASSERT_OK(osp_device_ipc_close(dev_, ptr));
+    EXPECT_ERROR_CODE(osp_device_ipc_close(dev_, ptr), OSP_ERROR_INTERNAL);
+    ASSERT_EQ(cudaFree(alloc), cudaSuccess);
+
+    std::string name = "/osp_conf_" + std::to_string(getpid());
+    int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, (off_t)n), 0);
+    auto *host = (unsigned char *)mmap(nullptr, n, PROT_READ | PROT_WRITE,
+                                       MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(host, MAP_FAILED);
+    memset(&h, 0, sizeof h);
+    memcpy(h.reserved, "osprey-fake-ipc", 16);
+    h.reserved[16] = 2;
+    memcpy(h.reserved + 24, name.c_str(), name.size() + 1);
+    ASSERT_OK(osp_device_ipc_open(dev_, &h, sizeof h, &ptr, &size));
+    EXPECT_EQ(size, n);
+    memcpy(host, src.data(), n); // the client writes...
+    ASSERT_OK(
+        osp_device_memcpy(dev_, back.data(), ptr, n, OSP_COPY_DEVICE_TO_HOST));
+    EXPECT_EQ(back, src); // ...the server reads through the GPU
+    Bytes other = Rng().Data(OSP_TYPE_UINT8, n);
+    ASSERT_OK(osp_device_memcpy(dev_, (char *)ptr + 1, other.data(), n - 1,
+                                OSP_COPY_HOST_TO_DEVICE));
+    EXPECT_EQ(memcmp(host + 1, other.data(), n - 1), 0);
+    // a copy past the end of the mapped allocation is refused
+    EXPECT_ERROR_CODE(osp_device_memcpy(dev_, back.data(), ptr, n + 1,
+                                        OSP_COPY_DEVICE_TO_HOST),
+                      OSP_ERROR_INTERNAL);
+    ASSERT_OK(osp_device_ipc_close(dev_, ptr));
+    munmap(host, n);
+    shm_unlink(name.c_str());
+}
+#endif
 
 std::vector<DeviceSpec> DevicesUnderTest() {
 #ifdef OSPREY_TEST_CUDA_ONLY

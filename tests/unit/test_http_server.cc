@@ -499,7 +499,7 @@ TEST_F(HttpServerTest, AbandonedRequestsDoNotLeak) {
 // The metrics surface on its own server: the replies that need no core
 // (GET /metrics itself is covered by the integration tests).
 TEST(MetricsSurface, MethodAndPathRules) {
-    metrics_options mopts = {false, false};
+    metrics_options mopts = {false, false, nullptr};
     metrics_exporter *ms = nullptr;
     ASSERT_EQ(metrics_new(&mopts, nullptr, &ms), nullptr);
     http_surface surface = {"metrics", metrics_route, ms, nullptr, 0};

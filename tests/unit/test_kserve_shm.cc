@@ -40,7 +40,7 @@ class ShmRegistryTest : public ::testing::Test {
     std::string Status(const char *name = nullptr) {
         jbuf b;
         jbuf_init(&b);
-        osp_error *err = kserve_shm_status(reg_, name, &b);
+        osp_error *err = kserve_shm_status(reg_, KSERVE_SHM_SYSTEM, name, &b);
         std::string s = err ? "error: " + TakeMessage(err)
                             : std::string(b.data ? b.data : "", b.len);
         jbuf_free(&b);
@@ -111,7 +111,7 @@ TEST_F(ShmRegistryTest, UnregisterWaitsForTheLastUser) {
     kserve_shm_region *r1 = nullptr, *r2 = nullptr;
     void *a1 = nullptr, *a2 = nullptr;
     ASSERT_OK(kserve_shm_acquire(reg_, "r", 0, 64, &r1, &a1));
-    ASSERT_OK(kserve_shm_unregister_all(reg_));
+    ASSERT_OK(kserve_shm_unregister_all(reg_, KSERVE_SHM_SYSTEM));
     // still registered, mapped and usable while a request holds it
     EXPECT_NE(Status("r").find("\"name\":\"r\""), std::string::npos);
     ASSERT_OK(kserve_shm_acquire(reg_, "r", 0, 64, &r2, &a2));
@@ -124,8 +124,8 @@ TEST_F(ShmRegistryTest, UnregisterWaitsForTheLastUser) {
     EXPECT_EQ(Status(), "[]");
     // the name is free again
     ASSERT_OK(kserve_shm_register(reg_, "r", key_.c_str(), 0, 64));
-    ASSERT_OK(kserve_shm_unregister(reg_, "r"));
-    ASSERT_OK(kserve_shm_unregister(reg_, "unknown"));
+    ASSERT_OK(kserve_shm_unregister(reg_, KSERVE_SHM_SYSTEM, "r"));
+    ASSERT_OK(kserve_shm_unregister(reg_, KSERVE_SHM_SYSTEM, "unknown"));
     EXPECT_EQ(Status(), "[]");
 }
 

@@ -1,0 +1,374 @@
+/*
+ * ModelStreamInfer: a bidirectional stream of ModelInferRequest in and
+ * ModelStreamInferResponse out. Requests are read one at a time and each
+ * goes to the core as soon as it is read, so several are in flight on one
+ * stream; responses are written in the order they finish, one write at a
+ * time (gRPC allows one outstanding send per call). A request that fails
+ * is answered in-band (error_message, with the request's id) and the
+ * stream goes on, unless the client sent the metadata
+ * "triton_grpc_error: true", which makes the first error end the stream
+ * with that error's status, as in Triton.
+ *
+ * Bounds: at most STREAM_MAX_IN_FLIGHT requests of a stream wait for the
+ * core or for their write; past that the stream stops reading until one is
+ * written, so a client that never reads cannot grow the server's memory.
+ *
+ * The stream ends with OK once the client has half-closed (or the server
+ * stops accepting calls) and every request read has been answered. A
+ * client that cancels or disconnects fails the pending operations: the
+ * requests already in the core finish and their responses are dropped.
+ *
+ * Locking: `mu` guards the stream's state; gRPC batches are started under
+ * it (they never call back synchronously). The call's references are never
+ * dropped while holding it.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "grpc_internal.h"
+#include "osprey/clock.h"
+#include "osprey/log.h"
+
+#define STREAM_MAX_IN_FLIGHT 64
+
+/* A response waiting for its write, or being written. */
+typedef struct pending_write {
+    struct pending_write *next;
+    grpc_byte_buffer *message;
+    osp_trace *trace; /* ended once written (or dropped) */
+} pending_write;
+
+/* One request between its read and its response. */
+typedef struct stream_request {
+    struct stream *stream;
+    kgrpc_decoded decoded;
+    osp_trace *trace;
+} stream_request;
+
+typedef struct stream {
+    kgrpc_call *call;
+    pthread_mutex_t mu;
+    kgrpc_tag read_tag;
+    kgrpc_tag write_tag;
+    grpc_byte_buffer *received;
+    uint64_t read_start_ns;
+    bool reading;      /* a read is outstanding */
+    bool read_closed;  /* half-closed, cancelled or failed: no more reads */
+    bool quiescing;    /* the server stops accepting calls */
+    bool grpc_errors;  /* triton_grpc_error: errors end the stream */
+    bool failed;       /* a write failed: the client is gone */
+    bool finishing;    /* the final status is on its way */
+    size_t in_flight;  /* read, not yet written */
+    pending_write *queue_head, *queue_tail;
+    pending_write *writing; /* the write outstanding */
+} stream;
+
+static void start_read_locked(stream *st);
+static void pump_locked(stream *st);
+
+static void pending_write_free(pending_write *w) {
+    if (w->message)
+        grpc_byte_buffer_destroy(w->message);
+    osp_trace_end(w->trace);
+    free(w);
+}
+
+static void stream_free(void *p) {
+    stream *st = p;
+    pending_write *w = st->queue_head;
+    while (w) {
+        pending_write *next = w->next;
+        pending_write_free(w);
+        w = next;
+    }
+    if (st->writing)
+        pending_write_free(st->writing);
+    if (st->received)
+        grpc_byte_buffer_destroy(st->received);
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+}
+
+/* Queues the response to one request read (message and trace ownership
+ * move) to be written in its turn; when it cannot be sent any more, the
+ * request is done with here. */
+static void enqueue_locked(stream *st, grpc_byte_buffer *message,
+                           osp_trace *trace) {
+    pending_write *w = calloc(1, sizeof *w);
+    if (!w || st->failed || st->finishing) {
+        /* nowhere to send it */
+        if (message)
+            grpc_byte_buffer_destroy(message);
+        osp_trace_end(trace);
+        free(w);
+        st->in_flight--;
+        return;
+    }
+    w->message = message;
+    w->trace = trace;
+    if (st->queue_tail)
+        st->queue_tail->next = w;
+    else
+        st->queue_head = w;
+    st->queue_tail = w;
+}
+
+/* An in-band error for the request with `id` (and, for errors from the
+ * core, its model and version). */
+static void enqueue_error_locked(stream *st, const osp_error *err,
+                                 const kgrpc_decoded *d, bool with_model,
+                                 osp_trace *trace) {
+    if (st->grpc_errors && !st->finishing) {
+        /* triton_grpc_error: the error ends the stream */
+        osp_trace_end(trace);
+        st->in_flight--;
+        st->read_closed = true;
+        st->finishing = true;
+        kgrpc_call_finish(st->call, NULL,
+                          kgrpc_status_of(osp_error_get_code(err)),
+                          osp_error_message(err), false);
+        return;
+    }
+    size_t len;
+    uint8_t *packed = kgrpc_encode_stream_error(
+        osp_error_message(err), d ? d->id : NULL,
+        with_model && d ? d->model_name : NULL,
+        with_model && d ? d->model_version : NULL, &len);
+    grpc_byte_buffer *bb = packed ? kgrpc_byte_buffer_copy(packed, len) : NULL;
+    free(packed);
+    enqueue_locked(st, bb, trace);
+}
+
+static void write_done(kgrpc_tag *tag, bool ok) {
+    stream *st = tag->call->handler;
+    pthread_mutex_lock(&st->mu);
+    pending_write *w = st->writing;
+    st->writing = NULL;
+    if (w && w->trace)
+        osp_trace_stamp(w->trace, OSP_TRACE_GRPC_SEND_END, osp_now_ns());
+    if (!ok)
+        st->failed = true;
+    if (w)
+        st->in_flight--;
+    pump_locked(st);
+    pthread_mutex_unlock(&st->mu);
+    if (w)
+        pending_write_free(w);
+}
+
+/* Writes the next queued response, resumes reading when there is room,
+ * and ends the stream when everything is answered. */
+static void pump_locked(stream *st) {
+    if (st->failed) {
+        /* The client is gone: drop what waits. */
+        while (st->queue_head) {
+            pending_write *w = st->queue_head;
+            st->queue_head = w->next;
+            st->in_flight--;
+            pending_write_free(w);
+        }
+        st->queue_tail = NULL;
+    }
+    if (!st->writing && st->queue_head && !st->finishing) {
+        pending_write *w = st->queue_head;
+        st->queue_head = w->next;
+        if (!st->queue_head)
+            st->queue_tail = NULL;
+        grpc_op ops[2];
+        size_t n = 0;
+        if (!st->call->initial_metadata_sent) {
+            kgrpc__initial_metadata_op(st->call, &ops[n++], true);
+            st->call->initial_metadata_sent = true;
+        }
+        memset(&ops[n], 0, sizeof ops[n]);
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n].data.send_message.send_message = w->message;
+        n++;
+        if (w->trace)
+            osp_trace_stamp(w->trace, OSP_TRACE_GRPC_SEND_START, osp_now_ns());
+        st->writing = w;
+        st->write_tag.done = write_done;
+        if (!w->message ||
+            !kgrpc_call_start_batch(st->call, ops, n, &st->write_tag)) {
+            /* could not encode or send: the stream is broken */
+            st->writing = NULL;
+            st->failed = true;
+            st->in_flight--;
+            pending_write_free(w);
+            pump_locked(st);
+            return;
+        }
+    }
+    if (!st->read_closed && !st->reading && !st->quiescing &&
+        st->in_flight < STREAM_MAX_IN_FLIGHT)
+        start_read_locked(st);
+    /* A read outstanding while quiescing (or after a failed write) may wait
+     * for a client that never writes again; sending the status completes
+     * it. */
+    bool done_reading = st->read_closed || st->quiescing || st->failed;
+    if (done_reading && st->in_flight == 0 && !st->writing && !st->finishing) {
+        st->finishing = true;
+        kgrpc_call_finish(st->call, NULL, GRPC_STATUS_OK, NULL, false);
+    }
+}
+
+/* The core's completion callback for one request (any thread). */
+static void request_complete(osp_infer_response *response, void *user) {
+    stream_request *r = user;
+    stream *st = r->stream;
+    kgrpc_call *call = st->call;
+    osp_error *err = response->error;
+    response->error = NULL;
+    grpc_byte_buffer *bb = NULL;
+    if (!err) {
+        kgrpc_encoded e;
+        err = kgrpc_encode_infer_response(response, &r->decoded, true, &e);
+        if (!err) {
+            if (!(bb = kgrpc_byte_buffer_from_parts(&e)))
+                err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            kgrpc_encoded_destroy(&e);
+        }
+    }
+    osp_infer_response_free(response);
+    pthread_mutex_lock(&st->mu);
+    if (err) {
+        enqueue_error_locked(st, err, &r->decoded, true, r->trace);
+    } else {
+        enqueue_locked(st, bb, r->trace);
+    }
+    pump_locked(st);
+    pthread_mutex_unlock(&st->mu);
+    osp_error_free(err);
+    kgrpc_decoded_destroy(&r->decoded);
+    free(r);
+    kgrpc_call_unref(call); /* the request's reference */
+}
+
+static osp_error *core_alloc(void *core, size_t size, osp_buffer **out) {
+    return osp_server_alloc_input_buffer(core, size, out);
+}
+
+/* Decodes one received request and hands it to the core, or queues its
+ * error. Called without the lock. */
+static void handle_request(stream *st, grpc_byte_buffer *bb,
+                           uint64_t read_start, uint64_t read_end) {
+    kgrpc_call *call = st->call;
+    kgrpc_server *s = call->server;
+    stream_request *r = calloc(1, sizeof *r);
+    osp_error *err = NULL;
+    if (!r) {
+        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    } else {
+        r->stream = st;
+        kgrpc_decoded_init(&r->decoded);
+        kgrpc_received received;
+        kgrpc_decode_env env = {.alloc = core_alloc,
+                                .alloc_ctx = s->opts.core,
+                                .shm = s->opts.shm};
+        if (!kgrpc_received_init(&received, bb))
+            err = osp_error_new(OSP_ERROR_INTERNAL, KGRPC_PARSE_ERROR);
+        else
+            err = kgrpc_decode_infer_request(&received.message, &env,
+                                             &r->decoded);
+        kgrpc_received_destroy(&received);
+    }
+    grpc_byte_buffer_destroy(bb);
+    if (!err) {
+        osp_infer_request *req = r->decoded.request;
+        r->decoded.request = NULL;
+        r->trace = osp_tracer_sample(s->opts.tracer, req->model_name);
+        if (r->trace) {
+            osp_trace_stamp(r->trace, OSP_TRACE_GRPC_WAITREAD_START,
+                            read_start);
+            osp_trace_stamp(r->trace, OSP_TRACE_GRPC_WAITREAD_END, read_end);
+        }
+        req->trace = r->trace;
+        req->receive_start_ns = read_end;
+        kgrpc_call_ref(call); /* for request_complete */
+        err = osp_server_infer_async(s->opts.core, req, request_complete, r);
+        if (!err)
+            return;
+        kgrpc_call_unref(call);
+    }
+    pthread_mutex_lock(&st->mu);
+    enqueue_error_locked(st, err, r ? &r->decoded : NULL, false,
+                         r ? r->trace : NULL);
+    pump_locked(st);
+    pthread_mutex_unlock(&st->mu);
+    osp_error_free(err);
+    if (r) {
+        kgrpc_decoded_destroy(&r->decoded);
+        free(r);
+    }
+}
+
+static void read_done(kgrpc_tag *tag, bool ok) {
+    stream *st = tag->call->handler;
+    uint64_t read_end = osp_now_ns();
+    pthread_mutex_lock(&st->mu);
+    st->reading = false;
+    grpc_byte_buffer *bb = st->received;
+    st->received = NULL;
+    uint64_t read_start = st->read_start_ns;
+    if (!ok || !bb || st->finishing) {
+        /* half-closed, cancelled or ended */
+        st->read_closed = true;
+        if (bb)
+            grpc_byte_buffer_destroy(bb);
+        pump_locked(st);
+        pthread_mutex_unlock(&st->mu);
+        return;
+    }
+    st->in_flight++;
+    /* Read on while this one is decoded and queued. */
+    pump_locked(st);
+    pthread_mutex_unlock(&st->mu);
+    handle_request(st, bb, read_start, read_end);
+}
+
+static void start_read_locked(stream *st) {
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &st->received;
+    st->read_tag.done = read_done;
+    st->read_start_ns = osp_now_ns();
+    st->reading = true;
+    if (!kgrpc_call_start_batch(st->call, &op, 1, &st->read_tag)) {
+        st->reading = false;
+        st->read_closed = true;
+    }
+}
+
+static void stream_quiesce(kgrpc_call *call) {
+    stream *st = call->handler;
+    pthread_mutex_lock(&st->mu);
+    st->quiescing = true;
+    pump_locked(st);
+    pthread_mutex_unlock(&st->mu);
+}
+
+void kgrpc_model_stream_infer(kgrpc_call *call) {
+    stream *st = calloc(1, sizeof *st);
+    if (!st) {
+        kgrpc_call_finish(call, NULL, GRPC_STATUS_UNAVAILABLE, "out of memory",
+                          false);
+        return;
+    }
+    pthread_mutex_init(&st->mu, NULL);
+    st->call = call;
+    size_t len;
+    const char *mode = kgrpc_call_metadata(call, "triton_grpc_error", &len);
+    st->grpc_errors = mode && len == 4 && strncasecmp(mode, "true", 4) == 0;
+    pthread_mutex_lock(&call->server->mu);
+    call->handler = st;
+    call->handler_free = stream_free;
+    call->on_quiesce = stream_quiesce;
+    bool accepting = call->server->accepting;
+    pthread_mutex_unlock(&call->server->mu);
+    pthread_mutex_lock(&st->mu);
+    st->quiescing = !accepting;
+    pump_locked(st);
+    pthread_mutex_unlock(&st->mu);
+}
