@@ -260,18 +260,27 @@ osp_error *model_enqueue(osp_model *model, pending_request *p) {
     p->entry.priority = p->req->priority;
     p->entry.timeout_us = p->req->timeout_us;
     osp_error *err = batcher_enqueue(&model->batcher, &p->entry, now);
-    model_instance *idle = NULL;
-    if (!err && model->run_inline && !model->flushing)
-        idle = idle_instance(model);
-    if (idle) {
+    model_instance *idle = err ? NULL : idle_instance(model);
+    bool run_here = idle && model->run_inline && !model->flushing;
+    if (run_here) {
         /* p, and with it its model reference, may end inside. */
         model_ref(model);
         run_inline_batches(model, idle);
-    } else if (!err) {
-        pthread_cond_signal(&model->work_ready);
+    } else if (idle) {
+        /* When every instance is busy no one is woken: whoever finishes
+         * first takes the request (a worker looks at the queue before it
+         * waits, an inline caller broadcasts), and a signal would only
+         * wake a worker whose instance an inline caller holds, to wait
+         * again: two context switches for nothing. Workers of an inline
+         * model also wait for their busy instance on this condition, so
+         * they all look. */
+        if (model->run_inline)
+            pthread_cond_broadcast(&model->work_ready);
+        else
+            pthread_cond_signal(&model->work_ready);
     }
     pthread_mutex_unlock(&model->lock);
-    if (idle)
+    if (run_here)
         osp_model_unref(model);
     if (err) {
         /* Triton prefixes the queue's refusal with the request id. */
