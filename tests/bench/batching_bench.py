@@ -231,7 +231,7 @@ def main():
         cases = make_repo(repo, args)
         server = Server("osprey", [
             args.osprey, "--model-repository=" + repo, "--http-port=0",
-            "--http-address=127.0.0.1", "--metrics-port=0",
+            "--http-address=127.0.0.1", "--metrics-port=0", "--grpc-port=0",
             "--http-thread-count=%d" % args.http_threads] + args.osprey_arg, work)
         server.wait_started(120)
         wait_ready(server.address, ["/v2/health/ready"], 120)

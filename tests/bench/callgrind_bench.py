@@ -77,7 +77,8 @@ def run_case(args, name, workdir):
     valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out]
     if kind == "osprey":
         argv = valgrind + [args.osprey, "--model-repository=" + args.models,
-                           "--http-port=0", "--metrics-port=0"]
+                           "--http-port=0", "--metrics-port=0",
+                           "--grpc-port=0"]
         argv += args.osprey_arg
     else:
         argv = valgrind + [args.echo_server, "--port", "0"]
@@ -140,6 +141,11 @@ def main():
     if not shutil.which("valgrind"):
         sys.exit("valgrind is not installed (apt-get install valgrind)")
     workdir = tempfile.mkdtemp(prefix="osprey-callgrind-")
+    # The servers run in workdir (osprey creates its queue store in its
+    # working directory): every path becomes absolute first.
+    for name in ("osprey", "models", "load_client", "echo_server"):
+        setattr(args, name, os.path.abspath(getattr(args, name)))
+    os.chdir(workdir)
     print("| case | concurrency | requests | Ir per request |")
     print("|---|---:|---:|---:|")
     results = []

@@ -404,8 +404,10 @@ def start_peers(args, work):
     port = free_port()
     peers.append(Peer("osprey", [
         args.osprey, "--model-repository=" + osprey_root, "--http-port=%d" % port,
-        "--http-address=127.0.0.1", "--metrics-port=%d" % free_port()]
-        + args.osprey_arg, port, cases={"simple", "identity", "binary"}))
+        "--http-address=127.0.0.1", "--metrics-port=%d" % free_port(),
+        "--grpc-address=127.0.0.1", "--grpc-port=%d" % free_port()]
+        + args.osprey_arg, port, cwd=work,  # its queue store goes there
+        cases={"simple", "identity", "binary"}))
 
     wanted = set(args.servers)
     if wanted & {"triton-cpp", "triton-python"}:

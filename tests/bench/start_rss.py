@@ -16,10 +16,12 @@ uses tree_rss_kib and measure_start for every peer server.
 import argparse
 import http.client
 import os
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -119,15 +121,22 @@ def main():
                    help="also print a RESULT line (tests/gpu/check.sh)")
     args = p.parse_args()
     runs = []
+    workdir = tempfile.mkdtemp(prefix="osprey-start-rss-")
+    args.osprey = os.path.abspath(args.osprey)
+    args.models = os.path.abspath(args.models)
     for _ in range(args.repeat):
         port = free_port()
         argv = [args.osprey, "--model-repository=" + args.models,
-                "--http-port=%d" % port, "--metrics-port=%d" % free_port()]
+                "--http-port=%d" % port, "--metrics-port=%d" % free_port(),
+                "--grpc-port=%d" % free_port()]
+        # A scratch working directory: the server creates its queue store
+        # (--queue-dir) there.
         proc, ready_s, cpu_s, rss = measure_start(
             argv, port, settle=args.settle, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
+            stderr=subprocess.DEVNULL, cwd=workdir)
         proc.terminate()
         proc.wait(30)
+        shutil.rmtree(os.path.join(workdir, "osprey-queue"), ignore_errors=True)
         runs.append((ready_s, cpu_s, rss / 1024))
         print("start to ready %.4f s, CPU %.3f s, idle RSS %.1f MiB" % runs[-1])
     med = [statistics.median(r[i] for r in runs) for i in range(3)]
