@@ -13,12 +13,15 @@
  * A service that cannot finish in time (requests still in flight) makes
  * the ones below it abandon rather than free what may still be in use.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -35,8 +38,10 @@
 #include "queue_api.h"
 #include "queue_services.h"
 #include "tfserving.h"
-#ifdef OSPREY_HAVE_CUDA
-#include "cuda_provider.h"
+#if defined(OSPREY_CUDA_LINKED)
+#include "cuda_provider.h" /* osprey_fakegpu: the device is linked in */
+#elif defined(OSPREY_CUDA_MODULE)
+#include "cuda_module.h" /* loaded at run time, only where a GPU is */
 #endif
 
 /* Everything the services share; each owns its own fields. */
@@ -101,12 +106,18 @@ static osp_error *core_start(app *a) {
     opts.devices = f->devices;
     opts.backends = backends_builtin;
     opts.n_backends = backends_builtin_count;
-#ifdef OSPREY_HAVE_CUDA
-    static const osp_device_provider *const providers[] = {
-        &osp_cuda_device_provider};
-    opts.devices.providers = providers;
-    opts.devices.n_providers = 1;
+    static const osp_device_provider *providers[1];
+    const osp_device_provider *cuda = NULL;
+#if defined(OSPREY_CUDA_LINKED)
+    cuda = &osp_cuda_device_provider;
+#elif defined(OSPREY_CUDA_MODULE)
+    cuda = cuda_module_load();
 #endif
+    if (cuda) {
+        providers[0] = cuda;
+        opts.devices.providers = providers;
+        opts.devices.n_providers = 1;
+    }
     osp_error *err = osp_server_new(&opts, &a->core);
     if (err)
         return osp_error_wrap(err, "failed to start the server");
@@ -415,6 +426,25 @@ static void stop_services(app *a, size_t n) {
             abandoned = true;
 }
 
+/* The main thread's kernel id, for forward_stop_signal. */
+static pid_t main_tid;
+
+/* Threads that a library starts before main() (OpenBLAS's pool, from its
+ * constructor) do not block SIGTERM and SIGINT, so the kernel may hand a
+ * stop signal to one of them, and without a handler that ends the process
+ * at once: "killed by signal 15" instead of an orderly stop, whenever the
+ * signal came while the main thread was still starting services and not
+ * yet in sigwait (a test that stopped a server right after it was ready
+ * saw it). This handler, which only such threads can run (every other
+ * thread blocks the signals), passes the signal on to the main thread,
+ * where it stays pending until sigwait takes it. tgkill is a plain system
+ * call, safe in a handler. */
+static void forward_stop_signal(int sig) {
+    int saved = errno;
+    syscall(SYS_tgkill, getpid(), main_tid, sig);
+    errno = saved;
+}
+
 /* Caps glibc's malloc arenas before any thread exists, unless the operator
  * chose with MALLOC_ARENA_MAX. By default glibc gives each new thread its
  * own arena (up to 8 per core), and an arena keeps its first pages and up
@@ -472,13 +502,19 @@ int main(int argc, char **argv) {
     }
     osp_log_set_verbose((int)a.flags.log_verbose);
 
-    /* Block the shutdown signals before any thread exists, so that only
-     * sigwait below receives them. */
+    /* Block the shutdown signals before any thread of ours exists, so that
+     * only sigwait below receives them; a thread that existed before main()
+     * forwards them here (forward_stop_signal). */
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    main_tid = (pid_t)syscall(SYS_gettid);
+    struct sigaction forward = {.sa_handler = forward_stop_signal};
+    sigemptyset(&forward.sa_mask);
+    sigaction(SIGINT, &forward, NULL);
+    sigaction(SIGTERM, &forward, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     size_t started = 0;

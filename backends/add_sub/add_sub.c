@@ -162,6 +162,12 @@ static osp_error *add_sub_execute(void *instance, osp_execute_ctx *ctx) {
     return NULL;
 }
 
+/* Two elementwise passes over the inputs: always quick. */
+static bool add_sub_execute_is_quick(const void *model) {
+    (void)model;
+    return true;
+}
+
 const osp_backend osp_backend_add_sub = {
     .name = "add_sub",
     .model_new = add_sub_model_new,
@@ -169,4 +175,5 @@ const osp_backend osp_backend_add_sub = {
     .instance_new = add_sub_instance_new,
     .instance_free = add_sub_instance_free,
     .execute = add_sub_execute,
+    .execute_is_quick = add_sub_execute_is_quick,
 };

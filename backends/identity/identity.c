@@ -147,6 +147,10 @@ static osp_error *identity_execute(void *instance, osp_execute_ctx *ctx) {
                                  "given",
                                  model->name, i, in->name);
         void *out;
+        /* A lone request on the CPU: its input becomes the output, no
+         * copy (for a 16 MiB tensor that copy was ~30% of the server CPU). */
+        if (osp_execute_output_take_input(ctx, i, i, &out))
+            continue;
         if ((err = osp_execute_output_alloc(ctx, i, &in->shape, in->byte_size,
                                             &out)))
             return err;
@@ -158,6 +162,12 @@ static osp_error *identity_execute(void *instance, osp_execute_ctx *ctx) {
     return NULL;
 }
 
+/* A copy per output: quick unless execute_delay_ms makes it sleep. */
+static bool identity_execute_is_quick(const void *opaque) {
+    const identity_model *model = opaque;
+    return model->delay_ms == 0;
+}
+
 const osp_backend osp_backend_identity = {
     .name = "identity",
     .model_new = identity_model_new,
@@ -165,4 +175,5 @@ const osp_backend osp_backend_identity = {
     .instance_new = identity_instance_new,
     .instance_free = identity_instance_free,
     .execute = identity_execute,
+    .execute_is_quick = identity_execute_is_quick,
 };

@@ -58,6 +58,16 @@ osp_error *osp_execute_output_alloc(osp_execute_ctx *ctx, size_t index,
                                     const osp_shape *shape, size_t byte_size,
                                     void **data);
 
+/* Makes config output `index` the memory of config input `input` itself
+ * (its shape, byte size and bytes) instead of a buffer the backend would
+ * copy the input into: for outputs equal to an input (identity). Returns
+ * true and sets *data when the core can hand the input's memory over (a
+ * batch of one request on a host-memory device, not yet taken); false
+ * otherwise, and the backend allocates and copies as usual. The input
+ * stays readable through osp_execute_input either way. */
+bool osp_execute_output_take_input(osp_execute_ctx *ctx, size_t index,
+                                   size_t input, void **data);
+
 typedef struct osp_backend {
     const char *name; /* matches `backend:` in config.pbtxt */
     /* Validates the config for this backend and loads what the model needs
@@ -76,6 +86,14 @@ typedef struct osp_backend {
      * allocates every requested output with osp_execute_output_alloc.
      * May return before the work completes. */
     osp_error *(*execute)(void *instance, osp_execute_ctx *ctx);
+    /* (optional) Whether execute of `model` on the CPU device is quick: it
+     * costs about what reading its inputs costs (elementwise work, a copy,
+     * a small GEMM), and never sleeps, waits or does I/O. The core may then
+     * run a batch on the thread that queued a request when an instance is
+     * idle, sparing the hand-off to the instance's worker and back. NULL,
+     * or false: batches run only on the instance workers. Asked once, after
+     * model_new. */
+    bool (*execute_is_quick)(const void *model);
     /* (optional) Triton's auto-complete: fills in what `config` leaves
      * out, from the model's files in `version_path` (borrowed), before
      * model_new sees it. Called only when auto-complete is on

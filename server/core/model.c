@@ -123,23 +123,44 @@ static void fail_expired(batcher_entry *expired) {
     }
 }
 
+/* Moves the n entries batcher_take left in inst->entries into inst->batch
+ * as their requests. */
+static void claim_batch(model_instance *inst, size_t n) {
+    const osp_model_config *cfg = inst->model->config;
+    bool ordered = cfg->dynamic_batching.enabled &&
+                   cfg->dynamic_batching.preserve_ordering;
+    for (size_t i = 0; i < n; i++) {
+        inst->batch[i] = inst->entries[i]->owner;
+        inst->batch[i]->ordered = ordered;
+    }
+}
+
 /* Takes the next batch for an instance into inst->batch, blocking until
- * the batcher has one ready (or its delay or a queue timeout runs out).
- * Expired requests are failed on the way. Returns 0 when the model is
- * stopping and its queue is drained: while stopping, whatever is queued
- * runs at once. */
-static size_t take_batch(model_instance *inst) {
+ * the batcher has one ready (or its delay or a queue timeout runs out)
+ * and the instance is not running a batch inline. Expired requests are
+ * failed on the way. Returns 0 when the model is stopping, its queue is
+ * drained and no inline batch uses the instance: while stopping, whatever
+ * is queued runs at once. previous_done: the worker ran a batch since it
+ * last took one (it still holds the instance's busy flag). */
+static size_t take_batch(model_instance *inst, bool previous_done) {
     osp_model *model = inst->model;
     size_t cap = batcher_max_entries(&model->batcher);
     size_t n = 0;
     pthread_mutex_lock(&model->lock);
+    if (previous_done)
+        inst->busy = false; /* the batch this worker ran last is done */
     for (;;) {
+        if (inst->busy) { /* a caller runs a batch on it inline */
+            pthread_cond_wait(&model->work_ready, &model->lock);
+            continue;
+        }
         batcher_entry *expired = NULL;
         uint64_t wait_ns = 0;
         n = batcher_take(&model->batcher, osp_now_ns(),
                          model->stopping || model->flushing, inst->entries, cap,
                          &expired, &wait_ns);
         if (n > 0 || expired) {
+            inst->busy = n > 0;
             /* What is left may make a batch for another idle instance. */
             if (batcher_queued(&model->batcher) > 0)
                 pthread_cond_signal(&model->work_ready);
@@ -168,21 +189,56 @@ static size_t take_batch(model_instance *inst) {
             pthread_cond_timedwait(&model->work_ready, &model->lock, &until);
         }
     }
-    bool ordered = model->config->dynamic_batching.enabled &&
-                   model->config->dynamic_batching.preserve_ordering;
-    for (size_t i = 0; i < n; i++) {
-        inst->batch[i] = inst->entries[i]->owner;
-        inst->batch[i]->ordered = ordered;
-    }
+    claim_batch(inst, n);
     return n;
 }
 
 static void *instance_worker(void *arg) {
     model_instance *inst = arg;
     size_t n;
-    while ((n = take_batch(inst)) > 0)
+    bool ran = false;
+    while ((n = take_batch(inst, ran)) > 0) {
         instance_execute_batch(inst, inst->batch, n);
+        ran = true;
+    }
     return NULL;
+}
+
+/* An instance of `model` not running a batch, or NULL. Lock held. */
+static model_instance *idle_instance(osp_model *model) {
+    for (size_t i = 0; i < model->n_instances; i++)
+        if (!model->instances[i].busy)
+            return &model->instances[i];
+    return NULL;
+}
+
+/* Runs on the calling thread the batches the batcher has ready now, on
+ * `inst` (idle), at most MODEL_INLINE_MAX_BATCHES of them so that a
+ * caller under sustained load gets back to its own connections. Called
+ * and returns with the model's lock held; unlocks around each batch.
+ * Whatever is still queued afterwards goes to the workers. */
+static void run_inline_batches(osp_model *model, model_instance *inst) {
+    size_t cap = batcher_max_entries(&model->batcher);
+    inst->busy = true;
+    for (int round = 0; round < MODEL_INLINE_MAX_BATCHES; round++) {
+        batcher_entry *expired = NULL;
+        uint64_t wait_ns = 0;
+        size_t n = batcher_take(&model->batcher, osp_now_ns(), model->flushing,
+                                inst->entries, cap, &expired, &wait_ns);
+        if (n == 0 && !expired)
+            break; /* empty, or waiting for the batch to fill */
+        claim_batch(inst, n);
+        pthread_mutex_unlock(&model->lock);
+        fail_expired(expired);
+        if (n > 0)
+            instance_execute_batch(inst, inst->batch, n);
+        pthread_mutex_lock(&model->lock);
+    }
+    inst->busy = false;
+    /* Every worker rechecks: one may wait for this instance (to run what
+     * is queued, or to exit while stopping). */
+    if (batcher_queued(&model->batcher) > 0 || model->stopping)
+        pthread_cond_broadcast(&model->work_ready);
 }
 
 osp_error *model_enqueue(osp_model *model, pending_request *p) {
@@ -204,9 +260,28 @@ osp_error *model_enqueue(osp_model *model, pending_request *p) {
     p->entry.priority = p->req->priority;
     p->entry.timeout_us = p->req->timeout_us;
     osp_error *err = batcher_enqueue(&model->batcher, &p->entry, now);
-    if (!err)
-        pthread_cond_signal(&model->work_ready);
+    model_instance *idle = err ? NULL : idle_instance(model);
+    bool run_here = idle && model->run_inline && !model->flushing;
+    if (run_here) {
+        /* p, and with it its model reference, may end inside. */
+        model_ref(model);
+        run_inline_batches(model, idle);
+    } else if (idle) {
+        /* When every instance is busy no one is woken: whoever finishes
+         * first takes the request (a worker looks at the queue before it
+         * waits, an inline caller broadcasts), and a signal would only
+         * wake a worker whose instance an inline caller holds, to wait
+         * again: two context switches for nothing. Workers of an inline
+         * model also wait for their busy instance on this condition, so
+         * they all look. */
+        if (model->run_inline)
+            pthread_cond_broadcast(&model->work_ready);
+        else
+            pthread_cond_signal(&model->work_ready);
+    }
     pthread_mutex_unlock(&model->lock);
+    if (run_here)
+        osp_model_unref(model);
     if (err) {
         /* Triton prefixes the queue's refusal with the request id. */
         err = request_error(p->req, err);
@@ -425,6 +500,14 @@ osp_error *model_load(osp_model_config *config, const osp_backend *backend,
         if (!err)
             err = model->backend->instance_new(
                 model->backend_model, inst->device, inst->stream, &inst->state);
+    }
+    model->run_inline = !err && model->backend->execute_is_quick &&
+                        model->backend->execute_is_quick(model->backend_model);
+    for (size_t i = 0; i < model->n_instances && !err; i++) {
+        osp_device_info info;
+        osp_device_get_info(model->instances[i].device, &info);
+        if (info.type != OSP_DEVICE_CPU)
+            model->run_inline = false; /* a GPU batch waits for its stream */
     }
     for (size_t i = 0; i < model->n_instances && !err; i++) {
         model_instance *inst = &model->instances[i];

@@ -18,6 +18,10 @@
 
 typedef struct model_instance model_instance;
 
+/* The most batches one caller runs inline before leaving what is queued
+ * to the workers (model_enqueue). */
+#define MODEL_INLINE_MAX_BATCHES 4
+
 struct model_instance {
     osp_model *model; /* borrowed: the model owns its instances */
     int index;
@@ -26,6 +30,10 @@ struct model_instance {
     void *state;        /* backend's instance state */
     pthread_t thread;
     bool thread_started;
+    /* Running a batch, on its worker or inline on a caller's thread
+     * (model_enqueue); guarded by the model's lock. At most one batch runs
+     * on an instance at a time. */
+    bool busy;
     /* Marks recorded on the stream around each batch, so that device-side
      * stage times come from the device, not from host time around async
      * calls: [0] compute start, [1] inputs copied, [2] backend done,
@@ -55,6 +63,10 @@ struct osp_model {
     pthread_cond_t work_ready;
     batcher batcher;
     bool stopping; /* no new work; workers exit once drained */
+    /* The backend's execute is quick (osp_backend.execute_is_quick) and
+     * every instance is on the CPU: a request that finds an instance idle
+     * runs on the thread that queued it. Set at load. */
+    bool run_inline;
     bool flushing; /* shutting down: run what is queued now */
 
     /* preserve_ordering: finished requests wait here for their turn. */
@@ -78,7 +90,11 @@ void model_unload(osp_model *model);
 osp_model *model_ref(osp_model *model);
 
 /* Queues a validated request (ownership of p moves). Returns UNAVAILABLE if
- * the model is stopping (p is then freed without completing). */
+ * the model is stopping (p is then freed without completing). When the
+ * model runs inline and an instance is idle, the batch that the request
+ * joins runs on the calling thread before this returns (its completion
+ * callback included), with up to MODEL_INLINE_MAX_BATCHES - 1 more batches
+ * that were queued meanwhile; otherwise an instance worker runs it. */
 osp_error *model_enqueue(osp_model *model, pending_request *p);
 
 /* Runs one batch of requests on an instance and completes each of them.

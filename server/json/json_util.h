@@ -98,6 +98,13 @@ osp_error *json_parse(const char *text, size_t len, size_t max_depth,
                       const json_span *skip, size_t n_skip,
                       struct json_object **out);
 
+/* Appends to out (borrowed) the document json_scan accepted with the
+ * same pruning as json_parse (each span in `skip` an empty array, each
+ * container below JSON_TREE_MAX_DEPTH an empty one of its kind), for a
+ * parser other than json-c. text needs no NUL. False when out of memory. */
+bool json_prune(const char *text, size_t len, const json_span *skip,
+                size_t n_skip, jbuf *out);
+
 /* json_scan + json_parse for an ordinary request body. */
 osp_error *json_parse_body(const char *text, size_t len,
                            struct json_object **out);

@@ -13,7 +13,7 @@
 
 #include "base64.h"
 #include "json_util.h"
-#include "tfs_json.h"
+#include "json_doc.h"
 
 #define TFS_DEFAULT_SIGNATURE "serving_default"
 

@@ -126,7 +126,14 @@ def model_counts(address, model):
     return s["inference_count"], s["execution_count"]
 
 
-def run_load(args, address, model, body, ihcl):
+def process_cpu_s(pid):
+    """User + system CPU seconds the process has used so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_load(args, address, model, body, ihcl, pid):
     argv = [args.load_client, "--url", address,
             "--path", "/v2/models/%s/infer" % model,
             "--body-file", body, "--ihcl", str(ihcl),
@@ -135,31 +142,46 @@ def run_load(args, address, model, body, ihcl):
             "--duration", str(args.duration), "--warmup", str(args.warmup),
             "--json"]
     before = model_counts(address, model)
+    cpu_before = process_cpu_s(pid)
     p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cpu = process_cpu_s(pid) - cpu_before
     if p.returncode not in (0, 1) or not p.stdout.strip():
         raise RuntimeError("load_client failed (%d): %s" % (p.returncode, p.stderr.strip()))
     r = json.loads(p.stdout)
     after = model_counts(address, model)
     r["inferences"] = after[0] - before[0]
     r["executions"] = after[1] - before[1]
+    # Server CPU per inference (warm-up included on both sides of the
+    # division): steadier than infer/s on a machine shared with other work.
+    r["cpu_us_per_infer"] = cpu * 1e6 / max(1, r["inferences"])
     if args.verbose:
-        print("  %-18s %9.1f infer/s  p50 %7.2f ms  p99 %7.2f ms  batch %.2f  errors %d"
+        print("  %-18s %9.1f infer/s  p50 %7.2f ms  p99 %7.2f ms  batch %.2f  "
+              "CPU %.1f us/infer  errors %d"
               % (model, r["requests_per_s"], r["latency_ms"]["p50"],
                  r["latency_ms"]["p99"], r["inferences"] / max(1, r["executions"]),
-                 r["errors"]), file=sys.stderr, flush=True)
+                 r["cpu_us_per_infer"], r["errors"]), file=sys.stderr, flush=True)
     return r
+
+
+def median(values):
+    v = sorted(values)
+    return v[len(v) // 2] if v else float("nan")
 
 
 def table(rows, env):
     out = ["| model | infer/s without | infer/s with | throughput ratio | "
-           "p99 ms without | p99 ms with | p99 ratio (with ÷ without) | avg batch with |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for label, plain, batched, avg_batch in rows:
+           "p99 ms without | p99 ms with | p99 ratio (with ÷ without) | avg batch with | "
+           "server CPU µs/infer without / with | CPU ratio (without ÷ with) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, plain, batched, avg_batch, cpu_plain, cpu_batched in rows:
         rp, rb = plain["requests_per_s"], batched["requests_per_s"]
         lp, lb = plain["latency_ms"]["p99"], batched["latency_ms"]["p99"]
-        out.append("| %s | %.0f | %.0f | **%.2fx** | %.2f | %.2f | %.2f | %.1f |" % (
-            label, rp, rb, rb / rp if rp else float("nan"), lp, lb,
-            lb / lp if lp else float("nan"), avg_batch))
+        out.append("| %s | %.0f | %.0f | **%.2fx** | %.2f | %.2f | %.2f | %.1f | "
+                   "%.1f / %.1f | %.2fx |" % (
+                       label, rp, rb, rb / rp if rp else float("nan"), lp, lb,
+                       lb / lp if lp else float("nan"), avg_batch, cpu_plain,
+                       cpu_batched, cpu_plain / cpu_batched if cpu_batched
+                       else float("nan")))
     out.append("")
     out.append(env)
     return out
@@ -209,7 +231,7 @@ def main():
         cases = make_repo(repo, args)
         server = Server("osprey", [
             args.osprey, "--model-repository=" + repo, "--http-port=0",
-            "--http-address=127.0.0.1", "--metrics-port=0",
+            "--http-address=127.0.0.1", "--metrics-port=0", "--grpc-port=0",
             "--http-thread-count=%d" % args.http_threads] + args.osprey_arg, work)
         server.wait_started(120)
         wait_ready(server.address, ["/v2/health/ready"], 120)
@@ -221,7 +243,8 @@ def main():
             runs = ([], [])
             for _ in range(args.repeat):
                 for side, model in enumerate((plain, batched)):
-                    r = run_load(args, server.address, model, body, ihcl)
+                    r = run_load(args, server.address, model, body, ihcl,
+                                 server.proc.pid)
                     runs[side].append(r)
                     if r["errors"] or r["requests"] == 0:
                         status = 1
@@ -232,7 +255,9 @@ def main():
             inferences = sum(r["inferences"] for r in runs[1])
             executions = sum(r["executions"] for r in runs[1])
             rows.append((label, median_run(runs[0]), median_run(runs[1]),
-                         inferences / max(1, executions)))
+                         inferences / max(1, executions),
+                         median(r["cpu_us_per_infer"] for r in runs[0]),
+                         median(r["cpu_us_per_infer"] for r in runs[1])))
             raw.append({"model": label, "plain": runs[0], "batched": runs[1]})
 
         env = ("%d CPUs; concurrency %d (binary FP32 [1,N] requests, keep-alive); "

@@ -219,7 +219,8 @@ static void usage(FILE *f) {
         "  --port N               listen port; 0 picks a free one (default 0)\n"
         "  --address A            IPv4 listen address (default 127.0.0.1)\n"
         "  --threads N            libmicrohttpd thread pool size (default 8)\n"
-        "  --memory-limit BYTES   per-connection memory (default 1048576)\n"
+        "  --memory-limit BYTES   per-connection memory (default 131072, as\n"
+        "                         Osprey; MHD zeroes it after each request)\n"
         "  --io poll|epoll        event loop of each pool thread (default "
         "poll)\n"
         "  --max-body BYTES       largest accepted body (default 1 GiB)\n");
@@ -239,7 +240,7 @@ static int parse_size(const char *s, unsigned long long min,
 int main(int argc, char **argv) {
     /* Defaults follow server/http/http_server.c so that only the request
        handling differs between the two servers. */
-    unsigned long long port = 0, threads = 8, memory_limit = 1024 * 1024;
+    unsigned long long port = 0, threads = 8, memory_limit = 128 * 1024;
     unsigned long long max_body = 1ull << 30;
     const char *address = "127.0.0.1";
     unsigned int io_flag = MHD_USE_POLL;

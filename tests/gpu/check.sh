@@ -145,8 +145,8 @@ SANITIZER=$(command -v compute-sanitizer || true)
 # ---- build, or the bundle's programs -------------------------------------------
 if ((BUNDLED)); then
     mapfile -t GPU_TESTS <"$BUILD/gpu-tests.txt"
-    for program in osprey "${GPU_TESTS[@]}"; do find_cuda_libs "$BUILD/$program"; done
-    missing=$(for p in osprey tests/gpu/bench_h2d tests/gpu/bench_gemm tests/bench/load_client \
+    for program in osprey libosprey_cuda.so "${GPU_TESTS[@]}"; do find_cuda_libs "$BUILD/$program"; done
+    missing=$(for p in osprey libosprey_cuda.so tests/gpu/bench_h2d tests/gpu/bench_gemm tests/bench/load_client \
         "${GPU_TESTS[@]}"; do missing_libs "$BUILD/$p"; done | sort -u | tr '\n' ' ' | sed 's/ $//')
     if [[ -n $missing ]]; then
         row "bundle libraries" "FAIL (not found: $missing)"
@@ -269,10 +269,22 @@ else
 
 fi
 
-# ---- end to end: a large dense model over HTTP, GPU vs CPU ---------------------
-E2E_LOG=$LOGS/e2e_dense.log
 PYTHON=$ROOT/.venv/bin/python
 [[ -x $PYTHON ]] || PYTHON=python3
+
+# ---- idle RSS and start to ready with the bundled models (issue 15) -------------
+# On a GPU host osprey loads its CUDA device module (libosprey_cuda.so);
+# without a GPU it stays under 30 MiB and 0.03 s.
+START_LOG=$LOGS/start_rss.log
+step "start to ready + idle RSS" "$START_LOG" "$PYTHON" "$ROOT/tests/bench/start_rss.py" \
+    --osprey "$BUILD/osprey" --models "$ROOT/models" --repeat 3 --result
+if ((STEP_RC == 0)); then
+    row "osprey start to ready s / idle RSS MiB (models/)" \
+        "$(result "$START_LOG" start_rss ready_s) / $(result "$START_LOG" start_rss rss_mib)"
+fi
+
+# ---- end to end: a large dense model over HTTP, GPU vs CPU ---------------------
+E2E_LOG=$LOGS/e2e_dense.log
 E2E_ARGS=(--duration 4)
 ((DRY_RUN)) && E2E_ARGS=(--duration 1 --dry-run-on-cpu)
 step "e2e dense 4096-4096-4096-1000" "$E2E_LOG" "$PYTHON" "$ROOT/tests/gpu/e2e_dense.py" \

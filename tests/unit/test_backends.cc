@@ -197,11 +197,21 @@ class Batch {
         const osp_shape &s = outputs_[i].shape;
         return std::vector<int64_t>(s.dims, s.dims + s.rank);
     }
+    // What the core offers for a lone request on the CPU: each input's
+    // buffer may move to an output (osp_execute_output_take_input). Every
+    // input must have bytes.
+    void OfferInputs() {
+        slots_.clear();
+        for (osp_buffer *&b : input_buffers_)
+            slots_.push_back(&b);
+        ctx_.input_slots = slots_.data();
+    }
 
   private:
     osp_execute_ctx ctx_{};
     std::vector<osp_backend_tensor> inputs_;
     std::vector<osp_buffer *> input_buffers_;
+    std::vector<osp_buffer **> slots_;
     std::vector<osp_backend_tensor> outputs_;
     std::vector<osp_buffer *> output_buffers_;
     std::unique_ptr<bool[]> requested_;
@@ -300,6 +310,37 @@ TEST(IdentityBackend, EchoesEveryDatatypeAndShapeByPosition) {
                       batch.Ctx(m.stream())->inputs[0].data);
         }
     }
+}
+
+// Offered the request's buffers, identity returns them instead of copies;
+// an output whose input was already taken (none here) would be copied.
+TEST(IdentityBackend, ALoneRequestsInputsBecomeItsOutputsWhenOffered) {
+    ConfigPtr cfg = ParseConfig(IdentityConfig());
+    ASSERT_TRUE(cfg);
+    LoadedModel m("identity");
+    ASSERT_OK(m.Load(cfg.get()));
+    std::vector<float> f = {1.5f, -2.0f, 3.25f};
+    std::vector<int64_t> q = {7, 8};
+    std::vector<uint8_t> s = SerializeStrings({"x"});
+    Batch batch(1, 3);
+    batch.AddInput("INPUT0", OSP_TYPE_FP32, {1, 3}, f);
+    batch.AddInput("INPUT1", OSP_TYPE_INT64, {1, 1, 2}, q);
+    batch.AddInput("INPUT2", OSP_TYPE_BYTES, {1, 1}, s);
+    batch.OfferInputs();
+    osp_execute_ctx *ctx = batch.Ctx(m.stream());
+    const void *in[3] = {ctx->inputs[0].data, ctx->inputs[1].data,
+                         ctx->inputs[2].data};
+    ASSERT_OK(m.Execute(ctx));
+    for (size_t i = 0; i < 3; i++)
+        EXPECT_EQ(batch.Output(i).data, in[i]) << i; // no copy
+    std::vector<uint8_t> f_bytes((uint8_t *)f.data(),
+                                 (uint8_t *)(f.data() + f.size()));
+    EXPECT_EQ(batch.OutputBytes(0), f_bytes);
+    EXPECT_EQ(batch.OutputShape(1), (std::vector<int64_t>{1, 1, 2}));
+    EXPECT_EQ(batch.OutputBytes(2), s);
+    // Taken once: the slot is empty now, a second take is refused.
+    void *again = nullptr;
+    EXPECT_FALSE(osp_execute_output_take_input(ctx, 0, 0, &again));
 }
 
 TEST(IdentityBackend, SkipsOutputsNobodyRequested) {

@@ -341,6 +341,42 @@ TEST_F(CoreInfer, ConcurrentRequestsWithoutBatching) {
     EXPECT_EQ(s.fail.count, 0u);
 }
 
+// A quick model (add_sub) whose instance is idle runs the request on the
+// calling thread: the callback has run when osp_server_infer_async returns,
+// on this thread. A slow one (identity with execute_delay_ms) never does:
+// its batch runs on the instance's worker.
+TEST_F(CoreInfer, QuickModelRunsInlineWhenItsInstanceIsIdle) {
+    repo_.AddModel("simple", AddSubConfig("simple", ""));
+    repo_.AddModel("slow", SlowIdentityConfig("slow", 20, ""));
+    Start();
+    struct Seen {
+        std::atomic<int> calls{0};
+        std::thread::id thread;
+    };
+    auto callback = [](osp_infer_response *resp, void *user) {
+        auto *seen = static_cast<Seen *>(user);
+        seen->thread = std::this_thread::get_id();
+        seen->calls++;
+        osp_infer_response_free(resp);
+    };
+    for (int i = 0; i < 3; i++) {
+        Seen quick;
+        ASSERT_OK(osp_server_infer_async(server_, SimpleRequest("simple", i),
+                                         callback, &quick));
+        EXPECT_EQ(quick.calls.load(), 1);
+        EXPECT_EQ(quick.thread, std::this_thread::get_id());
+    }
+    Seen slow;
+    osp_infer_request *req = osp_infer_request_new("slow", -1);
+    AddInput(req, "INPUT0", Shape({1, 4}), {1, 2, 3, 4});
+    ASSERT_OK(osp_server_infer_async(server_, req, callback, &slow));
+    EXPECT_EQ(slow.calls.load(), 0); /* still sleeping on its worker */
+    for (int i = 0; i < 500 && slow.calls.load() == 0; i++)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(slow.calls.load(), 1);
+    EXPECT_NE(slow.thread, std::this_thread::get_id());
+}
+
 // (b) With dynamic batching on a slow model: while one batch executes the
 // others queue up, so batches form (execution_count < inference_count),
 // and every request still gets exactly its own rows back (batch sizes 1

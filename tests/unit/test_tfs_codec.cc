@@ -13,7 +13,7 @@
 
 #include "osp_test.h"
 #include "tfs_codec.h"
-#include "tfs_json.h"
+#include "json_doc.h"
 
 extern "C" {
 #include "json_util.h"

@@ -48,6 +48,23 @@ osp_error *osp_execute_output_alloc(osp_execute_ctx *ctx, size_t index,
     return NULL;
 }
 
+bool osp_execute_output_take_input(osp_execute_ctx *ctx, size_t index,
+                                   size_t input, void **data) {
+    if (index >= ctx->n_outputs || input >= ctx->n_inputs ||
+        !ctx->input_slots || !ctx->input_slots[input] ||
+        !*ctx->input_slots[input] || ctx->output_buffers[index])
+        return false;
+    osp_buffer *buf = *ctx->input_slots[input];
+    *ctx->input_slots[input] = NULL; /* the output owns it now */
+    ctx->input_slots[input] = NULL;
+    ctx->output_buffers[index] = buf;
+    ctx->outputs[index].shape = ctx->inputs[input].shape;
+    ctx->outputs[index].byte_size = ctx->inputs[input].byte_size;
+    ctx->outputs[index].data = buf->data;
+    *data = buf->data;
+    return true;
+}
+
 void osp_execute_ctx_release_outputs(osp_execute_ctx *ctx) {
     for (size_t i = 0; i < ctx->n_outputs; i++) {
         osp_buffer_free(ctx->output_buffers[i]);

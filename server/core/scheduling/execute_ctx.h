@@ -22,6 +22,11 @@ struct osp_execute_ctx {
      * n_outputs entries provided by the creator, zero-initialised. */
     osp_backend_tensor *outputs;
     osp_buffer **output_buffers;
+    /* (optional) Per config input: the request's slot holding the buffer
+     * of that input when the core may give it to an output
+     * (osp_execute_output_take_input moves it out and clears the slot),
+     * else NULL. NULL: no input can be given. */
+    osp_buffer ***input_slots;
 };
 
 /* Frees every buffer osp_execute_output_alloc made and clears the slots. */

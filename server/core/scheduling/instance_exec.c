@@ -26,15 +26,57 @@ static void fail_batch(pending_request **batch, size_t n,
     }
 }
 
-/* Per-batch scratch: device input tensors and the execute context. */
+/* Per-batch scratch: device input tensors and the execute context. Its
+ * arrays, the staged outputs and the responses share one allocation
+ * (`block`, batch_state_alloc): a batch of one small request made seven
+ * callocs here before. */
 typedef struct batch_state {
+    void *block;
     osp_backend_tensor *inputs;
     osp_buffer **input_buffers; /* device buffers we allocated, or NULL */
     bool *output_requested;
     osp_backend_tensor *outputs;
     osp_buffer **output_buffers;
+    osp_buffer **staged; /* outputs reachable from the host (stage_output) */
+    osp_buffer ***input_slots; /* givable request input buffers (ctx) */
+    osp_infer_response **resps; /* one per request of the batch */
     osp_execute_ctx ctx;
 } batch_state;
+
+/* Allocates bs's arrays, zeroed, for n_in inputs, n_out outputs and n
+ * requests. False when out of memory. */
+static bool batch_state_alloc(batch_state *bs, size_t n_in, size_t n_out,
+                              size_t n) {
+    /* Widest alignment first; every size is a multiple of its own. */
+    size_t tensors_in = (n_in + 1) * sizeof(osp_backend_tensor);
+    size_t tensors_out = (n_out + 1) * sizeof(osp_backend_tensor);
+    size_t ptrs_in = (n_in + 1) * sizeof(osp_buffer *);
+    size_t ptrs_out = (n_out + 1) * sizeof(osp_buffer *);
+    size_t ptrs_resp = (n + 1) * sizeof(osp_infer_response *);
+    size_t slots_in = (n_in + 1) * sizeof(osp_buffer **);
+    size_t flags = (n_out + 1) * sizeof(bool);
+    char *p = calloc(1, tensors_in + tensors_out + ptrs_in + 2 * ptrs_out +
+                            ptrs_resp + slots_in + flags);
+    if (!p)
+        return false;
+    bs->block = p;
+    bs->inputs = (osp_backend_tensor *)p;
+    p += tensors_in;
+    bs->outputs = (osp_backend_tensor *)p;
+    p += tensors_out;
+    bs->input_buffers = (osp_buffer **)p;
+    p += ptrs_in;
+    bs->output_buffers = (osp_buffer **)p;
+    p += ptrs_out;
+    bs->staged = (osp_buffer **)p;
+    p += ptrs_out;
+    bs->resps = (osp_infer_response **)p;
+    p += ptrs_resp;
+    bs->input_slots = (osp_buffer ***)p;
+    p += slots_in;
+    bs->output_requested = (bool *)p;
+    return true;
+}
 
 static void batch_state_free(batch_state *bs, size_t n_inputs) {
     if (bs->input_buffers)
@@ -42,11 +84,7 @@ static void batch_state_free(batch_state *bs, size_t n_inputs) {
             osp_buffer_free(bs->input_buffers[i]);
     if (bs->output_buffers)
         osp_execute_ctx_release_outputs(&bs->ctx);
-    free(bs->inputs);
-    free(bs->input_buffers);
-    free(bs->output_requested);
-    free(bs->outputs);
-    free(bs->output_buffers);
+    free(bs->block);
 }
 
 /* Builds device input i from every request's bytes. A single request on
@@ -86,6 +124,11 @@ static osp_error *gather_input(model_instance *inst, batch_state *bs,
     osp_device_get_info(inst->device, &info);
     if (n == 1 && info.type == OSP_DEVICE_CPU) {
         t->data = first->data ? first->data->data : NULL;
+        /* The backend may give this buffer to an output instead of a copy
+         * (osp_execute_output_take_input). */
+        if (first->data)
+            bs->input_slots[i] =
+                &batch[0]->req->inputs[batch[0]->input_map[i]].data;
         return NULL;
     }
     osp_error *err =
@@ -255,21 +298,17 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
     const osp_model_config *cfg = model->config;
     size_t n_in = cfg->n_inputs, n_out = cfg->n_outputs;
     batch_state bs = {0};
-    osp_infer_response **resps = calloc(n, sizeof(*resps));
     osp_error *err = NULL;
     int64_t total_batch = 0;
+    osp_infer_response **resps = NULL;
+    osp_buffer **staged = NULL;
 
-    bs.inputs = calloc(n_in + 1, sizeof(*bs.inputs));
-    bs.input_buffers = calloc(n_in + 1, sizeof(*bs.input_buffers));
-    bs.output_requested = calloc(n_out + 1, sizeof(bool));
-    bs.outputs = calloc(n_out + 1, sizeof(*bs.outputs));
-    bs.output_buffers = calloc(n_out + 1, sizeof(*bs.output_buffers));
-    osp_buffer **staged = calloc(n_out + 1, sizeof(*staged));
-    if (!resps || !bs.inputs || !bs.input_buffers || !bs.output_requested ||
-        !bs.outputs || !bs.output_buffers || !staged) {
+    if (!batch_state_alloc(&bs, n_in, n_out, n)) {
         err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
         goto out;
     }
+    resps = bs.resps;
+    staged = bs.staged;
     for (size_t r = 0; r < n; r++) {
         total_batch += batch[r]->batch_size;
         for (size_t o = 0; o < n_out; o++)
@@ -296,6 +335,7 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
         .n_outputs = n_out,
         .outputs = bs.outputs,
         .output_buffers = bs.output_buffers,
+        .input_slots = bs.input_slots,
     };
     if ((err = osp_event_record(inst->marks[1], inst->stream)))
         goto out;
@@ -390,10 +430,8 @@ out:
             }
         }
     }
-    for (size_t o = 0; staged && o < n_out; o++)
-        if (staged[o] != bs.output_buffers[o])
-            osp_buffer_free(staged[o]);
-    free(staged);
+    for (size_t o = 0; bs.staged && o < n_out; o++)
+        if (bs.staged[o] != bs.output_buffers[o])
+            osp_buffer_free(bs.staged[o]);
     batch_state_free(&bs, n_in);
-    free(resps);
 }

@@ -1,4 +1,4 @@
-#include "tfs_json.h"
+#include "json_doc.h"
 
 #include <math.h>
 #include <stdalign.h>

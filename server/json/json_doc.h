@@ -1,6 +1,7 @@
 /*
- * The JSON document TF Serving's REST API works on, with rapidjson v1.1.0's
- * behaviour (internal to server/tfserving):
+ * A JSON document with rapidjson v1.1.0's behaviour, as Triton and TF
+ * Serving parse their requests (prefix tj_; the TF Serving codec and the
+ * KServe request decoder use it):
  *  - tj_parse: rapidjson's iterative parser with kParseNanAndInfFlag and
  *    kParseStopWhenDoneFlag over a MemoryStream: the same accepted inputs,
  *    number classes, parsed double values (normal precision), error texts
