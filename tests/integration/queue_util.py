@@ -8,6 +8,7 @@ suite cannot share, so `make venv` installs it with that protobuf into
 .venv/eas-sdk, and SDK code runs in a child interpreter that puts that
 folder first on its path (sdk_python_env())."""
 
+import json
 import os
 import pathlib
 import shutil
@@ -319,6 +320,36 @@ def queue_args(store, redis=None, extra=()):
     if store == "redis":
         args.append(f"--queue-store={redis.url}")
     return args + list(extra)
+
+
+SLOW_MS = 3000  # long enough to kill -9 a replica while its worker runs it
+
+
+def slow_repo(path):
+    """A repository with `slow`: the identity backend, each execute taking
+    SLOW_MS (its execute_delay_ms parameter)."""
+    repo = harness.make_repo(path, [])
+    harness.write_model(repo, "slow", harness.identity_config(
+        "slow", "TYPE_FP32", [-1],
+        extra='parameters [ { key: "execute_delay_ms" value: { string_value: '
+              f'"{SLOW_MS}" }} }} ]\n'))
+    return repo
+
+
+def slow_request(rid):
+    return json.dumps({"id": rid, "inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [1, 1], "data": [1.0]},
+    ]}).encode()
+
+
+def wait_for(what, cond, timeout):
+    deadline = time.monotonic() + timeout * harness.timeout_scale()
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def sdk_python_env():
