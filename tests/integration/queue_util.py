@@ -180,7 +180,7 @@ class RawQueue:
                                              "_index_": index})
 
     def watch(self, index=0, window=5, auto_commit=False, index_only=False,
-              tags=None, timeout=5):
+              tags=None, timeout=None):
         import urllib.parse
         import websocket
         q = {"_watch_": "true", "_index_": index, "_window_": window,
@@ -192,6 +192,8 @@ class RawQueue:
         hdrs = [f"{k}: {v}" for k, v in self.s.headers.items()
                 if k in ("Authorization", UID_HEADER, GID_HEADER)]
         hdrs.append(f"Accept: {PROTOBUF}")
+        if timeout is None:
+            timeout = 5 * harness.timeout_scale()
         return Watch(websocket.create_connection(url, header=hdrs,
                                                  timeout=timeout))
 
@@ -201,10 +203,12 @@ class Watch:
         self.ws = ws
         self.pending = []  # frames read while waiting for a pong
 
-    def next(self, timeout=5):
-        """The next pushed frame, decoded; None on timeout. Fails on a
-        text or close frame."""
+    def next(self, timeout=None):
+        """The next pushed frame, decoded; None on timeout (default 5 s
+        times harness.timeout_scale()). Fails on a text or close frame."""
         import websocket
+        if timeout is None:
+            timeout = 5 * harness.timeout_scale()
         if self.pending:
             return self.pending.pop(0)
         self.ws.settimeout(timeout)
@@ -215,11 +219,11 @@ class Watch:
         assert opcode == websocket.ABNF.OPCODE_BINARY, (opcode, data)
         return decode_frame(data)
 
-    def ping(self, payload=b"ping", timeout=5):
+    def ping(self, payload=b"ping", timeout=None):
         """Sends a ping; returns the pong's payload."""
         import websocket
         self.ws.ping(payload)
-        self.ws.settimeout(timeout)
+        self.ws.settimeout(timeout or 5 * harness.timeout_scale())
         while True:
             opcode, data = self.ws.recv_data(control_frame=True)
             if opcode == websocket.ABNF.OPCODE_BINARY:

@@ -59,7 +59,7 @@ def test_inference_through_the_sink(model_server):
     assert outputs["OUTPUT0"] == [x + 1 for x in a]
     assert outputs["OUTPUT1"] == [x - 1 for x in a]
     # the input item is committed once the result is stored
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 5 * harness.timeout_scale()
     while inq.length() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert inq.length() == 0
@@ -123,7 +123,7 @@ def test_models_loaded_and_unloaded_become_services(model_server):
                        r.headers["X-Eas-Queueservice-Request-Id"])
     assert json.loads(item["data"])["outputs"][0]["data"] == [1.5, 2.5]
     assert requests.post(url + "/v2/repository/models/identity_delay/unload").status_code == 200
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 5 * harness.timeout_scale()
     while q.put(b"{}").status_code != 404 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert q.put(b"{}").status_code == 404
@@ -148,7 +148,7 @@ def test_shutdown_finishes_items_in_flight(start_server, tmp_path, queue_store, 
     server = start_server(repo, args)
     q = RawQueue(server.url + "/api/predict/identity_delay")
     sink = RawQueue(server.url + "/api/predict/identity_delay/sink")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 30 * harness.timeout_scale()
     while sink.length() < 6 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert sink.length() == 6 and q.length() == 0
