@@ -88,6 +88,9 @@ typedef struct worker_arg {
     int slot;
 } worker_arg;
 
+static void put_job_run(redis_job *job, redis_conn *conn);
+static void put_jobs_run(redis_job **jobs, size_t n, redis_conn *conn);
+
 /* A store thread: runs jobs until the store closes and the list is
  * drained. */
 static void *worker_main(void *arg) {
@@ -106,8 +109,27 @@ static void *worker_main(void *arg) {
         if (rs->jobs_head == NULL)
             rs->jobs_tail = NULL;
         rs->n_jobs--;
+        /* Puts waiting behind this one go out with it, pipelined: one
+         * round trip for all of them (16 putters on 4 connections waited
+         * for one script round trip each). */
+        redis_job *puts[REDIS_PIPELINE_MAX];
+        size_t n_puts = 0;
+        if (job->run == put_job_run) {
+            puts[n_puts++] = job;
+            while (n_puts < REDIS_PIPELINE_MAX && rs->jobs_head != NULL &&
+                   rs->jobs_head->run == put_job_run) {
+                puts[n_puts++] = rs->jobs_head;
+                rs->jobs_head = rs->jobs_head->next;
+                if (rs->jobs_head == NULL)
+                    rs->jobs_tail = NULL;
+                rs->n_jobs--;
+            }
+        }
         pthread_mutex_unlock(&rs->mu);
-        job->run(job, conn);
+        if (n_puts > 1)
+            put_jobs_run(puts, n_puts, conn);
+        else
+            job->run(job, conn);
         pthread_mutex_lock(&rs->mu);
     }
     pthread_mutex_unlock(&rs->mu);
@@ -218,17 +240,19 @@ static void put_job_fail(redis_job *job, osp_error *err) {
     free(j);
 }
 
-static void put_job_run(redis_job *job, redis_conn *conn) {
-    put_job *j = (put_job *)job;
-    redis_queue *q = j->q;
-    /* The floor goes in last: another put may have raised it. */
-    char floor[24];
-    snprintf(floor, sizeof floor, "%llu",
-             (unsigned long long)atomic_load(&q->max_index));
+/* Sets the put's floor: the highest index this replica has seen, read
+ * when the job runs (another put may have raised it). */
+static void put_job_floor(put_job *j, char floor[24]) {
+    snprintf(floor, 24, "%llu",
+             (unsigned long long)atomic_load(&j->q->max_index));
     j->args.argv[5] = floor;
     j->args.lens[5] = strlen(floor);
-    redisReply *r = NULL;
-    osp_error *err = redis_conn_script(conn, REDIS_SCRIPT_PUT, &j->args, &r);
+}
+
+/* Answers the put from its script's reply r (freed here) or err (ownership
+ * moves), and frees the job. */
+static void put_job_finish(put_job *j, osp_error *err, redisReply *r) {
+    redis_queue *q = j->q;
     long long index = 0, length = 0;
     if (err == NULL && !reply_count_length(r, &index, &length))
         err = bad_reply("put");
@@ -240,7 +264,7 @@ static void put_job_run(redis_job *job, redis_conn *conn) {
             "queue '%s' is full (%lld items, the limit is %llu)", q->super.name,
             length, (unsigned long long)q->rs->max_length);
     if (err != NULL) {
-        put_job_fail(job, err);
+        put_job_fail(&j->base, err);
         return;
     }
     atomic_max(&q->max_index, (uint64_t)index);
@@ -249,6 +273,33 @@ static void put_job_run(redis_job *job, redis_conn *conn) {
     j->done(j->ctx, NULL, (uint64_t)index, j->request_id);
     redis_args_destroy(&j->args);
     free(j);
+}
+
+static void put_job_run(redis_job *job, redis_conn *conn) {
+    put_job *j = (put_job *)job;
+    char floor[24];
+    put_job_floor(j, floor);
+    redisReply *r = NULL;
+    osp_error *err = redis_conn_script(conn, REDIS_SCRIPT_PUT, &j->args, &r);
+    put_job_finish(j, err, r);
+}
+
+/* Runs n put jobs (2 to REDIS_PIPELINE_MAX; owned) in one pipeline. Each
+ * script is atomic by itself, as when they run one by one; the replies
+ * come back in order. */
+static void put_jobs_run(redis_job **jobs, size_t n, redis_conn *conn) {
+    char floors[REDIS_PIPELINE_MAX][24];
+    redis_args *args[REDIS_PIPELINE_MAX];
+    redisReply *replies[REDIS_PIPELINE_MAX];
+    osp_error *errs[REDIS_PIPELINE_MAX];
+    for (size_t i = 0; i < n; i++) {
+        put_job *j = (put_job *)jobs[i];
+        put_job_floor(j, floors[i]);
+        args[i] = &j->args;
+    }
+    redis_conn_script_pipeline(conn, REDIS_SCRIPT_PUT, args, n, replies, errs);
+    for (size_t i = 0; i < n; i++)
+        put_job_finish((put_job *)jobs[i], errs[i], replies[i]);
 }
 
 static void redis_put(osp_queue *queue, const osp_queue_put_args *args,

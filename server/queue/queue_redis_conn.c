@@ -340,20 +340,23 @@ static bool reply_starts_with(const redisReply *r, const char *prefix) {
     return r->str != NULL && r->len >= n && memcmp(r->str, prefix, n) == 0;
 }
 
+/* Drops the connection after hiredis reported an I/O failure. */
+static void io_failed(redis_conn *conn) {
+    char why[160];
+    snprintf(why, sizeof why, "%s",
+             conn->ctx->err == REDIS_ERR_EOF ? "connection closed by the server"
+             : conn->ctx->errstr[0]          ? conn->ctx->errstr
+                                             : "connection lost");
+    redis_conn_fail(conn, why);
+}
+
 /* Sends args and reads one reply; NULL (and the connection dropped) on an
  * I/O failure. */
 static redisReply *roundtrip(redis_conn *conn, redis_args *args) {
     redisReply *r =
         redisCommandArgv(conn->ctx, args->argc, args->argv, args->lens);
-    if (r == NULL) {
-        char why[160];
-        snprintf(why, sizeof why, "%s",
-                 conn->ctx->err == REDIS_ERR_EOF
-                     ? "connection closed by the server"
-                 : conn->ctx->errstr[0] ? conn->ctx->errstr
-                                        : "connection lost");
-        redis_conn_fail(conn, why);
-    }
+    if (r == NULL)
+        io_failed(conn);
     return r;
 }
 
@@ -384,6 +387,27 @@ osp_error *redis_conn_command(redis_conn *conn, redis_args *args,
     return NULL;
 }
 
+/* The error of a script's error reply r (which stays the caller's). */
+static osp_error *script_error(redis_script id, const redisReply *r) {
+    bool transient =
+        reply_starts_with(r, "LOADING") || reply_starts_with(r, "BUSY");
+    return osp_error_new(transient ? OSP_ERROR_UNAVAILABLE : OSP_ERROR_INTERNAL,
+                         "%sredis script %s: %.*s",
+                         transient ? "queue store unavailable: " : "",
+                         redis_script_name(id),
+                         (int)(r->len > 300 ? 300 : r->len), r->str);
+}
+
+/* EVALSHA sha, then args' pieces (borrowed), into full. */
+static void script_args(redis_conn *conn, redis_script id,
+                        const redis_args *args, redis_args *full) {
+    redis_args_init(full);
+    redis_args_str(full, "EVALSHA");
+    redis_args_str(full, conn->shas[id]);
+    for (int i = 0; i < args->argc; i++)
+        redis_args_add(full, args->argv[i], args->lens[i]);
+}
+
 osp_error *redis_conn_script(redis_conn *conn, redis_script id,
                              redis_args *args, redisReply **out) {
     if (args->failed)
@@ -393,11 +417,7 @@ osp_error *redis_conn_script(redis_conn *conn, redis_script id,
         if (err != NULL)
             return err;
         redis_args full;
-        redis_args_init(&full);
-        redis_args_str(&full, "EVALSHA");
-        redis_args_str(&full, conn->shas[id]);
-        for (int i = 0; i < args->argc; i++)
-            redis_args_add(&full, args->argv[i], args->lens[i]);
+        script_args(conn, id, args, &full);
         redisReply *r = NULL;
         err = redis_conn_command(conn, &full, true, &r);
         redis_args_destroy(&full);
@@ -412,20 +432,76 @@ osp_error *redis_conn_script(redis_conn *conn, redis_script id,
             continue;
         }
         if (r->type == REDIS_REPLY_ERROR) {
-            bool transient =
-                reply_starts_with(r, "LOADING") || reply_starts_with(r, "BUSY");
-            err = osp_error_new(transient ? OSP_ERROR_UNAVAILABLE
-                                          : OSP_ERROR_INTERNAL,
-                                "%sredis script %s: %.*s",
-                                transient ? "queue store unavailable: " : "",
-                                redis_script_name(id),
-                                (int)(r->len > 300 ? 300 : r->len), r->str);
+            err = script_error(id, r);
             freeReplyObject(r);
             return err;
         }
         *out = r;
         return NULL;
     }
+}
+
+void redis_conn_script_pipeline(redis_conn *conn, redis_script id,
+                                redis_args *const *args, size_t n,
+                                redisReply **out, osp_error **errs) {
+    bool sent[REDIS_PIPELINE_MAX] = {false};
+    bool again[REDIS_PIPELINE_MAX] = {false};
+    for (size_t i = 0; i < n; i++) {
+        out[i] = NULL;
+        errs[i] = NULL;
+    }
+    osp_error *down = n > REDIS_PIPELINE_MAX
+                          ? osp_error_new(OSP_ERROR_INTERNAL,
+                                          "redis pipeline of %zu calls", n)
+                          : redis_conn_ensure(conn);
+    if (down != NULL) {
+        for (size_t i = 0; i < n; i++)
+            errs[i] = i == 0 ? down
+                             : osp_error_new(osp_error_get_code(down), "%s",
+                                             osp_error_message(down));
+        return;
+    }
+    /* Everything goes into hiredis' output buffer, then out in one write
+     * with the first read. */
+    for (size_t i = 0; i < n; i++) {
+        redis_args full;
+        script_args(conn, id, args[i], &full);
+        if (args[i]->failed || full.failed ||
+            redisAppendCommandArgv(conn->ctx, full.argc, full.argv,
+                                   full.lens) != REDIS_OK)
+            errs[i] = osp_error_out_of_memory();
+        else
+            sent[i] = true;
+        redis_args_destroy(&full);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!sent[i])
+            continue;
+        void *reply = NULL;
+        if (conn->ctx == NULL) { /* an earlier reply was lost */
+            errs[i] = unavailable(conn);
+            continue;
+        }
+        if (redisGetReply(conn->ctx, &reply) != REDIS_OK || reply == NULL) {
+            io_failed(conn);
+            errs[i] = unavailable(conn);
+            continue;
+        }
+        redisReply *r = reply;
+        if (r->type == REDIS_REPLY_ERROR && reply_starts_with(r, "NOSCRIPT"))
+            again[i] = true;
+        else if (r->type == REDIS_REPLY_ERROR)
+            errs[i] = script_error(id, r);
+        else
+            out[i] = r;
+        if (out[i] == NULL)
+            freeReplyObject(r);
+    }
+    /* Redis lost its scripts (restarted): each such call alone, which
+     * loads them again first. */
+    for (size_t i = 0; i < n; i++)
+        if (again[i])
+            errs[i] = redis_conn_script(conn, id, args[i], &out[i]);
 }
 
 bool redis_reply_is_array(const redisReply *r, size_t min_elements) {

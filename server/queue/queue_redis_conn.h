@@ -97,6 +97,19 @@ osp_error *redis_conn_command(redis_conn *conn, redis_args *args,
 osp_error *redis_conn_script(redis_conn *conn, redis_script id,
                              redis_args *args, redisReply **out);
 
+/* The most calls redis_conn_script_pipeline takes at once. */
+#define REDIS_PIPELINE_MAX 32
+/* Runs script `id` once for each of args[0..n) (borrowed; each as
+ * redis_conn_script takes them), pipelined: every call is sent, then every
+ * reply read, so n calls cost one round trip instead of n. For each i,
+ * out[i] is call i's reply or errs[i] its error (the caller owns both;
+ * the other is NULL), as redis_conn_script would answer: a lost
+ * connection fails the calls whose replies did not come (UNAVAILABLE), a
+ * call that met NOSCRIPT is run again alone. n <= REDIS_PIPELINE_MAX. */
+void redis_conn_script_pipeline(redis_conn *conn, redis_script id,
+                                redis_args *const *args, size_t n,
+                                redisReply **out, osp_error **errs);
+
 /* ---- reply checks: true when the reply has that shape ---- */
 bool redis_reply_is_array(const redisReply *r, size_t min_elements);
 bool redis_reply_is_string(const redisReply *r);

@@ -8,6 +8,7 @@ suite cannot share, so `make venv` installs it with that protobuf into
 .venv/eas-sdk, and SDK code runs in a child interpreter that puts that
 folder first on its path (sdk_python_env())."""
 
+import json
 import os
 import pathlib
 import shutil
@@ -179,7 +180,7 @@ class RawQueue:
                                              "_index_": index})
 
     def watch(self, index=0, window=5, auto_commit=False, index_only=False,
-              tags=None, timeout=5):
+              tags=None, timeout=None):
         import urllib.parse
         import websocket
         q = {"_watch_": "true", "_index_": index, "_window_": window,
@@ -191,6 +192,8 @@ class RawQueue:
         hdrs = [f"{k}: {v}" for k, v in self.s.headers.items()
                 if k in ("Authorization", UID_HEADER, GID_HEADER)]
         hdrs.append(f"Accept: {PROTOBUF}")
+        if timeout is None:
+            timeout = 5 * harness.timeout_scale()
         return Watch(websocket.create_connection(url, header=hdrs,
                                                  timeout=timeout))
 
@@ -200,10 +203,12 @@ class Watch:
         self.ws = ws
         self.pending = []  # frames read while waiting for a pong
 
-    def next(self, timeout=5):
-        """The next pushed frame, decoded; None on timeout. Fails on a
-        text or close frame."""
+    def next(self, timeout=None):
+        """The next pushed frame, decoded; None on timeout (default 5 s
+        times harness.timeout_scale()). Fails on a text or close frame."""
         import websocket
+        if timeout is None:
+            timeout = 5 * harness.timeout_scale()
         if self.pending:
             return self.pending.pop(0)
         self.ws.settimeout(timeout)
@@ -214,11 +219,11 @@ class Watch:
         assert opcode == websocket.ABNF.OPCODE_BINARY, (opcode, data)
         return decode_frame(data)
 
-    def ping(self, payload=b"ping", timeout=5):
+    def ping(self, payload=b"ping", timeout=None):
         """Sends a ping; returns the pong's payload."""
         import websocket
         self.ws.ping(payload)
-        self.ws.settimeout(timeout)
+        self.ws.settimeout(timeout or 5 * harness.timeout_scale())
         while True:
             opcode, data = self.ws.recv_data(control_frame=True)
             if opcode == websocket.ABNF.OPCODE_BINARY:
@@ -319,6 +324,36 @@ def queue_args(store, redis=None, extra=()):
     if store == "redis":
         args.append(f"--queue-store={redis.url}")
     return args + list(extra)
+
+
+SLOW_MS = 3000  # long enough to kill -9 a replica while its worker runs it
+
+
+def slow_repo(path):
+    """A repository with `slow`: the identity backend, each execute taking
+    SLOW_MS (its execute_delay_ms parameter)."""
+    repo = harness.make_repo(path, [])
+    harness.write_model(repo, "slow", harness.identity_config(
+        "slow", "TYPE_FP32", [-1],
+        extra='parameters [ { key: "execute_delay_ms" value: { string_value: '
+              f'"{SLOW_MS}" }} }} ]\n'))
+    return repo
+
+
+def slow_request(rid):
+    return json.dumps({"id": rid, "inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [1, 1], "data": [1.0]},
+    ]}).encode()
+
+
+def wait_for(what, cond, timeout):
+    deadline = time.monotonic() + timeout * harness.timeout_scale()
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def sdk_python_env():

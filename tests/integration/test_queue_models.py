@@ -59,7 +59,7 @@ def test_inference_through_the_sink(model_server):
     assert outputs["OUTPUT0"] == [x + 1 for x in a]
     assert outputs["OUTPUT1"] == [x - 1 for x in a]
     # the input item is committed once the result is stored
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 5 * harness.timeout_scale()
     while inq.length() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert inq.length() == 0
@@ -123,7 +123,7 @@ def test_models_loaded_and_unloaded_become_services(model_server):
                        r.headers["X-Eas-Queueservice-Request-Id"])
     assert json.loads(item["data"])["outputs"][0]["data"] == [1.5, 2.5]
     assert requests.post(url + "/v2/repository/models/identity_delay/unload").status_code == 200
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 5 * harness.timeout_scale()
     while q.put(b"{}").status_code != 404 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert q.put(b"{}").status_code == 404
@@ -148,7 +148,41 @@ def test_shutdown_finishes_items_in_flight(start_server, tmp_path, queue_store, 
     server = start_server(repo, args)
     q = RawQueue(server.url + "/api/predict/identity_delay")
     sink = RawQueue(server.url + "/api/predict/identity_delay/sink")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 30 * harness.timeout_scale()
     while sink.length() < 6 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert sink.length() == 6 and q.length() == 0
+
+
+def test_kill_9_mid_item_and_restart_runs_the_item(start_server, tmp_path):
+    """The embedded store: the worker holds a slow item when the server is
+    killed with SIGKILL (its inference half done, nothing in the sink). A
+    restart on the same --queue-dir finds the item uncommitted, hands it to
+    the new worker and stores exactly one result for it."""
+    repo = qu.slow_repo(tmp_path / "repo")
+    args = [f"--queue-dir={tmp_path / 'qdir'}",
+            "--queue-consumer-grace-ms=500"]
+    server = start_server(repo, args)
+    q = RawQueue(server.url + "/api/predict/slow", token="")
+    r = q.put(qu.slow_request("r1"))
+    assert r.status_code == 200 and r.text == "1"
+    rid = r.headers["X-Eas-Queueservice-Request-Id"]
+    qu.wait_for("the worker to take item 1",
+                lambda: q.search(1).json().get("IsPending"), 10)
+    sink = RawQueue(server.url + "/api/predict/slow/sink", token="")
+    assert sink.length() == 0  # the item is mid-inference
+    server.kill()
+    server.returncode = -9  # expected: not a crash
+
+    server = start_server(repo, args)
+    q = RawQueue(server.url + "/api/predict/slow", token="")
+    sink = RawQueue(server.url + "/api/predict/slow/sink", token="")
+    qu.wait_for("the item's sink result", lambda: sink.length() >= 1,
+                3 * qu.SLOW_MS / 1000 + 10)
+    time.sleep(0.5)  # a duplicate would show up now
+    items = sink.get(index=0, length=10)
+    assert [f["tags"]["requestId"] for f in items] == [rid]
+    assert items[0]["tags"]["status"] == "200"
+    assert json.loads(items[0]["data"])["id"] == "r1"
+    assert q.length() == 0
+    assert int(q.put(b"{}").text) == 2  # indexes continue

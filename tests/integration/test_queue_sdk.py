@@ -16,10 +16,12 @@ def test_sdk_scenario_steps_1_to_33(start_server, tmp_path, queue_store, request
     server = start_server(qu.empty_repo(tmp_path),
                           ["--queue-service=svc"] + qu.queue_args(queue_store, redis))
     script = harness.ROOT / "tests" / "integration" / "queue_sdk_scenario.py"
+    env = qu.sdk_python_env()
+    env["OSPREY_TIMEOUT_SCALE"] = str(harness.timeout_scale())
     run = subprocess.run(
         [sys.executable, str(script), server.hostport, qu.TOKEN,
          str(qu.MAX_PAYLOAD), str(qu.MAX_LENGTH)],
-        env=qu.sdk_python_env(), capture_output=True, text=True,
+        env=env, capture_output=True, text=True,
         timeout=180 * harness.timeout_scale())
     assert run.returncode == 0 and "all steps ok" in run.stdout, (
         run.stdout[-3000:] + "\n--- stderr ---\n" + run.stderr[-6000:])

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -150,13 +151,26 @@ TEST_P(QueueConformance, IndexesStartAtOneAndStrictlyIncrease) {
 
 TEST_P(QueueConformance, RequestIdsUniqueAndStoredAsTag) {
     std::set<std::string> ids;
-    for (int i = 0; i < 20; i++) {
+    const int n = 40; // more than one refill of the random byte pool
+    for (int i = 0; i < n; i++) {
         PutResult r = Put(q_, "d");
         ASSERT_TRUE(r.status.ok);
-        EXPECT_FALSE(r.request_id.empty());
-        ids.insert(r.request_id);
+        // a version 4 UUID: 8-4-4-4-12 lowercase hex digits
+        const std::string &id = r.request_id;
+        ASSERT_EQ(id.size(), 36u) << id;
+        for (size_t c = 0; c < id.size(); c++) {
+            if (c == 8 || c == 13 || c == 18 || c == 23)
+                EXPECT_EQ(id[c], '-') << id;
+            else
+                EXPECT_TRUE(isxdigit((unsigned char)id[c]) &&
+                            !isupper((unsigned char)id[c]))
+                    << id;
+        }
+        EXPECT_EQ(id[14], '4') << id;
+        EXPECT_NE(std::string("89ab").find(id[19]), std::string::npos) << id;
+        ids.insert(id);
     }
-    EXPECT_EQ(ids.size(), 20u);
+    EXPECT_EQ(ids.size(), (size_t)n);
     GetResult g = Get(q_, GetOptions().Length(1));
     ASSERT_EQ(g.items.size(), 1u);
     EXPECT_EQ(g.items[0].tags["requestId"], g.items[0].request_id);

@@ -172,6 +172,67 @@ TEST_F(QueueEmbedded, TornTailIsCut) {
     EXPECT_EQ(LogStats().cut_bytes, 0u);
 }
 
+TEST_F(QueueEmbedded, ZerosAheadOfTheRecordsAreTheCleanEnd) {
+    // The writer keeps zeroed file ahead of its records (batch, always),
+    // so an fdatasync need not commit a new file size each time.
+    Open();
+    for (int i = 0; i < 3; i++)
+        Put(q_, std::string(100, 'a' + i));
+    EXPECT_GT(LogSize(), LogStats().file_bytes);
+    uint64_t records = LogStats().file_bytes;
+    Close(); // a clean close cuts the zeros off
+    EXPECT_EQ(LogSize(), records);
+    // What a kill -9 leaves: the records, then zeros.
+    std::filesystem::resize_file(LogPath(), records + (1 << 20));
+    Open();
+    EXPECT_EQ(Length(q_), 3u);
+    EXPECT_EQ(LogStats().cut_bytes, 0u);
+    EXPECT_FALSE(std::filesystem::exists(LogPath() + ".cut"));
+    EXPECT_EQ(Put(q_, "next").index, 4u); // written over the zeros
+    Close();
+    Open();
+    auto items = All(q_);
+    ASSERT_EQ(items.size(), 4u);
+    EXPECT_EQ(items[3].data, "next");
+    Close();
+    // Under the policy none nothing is preallocated.
+    Open(OSP_QUEUE_FSYNC_NONE);
+    Put(q_, "x");
+    EXPECT_EQ(LogSize(), LogStats().file_bytes);
+}
+
+TEST_F(QueueEmbedded, ARecordAfterZerosIsCut) {
+    // A crash can persist a later page of a write and not an earlier one:
+    // zeros, then a record. Nothing after the zeros was acknowledged.
+    Open();
+    Put(q_, "keep");
+    Close();
+    uint64_t records = LogSize();
+    Open();
+    Put(q_, "lost");
+    Close();
+    uint64_t second = LogSize();
+    std::string tail(second - records, '\0');
+    {
+        std::ifstream f(LogPath(), std::ios::binary);
+        f.seekg((std::streamoff)records);
+        f.read(tail.data(), (std::streamsize)tail.size());
+    }
+    std::filesystem::resize_file(LogPath(), records);
+    {
+        std::ofstream f(LogPath(), std::ios::app | std::ios::binary);
+        f.write(std::string(4096, '\0').data(), 4096);
+        f.write(tail.data(), (std::streamsize)tail.size());
+        f.write(std::string(4096, '\0').data(), 4096);
+    }
+    Open();
+    auto items = All(q_);
+    ASSERT_EQ(items.size(), 1u);
+    EXPECT_EQ(items[0].data, "keep");
+    EXPECT_GT(LogStats().cut_bytes, 0u);
+    EXPECT_TRUE(std::filesystem::exists(LogPath() + ".cut"));
+}
+
 TEST_F(QueueEmbedded, CorruptChecksumInTheMiddleCutsFromThere) {
     Open();
     std::vector<uint64_t> sizes;
@@ -264,8 +325,8 @@ TEST_F(QueueEmbedded, CompactionKeepsLiveItemsAndTheHighWaterMark) {
     queue_log_stats s = LogStats();
     EXPECT_GE(s.compactions, 1u);
     EXPECT_LT(s.file_bytes, 30000u);
+    Close(); // cuts the zeros kept ahead of the records
     EXPECT_EQ(LogSize(), s.file_bytes);
-    Close();
 
     Open();
     auto items = All(q_);

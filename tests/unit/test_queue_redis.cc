@@ -552,6 +552,43 @@ TEST_F(QueueRedis, LimitsAreCheckedBeforeStoring) {
     osp_queue_store_free(a);
 }
 
+TEST_F(QueueRedis, PutsInFlightTogetherArePipelinedInOrder) {
+    // 100 puts at once: the store threads send the waiting ones in
+    // pipelines. Each is answered once, with its own index, and the queue
+    // limit cuts in the middle of a pipeline exactly as one by one.
+    osp_queue_store *a = OpenStore(prefix_, 60);
+    osp_queue *q = Queue(a, "svc");
+    const int n = 100;
+    std::vector<PutResult> res(n);
+    std::vector<std::string> data(n);
+    for (int i = 0; i < n; i++) {
+        data[i] = "item" + std::to_string(i);
+        osp_queue_put_args args = {};
+        args.data = data[i].data();
+        args.size = data[i].size();
+        osp_queue_put(q, &args, OnPut, &res[i]);
+    }
+    std::set<uint64_t> indexes;
+    int full = 0;
+    for (auto &r : res) {
+        std::unique_lock<std::mutex> lock(r.mu);
+        ASSERT_TRUE(r.cv.wait_for(lock, std::chrono::seconds(10),
+                                  [&] { return r.done; }));
+        if (r.index != 0) {
+            indexes.insert(r.index);
+        } else {
+            EXPECT_EQ(r.reason, OSP_REASON_QUEUE_FULL) << r.message;
+            full++;
+        }
+    }
+    EXPECT_EQ(indexes.size(), 60u);
+    EXPECT_EQ(*indexes.begin(), 1u);
+    EXPECT_EQ(*indexes.rbegin(), 60u);
+    EXPECT_EQ(full, 40);
+    EXPECT_EQ(Length(q), 60u);
+    osp_queue_store_free(a);
+}
+
 TEST_F(QueueRedis, IndexesContinueAcrossDeletesTruncateAndInstances) {
     osp_queue_store *a = OpenStore(prefix_);
     osp_queue *q = Queue(a, "svc");
