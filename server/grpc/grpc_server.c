@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "grpc_internal.h"
@@ -645,6 +646,17 @@ static void destroy_unstarted(kgrpc_server *s) {
     grpc_shutdown_blocking();
 }
 
+/* Completion-queue threads when the flag leaves it open. gRPC core hands
+ * its polling role from thread to thread at every event, so on a host with
+ * one or two CPUs a second thread only adds context switches (simple at
+ * concurrency 16 on 2 CPUs: 57 -> 32 µs of server CPU per request, 0.61 ->
+ * 0.89 of the HTTP port's rate); larger hosts keep Triton's 2 so that the
+ * decoding of large requests is not serialised on one thread. */
+static int default_thread_count(void) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > 0 && cpus <= 2 ? 1 : 2;
+}
+
 osp_error *kgrpc_server_start(const kgrpc_options *opts, kgrpc_server **out) {
     kgrpc_server *s = calloc(1, sizeof *s);
     if (!s)
@@ -664,7 +676,8 @@ osp_error *kgrpc_server_start(const kgrpc_options *opts, kgrpc_server **out) {
     s->n_slots = N_METHODS + 1;
     s->registered = calloc(N_METHODS, sizeof *s->registered);
     s->slots = calloc(s->n_slots, sizeof *s->slots);
-    s->n_threads = opts->infer_thread_count > 0 ? opts->infer_thread_count : 2;
+    s->n_threads = opts->infer_thread_count > 0 ? opts->infer_thread_count
+                                                : default_thread_count();
     s->threads = calloc((size_t)s->n_threads, sizeof *s->threads);
     if (!s->registered || !s->slots || !s->threads) {
         destroy_unstarted(s);

@@ -76,7 +76,8 @@ typedef struct kgrpc_options {
     kgrpc_keepalive keepalive;
     kgrpc_compression infer_compression;
     int max_message_size;       /* both directions; Triton: INT32_MAX */
-    int infer_thread_count;     /* completion-queue threads */
+    int infer_thread_count;     /* completion-queue threads; 0 = 1 on hosts
+                                   with at most 2 CPUs, else 2 */
     int infer_allocation_pool_size; /* idle inference contexts kept */
 } kgrpc_options;
 
