@@ -28,7 +28,7 @@ osp_error *osp_log_set_file(const char *path) {
     char *copy = strdup(path);
     if (!copy) {
         fclose(fp);
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     }
     osp_log_close_file();
     log_file = fp;

@@ -1039,7 +1039,7 @@ osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
     if (!p) {
         osp_infer_request_free(req);
         osp_model_unref(model);
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     }
     p->req = req;
     p->model = model;
@@ -1075,7 +1075,7 @@ static osp_error *append_model(osp_server *server, const char *name,
         osp_model_stats *bigger = realloc(*list, sizeof(**list) * bigger_cap);
         if (!bigger) {
             osp_model_unref(model);
-            return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            return osp_error_out_of_memory();
         }
         *list = bigger;
         *cap = bigger_cap;
@@ -1085,7 +1085,7 @@ static osp_error *append_model(osp_server *server, const char *name,
     m->name = strdup(name);
     m->version = version;
     err = m->name ? model_stats_snapshot(&model->stats, m)
-                  : osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+                  : osp_error_out_of_memory();
     if (!err) {
         m->pending_requests = model_pending_count(model);
         (*n)++;

@@ -173,7 +173,7 @@ void kgrpc_model_metadata(kgrpc_call *call) {
             goto out;
     } else {
         if (!(versions = malloc(sizeof *versions))) {
-            err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            err = osp_error_out_of_memory();
             goto out;
         }
         versions[0] = version;
@@ -185,12 +185,12 @@ void kgrpc_model_metadata(kgrpc_call *call) {
     ptrs = calloc(n_io ? n_io : 1, sizeof *ptrs);
     shapes = calloc((n_io ? n_io : 1) * (OSP_MAX_DIMS + 1), sizeof *shapes);
     if (!version_text || !tm || !ptrs || !shapes) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     for (size_t i = 0; i < n_versions; i++) {
         if (!(version_text[i] = malloc(24))) {
-            err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            err = osp_error_out_of_memory();
             goto out;
         }
         snprintf(version_text[i], 24, "%" PRId64, versions[i]);
@@ -336,7 +336,7 @@ void kgrpc_model_statistics(kgrpc_call *call) {
         ptrs[i] = &msgs[i].model;
     }
     if (!ok) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     Inference__ModelStatisticsResponse resp =
@@ -386,7 +386,7 @@ void kgrpc_repository_index(kgrpc_call *call) {
     ptrs = calloc(n ? n : 1, sizeof *ptrs);
     versions = calloc(n ? n : 1, sizeof *versions);
     if (!models || !ptrs || !versions) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
@@ -516,7 +516,7 @@ static osp_error *take_load_parameter(control_job *job, const char *key,
         if (!files || !path || !data) {
             free(path);
             free(data);
-            return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            return osp_error_out_of_memory();
         }
         if (v->bytes_param.len)
             memcpy(data, v->bytes_param.data, v->bytes_param.len);
@@ -537,7 +537,7 @@ void kgrpc_repository_load(kgrpc_call *call) {
     osp_error *err = NULL;
     control_job *job = calloc(1, sizeof *job);
     if (!job || !(job->model = strdup(req->model_name))) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     job->call = call;
@@ -569,7 +569,7 @@ void kgrpc_repository_unload(kgrpc_call *call) {
     osp_error *err = NULL;
     control_job *job = calloc(1, sizeof *job);
     if (!job || !(job->model = strdup(req->model_name))) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     job->call = call;

@@ -12,7 +12,7 @@
 #include "kserve_params.h"
 
 static osp_error *oom(void) {
-    return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    return osp_error_out_of_memory();
 }
 
 static osp_error *parse_error(void) {

@@ -130,7 +130,7 @@ static void infer_complete(osp_infer_response *response, void *user) {
         err = kgrpc_encode_infer_response(response, &ctx->decoded, false, &e);
         if (!err) {
             if (!(bb = kgrpc_byte_buffer_from_parts(&e)))
-                err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+                err = osp_error_out_of_memory();
             kgrpc_encoded_destroy(&e);
         }
     }
@@ -154,7 +154,7 @@ void kgrpc_model_infer(kgrpc_call *call) {
     osp_error *err = NULL;
     infer_ctx *ctx = ctx_get(s);
     if (!ctx) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        err = osp_error_out_of_memory();
         kgrpc_call_reply_error(call, err);
         osp_error_free(err);
         return;

@@ -92,7 +92,7 @@ typedef struct kgrpc_slot {
 } kgrpc_slot;
 
 static osp_error *oom(void) {
-    return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    return osp_error_out_of_memory();
 }
 
 /* ---- statuses ---- */

@@ -32,7 +32,7 @@ static osp_error *trace_update(osp_tracer *tracer,
     kserve_trace_setting_list *lists =
         calloc(req->n_settings, sizeof *lists);
     if (!lists)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     for (size_t i = 0; i < req->n_settings; i++) {
         const Inference__TraceSettingRequest__SettingsEntry *e =
             req->settings[i];
@@ -127,7 +127,7 @@ void kgrpc_trace_setting(kgrpc_call *call) {
 static osp_error *log_update(const Inference__LogSettingsRequest *req) {
     kserve_log_setting *settings = calloc(req->n_settings, sizeof *settings);
     if (!settings)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     for (size_t i = 0; i < req->n_settings; i++) {
         const Inference__LogSettingsRequest__SettingsEntry *e = req->settings[i];
         kserve_log_setting *s = &settings[i];

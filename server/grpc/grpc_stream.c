@@ -226,7 +226,7 @@ static void request_complete(osp_infer_response *response, void *user) {
         err = kgrpc_encode_infer_response(response, &r->decoded, true, &e);
         if (!err) {
             if (!(bb = kgrpc_byte_buffer_from_parts(&e)))
-                err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+                err = osp_error_out_of_memory();
             kgrpc_encoded_destroy(&e);
         }
     }
@@ -258,7 +258,7 @@ static void handle_request(stream *st, grpc_byte_buffer *bb,
     stream_request *r = calloc(1, sizeof *r);
     osp_error *err = NULL;
     if (!r) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        err = osp_error_out_of_memory();
     } else {
         r->stream = st;
         kgrpc_decoded_init(&r->decoded);

@@ -892,7 +892,7 @@ osp_error *http_server_start(const http_server_options *opts,
                              name, opts->address);
     http_server *server = calloc(1, sizeof *server);
     if (!server)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     server->max_input_size = opts->max_input_size;
     server->surfaces = opts->surfaces;
     server->n_surfaces = opts->n_surfaces;

@@ -150,7 +150,7 @@ osp_error *http_upgraded_send(http_upgraded *c, const void *data, size_t len) {
             cap *= 2;
         char *grown = realloc(c->out, cap);
         if (!grown) {
-            err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            err = osp_error_out_of_memory();
             goto out;
         }
         c->out = grown;

@@ -383,7 +383,7 @@ static osp_error *take_load_parameter(simple_ctx *ctx, const char *key,
         free(path);
         if (files)
             ov->files = files;
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     }
     files[ov->n_files++] = (osp_model_file){path, data, size};
     ov->files = files;

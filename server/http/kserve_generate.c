@@ -63,7 +63,7 @@ static void generate_ctx_free(void *p) {
 }
 
 static osp_error *oom(void) {
-    return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    return osp_error_out_of_memory();
 }
 
 /* The model input named `name`, or NULL. */

@@ -86,7 +86,7 @@ static void infer_ctx_free(void *p) {
 }
 
 static osp_error *oom(void) {
-    return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    return osp_error_out_of_memory();
 }
 
 /* ---- header values ---- */

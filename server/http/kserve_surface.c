@@ -52,7 +52,7 @@ osp_error *kserve_reply_json(http_request *req, jbuf *b) {
     size_t len;
     char *body = jbuf_take(b, &len);
     if (!body)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     http_reply(req, 200, "application/json", body, len);
     return NULL;
 }

@@ -595,7 +595,7 @@ osp_error *metrics_render(metrics_exporter *ms, char **text, size_t *len) {
     pthread_mutex_unlock(&ms->lock);
     *text = jbuf_take(&b, len);
     if (!*text)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     return NULL;
 }
 
@@ -663,7 +663,7 @@ osp_error *metrics_new(const metrics_options *opts, osp_server *core,
                        metrics_exporter **out) {
     metrics_exporter *ms = calloc(1, sizeof(*ms));
     if (!ms)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     ms->core = core;
     ms->queues = opts->queues;
     ms->cpu = opts->cpu;

@@ -69,7 +69,7 @@ void tfserving_reply_json(http_request *req, jbuf *b) {
     size_t len;
     char *body = jbuf_take(b, &len);
     if (!body) {
-        osp_error *err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        osp_error *err = osp_error_out_of_memory();
         tfserving_reply_error(req, err);
         osp_error_free(err);
         return;
@@ -269,7 +269,7 @@ static osp_error *parse_target(const http_request *req, const char *uri,
     if (m.label)
         t->label = decoded(m.label, m.label_len);
     if (!t->name || (m.label && !t->label))
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     return NULL;
 }
 
@@ -436,7 +436,7 @@ static osp_error *tfs_on_complete(http_request *req) {
     tfs_request *r = http_request_handler_ctx(req);
     char *uri = uri_path(req);
     if (!uri)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     osp_error *err = parse_target(req, uri, &r->target);
     free(uri);
     if (err)

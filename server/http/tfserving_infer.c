@@ -118,7 +118,7 @@ static osp_error *add_predict_inputs(http_request *http, infer_state *s,
             strcmp(signature, "serving_default") == 0 ? "DEFAULT" : signature);
     tfs_input_spec *specs = calloc(sig->n_inputs, sizeof *specs);
     if (!specs)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     for (size_t i = 0; i < sig->n_inputs; i++)
         specs[i] = (tfs_input_spec){sig->inputs[i].key, sig->inputs[i].dtype};
     tfs_tensor *tensors = NULL;
@@ -166,7 +166,7 @@ static osp_error *write_predict(const infer_state *s,
     tfs_output *outs =
         calloc(sig->n_outputs ? sig->n_outputs : 1, sizeof *outs);
     if (!outs)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     size_t n = 0;
     for (size_t i = 0; i < sig->n_outputs; i++) {
         const tfs_tensor_info *info = &sig->outputs[i];
@@ -265,7 +265,7 @@ static osp_error *add_example_inputs(infer_state *s, osp_infer_request *req) {
         const tfs_feature_spec *spec = &s->sig->features[k];
         osp_buffer *buf = osp_buffer_new_host(n * sizeof(float));
         if (!buf) {
-            err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            err = osp_error_out_of_memory();
             break;
         }
         if ((err = feature_column(ex, spec, buf->data))) {
@@ -297,7 +297,7 @@ static osp_error *bytes_strings(const osp_infer_output *o, size_t count,
     *labels = calloc(count ? count : 1, sizeof **labels);
     *block = malloc(o->byte_size + count + 1);
     if (!*labels || !*block)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     char *w = *block;
     for (size_t i = 0; i < count; i++) {
         uint32_t len;
@@ -385,7 +385,7 @@ osp_error *tfserving_infer_start(http_request *http, tfserving_target *t,
         return err;
     infer_state *s = calloc(1, sizeof *s);
     if (!s) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     *tfserving_infer_slot(http) = s;
@@ -414,7 +414,7 @@ osp_error *tfserving_infer_start(http_request *http, tfserving_target *t,
         goto out;
     req = osp_infer_request_new(t->name, osp_model_get_version(s->model));
     if (!req) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     err = predict ? add_predict_inputs(http, s, body, req, signature)

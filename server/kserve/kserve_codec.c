@@ -16,7 +16,7 @@
 #include "json_util.h"
 
 static osp_error *oom(void) {
-    return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    return osp_error_out_of_memory();
 }
 
 /* ---- request header ---- */

@@ -69,7 +69,7 @@ osp_error *kserve_restriction_add(kserve_restriction table[KSERVE_API_COUNT],
         table[api].header = malloc(prefix_len + key_len + 1);
         table[api].value = strdup(eq + 1);
         if (!table[api].header || !table[api].value)
-            return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            return osp_error_out_of_memory();
         memcpy(table[api].header, flag->key_prefix, prefix_len);
         memcpy(table[api].header + prefix_len, colon + 1, key_len);
         table[api].header[prefix_len + key_len] = '\0';

@@ -52,7 +52,7 @@ struct kserve_shm_registry {
 };
 
 static osp_error *oom(void) {
-    return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    return osp_error_out_of_memory();
 }
 
 osp_error *kserve_shm_registry_new(kserve_shm_registry **out) {

@@ -106,7 +106,7 @@ static int cmp_label(const void *a, const void *b) {
 }
 
 static osp_error *oom(void) {
-    return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+    return osp_error_out_of_memory();
 }
 
 /* The shape metadata shows for a config tensor: its dims, after a -1 batch

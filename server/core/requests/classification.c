@@ -190,7 +190,7 @@ osp_error *classification_apply(osp_infer_output *out, bool batched, uint32_t k,
     osp_buffer *strings = ok ? osp_buffer_new_host(len) : NULL;
     if (!strings) {
         free(buf);
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     }
     if (len)
         memcpy(strings->data, buf, len);
@@ -243,7 +243,7 @@ osp_error *class_labels_load(const char *path, class_labels *out) {
         if (grown)
             out->labels = grown;
         if (!label)
-            err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            err = osp_error_out_of_memory();
         else
             out->labels[out->n++] = label;
         start = end + 1;

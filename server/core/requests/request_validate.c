@@ -68,7 +68,7 @@ static osp_error *resolve_raw_input(const osp_model_config *config,
             return REQUEST_ERROR(req, "raw input '%s' is too large", cin->name);
         osp_buffer *prefixed = osp_buffer_new_host(bytes + 4);
         if (!prefixed)
-            return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            return osp_error_out_of_memory();
         uint32_t len = (uint32_t)bytes; /* little-endian host */
         memcpy(prefixed->data, &len, 4);
         if (bytes)
@@ -83,7 +83,7 @@ static osp_error *resolve_raw_input(const osp_model_config *config,
     }
     char *name = strdup(cin->name);
     if (!name)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     free(in->name);
     in->name = name;
     in->dtype = cin->dtype;
@@ -260,7 +260,7 @@ osp_error *request_validate(const osp_model_config *config,
     p->response_outputs =
         malloc(sizeof(size_t) * (config->n_outputs + req->n_outputs + 1));
     if (!p->input_map || !p->output_requested || !p->response_outputs)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
 
     /* Requested outputs must exist; none listed means all, config order. */
     p->n_response_outputs = 0;

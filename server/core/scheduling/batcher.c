@@ -105,7 +105,7 @@ static int compare_i64(const void *a, const void *b) {
 static osp_error *init_preferred(batcher *b, const osp_dynamic_batching *db) {
     b->preferred = calloc(db->n_preferred_batch_sizes + 1, sizeof(int64_t));
     if (!b->preferred)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     for (size_t i = 0; i < db->n_preferred_batch_sizes; i++) {
         int64_t size = db->preferred_batch_sizes[i];
         if (size >= 1 && size <= b->max_batch)
@@ -146,7 +146,7 @@ osp_error *batcher_init(batcher *b, const osp_model_config *config,
             b->level_policies = calloc(db->n_priority_queue_policies,
                                        sizeof(*b->level_policies));
             if (!b->level_policies) {
-                err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+                err = osp_error_out_of_memory();
                 goto out;
             }
             memcpy(b->level_policies, db->priority_queue_policies,
@@ -156,12 +156,12 @@ osp_error *batcher_init(batcher *b, const osp_model_config *config,
     }
     /* The permanent levels: the default one and those with a policy. */
     if (!level_get(b, b->default_level)) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     for (size_t i = 0; i < b->n_level_policies; i++) {
         if (!level_get(b, b->level_policies[i].level)) {
-            err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            err = osp_error_out_of_memory();
             goto out;
         }
     }
@@ -192,7 +192,7 @@ osp_error *batcher_enqueue(batcher *b, batcher_entry *e, uint64_t now_ns) {
     }
     batcher_level *lvl = level_get(b, number);
     if (!lvl)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     const osp_queue_policy *policy = &lvl->policy;
     if (policy->max_queue_size != 0 && lvl->count >= policy->max_queue_size)
         return osp_error_new_reason(OSP_ERROR_UNAVAILABLE,

@@ -218,7 +218,7 @@ static osp_error *scatter_output(model_instance *inst, batch_state *bs,
         } else {
             mine = osp_buffer_new_host(size);
             if (!mine) {
-                err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+                err = osp_error_out_of_memory();
                 break;
             }
             memcpy(mine->data, (char *)host->data + offset, size);
@@ -304,7 +304,7 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
     osp_buffer **staged = NULL;
 
     if (!batch_state_alloc(&bs, n_in, n_out, n)) {
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     resps = bs.resps;
@@ -369,7 +369,7 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
             resps[r]->outputs = calloc(batch[r]->n_response_outputs + 1,
                                        sizeof(*resps[r]->outputs));
         if (!resps[r] || !resps[r]->outputs) {
-            err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            err = osp_error_out_of_memory();
             break;
         }
         resps[r]->n_outputs = batch[r]->n_response_outputs;
@@ -377,7 +377,7 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
             size_t o = batch[r]->response_outputs[k];
             resps[r]->outputs[k].name = strdup(cfg->outputs[o].name);
             if (!resps[r]->outputs[k].name)
-                err = osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+                err = osp_error_out_of_memory();
         }
     }
     for (size_t o = 0; o < n_out && !err; o++) {

@@ -105,7 +105,7 @@ void model_stats_record_execution(model_stats *s, const stats_stamps *t,
 osp_error *model_stats_snapshot(model_stats *s, osp_model_stats *out) {
     osp_batch_stat *list = calloc(s->n_batches, sizeof(*list));
     if (!list)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     char *name = out->name;
     int64_t version = out->version;
     size_t n = 0;

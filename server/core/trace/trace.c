@@ -332,7 +332,7 @@ static osp_error *update_locked(osp_tracer *t, const char *model,
             size_t cap = t->cap_models ? t->cap_models * 2 : 8;
             model_setting *bigger = realloc(t->models, cap * sizeof(*bigger));
             if (!bigger)
-                return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+                return osp_error_out_of_memory();
             t->models = bigger;
             t->cap_models = cap;
         }
@@ -340,7 +340,7 @@ static osp_error *update_locked(osp_tracer *t, const char *model,
         entry->model = strdup(model);
         entry->setting = NULL;
         if (!entry->model)
-            return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+            return osp_error_out_of_memory();
         t->n_models++;
     }
     trace_setting *s = setting_new_locked(t, &v);
@@ -349,7 +349,7 @@ static osp_error *update_locked(osp_tracer *t, const char *model,
             free(entry->model);
             *entry = t->models[--t->n_models];
         }
-        return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+        return osp_error_out_of_memory();
     }
     if (model) {
         retire(retired, entry->setting);
@@ -421,7 +421,7 @@ osp_error *osp_tracer_update_settings(osp_tracer *tracer, const char *model,
             /* A new file object: its index restarts at 0. */
             new_file = trace_file_new(t, update->file, true);
             if (!new_file)
-                return osp_error_new(OSP_ERROR_UNAVAILABLE, "out of memory");
+                return osp_error_out_of_memory();
         }
     }
 
