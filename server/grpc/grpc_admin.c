@@ -528,29 +528,26 @@ static osp_error *take_load_parameter(control_job *job, const char *key,
                          "unrecognized load parameter '%s'.", key);
 }
 
-void kgrpc_repository_load(kgrpc_call *call) {
-    Inference__RepositoryModelLoadRequest *req =
-        (Inference__RepositoryModelLoadRequest *)kgrpc_call_unpack(
-            call, &inference__repository_model_load_request__descriptor);
-    if (!req)
-        return;
-    osp_error *err = NULL;
+/* A load (load=true) or unload job of `model` for the call (strings
+ * borrowed, copied); a repository name is refused as Triton does. On
+ * error *out may still hold a job for control_submit to free. */
+static osp_error *control_job_new(kgrpc_call *call, const char *model,
+                                  const char *repository_name, bool load,
+                                  control_job **out) {
     control_job *job = calloc(1, sizeof *job);
-    if (!job || !(job->model = strdup(req->model_name))) {
-        err = osp_error_out_of_memory();
-        goto out;
-    }
+    *out = job;
+    if (!job || !(job->model = strdup(model)))
+        return osp_error_out_of_memory();
     job->call = call;
-    job->load = true;
-    if (req->repository_name && req->repository_name[0]) {
-        err = repository_name_error();
-        goto out;
-    }
-    for (size_t i = 0; i < req->n_parameters && !err; i++)
-        err = take_load_parameter(job, req->parameters[i]->key,
-                                  req->parameters[i]->value);
-out:
-    protobuf_c_message_free_unpacked(&req->base, NULL);
+    job->load = load;
+    if (repository_name && repository_name[0])
+        return repository_name_error();
+    return NULL;
+}
+
+/* Starts job, or answers the call with err (ownership of both moves). */
+static void control_submit(kgrpc_call *call, control_job *job,
+                           osp_error *err) {
     if (err) {
         if (job)
             control_job_free(job);
@@ -560,24 +557,32 @@ out:
     control_start(job);
 }
 
+void kgrpc_repository_load(kgrpc_call *call) {
+    Inference__RepositoryModelLoadRequest *req =
+        (Inference__RepositoryModelLoadRequest *)kgrpc_call_unpack(
+            call, &inference__repository_model_load_request__descriptor);
+    if (!req)
+        return;
+    control_job *job = NULL;
+    osp_error *err = control_job_new(call, req->model_name,
+                                     req->repository_name, true, &job);
+    for (size_t i = 0; i < req->n_parameters && !err; i++)
+        err = take_load_parameter(job, req->parameters[i]->key,
+                                  req->parameters[i]->value);
+    protobuf_c_message_free_unpacked(&req->base, NULL);
+    control_submit(call, job, err);
+}
+
 void kgrpc_repository_unload(kgrpc_call *call) {
     Inference__RepositoryModelUnloadRequest *req =
         (Inference__RepositoryModelUnloadRequest *)kgrpc_call_unpack(
             call, &inference__repository_model_unload_request__descriptor);
     if (!req)
         return;
-    osp_error *err = NULL;
-    control_job *job = calloc(1, sizeof *job);
-    if (!job || !(job->model = strdup(req->model_name))) {
-        err = osp_error_out_of_memory();
-        goto out;
-    }
-    job->call = call;
-    if (req->repository_name && req->repository_name[0]) {
-        err = repository_name_error();
-        goto out;
-    }
-    for (size_t i = 0; i < req->n_parameters; i++) {
+    control_job *job = NULL;
+    osp_error *err = control_job_new(call, req->model_name,
+                                     req->repository_name, false, &job);
+    for (size_t i = 0; i < req->n_parameters && !err; i++) {
         const Inference__ModelRepositoryParameter *v = req->parameters[i]->value;
         if (strcmp(req->parameters[i]->key, "unload_dependents") != 0)
             continue;
@@ -589,13 +594,6 @@ void kgrpc_repository_unload(kgrpc_call *call) {
                                 "parameter, expected bool_param.");
         break;
     }
-out:
     protobuf_c_message_free_unpacked(&req->base, NULL);
-    if (err) {
-        if (job)
-            control_job_free(job);
-        failed(call, err);
-        return;
-    }
-    control_start(job);
+    control_submit(call, job, err);
 }

@@ -11,10 +11,6 @@
 #include "grpc_service.pb-c.h"
 #include "kserve_params.h"
 
-static osp_error *oom(void) {
-    return osp_error_out_of_memory();
-}
-
 static osp_error *parse_error(void) {
     return osp_error_new(OSP_ERROR_INTERNAL, KGRPC_PARSE_ERROR);
 }
@@ -355,10 +351,10 @@ static osp_error *check_contents_type(const char *input, const char *model,
 static osp_error *pack_elements(input_data *out, const void *src, size_t n,
                                 size_t src_width, size_t width) {
     if (n > SIZE_MAX / width)
-        return oom();
+        return osp_error_out_of_memory();
     uint8_t *dst = malloc(n > 0 ? n * width : 1);
     if (!dst)
-        return oom();
+        return osp_error_out_of_memory();
     const uint8_t *s = src;
     for (size_t i = 0; i < n; i++)
         memcpy(dst + i * width, s + i * src_width, width);
@@ -384,7 +380,7 @@ static osp_error *convert_contents(const Inference__ModelInferRequest__InferInpu
                                        out->size)))
             return err;
         if (!(out->owned = malloc(c->n_bool_contents)))
-            return oom();
+            return osp_error_out_of_memory();
         for (size_t i = 0; i < c->n_bool_contents; i++)
             out->owned[i] = c->bool_contents[i] ? 1 : 0;
         out->bytes = out->owned;
@@ -451,7 +447,7 @@ static osp_error *convert_contents(const Inference__ModelInferRequest__InferInpu
         }
         uint8_t *dst = malloc(total ? total : 1);
         if (!dst)
-            return oom();
+            return osp_error_out_of_memory();
         size_t at = 0;
         for (size_t i = 0; i < c->n_bytes_contents; i++) {
             uint32_t len = (uint32_t)c->bytes_contents[i].len;
@@ -541,7 +537,7 @@ static osp_error *add_inputs(const Inference__ModelInferRequest *m,
                 return err;
             if (!push_region(&d->shm_inputs, &d->n_shm_inputs, region)) {
                 kserve_shm_region_release(region);
-                return oom();
+                return osp_error_out_of_memory();
             }
             data.region = region;
             data.bytes = addr;
@@ -626,7 +622,7 @@ static osp_error *add_outputs(const Inference__ModelInferRequest *m,
                 if (grown)
                     d->shm_outputs = grown;
                 kserve_shm_region_release(shm.region);
-                return oom();
+                return osp_error_out_of_memory();
             }
             grown[d->n_shm_outputs++] = shm;
             d->shm_outputs = grown;
@@ -653,7 +649,7 @@ osp_error *kgrpc_decode_infer_request(const kgrpc_message *msg,
 
     if (!kgrpc_split_infer_request(msg, &rest, &rest_len, &raw, &n_raw,
                                    &split_oom))
-        return split_oom ? oom() : parse_error();
+        return split_oom ? osp_error_out_of_memory() : parse_error();
     m = inference__model_infer_request__unpack(&allocator, rest_len,
                                                rest ? rest : (uint8_t *)"");
     if (!m) {
@@ -669,14 +665,14 @@ osp_error *kgrpc_decode_infer_request(const kgrpc_message *msg,
     d->model_version = strdup(m->model_version ? m->model_version : "");
     d->id = strdup(m->id ? m->id : "");
     if (!d->model_name || !d->model_version || !d->id) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto out;
     }
     int64_t version;
     if ((err = kserve_parse_version(d->model_version, &version)))
         goto out;
     if (!(d->request = osp_infer_request_new(d->model_name, version))) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto out;
     }
     if ((err = osp_infer_request_set_id(d->request, d->id)) ||
@@ -814,11 +810,11 @@ osp_error *kgrpc_encode_infer_response(osp_infer_response *r,
     size_t n = r->n_outputs;
     /* per output: its prefix and its data */
     if (!(e.parts = calloc(1 + 2 * n, sizeof *e.parts)))
-        return oom();
+        return osp_error_out_of_memory();
     size_t raw_total = 0;
     size_t *sizes = calloc(n ? n : 1, sizeof *sizes);
     if (!sizes) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto fail;
     }
     for (size_t i = 0; i < n; i++) {
@@ -850,7 +846,7 @@ osp_error *kgrpc_encode_infer_response(osp_infer_response *r,
     size_t reserve = stream ? 1 + 10 : 0;
     uint8_t *header = pack_response_header(r, d, stream, reserve, &header_len);
     if (!header) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto fail;
     }
     size_t front = 0;
@@ -867,7 +863,7 @@ osp_error *kgrpc_encode_infer_response(osp_infer_response *r,
     for (size_t i = 0; i < n; i++) {
         uint8_t *prefix = malloc(16);
         if (!prefix) {
-            err = oom();
+            err = osp_error_out_of_memory();
             goto fail;
         }
         size_t plen = kgrpc_put_length_prefix(

@@ -91,10 +91,6 @@ typedef struct kgrpc_slot {
     bool armed;
 } kgrpc_slot;
 
-static osp_error *oom(void) {
-    return osp_error_out_of_memory();
-}
-
 /* ---- statuses ---- */
 
 grpc_status_code kgrpc_status_of(osp_error_code code) {
@@ -316,7 +312,7 @@ void kgrpc_call_reply(kgrpc_call *call, const ProtobufCMessage *msg) {
     size_t len = protobuf_c_message_get_packed_size(msg);
     uint8_t *data = malloc(len ? len : 1);
     if (!data) {
-        osp_error *err = oom();
+        osp_error *err = osp_error_out_of_memory();
         kgrpc_call_reply_error(call, err);
         osp_error_free(err);
         return;
@@ -568,7 +564,7 @@ static osp_error *read_pem(const char *flag, const char *path, char **out) {
             if (!grown) {
                 free(data);
                 fclose(f);
-                return oom();
+                return osp_error_out_of_memory();
             }
             data = grown;
             cap += 65536;
@@ -660,7 +656,7 @@ static int default_thread_count(void) {
 osp_error *kgrpc_server_start(const kgrpc_options *opts, kgrpc_server **out) {
     kgrpc_server *s = calloc(1, sizeof *s);
     if (!s)
-        return oom();
+        return osp_error_out_of_memory();
     grpc_init();
     s->opts = *opts;
     s->opts.address = NULL; /* borrowed only during start */
@@ -681,7 +677,7 @@ osp_error *kgrpc_server_start(const kgrpc_options *opts, kgrpc_server **out) {
     s->threads = calloc((size_t)s->n_threads, sizeof *s->threads);
     if (!s->registered || !s->slots || !s->threads) {
         destroy_unstarted(s);
-        return oom();
+        return osp_error_out_of_memory();
     }
 
     const kgrpc_keepalive *ka = &opts->keepalive;

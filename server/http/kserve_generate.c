@@ -62,10 +62,6 @@ static void generate_ctx_free(void *p) {
     free(ctx);
 }
 
-static osp_error *oom(void) {
-    return osp_error_out_of_memory();
-}
-
 /* The model input named `name`, or NULL. */
 static const osp_model_io *find_input(const generate_ctx *ctx,
                                       const char *name) {
@@ -140,7 +136,7 @@ static osp_error *add_tensor(generate_ctx *ctx, const osp_model_io *io,
     /* A scalar is a list of one, read by the same element reader. */
     if (len == 0 || text[0] != '[') {
         if (!(wrapped = malloc(len + 3))) {
-            err = oom();
+            err = osp_error_out_of_memory();
             goto out;
         }
         wrapped[0] = '[';
@@ -287,7 +283,7 @@ static osp_error *map_parameters(generate_ctx *ctx, struct json_object *v) {
             text = json_object_to_json_string_length(
                 val, JSON_C_TO_STRING_PLAIN, &len);
             if (!text) {
-                err = oom();
+                err = osp_error_out_of_memory();
                 break;
             }
         }
@@ -306,12 +302,12 @@ static osp_error *member_key(const char *text, const json_member_span *m,
     const char *k = text + m->key_start;
     if (!memchr(k, '\\', n)) {
         if (!(*out = strndup(k, n)))
-            return oom();
+            return osp_error_out_of_memory();
         return NULL;
     }
     char *quoted = malloc(n + 3);
     if (!quoted)
-        return oom();
+        return osp_error_out_of_memory();
     quoted[0] = '"';
     memcpy(quoted + 1, k, n);
     quoted[n + 1] = '"';
@@ -323,7 +319,7 @@ static osp_error *member_key(const char *text, const json_member_span *m,
         return err;
     *out = strdup(json_object_get_string(s));
     json_free(s);
-    return *out ? NULL : oom();
+    return *out ? NULL : osp_error_out_of_memory();
 }
 
 /* Builds ctx->request from the body (Triton's order: parse, "id", then the
@@ -340,7 +336,7 @@ static osp_error *convert_request(generate_ctx *ctx) {
         goto out;
     if (!(ctx->request =
               osp_infer_request_new(ctx->model_name, ctx->version))) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto out;
     }
     if ((err = kserve_request_id_from_json(ctx->request, root)))
@@ -394,7 +390,7 @@ static osp_error *write_output(jbuf *b, const osp_infer_output *o) {
         json_tensor_encode(&tmp, o->name, o->dtype,
                            o->data ? o->data->data : NULL, o->byte_size, count);
     if (!err && tmp.oom)
-        err = oom();
+        err = osp_error_out_of_memory();
     if (!err) {
         if (count == 1 && tmp.len >= 2) /* strip the list of one */
             jbuf_put(b, tmp.data + 1, tmp.len - 2);
@@ -414,7 +410,7 @@ static osp_error *write_response(jbuf *b, const osp_infer_response *r) {
     size_t n = 0, cap = 3 + r->n_outputs + r->n_parameters;
     field *fields = calloc(cap, sizeof *fields);
     if (!fields)
-        return oom();
+        return osp_error_out_of_memory();
     if (r->id && r->id[0])
         fields[n++] = (field){"id", FIELD_TEXT, r->id, 0};
     fields[n++] = (field){"model_name", FIELD_TEXT, r->model_name, 0};
@@ -455,7 +451,7 @@ static osp_error *write_response(jbuf *b, const osp_infer_response *r) {
     jbuf_putc(b, '}');
     free(fields);
     if (!err && b->oom)
-        err = oom();
+        err = osp_error_out_of_memory();
     return err;
 }
 
@@ -473,14 +469,14 @@ static osp_error *reply(generate_ctx *ctx, unsigned status, jbuf *json) {
         size_t n;
         char *body = jbuf_take(&ev, &n);
         if (!body)
-            return oom();
+            return osp_error_out_of_memory();
         http_reply(ctx->http, status, SSE_TYPE, body, n);
         return NULL;
     }
     size_t n;
     char *body = jbuf_take(json, &n);
     if (!body)
-        return oom();
+        return osp_error_out_of_memory();
     http_reply(ctx->http, status, "application/json", body, n);
     return NULL;
 }
@@ -562,7 +558,7 @@ void kserve_generate_route(http_request *http, const char *name,
         goto fail;
     osp_server *core = kserve_core(http);
     if (!(ctx = calloc(1, sizeof *ctx)) || !(ctx->model_name = strdup(name))) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto fail;
     }
     if ((err = osp_server_model_get(core, name, v, &ctx->model)))

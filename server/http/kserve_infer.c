@@ -85,10 +85,6 @@ static void infer_ctx_free(void *p) {
     free(ctx);
 }
 
-static osp_error *oom(void) {
-    return osp_error_out_of_memory();
-}
-
 /* ---- header values ---- */
 
 static osp_error *header_parse_error(const char *header, const char *value,
@@ -126,7 +122,7 @@ static osp_error *raw_size_error(uint64_t n, size_t max) {
 static void parse_header(infer_ctx *ctx) {
     ctx->header_parsed = true;
     if (!jbuf_reserve(&ctx->header, 1)) {
-        ctx->dec.error = oom();
+        ctx->dec.error = osp_error_out_of_memory();
         jbuf_free(&ctx->header);
         return;
     }
@@ -173,7 +169,7 @@ static osp_error *infer_on_body(http_request *http, const char *data,
             return NULL;
         }
         jbuf_put(&ctx->raw_grow, data, len);
-        return ctx->raw_grow.oom ? oom() : NULL;
+        return ctx->raw_grow.oom ? osp_error_out_of_memory() : NULL;
     }
     if (!ctx->header_parsed) {
         size_t take = len;
@@ -189,7 +185,7 @@ static osp_error *infer_on_body(http_request *http, const char *data,
             } else {
                 jbuf_put(&ctx->header, data, take);
                 if (ctx->header.oom)
-                    return oom();
+                    return osp_error_out_of_memory();
             }
         }
         data += take;
@@ -231,7 +227,7 @@ static osp_error *build_raw_request(infer_ctx *ctx) {
     ctx->dec.request = osp_infer_request_new(ctx->model, ctx->version);
     if (!ctx->dec.request) {
         osp_buffer_free(buf);
-        return oom();
+        return osp_error_out_of_memory();
     }
     osp_error *err = osp_infer_request_set_raw_input(ctx->dec.request, buf);
     if (err) {
@@ -307,7 +303,7 @@ static osp_error *infer_on_resume(http_request *http) {
     if ((err = kserve_encode_response(r, ctx->model, &ctx->dec.outputs, &e)))
         goto out;
     if (!(parts = calloc(e.n_parts, sizeof *parts))) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto out;
     }
     for (size_t i = 0; i < e.n_parts; i++) {
@@ -388,7 +384,7 @@ void kserve_infer_route(http_request *http, const char *name,
 
     ctx = calloc(1, sizeof *ctx);
     if (!ctx || !(ctx->model = strdup(name))) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto fail;
     }
     ctx->http = http;
@@ -435,7 +431,7 @@ void kserve_infer_route(http_request *http, const char *name,
             return;
         }
         if (!(ctx->ihcl_text = strdup(ihcl))) {
-            http_request_fail(http, oom());
+            http_request_fail(http, osp_error_out_of_memory());
             return;
         }
         ctx->has_ihcl = true;

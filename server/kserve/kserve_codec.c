@@ -15,10 +15,6 @@
 #include "json_tensor.h"
 #include "json_util.h"
 
-static osp_error *oom(void) {
-    return osp_error_out_of_memory();
-}
-
 /* ---- request header ---- */
 
 /* One kserve_decode_header call: what it fills and where buffers come
@@ -163,7 +159,7 @@ static osp_error *unique_members(const tj_value *obj, int64_t **value_of) {
     if (!map || !sorted) {
         free(map);
         free(sorted);
-        return oom();
+        return osp_error_out_of_memory();
     }
     for (size_t i = 0; i < n; i++) {
         map[i] = -1;
@@ -335,12 +331,12 @@ static osp_error *add_binary_input(decoder *dec, const char *name,
     kserve_blob *grown =
         realloc(dec->d->blobs, (dec->d->n_blobs + 1) * sizeof *grown);
     if (!grown)
-        return oom();
+        return osp_error_out_of_memory();
     dec->d->blobs = grown;
     kserve_blob *b = &dec->d->blobs[dec->d->n_blobs];
     memset(b, 0, sizeof *b);
     if (!(b->name = strdup(name)))
-        return oom();
+        return osp_error_out_of_memory();
     b->size = size;
     b->dst = fits ? buf->data : NULL;
     dec->d->n_blobs++;
@@ -479,7 +475,7 @@ static osp_error *add_shm_input(decoder *dec, const char *name, osp_datatype dt,
         realloc(d->shm_inputs, (d->n_shm_inputs + 1) * sizeof *held);
     if (!held) {
         kserve_shm_region_release(region);
-        return oom();
+        return osp_error_out_of_memory();
     }
     d->shm_inputs = held;
     held[d->n_shm_inputs++] = region;
@@ -617,7 +613,7 @@ static osp_error *parse_output(decoder *dec, const tj_value *out) {
         dec->d->outputs.items = grown;
     if (!grown || !(choice.name = strdup(name))) {
         kserve_shm_region_release(choice.shm);
-        return oom();
+        return osp_error_out_of_memory();
     }
     grown[dec->d->outputs.n++] = choice;
     return NULL;
@@ -658,18 +654,18 @@ void kserve_decode_header(kserve_decoded *d, osp_server *core,
     if ((err = json_scan(text, len, &info)))
         goto out;
     if (!json_prune(text, len, info.spans, info.n_spans, &pruned)) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto out;
     }
     if ((err = tj_parse(pruned.data ? pruned.data : "", pruned.len, &doc))) {
         /* json_scan accepted the text: only memory can be missing. */
         osp_error_free(err);
-        err = oom();
+        err = osp_error_out_of_memory();
         goto out;
     }
     const tj_value *root = tj_doc_root(doc);
     if (!(d->request = osp_infer_request_new(model, version))) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto out;
     }
     if ((err = request_id_from_doc(d->request, root)))
@@ -838,7 +834,7 @@ osp_error *kserve_decode_request_body(osp_server *core, const char *model,
     /* json_parse needs a NUL after the header: one copy of the header. */
     char *text = malloc(header_len + 1);
     if (!text)
-        return oom();
+        return osp_error_out_of_memory();
     if (header_len)
         memcpy(text, body, header_len);
     text[header_len] = '\0';
@@ -956,7 +952,7 @@ osp_error *kserve_encode_response(osp_infer_response *r, const char *model,
     if (!pl || !parts ||
         !(pl->buffers =
               calloc(r->n_outputs ? r->n_outputs : 1, sizeof *pl->buffers))) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto out;
     }
     size_t n_parts = 1;
@@ -1029,7 +1025,7 @@ osp_error *kserve_encode_response(osp_infer_response *r, const char *model,
     size_t json_len;
     pl->json = jbuf_take(&b, &json_len);
     if (!pl->json) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto out;
     }
     parts[0].base = pl->json;

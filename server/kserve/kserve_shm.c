@@ -51,14 +51,10 @@ struct kserve_shm_registry {
     kserve_shm_region *head;
 };
 
-static osp_error *oom(void) {
-    return osp_error_out_of_memory();
-}
-
 osp_error *kserve_shm_registry_new(kserve_shm_registry **out) {
     kserve_shm_registry *reg = calloc(1, sizeof *reg);
     if (!reg)
-        return oom();
+        return osp_error_out_of_memory();
     if (pthread_mutex_init(&reg->mu, NULL) != 0) {
         free(reg);
         return osp_error_new(OSP_ERROR_INTERNAL,
@@ -221,7 +217,7 @@ osp_error *kserve_shm_register(kserve_shm_registry *reg, const char *name,
     }
     r = calloc(1, sizeof *r);
     if (!r || !(r->name = strdup(name)) || !(r->key = strdup(key))) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto out;
     }
     r->reg = reg;
@@ -318,7 +314,7 @@ osp_error *kserve_shm_register_cuda(kserve_shm_registry *reg, const char *name,
     }
     r = calloc(1, sizeof *r);
     if (!r || !(r->name = strdup(name))) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto out;
     }
     r->reg = reg;
@@ -464,7 +460,7 @@ osp_error *kserve_shm_list(kserve_shm_registry *reg, kserve_shm_kind kind,
         }
         if (!(out = calloc(1, sizeof *out)) || !copy_info(r, &out[0])) {
             count = out ? 1 : 0;
-            err = oom();
+            err = osp_error_out_of_memory();
             goto out;
         }
         count = 1;
@@ -474,14 +470,14 @@ osp_error *kserve_shm_list(kserve_shm_registry *reg, kserve_shm_kind kind,
     for (kserve_shm_region *r = reg->head; r; r = r->next)
         total += r->kind == kind;
     if (total && !(out = calloc(total, sizeof *out))) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto out;
     }
     for (kserve_shm_region *r = reg->head; r; r = r->next) {
         if (r->kind != kind)
             continue;
         if (!copy_info(r, &out[count++])) {
-            err = oom();
+            err = osp_error_out_of_memory();
             goto out;
         }
     }

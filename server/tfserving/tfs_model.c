@@ -105,10 +105,6 @@ static int cmp_label(const void *a, const void *b) {
                   ((const tfs_version_label *)b)->label);
 }
 
-static osp_error *oom(void) {
-    return osp_error_out_of_memory();
-}
-
 /* The shape metadata shows for a config tensor: its dims, after a -1 batch
  * dimension when the model batches. */
 static void config_shape(const osp_model_config *config, const osp_model_io *io,
@@ -131,7 +127,7 @@ static osp_error *info_from_config(const osp_model_config *config,
     info->tensor = strdup(io->name);
     info->name = malloc(len + 3);
     if (!info->key || !info->tensor || !info->name)
-        return oom();
+        return osp_error_out_of_memory();
     memcpy(info->name, io->name, len);
     memcpy(info->name + len, ":0", 3);
     info->dtype = io->dtype;
@@ -147,7 +143,7 @@ static osp_error *default_view(const osp_model_config *config,
     osp_error *err = NULL;
     tfs_signature *sig = calloc(1, sizeof *sig);
     if (!sig)
-        return oom();
+        return osp_error_out_of_memory();
     view->signatures = sig;
     view->n_signatures = 1;
     sig->method = TFS_METHOD_PREDICT;
@@ -156,7 +152,7 @@ static osp_error *default_view(const osp_model_config *config,
          !(sig->inputs = calloc(config->n_inputs, sizeof *sig->inputs))) ||
         (config->n_outputs &&
          !(sig->outputs = calloc(config->n_outputs, sizeof *sig->outputs))))
-        return oom();
+        return osp_error_out_of_memory();
     for (size_t i = 0; i < config->n_inputs && !err; i++, sig->n_inputs++)
         err = info_from_config(config, &config->inputs[i], &sig->inputs[i]);
     for (size_t i = 0; i < config->n_outputs && !err; i++, sig->n_outputs++)
@@ -313,7 +309,7 @@ static osp_error *parse_tensor_info(const decl_ctx *ctx, const char *sig,
 
     snprintf(where, sizeof where, "signature '%s': %s '%s'", sig, kind, key);
     if (!(info->key = strdup(key)))
-        return oom();
+        return osp_error_out_of_memory();
     if ((err = want_object(ctx, v, where)) ||
         (err = only_keys(ctx, v, where, keys)))
         return err;
@@ -377,7 +373,7 @@ static osp_error *parse_tensor_info(const decl_ctx *ctx, const char *sig,
         info->unknown_rank = true;
     }
     if (io && !(info->tensor = strdup(io->name)))
-        return oom();
+        return osp_error_out_of_memory();
     if (name) {
         info->name = strdup(name);
     } else {
@@ -387,7 +383,7 @@ static osp_error *parse_tensor_info(const decl_ctx *ctx, const char *sig,
             memcpy(info->name + len, ":0", 3);
         }
     }
-    return info->name ? NULL : oom();
+    return info->name ? NULL : osp_error_out_of_memory();
 }
 
 /* A signature's "inputs" or "outputs" map into a sorted array. */
@@ -407,7 +403,7 @@ static osp_error *parse_info_map(const decl_ctx *ctx, const char *sig,
         return decl_error(ctx, "%s is empty", where);
     tfs_tensor_info *infos = calloc(n, sizeof *infos);
     if (!infos)
-        return oom();
+        return osp_error_out_of_memory();
     *out = infos;
     *n_out = 0;
     json_object_object_foreach(v, key, val) {
@@ -439,7 +435,7 @@ static osp_error *parse_features(const decl_ctx *ctx, const char *sig,
     if (n == 0)
         return decl_error(ctx, "%s is empty", where);
     if (!(out->features = calloc(n, sizeof *out->features)))
-        return oom();
+        return osp_error_out_of_memory();
     json_object_object_foreach(v, feature, spec) {
         tfs_feature_spec *f = &out->features[out->n_features++];
         struct json_object *m;
@@ -447,7 +443,7 @@ static osp_error *parse_features(const decl_ctx *ctx, const char *sig,
         snprintf(where, sizeof where, "signature '%s': feature '%s'", sig,
                  feature);
         if (!(f->feature = strdup(feature)))
-            return oom();
+            return osp_error_out_of_memory();
         if ((err = want_object(ctx, spec, where)) ||
             (err = only_keys(ctx, spec, where, keys)))
             return err;
@@ -479,7 +475,7 @@ static osp_error *parse_features(const decl_ctx *ctx, const char *sig,
                                   "feature '%s'",
                                   where, input, out->features[i].feature);
         if (!(f->input = strdup(input)))
-            return oom();
+            return osp_error_out_of_memory();
         if (json_object_object_get_ex(spec, "default", &m)) {
             if (!json_object_is_type(m, json_type_double) &&
                 !json_object_is_type(m, json_type_int))
@@ -540,7 +536,7 @@ static osp_error *parse_signature(const decl_ctx *ctx, const char *name,
 
     snprintf(where, sizeof where, "signature '%s'", name);
     if (!(sig->name = strdup(name)))
-        return oom();
+        return osp_error_out_of_memory();
     if ((err = want_object(ctx, v, where)) ||
         (err = only_keys(ctx, v, where, keys)))
         return err;
@@ -607,7 +603,7 @@ static osp_error *parse_labels(const decl_ctx *ctx, struct json_object *v,
     if (n == 0)
         return NULL;
     if (!(view->labels = calloc(n, sizeof *view->labels)))
-        return oom();
+        return osp_error_out_of_memory();
     json_object_object_foreach(v, label, version) {
         if (!*label)
             return decl_error(ctx, "\"version_labels\": a label must not be "
@@ -620,7 +616,7 @@ static osp_error *parse_labels(const decl_ctx *ctx, struct json_object *v,
         tfs_version_label *l = &view->labels[view->n_labels++];
         l->version = json_object_get_int64(version);
         if (!(l->label = strdup(label)))
-            return oom();
+            return osp_error_out_of_memory();
     }
     qsort(view->labels, view->n_labels, sizeof *view->labels, cmp_label);
     return NULL;
@@ -656,7 +652,7 @@ static osp_error *parse_declaration(const decl_ctx *ctx, const char *text,
         goto out;
     }
     if (!(view->signatures = calloc(n, sizeof *view->signatures))) {
-        err = oom();
+        err = osp_error_out_of_memory();
         goto out;
     }
     json_object_object_foreach(m, name, sig) {
@@ -681,7 +677,7 @@ osp_error *tfs_model_view_new(const osp_model_config *config,
     decl_ctx ctx = {.config = config};
     tfs_model_view *view = calloc(1, sizeof *view);
     if (!view)
-        return oom();
+        return osp_error_out_of_memory();
     const char *text = osp_model_config_parameter(config, TFS_PARAMETER);
     err =
         text ? parse_declaration(&ctx, text, view) : default_view(config, view);
