@@ -185,8 +185,29 @@ void kgrpc_received_destroy(kgrpc_received *r) {
 
 void kgrpc_call_ref(kgrpc_call *call) { atomic_fetch_add(&call->refs, 1); }
 
+/* A reference to a call met in the server's list, unless its last one is
+ * already gone (call_free is about to unlink it). Under the server lock. */
+static bool call_ref_if_live(kgrpc_call *call) {
+    int refs = atomic_load(&call->refs);
+    while (refs != 0)
+        if (atomic_compare_exchange_weak(&call->refs, &refs, refs + 1))
+            return true;
+    return false;
+}
+
+/* Leaves the server's list first, so that a walk of the list under the
+ * server lock never meets a call whose handler is being freed; counts as
+ * inactive only once everything is freed. */
 static void call_free(kgrpc_call *call) {
     kgrpc_server *s = call->server;
+    pthread_mutex_lock(&s->mu);
+    if (call->prev)
+        call->prev->next = call->next;
+    else
+        s->calls = call->next;
+    if (call->next)
+        call->next->prev = call->prev;
+    pthread_mutex_unlock(&s->mu);
     if (call->handler_free)
         call->handler_free(call->handler);
     if (call->payload)
@@ -197,12 +218,6 @@ static void call_free(kgrpc_call *call) {
     grpc_slice_unref(call->status_details);
     grpc_call_unref(call->call);
     pthread_mutex_lock(&s->mu);
-    if (call->prev)
-        call->prev->next = call->next;
-    else
-        s->calls = call->next;
-    if (call->next)
-        call->next->prev = call->prev;
     if (--s->active_calls == 0)
         pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->mu);
@@ -775,10 +790,8 @@ void kgrpc_server_stop_accepting(kgrpc_server *s) {
     kgrpc_call **quiesce = n ? calloc(n, sizeof *quiesce) : NULL;
     n = 0;
     for (kgrpc_call *c = s->calls; c && quiesce; c = c->next)
-        if (c->on_quiesce) {
-            kgrpc_call_ref(c);
+        if (c->on_quiesce && call_ref_if_live(c))
             quiesce[n++] = c;
-        }
     pthread_mutex_unlock(&s->mu);
     for (size_t i = 0; i < n; i++) {
         quiesce[i]->on_quiesce(quiesce[i]);
