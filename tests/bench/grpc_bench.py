@@ -21,6 +21,17 @@ Two load clients:
       thread), so the Python client's own cost is in both sides alike.
       Needs the test venv (.venv).
 
+--pin S,C pins the server to CPU S and the clients to CPU C (taskset), as
+peer_bench.py does: then the rates measure the server, not the sum of
+server and client CPU on shared cores (the gRPC client costs about twice
+the HTTP client per call).
+
+--triton-identity-backend SO runs the same comparison against a real Triton
+instead (the nvidia-pytriton wheel's tritonserver with Triton's C++
+identity backend, set up as peer_bench.py does; TRITON_IDENTITY.md), on
+`identity_fp32` [1,16]: Triton's own gRPC / HTTP ratio, for reference.
+--model identity runs Osprey on that model too.
+
 The two sides of each ratio alternate, --repeat times each, and the median
 run of each side is reported with its absolute numbers and the server's CPU
 time per request (from /proc, over the whole run; steadier than infer/s on
@@ -40,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 HTTP_RE = re.compile(r"Started HTTPService at \S+:(\d+)")
 GRPC_RE = re.compile(r"Started GRPCInferenceService at \S+:(\d+)")
@@ -167,6 +179,10 @@ class CLoad:
 
     def run(self, proto, url, case, c):
         o = self.opts
+        small = (["--mode", "simple"] if o.model == "simple" else
+                 ["--mode", "fp32", "--elements", "16"])
+        if proto == "http":
+            small = ["--mode", "binary-" + small[1]] + small[2:]
         common = ["--url", url, "--concurrency", str(c),
                   "--threads", str(min(o.client_threads, c)),
                   "--duration", str(o.duration), "--warmup", str(o.warmup),
@@ -174,12 +190,13 @@ class CLoad:
         if proto == "grpc":
             channels = c if o.grpc_channels == 0 else min(o.grpc_channels, c)
             argv = [self.grpc, "--channels", str(channels)] + common + (
-                ["--mode", "simple"] if case == "simple" else
+                small if case == "simple" else
                 ["--mode", "fp32", "--elements", str(SIXTEEN_MIB_FP32)])
         else:
             argv = [self.http] + common + (
-                ["--mode", "binary-simple"] if case == "simple" else
+                small if case == "simple" else
                 ["--mode", "binary-fp32", "--elements", str(SIXTEEN_MIB_FP32)])
+        argv = pin_prefix(o, 1) + argv
         p = subprocess.run(argv, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
         if p.returncode not in (0, 1) or not p.stdout.strip():
@@ -197,10 +214,53 @@ class CLoad:
 
 # ---- the benchmark ----------------------------------------------------------
 
+def pin_prefix(opts, which):
+    """taskset argv for the server (which=0) or the clients (1) under --pin."""
+    if not opts.pin:
+        return []
+    return ["taskset", "-c", opts.pin.split(",")[which]]
+
+
+def start_triton(opts, log_path):
+    """tritonserver with the C++ identity backend on identity_fp32 (as
+    peer_bench.py sets it up); returns (process, http port, grpc port)."""
+    import peer_bench  # noqa: E402 (same folder)
+    work = os.path.dirname(log_path)
+    python = peer_bench.ensure_venv(os.path.join(opts.venvs, "triton"),
+                                    ["nvidia-pytriton"],
+                                    os.path.join(work, "pip.log"))
+    tritonserver, backends, env = peer_bench.triton_backends(
+        work, python, opts.triton_identity_backend)
+    root = os.path.join(work, "repo-triton")
+    peer_bench.triton_cpp_repo(root)
+    http_port, grpc_port = peer_bench.free_port(), peer_bench.free_port()
+    srv = subprocess.Popen(pin_prefix(opts, 0) + [
+        tritonserver, "--model-repository=" + root,
+        "--backend-directory=" + backends,
+        "--http-address=127.0.0.1", "--http-port=%d" % http_port,
+        "--grpc-address=127.0.0.1", "--grpc-port=%d" % grpc_port,
+        "--metrics-port=%d" % peer_bench.free_port(), "--log-verbose=0"],
+        env=env, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and srv.poll() is None:
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/v2/health/ready"
+                                        % http_port, timeout=1):
+                time.sleep(0.5)
+                return srv, http_port, grpc_port
+        except OSError:
+            time.sleep(0.1)
+    srv.kill()
+    srv.wait()
+    raise RuntimeError("tritonserver did not start; log in %s" % log_path)
+
+
 def start_server(opts, log_path):
+    if opts.triton_identity_backend:
+        return start_triton(opts, log_path)
     log = open(log_path, "wb")
     queue_dir = os.path.join(os.path.dirname(log_path), "queue")
-    srv = subprocess.Popen([opts.osprey,
+    srv = subprocess.Popen(pin_prefix(opts, 0) + [opts.osprey,
                             "--model-repository=%s" % os.path.join(ROOT, "models"),
                             "--http-port=0", "--grpc-port=0", "--metrics-port=0",
                             "--http-address=127.0.0.1",
@@ -263,11 +323,24 @@ def main():
                     "flight, as HTTP has (default 0)")
     ap.add_argument("--a-concurrency", default="1,16,64")
     ap.add_argument("--b-concurrency", default="1,4")
+    ap.add_argument("--model", choices=("simple", "identity"), default="simple",
+                    help="(a)'s model: `simple` or `identity_fp32` [1,16]")
+    ap.add_argument("--pin", metavar="S,C",
+                    help="pin the server to CPU S and the clients to CPU C")
+    ap.add_argument("--triton-identity-backend", metavar="SO",
+                    help="measure Triton (C++ identity backend) instead; "
+                    "implies --model identity")
+    ap.add_argument("--venvs", default=os.path.expanduser(
+        "~/.cache/osprey-peer-bench"), help="peer_bench.py's scratch venvs")
     ap.add_argument("--json-out", help="also write the median runs here")
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="print each run as it finishes (to stderr)")
     opts = ap.parse_args()
     opts.osprey = opts.osprey or os.path.join(opts.build_dir, "osprey")
+    if opts.triton_identity_backend:
+        opts.model = "identity"
+    if opts.model != "simple" and opts.client != "c":
+        ap.error("--model identity and --triton-identity-backend need --client c")
 
     log_dir = tempfile.mkdtemp(prefix="osprey-grpc-bench-")
     log_path = os.path.join(log_dir, "osprey.log")
@@ -320,6 +393,11 @@ def main():
         failures.append(("-", "-", 0, {"errors": 1,
                                        "first_error": "osprey exited %d" % rc}))
 
+    print("Server: %s%s.\n" % (
+        "Triton 2.51 (nvidia-pytriton) with the C++ identity backend"
+        if opts.triton_identity_backend else "osprey",
+        "; server on CPU %s, clients on CPU %s" % tuple(opts.pin.split(","))
+        if opts.pin else "; server and clients share the CPUs"))
     print("Load client: %s. Median of %d alternating runs of %g s (after "
           "%g s warmup) per side, %d CPUs; server CPU is utime+stime per "
           "request.\n" % (load.name, opts.repeat, opts.duration, opts.warmup,
@@ -330,7 +408,9 @@ def main():
     for case, c, med in rows:
         g, h = med["grpc"], med["http"]
         if case == "simple":
-            label, key, goal, fmt = "(a) `simple` infer/s", "requests_per_s", 0.9, fmt_rate
+            label = ("(a) `simple` infer/s" if opts.model == "simple" else
+                     "(a) `identity_fp32` [1,16] infer/s")
+            key, goal, fmt = "requests_per_s", 0.9, fmt_rate
         else:
             label, key, goal = "(b) 16 MiB FP32 `identity_fp32` MB/s", "request_mb_per_s", 0.8
             fmt = lambda x: "%.0f" % x  # noqa: E731
