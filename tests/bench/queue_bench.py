@@ -11,7 +11,13 @@ numbers beside them:
       before its reply, as the embedded store's puts are);
   (b) end-to-end queue latency of `simple` (put -> the sink result seen by
       a watching client) at concurrency 1 and 16, beside the synchronous
-      HTTP infer latency of the same request (load_client).
+      HTTP infer latency of the same request (load_client). The puts and
+      the watch are Python clients (requests, websocket-client), whose own
+      cost bounds the items/s of this table at 16;
+  (c) the queue's own throughput: load_client puts `simple` requests at
+      concurrency 16 for --duration seconds while the built-in worker runs
+      them into the sink; items/s is the puts over the time from the first
+      put to the last sink item, beside synchronous HTTP infer/s.
 
 Never asserted; prints markdown. Needs build/ (osprey, load_client) and
 the test venv (requests, websocket-client). The Redis columns need
@@ -41,10 +47,10 @@ import queue_util as qu  # noqa: E402
 LOAD = ROOT / "build" / "tests" / "bench" / "load_client"
 
 
-def load(url, path, body_file, concurrency, duration, mode=None):
+def load(url, path, body_file, concurrency, duration, mode=None, warmup=0.5):
     argv = [str(LOAD), "--url", url, "--path", path, "--concurrency",
             str(concurrency), "--threads", "2", "--duration", str(duration),
-            "--warmup", "0.5", "--json"]
+            "--warmup", str(warmup), "--json"]
     argv += ["--mode", mode] if mode else ["--body-file", body_file,
                                            "--verify-every", "0"]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
@@ -106,6 +112,28 @@ def redis_benchmark_xadd(port):
         if "requests per second" in line:
             return float(line.split(":")[1].split()[0])
     raise RuntimeError(f"redis-benchmark printed no rate: {out[-200:]}")
+
+
+def queue_throughput(tmp, body_file, concurrency, duration):
+    """Puts by load_client, run by the built-in worker into the sink: items
+    per second from the first put to the last sink item."""
+    repo = harness.make_repo(tmp / "repo-tp", ["simple"])
+    server = start(repo, [f"--queue-dir={tmp}/qdir-tp",
+                          "--queue-max-length=100000000"], tmp / "tp")
+    try:
+        sink = qu.RawQueue(server.url + "/api/predict/simple/sink", token="")
+        t0 = time.perf_counter()
+        n = load(server.hostport, "/api/predict/simple", body_file, concurrency,
+                 duration, warmup=0)["requests"]
+        put_end = time.perf_counter()
+        while sink.length() < n:
+            if time.perf_counter() - put_end > 60:
+                raise RuntimeError("the worker did not finish the items")
+            time.sleep(0.005)
+        return {"items": n, "items_per_s": n / (time.perf_counter() - t0),
+                "drain_s": time.perf_counter() - put_end}
+    finally:
+        server.stop()
 
 
 def queue_latency(server, concurrency, items):
@@ -184,6 +212,11 @@ def main():
         print(f"(no redis-server: {e})", file=sys.stderr)
     try:
         puts = put_throughput(a, tmp, str(body), a.duration, redis)
+        json_body = tmp / "simple.json"
+        json_body.write_text(json.dumps({"inputs": [
+            {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16], "data": list(range(16))},
+            {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "data": [1] * 16}]}))
+        tput = queue_throughput(tmp, str(json_body), 16, a.duration)
         repo = harness.make_repo(tmp / "repo", ["simple"])
         server = start(repo, [f"--queue-dir={tmp}/qdir2"], tmp / "lat")
         try:
@@ -221,6 +254,14 @@ def main():
               f"{q[c]['items_per_s']:,.0f} | {s['latency_ms']['p50']:.2f} | "
               f"{s['latency_ms']['p99']:.2f} | {s['requests_per_s']:,.0f} | "
               f"{q[c]['p50_ms'] / s['latency_ms']['p50']:.1f} |")
+    print("\n### (c) `simple` through the queue, puts by load_client at "
+          "concurrency 16\n")
+    print("| queue items/s (put to sink) | items | sink caught up after the "
+          "last put, s | HTTP infer/s | queue / HTTP |")
+    print("|---:|---:|---:|---:|---:|")
+    print(f"| {tput['items_per_s']:,.0f} | {tput['items']:,} | "
+          f"{tput['drain_s']:.2f} | {sync[16]['requests_per_s']:,.0f} | "
+          f"{tput['items_per_s'] / sync[16]['requests_per_s']:.2f} |")
 
 
 if __name__ == "__main__":
