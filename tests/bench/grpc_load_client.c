@@ -21,32 +21,25 @@
  * values per slot) make a server that mixes up requests fail the check.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
-#include <inttypes.h>
-#include <math.h>
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "grpc_service.pb-c.h"
+#include "loadgen.h"
 
 #define MAX_VARIANTS 8
 #define MAX_VARIANT_BYTES ((size_t)512 << 20) /* all variants together */
 #define MAX_CHANNELS 256
-#define MAX_THREADS 256
 #define N_STATUS 17 /* gRPC status codes 0..16 */
-#define ERROR_TEXT 512
 #define MODEL_INFER "/inference.GRPCInferenceService/ModelInfer"
 
 typedef enum { MODE_SIMPLE, MODE_FP32 } request_mode;
@@ -54,16 +47,9 @@ static const char *const mode_names[] = {"simple", "fp32"};
 
 typedef struct {
     char target[300]; /* host:port */
-    const char *model; /* NULL: the mode's model */
     request_mode mode;
-    long elements; /* fp32 tensor length */
-    int concurrency;
-    int threads;
     int channels;
-    double duration_s;
-    double warmup_s;
-    long verify_every; /* check every Nth response; 0 = never */
-    int json_output;
+    loadgen_options load; /* --url, --model, --concurrency, ... */
 } options;
 
 /* One prepared request: its packed message and what the answer holds. */
@@ -104,43 +90,12 @@ typedef struct worker {
     int in_flight;
     uint64_t measure_start, end;
 
-    /* Results. */
-    uint64_t ok, status_errors, io_errors, verify_errors;
-    uint64_t incomplete;
-    uint64_t req_bytes, resp_bytes;
-    uint64_t status_counts[N_STATUS];
-    uint64_t *lat_ns;
-    size_t n_lat, cap_lat;
-    int lat_truncated;
-    char first_error[ERROR_TEXT];
+    /* This thread's, in main's array; reconnects stays 0 (a channel
+       reconnects by itself, unseen). */
+    loadgen_results *results;
 } worker;
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void record_error(worker *w, const char *fmt, ...) {
-    if (w->first_error[0])
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(w->first_error, sizeof w->first_error, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- requests ------------------------------------------------------------ */
-
-/* The same tensor values as load_client.c, so both clients send alike. */
-static float fp32_value(int variant, long i) {
-    return (float)((variant * 7919L + i) % 4096) * 0.25f;
-}
-
-static int32_t simple_input(int variant, int input, int i) {
-    return input == 0 ? 1000 + (variant * 37 + i * 11) % 8000
-                      : 1000 + (variant * 53 + i * 7) % 8000;
-}
 
 static void grpc_slice_free_heap(void *p) { free(p); }
 
@@ -166,8 +121,8 @@ static int variant_build(request_variant *rv, const options *opt, int v) {
             return -1;
         int32_t sum[16], diff[16];
         for (int i = 0; i < 16; i++) {
-            ints[0][i] = simple_input(v, 0, i);
-            ints[1][i] = simple_input(v, 1, i);
+            ints[0][i] = loadgen_simple_input(v, 0, i);
+            ints[1][i] = loadgen_simple_input(v, 1, i);
             sum[i] = ints[0][i] + ints[1][i];
             diff[i] = ints[0][i] - ints[1][i];
         }
@@ -180,14 +135,14 @@ static int variant_build(request_variant *rv, const options *opt, int v) {
         rv->expect_len[0] = rv->expect_len[1] = sizeof sum;
         rv->n_expect = 2;
     } else {
-        shape[1] = opt->elements;
-        floats = malloc((size_t)opt->elements * sizeof *floats);
+        shape[1] = opt->load.elements;
+        floats = malloc((size_t)opt->load.elements * sizeof *floats);
         if (!floats)
             return -1;
-        for (long i = 0; i < opt->elements; i++)
-            floats[i] = fp32_value(v, i);
-        raw[0] = (ProtobufCBinaryData){(size_t)opt->elements * sizeof *floats,
-                                       (uint8_t *)floats};
+        for (long i = 0; i < opt->load.elements; i++)
+            floats[i] = loadgen_fp32_value(v, i);
+        raw[0] = (ProtobufCBinaryData){
+            (size_t)opt->load.elements * sizeof *floats, (uint8_t *)floats};
         rv->n_expect = 1;
     }
     for (size_t t = 0; t < n_tensors; t++) {
@@ -202,7 +157,7 @@ static int variant_build(request_variant *rv, const options *opt, int v) {
         out[t].name = (char *)out_names[t];
         out_ptrs[t] = &out[t];
     }
-    msg.model_name = (char *)(opt->model ? opt->model
+    msg.model_name = (char *)(opt->load.model            ? opt->load.model
                               : opt->mode == MODE_SIMPLE ? "simple"
                                                          : "identity_fp32");
     msg.n_inputs = msg.n_outputs = msg.n_raw_input_contents = n_tensors;
@@ -378,27 +333,11 @@ out:
 
 /* ---- calls --------------------------------------------------------------- */
 
-static void record_latency(worker *w, uint64_t ns) {
-    if (w->n_lat == w->cap_lat) {
-        size_t cap = w->cap_lat ? w->cap_lat * 2 : 4096;
-        uint64_t *grown = cap <= ((size_t)1 << 26)
-                              ? realloc(w->lat_ns, cap * sizeof *grown)
-                              : NULL;
-        if (!grown) {
-            w->lat_truncated = 1;
-            return;
-        }
-        w->lat_ns = grown;
-        w->cap_lat = cap;
-    }
-    w->lat_ns[w->n_lat++] = ns;
-}
-
 /* Starts the slot's next call: one batch with every operation of a unary
    call, whose completion comes back to the worker's queue as the slot. */
 static void slot_start(call_slot *c) {
     worker *w = c->w;
-    c->start_ns = now_ns();
+    c->start_ns = loadgen_now_ns();
     c->call = grpc_channel_create_registered_call(
         c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, w->cq, c->method,
         gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
@@ -425,8 +364,9 @@ static void slot_start(call_slot *c) {
     grpc_call_error rc = grpc_call_start_batch(c->call, ops, 6, c, NULL);
     if (rc != GRPC_CALL_OK) {
         /* Nothing will complete: count it and leave the slot idle. */
-        w->io_errors++;
-        record_error(w, "grpc_call_start_batch refused the call (%d)", (int)rc);
+        w->results->io_errors++;
+        loadgen_record_error(
+            w->results, "grpc_call_start_batch refused the call (%d)", (int)rc);
         grpc_call_unref(c->call);
         c->call = NULL;
         grpc_byte_buffer_destroy(c->send);
@@ -444,35 +384,36 @@ static void slot_complete(call_slot *c, bool ok, uint64_t done_ns) {
     w->in_flight--;
     bool measured = done_ns >= w->measure_start && done_ns < w->end;
     if (done_ns >= w->end) {
-        w->incomplete++;
+        w->results->incomplete++;
     } else if (!ok) {
-        w->io_errors++;
-        record_error(w, "call batch failed");
+        w->results->io_errors++;
+        loadgen_record_error(w->results, "call batch failed");
     } else if (c->status != GRPC_STATUS_OK) {
-        w->status_errors++;
+        w->results->status_errors++;
         if ((unsigned)c->status < N_STATUS)
-            w->status_counts[c->status]++;
+            w->results->status_counts[c->status]++;
         char *details = grpc_slice_to_c_string(c->details);
-        record_error(w, "status %d: %s", (int)c->status, details);
+        loadgen_record_error(w->results, "status %d: %s", (int)c->status,
+                             details);
         gpr_free(details);
     } else if (!c->recv) {
-        w->io_errors++;
-        record_error(w, "OK without a response message");
+        w->results->io_errors++;
+        loadgen_record_error(w->results, "OK without a response message");
     } else {
         char why[256];
-        int bad = w->opt->verify_every > 0 &&
-                  c->seq % (uint64_t)w->opt->verify_every == 0 &&
+        int bad = w->opt->load.verify_every > 0 &&
+                  c->seq % (uint64_t)w->opt->load.verify_every == 0 &&
                   verify_response(c->req, c->recv, why, sizeof why) != 0;
         c->seq++;
-        w->status_counts[GRPC_STATUS_OK]++;
+        w->results->status_counts[GRPC_STATUS_OK]++;
         if (bad) {
-            w->verify_errors++;
-            record_error(w, "slot %d: %s", c->index, why);
+            w->results->verify_errors++;
+            loadgen_record_error(w->results, "slot %d: %s", c->index, why);
         } else if (measured) {
-            w->ok++;
-            w->req_bytes += GRPC_SLICE_LENGTH(c->req->packed);
-            w->resp_bytes += grpc_byte_buffer_length(c->recv);
-            record_latency(w, done_ns - c->start_ns);
+            w->results->ok++;
+            w->results->req_bytes += GRPC_SLICE_LENGTH(c->req->packed);
+            w->results->resp_bytes += grpc_byte_buffer_length(c->recv);
+            loadgen_record_latency(w->results, done_ns - c->start_ns);
         }
     }
     if (c->recv)
@@ -491,7 +432,7 @@ static void *worker_run(void *arg) {
         slot_start(&w->slots[i]);
     bool cancelled = false;
     while (w->in_flight > 0) {
-        uint64_t now = now_ns();
+        uint64_t now = loadgen_now_ns();
         if (now >= w->end && !cancelled) {
             /* Time is up: what is still in flight will not count. */
             for (int i = 0; i < w->n_slots; i++)
@@ -506,7 +447,7 @@ static void *worker_run(void *arg) {
         if (ev.type != GRPC_OP_COMPLETE)
             continue;
         call_slot *c = ev.tag;
-        uint64_t done = now_ns();
+        uint64_t done = loadgen_now_ns();
         slot_complete(c, ev.success != 0, done);
         if (done < w->end)
             slot_start(c);
@@ -538,141 +479,37 @@ static void usage(FILE *f) {
           f);
 }
 
-static int parse_long(const char *s, long min, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_options(int argc, char **argv, options *opt) {
-    const char *url = NULL;
-    for (int i = 1; i < argc; i++) {
-        char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (strcmp(arg, "--json") == 0) {
-            opt->json_output = 1;
-            continue;
-        }
-        /* All other options take a value: --name=value or --name value. */
-        char name[64];
-        const char *val;
-        char *eq = strchr(arg, '=');
-        if (strncmp(arg, "--", 2) != 0)
-            goto bad;
-        if (eq) {
-            size_t n = (size_t)(eq - arg);
-            if (n >= sizeof name)
-                goto bad;
-            memcpy(name, arg, n);
-            name[n] = '\0';
-            val = eq + 1;
-        } else {
-            if (i + 1 >= argc || strlen(arg) >= sizeof name)
-                goto bad;
-            strcpy(name, arg);
-            val = argv[++i];
-        }
-        long n = 0;
-        if (strcmp(name, "--url") == 0) {
-            url = val;
-        } else if (strcmp(name, "--model") == 0) {
-            opt->model = val;
-        } else if (strcmp(name, "--mode") == 0) {
-            if (strcmp(val, "simple") == 0)
-                opt->mode = MODE_SIMPLE;
-            else if (strcmp(val, "fp32") == 0)
-                opt->mode = MODE_FP32;
-            else
-                goto bad;
-        } else if (strcmp(name, "--elements") == 0) {
-            if (parse_long(val, 1, &opt->elements) ||
-                opt->elements > (1L << 28))
-                goto bad;
-        } else if (strcmp(name, "--concurrency") == 0) {
-            if (parse_long(val, 1, &n) || n > 65536)
-                goto bad;
-            opt->concurrency = (int)n;
-        } else if (strcmp(name, "--threads") == 0) {
-            if (parse_long(val, 1, &n) || n > MAX_THREADS)
-                goto bad;
-            opt->threads = (int)n;
-        } else if (strcmp(name, "--channels") == 0) {
-            if (parse_long(val, 1, &n) || n > MAX_CHANNELS)
-                goto bad;
-            opt->channels = (int)n;
-        } else if (strcmp(name, "--verify-every") == 0) {
-            if (parse_long(val, 0, &opt->verify_every))
-                goto bad;
-        } else if (strcmp(name, "--duration") == 0 ||
-                   strcmp(name, "--warmup") == 0) {
-            char *end;
-            double s = strtod(val, &end);
-            if (end == val || *end || !(s >= 0) || s > 86400)
-                goto bad;
-            if (strcmp(name, "--duration") == 0)
-                opt->duration_s = s;
-            else
-                opt->warmup_s = s;
-        } else {
-            goto bad;
-        }
-        continue;
-    bad:
-        fprintf(stderr, "grpc_load_client: bad option '%s'\n", arg);
-        return -1;
-    }
-    if (url && strncmp(url, "grpc://", 7) == 0)
-        url += 7;
-    if (!url || !strchr(url, ':') || strlen(url) >= sizeof opt->target) {
-        fprintf(stderr, "grpc_load_client: --url HOST:PORT is required\n");
-        return -1;
-    }
-    strcpy(opt->target, url);
-    if (opt->duration_s <= 0) {
-        fprintf(stderr, "grpc_load_client: --duration must be > 0\n");
-        return -1;
-    }
-    if (opt->threads > opt->concurrency)
-        opt->threads = opt->concurrency;
-    if (opt->channels > opt->concurrency)
-        opt->channels = opt->concurrency;
-    return 0;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of sorted v[0, n), in milliseconds. */
-static double percentile_ms(const uint64_t *v, size_t n, double p) {
-    if (n == 0)
-        return 0;
-    size_t rank = (size_t)ceil(p * (double)n);
-    if (rank < 1)
-        rank = 1;
-    return (double)v[rank - 1] / 1e6;
-}
-
-static void print_json_string(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20 || ch >= 0x7f)
-            printf("\\u%04x", ch);
+/* loadgen_apply_fn for grpc_load_client's own options; ctx is the
+   options. */
+static int apply_option(void *ctx, const char *name, const char *val) {
+    options *opt = ctx;
+    long n = 0;
+    if (strcmp(name, "--mode") == 0) {
+        if (strcmp(val, "simple") == 0)
+            opt->mode = MODE_SIMPLE;
+        else if (strcmp(val, "fp32") == 0)
+            opt->mode = MODE_FP32;
         else
-            putchar(ch);
+            return -1;
+    } else if (strcmp(name, "--channels") == 0) {
+        if (loadgen_parse_long(val, 1, &n) || n > MAX_CHANNELS)
+            return -1;
+        opt->channels = (int)n;
+    } else {
+        return -1;
     }
-    putchar('"');
+    return 0;
+}
+
+/* loadgen_cli's use_url: [grpc://]HOST:PORT becomes the target. */
+static int use_url(void *ctx, const char *url) {
+    options *opt = ctx;
+    if (strncmp(url, "grpc://", 7) == 0)
+        url += 7;
+    if (!strchr(url, ':') || strlen(url) >= sizeof opt->target)
+        return -1;
+    strcpy(opt->target, url);
+    return 0;
 }
 
 /* A channel of its own connection (a local subchannel pool keeps channels
@@ -725,29 +562,32 @@ static void cq_drain_destroy(grpc_completion_queue *cq) {
 int main(int argc, char **argv) {
     options opt = {
         .mode = MODE_SIMPLE,
-        .elements = 16,
-        .concurrency = 1,
-        .threads = 1,
         .channels = 1,
-        .duration_s = 3,
-        .verify_every = 1,
+        .load = LOADGEN_OPTIONS_DEFAULT,
     };
-    if (parse_options(argc, argv, &opt)) {
-        usage(stderr);
-        return 2;
+    const loadgen_cli cli = {.prog = "grpc_load_client",
+                             .apply = apply_option,
+                             .use_url = use_url,
+                             .ctx = &opt};
+    int parsed = loadgen_parse_args(&opt.load, argc, argv, &cli);
+    if (parsed) {
+        usage(parsed > 0 ? stdout : stderr);
+        return parsed > 0 ? 0 : 2;
     }
+    if (opt.channels > opt.load.concurrency)
+        opt.channels = opt.load.concurrency;
     grpc_init();
 
     int result = 2;
-    int n_variants =
-        opt.concurrency < MAX_VARIANTS ? opt.concurrency : MAX_VARIANTS;
+    int n_variants = opt.load.concurrency < MAX_VARIANTS ? opt.load.concurrency
+                                                         : MAX_VARIANTS;
     request_variant *variants = calloc((size_t)n_variants, sizeof *variants);
-    worker *workers = calloc((size_t)opt.threads, sizeof *workers);
-    call_slot *slots = calloc((size_t)opt.concurrency, sizeof *slots);
+    worker *workers = calloc((size_t)opt.load.threads, sizeof *workers);
+    call_slot *slots = calloc((size_t)opt.load.concurrency, sizeof *slots);
+    loadgen_results *results = loadgen_results_new(opt.load.threads);
     grpc_channel *channels[MAX_CHANNELS] = {0};
     void *methods[MAX_CHANNELS] = {0};
-    uint64_t *lat = NULL;
-    if (!variants || !workers || !slots) {
+    if (!variants || !workers || !slots || !results) {
         fprintf(stderr, "grpc_load_client: out of memory\n");
         goto out;
     }
@@ -778,20 +618,19 @@ int main(int argc, char **argv) {
     }
     cq_drain_destroy(setup_cq);
 
-    uint64_t t0 = now_ns();
-    uint64_t measure_start = t0 + (uint64_t)(opt.warmup_s * 1e9);
-    uint64_t end = measure_start + (uint64_t)(opt.duration_s * 1e9);
-    int next_slot = 0, started = 0;
-    for (int t = 0; t < opt.threads; t++) {
+    uint64_t measure_start, end;
+    loadgen_window(&opt.load, &measure_start, &end);
+    int next_slot = 0;
+    for (int t = 0; t < opt.load.threads; t++) {
         worker *w = &workers[t];
-        int n =
-            opt.concurrency / opt.threads + (t < opt.concurrency % opt.threads);
+        int n = loadgen_thread_share(&opt.load, t);
         *w = (worker){.opt = &opt,
                       .cq = grpc_completion_queue_create_for_next(NULL),
                       .slots = slots + next_slot,
                       .n_slots = n,
                       .measure_start = measure_start,
-                      .end = end};
+                      .end = end,
+                      .results = &results[t]};
         for (int i = 0; i < n; i++) {
             call_slot *c = &w->slots[i];
             int g = next_slot + i;
@@ -803,116 +642,30 @@ int main(int argc, char **argv) {
         }
         next_slot += n;
     }
-    pthread_t tids[MAX_THREADS];
-    for (; started < opt.threads; started++)
-        if (pthread_create(&tids[started], NULL, worker_run, &workers[started]))
-            break;
-    for (int t = 0; t < started; t++)
-        pthread_join(tids[t], NULL);
-    for (int t = 0; t < opt.threads; t++)
+    int ran = loadgen_run_threads(worker_run, workers, opt.load.threads,
+                                  sizeof *workers, "grpc_load_client");
+    for (int t = 0; t < opt.load.threads; t++)
         cq_drain_destroy(workers[t].cq);
-    if (started < opt.threads) {
-        fprintf(stderr, "grpc_load_client: cannot start threads\n");
+    if (ran)
         goto out;
-    }
 
-    /* Merge the workers' results. */
-    worker sum = {0};
-    size_t n_lat = 0;
-    for (int t = 0; t < opt.threads; t++)
-        n_lat += workers[t].n_lat;
-    lat = malloc((n_lat ? n_lat : 1) * sizeof *lat);
-    if (!lat) {
-        fprintf(stderr, "grpc_load_client: out of memory\n");
-        goto out;
-    }
-    for (int t = 0; t < opt.threads; t++) {
-        worker *w = &workers[t];
-        sum.ok += w->ok;
-        sum.status_errors += w->status_errors;
-        sum.io_errors += w->io_errors;
-        sum.verify_errors += w->verify_errors;
-        sum.incomplete += w->incomplete;
-        sum.req_bytes += w->req_bytes;
-        sum.resp_bytes += w->resp_bytes;
-        sum.lat_truncated |= w->lat_truncated;
-        for (int s = 0; s < N_STATUS; s++)
-            sum.status_counts[s] += w->status_counts[s];
-        if (!sum.first_error[0] && w->first_error[0])
-            memcpy(sum.first_error, w->first_error, ERROR_TEXT);
-        if (w->n_lat)
-            memcpy(lat + sum.n_lat, w->lat_ns, w->n_lat * sizeof *lat);
-        sum.n_lat += w->n_lat;
-    }
-    qsort(lat, n_lat, sizeof *lat, cmp_u64);
-    uint64_t errors = sum.status_errors + sum.io_errors + sum.verify_errors;
-    double secs = opt.duration_s;
-    double rps = (double)sum.ok / secs;
-    double mbps = (double)sum.req_bytes / secs / 1e6;
-    double resp_mbps = (double)sum.resp_bytes / secs / 1e6;
-    double p50 = percentile_ms(lat, n_lat, 0.50);
-    double p90 = percentile_ms(lat, n_lat, 0.90);
-    double p99 = percentile_ms(lat, n_lat, 0.99);
-    double pmax = n_lat ? (double)lat[n_lat - 1] / 1e6 : 0;
-    size_t body = GRPC_SLICE_LENGTH(variants[0].packed);
-
-    if (opt.json_output) {
-        printf("{\"mode\":\"%s\",\"url\":", mode_names[opt.mode]);
-        print_json_string(opt.target);
-        printf(",\"path\":\"%s\",\"concurrency\":%d,\"threads\":%d,"
-               "\"channels\":%d,\"duration_s\":%g,"
-               "\"warmup_s\":%g,\"request_body_bytes\":%zu,"
-               "\"requests\":%" PRIu64 ",\"requests_per_s\":%.2f,"
-               "\"request_mb_per_s\":%.3f,\"response_mb_per_s\":%.3f,"
-               "\"latency_ms\":{\"p50\":%.4f,\"p90\":%.4f,\"p99\":%.4f,"
-               "\"max\":%.4f},\"errors\":%" PRIu64 ",\"status_errors\":%" PRIu64
-               ",\"io_errors\":%" PRIu64 ",\"verify_errors\":%" PRIu64
-               ",\"incomplete\":%" PRIu64 ",\"reconnects\":0,\"statuses\":{",
-               MODEL_INFER, opt.concurrency, opt.threads, opt.channels,
-               opt.duration_s, opt.warmup_s, body, sum.ok, rps, mbps,
-               resp_mbps, p50, p90, p99, pmax, errors, sum.status_errors,
-               sum.io_errors, sum.verify_errors, sum.incomplete);
-        const char *sep = "";
-        for (int s = 0; s < N_STATUS; s++) {
-            if (sum.status_counts[s]) {
-                printf("%s\"%d\":%" PRIu64, sep, s, sum.status_counts[s]);
-                sep = ",";
-            }
-        }
-        printf("},\"first_error\":");
-        print_json_string(sum.first_error);
-        printf("}\n");
-    } else {
-        printf("target      %s%s  mode %s  body %zu B\n", opt.target,
-               MODEL_INFER, mode_names[opt.mode], body);
-        printf("load        concurrency %d  threads %d  duration %.2f s  "
-               "warmup %.2f s  channels %d\n",
-               opt.concurrency, opt.threads, opt.duration_s, opt.warmup_s,
-               opt.channels);
-        printf("throughput  %.1f req/s  %.2f MB/s request body  %.2f MB/s "
-               "response body\n",
-               rps, mbps, resp_mbps);
-        printf("latency ms  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f%s\n", p50,
-               p90, p99, pmax, sum.lat_truncated ? " (truncated)" : "");
-        printf("requests    %" PRIu64 " ok  %" PRIu64 " errors (status %" PRIu64
-               ", io %" PRIu64 ", content %" PRIu64 ")  %" PRIu64
-               " incomplete  0 reconnects\n",
-               sum.ok, errors, sum.status_errors, sum.io_errors,
-               sum.verify_errors, sum.incomplete);
-    }
-    if (sum.first_error[0])
-        fprintf(stderr, "grpc_load_client: first error: %s\n", sum.first_error);
-    result = errors == 0 && sum.ok > 0 ? 0 : 1;
+    loadgen_target target = {
+        .mode = mode_names[opt.mode],
+        .url = opt.target,
+        .path = MODEL_INFER,
+        .channels = opt.channels,
+        .request_body_bytes = GRPC_SLICE_LENGTH(variants[0].packed),
+    };
+    result = loadgen_report("grpc_load_client", &opt.load, &target, results,
+                            opt.load.threads);
 
 out:
     for (int i = 0; i < MAX_CHANNELS; i++)
         if (channels[i])
             grpc_channel_destroy(channels[i]);
-    for (int t = 0; workers && t < opt.threads; t++)
-        free(workers[t].lat_ns);
     for (int v = 0; variants && v < n_variants; v++)
         variant_free(&variants[v]);
-    free(lat);
+    loadgen_results_free(results, opt.load.threads);
     free(variants);
     free(workers);
     free(slots);

@@ -17,12 +17,9 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <inttypes.h>
-#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -33,15 +30,15 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "loadgen.h"
 
 #define MAX_VARIANTS 8
 #define MAX_VARIANT_BYTES ((size_t)512 << 20) /* all variants together */
 #define MAX_HEAD_BYTES 65536                  /* response status + headers */
 #define RECV_SLACK 65536 /* free space kept for unknown-length reads */
 #define RECONNECT_DELAY_NS 2000000ull /* after a failed connection: 2 ms */
-#define ERROR_TEXT 512
 
 typedef enum {
     MODE_JSON_SIMPLE,
@@ -60,21 +57,14 @@ typedef struct {
     char host[256];
     char port[16];
     const char *path; /* NULL: the mode's default */
-    const char *model;
     const char *method;
     const char *content_type; /* NULL: the mode's default */
     const char *body_file;
     body_mode mode;
-    long elements;   /* binary-fp32 / json-fp32 tensor length */
     long body_bytes; /* raw body length */
     long ihcl;       /* --body-file: Inference-Header-Content-Length, -1 none */
-    int concurrency;
-    int threads;
-    double duration_s;
-    double warmup_s;
-    long verify_every; /* check content of every Nth response; 0 = never */
     size_t max_response;
-    int json_output;
+    loadgen_options load; /* --url, --model, --concurrency, ... */
 } options;
 
 /* One prepared request. Strings are owned by the variant. */
@@ -146,31 +136,8 @@ typedef struct {
     connection *conns;
     int n_backoff;
 
-    /* Results. */
-    uint64_t ok, status_errors, io_errors, verify_errors;
-    uint64_t incomplete, reconnects;
-    uint64_t req_bytes, resp_bytes;
-    uint64_t status_counts[600];
-    uint64_t *lat_ns;
-    size_t n_lat, cap_lat;
-    int lat_truncated;
-    char first_error[ERROR_TEXT];
+    loadgen_results *results; /* this thread's, in main's array */
 } worker;
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void record_error(worker *w, const char *fmt, ...) {
-    if (w->first_error[0])
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(w->first_error, sizeof w->first_error, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- growable string, for building bodies ---------------------------- */
 
@@ -224,18 +191,6 @@ static void sb_append(strbuf *sb, const void *data, size_t n) {
 
 /* ---- request bodies ---------------------------------------------------- */
 
-/* Tensor values: distinct per variant, exact in binary and short in text
-   (multiples of 0.25 below 1024). */
-static float fp32_value(int variant, long i) {
-    return (float)((variant * 7919L + i) % 4096) * 0.25f;
-}
-
-static int32_t simple_input(int variant, int input, int i) {
-    /* Four digits each, so every variant's body has the same length. */
-    return input == 0 ? 1000 + (variant * 37 + i * 11) % 8000
-                      : 1000 + (variant * 53 + i * 7) % 8000;
-}
-
 static int build_json_simple(request_variant *rv, int v, strbuf *sb) {
     sb_printf(sb, "{\"inputs\":[");
     for (int in = 0; in < 2; in++) {
@@ -244,13 +199,15 @@ static int build_json_simple(request_variant *rv, int v, strbuf *sb) {
                   "\"datatype\":\"INT32\",\"data\":[",
                   in ? "," : "", in);
         for (int i = 0; i < 16; i++)
-            sb_printf(sb, "%s%d", i ? "," : "", (int)simple_input(v, in, i));
+            sb_printf(sb, "%s%d", i ? "," : "",
+                      (int)loadgen_simple_input(v, in, i));
         sb_printf(sb, "]}");
     }
     sb_printf(sb, "],\"outputs\":[{\"name\":\"OUTPUT0\"},"
                   "{\"name\":\"OUTPUT1\"}]}");
     for (int i = 0; i < 16; i++) {
-        int32_t a = simple_input(v, 0, i), b = simple_input(v, 1, i);
+        int32_t a = loadgen_simple_input(v, 0, i),
+                b = loadgen_simple_input(v, 1, i);
         rv->expect_i32[i] = a + b;
         rv->expect_i32[16 + i] = a - b;
     }
@@ -275,11 +232,12 @@ static size_t build_binary_simple(request_variant *rv, int v, strbuf *sb) {
     size_t json_len = sb->len;
     for (int in = 0; in < 2; in++)
         for (int i = 0; i < 16; i++) {
-            int32_t x = simple_input(v, in, i);
+            int32_t x = loadgen_simple_input(v, in, i);
             sb_append(sb, &x, sizeof x);
         }
     for (int i = 0; i < 16; i++) {
-        int32_t a = simple_input(v, 0, i), b = simple_input(v, 1, i);
+        int32_t a = loadgen_simple_input(v, 0, i),
+                b = loadgen_simple_input(v, 1, i);
         rv->expect_i32[i] = a + b;
         rv->expect_i32[16 + i] = a - b;
     }
@@ -304,7 +262,7 @@ static size_t build_binary_fp32(request_variant *rv, int v, long n,
         return 0;
     float *blob = (float *)(sb->data + sb->len);
     for (long i = 0; i < n; i++) {
-        float x = fp32_value(v, i);
+        float x = loadgen_fp32_value(v, i);
         memcpy(&blob[i], &x, sizeof x); /* blob may be unaligned */
     }
     sb->len += bytes;
@@ -322,7 +280,7 @@ static int build_json_fp32(request_variant *rv, int v, long n, strbuf *sb) {
               "\"datatype\":\"FP32\",\"data\":[",
               n);
     for (long i = 0; i < n && !sb->failed; i++) {
-        float x = fp32_value(v, i);
+        float x = loadgen_fp32_value(v, i);
         rv->expect_f32[i] = x;
         sb_printf(sb, "%s%g", i ? "," : "", (double)x);
     }
@@ -363,12 +321,12 @@ static const char *default_path(const options *opt, char *buf, size_t size) {
     case MODE_JSON_SIMPLE:
     case MODE_BINARY_SIMPLE:
         snprintf(buf, size, "/v2/models/%s/infer",
-                 opt->model ? opt->model : "simple");
+                 opt->load.model ? opt->load.model : "simple");
         return buf;
     case MODE_BINARY_FP32:
     case MODE_JSON_FP32:
         snprintf(buf, size, "/v2/models/%s/infer",
-                 opt->model ? opt->model : "identity_fp32");
+                 opt->load.model ? opt->load.model : "identity_fp32");
         return buf;
     default:
         return "/";
@@ -393,10 +351,10 @@ static int variant_build(request_variant *rv, const options *opt, int v) {
         ihcl = (long)build_binary_simple(rv, v, &body);
         break;
     case MODE_BINARY_FP32:
-        ihcl = (long)build_binary_fp32(rv, v, opt->elements, &body);
+        ihcl = (long)build_binary_fp32(rv, v, opt->load.elements, &body);
         break;
     case MODE_JSON_FP32:
-        rc = build_json_fp32(rv, v, opt->elements, &body);
+        rc = build_json_fp32(rv, v, opt->load.elements, &body);
         ctype = "application/json";
         break;
     case MODE_RAW:
@@ -626,7 +584,7 @@ static void conn_open(worker *w, connection *c);
 /* Starts the next request on an open connection. */
 static void conn_begin_request(worker *w, connection *c) {
     c->req = &w->variants[(c - w->conns + w->first_conn) % w->n_variants];
-    c->start_ns = now_ns();
+    c->start_ns = loadgen_now_ns();
     c->sent = 0;
     c->len = 0;
     c->head_end = 0;
@@ -642,14 +600,14 @@ static void conn_begin_request(worker *w, connection *c) {
 /* Drops the connection after an I/O or protocol failure and schedules a
    reconnect. The failed request counts as one io error. */
 static void conn_fail(worker *w, connection *c, const char *what, int err) {
-    w->io_errors++;
+    w->results->io_errors++;
     if (err)
-        record_error(w, "%s: %s", what, strerror(err));
+        loadgen_record_error(w->results, "%s: %s", what, strerror(err));
     else
-        record_error(w, "%s", what);
+        loadgen_record_error(w->results, "%s", what);
     conn_close(w, c);
     c->state = CONN_BACKOFF;
-    c->retry_at = now_ns() + RECONNECT_DELAY_NS;
+    c->retry_at = loadgen_now_ns() + RECONNECT_DELAY_NS;
     w->n_backoff++;
 }
 
@@ -901,24 +859,10 @@ static int conn_parse(const options *opt, connection *c, size_t old_len) {
     return -1;
 }
 
-static void record_latency(worker *w, uint64_t ns) {
-    if (w->n_lat == w->cap_lat) {
-        size_t cap = w->cap_lat ? w->cap_lat * 2 : 65536;
-        uint64_t *p = realloc(w->lat_ns, cap * sizeof *p);
-        if (!p) {
-            w->lat_truncated = 1;
-            return;
-        }
-        w->lat_ns = p;
-        w->cap_lat = cap;
-    }
-    w->lat_ns[w->n_lat++] = ns;
-}
-
 /* A whole response is in buf: account for it and start the next request. */
 static void conn_complete(worker *w, connection *c) {
     const options *opt = w->opt;
-    uint64_t now = now_ns();
+    uint64_t now = loadgen_now_ns();
     int in_window = now >= w->measure_start && now < w->end;
     char *body = c->buf + c->head_end;
     size_t body_len = c->len - c->head_end;
@@ -926,29 +870,31 @@ static void conn_complete(worker *w, connection *c) {
     uint64_t seq = c->seq++;
 
     if (c->status >= 0 && c->status < 600)
-        w->status_counts[c->status]++;
+        w->results->status_counts[c->status]++;
     if (c->status != 200) {
-        w->status_errors++;
-        record_error(w, "HTTP %d: %.300s", c->status, body);
+        w->results->status_errors++;
+        loadgen_record_error(w->results, "HTTP %d: %.300s", c->status, body);
     } else {
         char why[160];
-        if (opt->verify_every > 0 && seq % (uint64_t)opt->verify_every == 0 &&
+        if (opt->load.verify_every > 0 &&
+            seq % (uint64_t)opt->load.verify_every == 0 &&
             verify_response(opt, c, body, body_len, why, sizeof why)) {
-            w->verify_errors++;
-            record_error(w, "bad response content: %s; body starts: %.200s",
-                         why, body);
+            w->results->verify_errors++;
+            loadgen_record_error(
+                w->results, "bad response content: %s; body starts: %.200s",
+                why, body);
         } else if (in_window) {
-            w->ok++;
-            w->req_bytes += c->req->body_len;
-            w->resp_bytes += body_len;
-            record_latency(w, now - c->start_ns);
+            w->results->ok++;
+            w->results->req_bytes += c->req->body_len;
+            w->results->resp_bytes += body_len;
+            loadgen_record_latency(w->results, now - c->start_ns);
         }
     }
 
     int all_sent = c->sent == c->req->head_len + c->req->body_len;
     if (c->close_after || !all_sent) {
         conn_close(w, c);
-        w->reconnects++;
+        w->results->reconnects++;
         conn_open(w, c);
     } else {
         conn_begin_request(w, c);
@@ -1030,8 +976,8 @@ static void *worker_run(void *arg) {
     worker *w = arg;
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (w->epfd < 0) {
-        record_error(w, "epoll_create1: %s", strerror(errno));
-        w->io_errors++;
+        loadgen_record_error(w->results, "epoll_create1: %s", strerror(errno));
+        w->results->io_errors++;
         return NULL;
     }
     for (int i = 0; i < w->n_conns; i++) {
@@ -1040,7 +986,7 @@ static void *worker_run(void *arg) {
     }
     struct epoll_event events[256];
     for (;;) {
-        uint64_t now = now_ns();
+        uint64_t now = loadgen_now_ns();
         if (now >= w->end)
             break;
         uint64_t wake = w->end;
@@ -1051,7 +997,7 @@ static void *worker_run(void *arg) {
                     continue;
                 if (c->retry_at <= now) {
                     w->n_backoff--;
-                    w->reconnects++;
+                    w->results->reconnects++;
                     conn_open(w, c);
                 } else if (c->retry_at < wake) {
                     wake = c->retry_at;
@@ -1061,7 +1007,7 @@ static void *worker_run(void *arg) {
         int timeout_ms = (int)((wake - now + 999999) / 1000000);
         int n = epoll_wait(w->epfd, events, 256, timeout_ms);
         if (n < 0 && errno != EINTR) {
-            record_error(w, "epoll_wait: %s", strerror(errno));
+            loadgen_record_error(w->results, "epoll_wait: %s", strerror(errno));
             break;
         }
         for (int i = 0; i < n; i++)
@@ -1070,7 +1016,7 @@ static void *worker_run(void *arg) {
     for (int i = 0; i < w->n_conns; i++) {
         connection *c = &w->conns[i];
         if (c->state != CONN_BACKOFF)
-            w->incomplete++;
+            w->results->incomplete++;
         conn_close(w, c);
         free(c->buf);
     }
@@ -1110,7 +1056,10 @@ static void usage(FILE *f) {
           f);
 }
 
-static int parse_url(const char *url, options *opt) {
+/* loadgen_cli's use_url: splits [http://]HOST:PORT[/PATH] into the
+   options' host, port and (unless --path gave one) path. */
+static int parse_url(void *ctx, const char *url) {
+    options *opt = ctx;
     if (strncmp(url, "http://", 7) == 0)
         url += 7;
     const char *slash = strchr(url, '/');
@@ -1132,171 +1081,61 @@ static int parse_url(const char *url, options *opt) {
     return 0;
 }
 
-static int parse_long(const char *s, long min, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min)
+/* loadgen_apply_fn for load_client's own options; ctx is the options. */
+static int apply_option(void *ctx, const char *name, const char *val) {
+    options *opt = ctx;
+    long n = 0;
+    if (strcmp(name, "--path") == 0) {
+        opt->path = val;
+    } else if (strcmp(name, "--method") == 0) {
+        opt->method = val;
+    } else if (strcmp(name, "--content-type") == 0) {
+        opt->content_type = val;
+    } else if (strcmp(name, "--body-file") == 0) {
+        opt->body_file = val;
+        opt->mode = MODE_FILE;
+    } else if (strcmp(name, "--mode") == 0) {
+        size_t m;
+        for (m = 0; m < MODE_FILE; m++)
+            if (strcmp(val, mode_names[m]) == 0)
+                break;
+        if (m == MODE_FILE)
+            return -1;
+        opt->mode = (body_mode)m;
+    } else if (strcmp(name, "--body-bytes") == 0) {
+        if (loadgen_parse_long(val, 0, &opt->body_bytes) ||
+            opt->body_bytes > (1L << 30))
+            return -1;
+    } else if (strcmp(name, "--ihcl") == 0) {
+        if (loadgen_parse_long(val, 0, &opt->ihcl))
+            return -1;
+    } else if (strcmp(name, "--max-response") == 0) {
+        if (loadgen_parse_long(val, 1, &n))
+            return -1;
+        opt->max_response = (size_t)n;
+    } else {
         return -1;
-    *out = v;
+    }
     return 0;
-}
-
-static int parse_options(int argc, char **argv, options *opt) {
-    const char *url = NULL;
-    for (int i = 1; i < argc; i++) {
-        char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (strcmp(arg, "--json") == 0) {
-            opt->json_output = 1;
-            continue;
-        }
-        /* All other options take a value: --name=value or --name value. */
-        char name[64];
-        const char *val;
-        char *eq = strchr(arg, '=');
-        if (strncmp(arg, "--", 2) != 0)
-            goto bad;
-        if (eq) {
-            size_t n = (size_t)(eq - arg);
-            if (n >= sizeof name)
-                goto bad;
-            memcpy(name, arg, n);
-            name[n] = '\0';
-            val = eq + 1;
-        } else {
-            if (i + 1 >= argc || strlen(arg) >= sizeof name)
-                goto bad;
-            strcpy(name, arg);
-            val = argv[++i];
-        }
-        long n = 0;
-        if (strcmp(name, "--url") == 0) {
-            url = val;
-        } else if (strcmp(name, "--path") == 0) {
-            opt->path = val;
-        } else if (strcmp(name, "--model") == 0) {
-            opt->model = val;
-        } else if (strcmp(name, "--method") == 0) {
-            opt->method = val;
-        } else if (strcmp(name, "--content-type") == 0) {
-            opt->content_type = val;
-        } else if (strcmp(name, "--body-file") == 0) {
-            opt->body_file = val;
-            opt->mode = MODE_FILE;
-        } else if (strcmp(name, "--mode") == 0) {
-            size_t m;
-            for (m = 0; m < MODE_FILE; m++)
-                if (strcmp(val, mode_names[m]) == 0)
-                    break;
-            if (m == MODE_FILE)
-                goto bad;
-            opt->mode = (body_mode)m;
-        } else if (strcmp(name, "--elements") == 0) {
-            if (parse_long(val, 1, &opt->elements) ||
-                opt->elements > (1L << 28))
-                goto bad;
-        } else if (strcmp(name, "--body-bytes") == 0) {
-            if (parse_long(val, 0, &opt->body_bytes) ||
-                opt->body_bytes > (1L << 30))
-                goto bad;
-        } else if (strcmp(name, "--ihcl") == 0) {
-            if (parse_long(val, 0, &opt->ihcl))
-                goto bad;
-        } else if (strcmp(name, "--concurrency") == 0) {
-            if (parse_long(val, 1, &n) || n > 65536)
-                goto bad;
-            opt->concurrency = (int)n;
-        } else if (strcmp(name, "--threads") == 0) {
-            if (parse_long(val, 1, &n) || n > 256)
-                goto bad;
-            opt->threads = (int)n;
-        } else if (strcmp(name, "--verify-every") == 0) {
-            if (parse_long(val, 0, &opt->verify_every))
-                goto bad;
-        } else if (strcmp(name, "--max-response") == 0) {
-            if (parse_long(val, 1, &n))
-                goto bad;
-            opt->max_response = (size_t)n;
-        } else if (strcmp(name, "--duration") == 0 ||
-                   strcmp(name, "--warmup") == 0) {
-            char *end;
-            double s = strtod(val, &end);
-            if (end == val || *end || !(s >= 0) || s > 86400)
-                goto bad;
-            if (strcmp(name, "--duration") == 0)
-                opt->duration_s = s;
-            else
-                opt->warmup_s = s;
-        } else {
-            goto bad;
-        }
-        continue;
-    bad:
-        fprintf(stderr, "load_client: bad option '%s'\n", arg);
-        return -1;
-    }
-    if (!url || parse_url(url, opt)) {
-        fprintf(stderr, "load_client: --url HOST:PORT is required\n");
-        return -1;
-    }
-    if (opt->duration_s <= 0) {
-        fprintf(stderr, "load_client: --duration must be > 0\n");
-        return -1;
-    }
-    if (opt->threads > opt->concurrency)
-        opt->threads = opt->concurrency;
-    return 0;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of sorted v[0, n), in milliseconds. */
-static double percentile_ms(const uint64_t *v, size_t n, double p) {
-    if (n == 0)
-        return 0;
-    size_t rank = (size_t)ceil(p * (double)n);
-    if (rank < 1)
-        rank = 1;
-    return (double)v[rank - 1] / 1e6;
-}
-
-static void print_json_string(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20 || ch >= 0x7f)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
-    }
-    putchar('"');
 }
 
 int main(int argc, char **argv) {
     options opt = {
         .method = "POST",
         .mode = MODE_JSON_SIMPLE,
-        .elements = 16,
         .body_bytes = 1024,
         .ihcl = -1,
-        .concurrency = 1,
-        .threads = 1,
-        .duration_s = 3,
-        .verify_every = 1,
         .max_response = (size_t)1 << 30,
+        .load = LOADGEN_OPTIONS_DEFAULT,
     };
-    if (parse_options(argc, argv, &opt)) {
-        usage(stderr);
-        return 2;
+    const loadgen_cli cli = {.prog = "load_client",
+                             .apply = apply_option,
+                             .use_url = parse_url,
+                             .ctx = &opt};
+    int parsed = loadgen_parse_args(&opt.load, argc, argv, &cli);
+    if (parsed) {
+        usage(parsed > 0 ? stdout : stderr);
+        return parsed > 0 ? 0 : 2;
     }
     signal(SIGPIPE, SIG_IGN);
 
@@ -1314,14 +1153,15 @@ int main(int argc, char **argv) {
 
     /* Distinct bodies let batching mix-ups show; cap their total memory. */
     int result = 2;
-    int n_variants = opt.mode == MODE_FILE            ? 1
-                     : opt.concurrency < MAX_VARIANTS ? opt.concurrency
-                                                      : MAX_VARIANTS;
+    int n_variants = opt.mode == MODE_FILE ? 1
+                     : opt.load.concurrency < MAX_VARIANTS
+                         ? opt.load.concurrency
+                         : MAX_VARIANTS;
     request_variant *variants = calloc((size_t)n_variants, sizeof *variants);
-    worker *workers = calloc((size_t)opt.threads, sizeof *workers);
-    connection *conns = calloc((size_t)opt.concurrency, sizeof *conns);
-    uint64_t *lat = NULL;
-    if (!variants || !workers || !conns) {
+    worker *workers = calloc((size_t)opt.load.threads, sizeof *workers);
+    connection *conns = calloc((size_t)opt.load.concurrency, sizeof *conns);
+    loadgen_results *results = loadgen_results_new(opt.load.threads);
+    if (!variants || !workers || !conns || !results) {
         fprintf(stderr, "load_client: out of memory\n");
         goto out;
     }
@@ -1334,14 +1174,12 @@ int main(int argc, char **argv) {
         }
     }
 
-    uint64_t t0 = now_ns();
-    uint64_t measure_start = t0 + (uint64_t)(opt.warmup_s * 1e9);
-    uint64_t end = measure_start + (uint64_t)(opt.duration_s * 1e9);
-    int next_conn = 0, started = 0;
-    for (int t = 0; t < opt.threads; t++) {
+    uint64_t measure_start, end;
+    loadgen_window(&opt.load, &measure_start, &end);
+    int next_conn = 0;
+    for (int t = 0; t < opt.load.threads; t++) {
         worker *w = &workers[t];
-        int n =
-            opt.concurrency / opt.threads + (t < opt.concurrency % opt.threads);
+        int n = loadgen_thread_share(&opt.load, t);
         *w = (worker){.opt = &opt,
                       .addr = &addr,
                       .addr_len = addr_len,
@@ -1351,116 +1189,30 @@ int main(int argc, char **argv) {
                       .n_conns = n,
                       .measure_start = measure_start,
                       .end = end,
-                      .conns = conns + next_conn};
+                      .conns = conns + next_conn,
+                      .results = &results[t]};
         next_conn += n;
     }
-    pthread_t tids[256];
-    for (; started < opt.threads; started++)
-        if (pthread_create(&tids[started], NULL, worker_run, &workers[started]))
-            break;
-    for (int t = 0; t < started; t++)
-        pthread_join(tids[t], NULL);
-    if (started < opt.threads) {
-        fprintf(stderr, "load_client: cannot start threads\n");
+    if (loadgen_run_threads(worker_run, workers, opt.load.threads,
+                            sizeof *workers, "load_client"))
         goto out;
-    }
 
-    /* Merge the workers' results. */
-    worker sum = {0};
-    size_t n_lat = 0;
-    for (int t = 0; t < opt.threads; t++)
-        n_lat += workers[t].n_lat;
-    lat = malloc((n_lat ? n_lat : 1) * sizeof *lat);
-    if (!lat) {
-        fprintf(stderr, "load_client: out of memory\n");
-        goto out;
-    }
-    for (int t = 0; t < opt.threads; t++) {
-        worker *w = &workers[t];
-        sum.ok += w->ok;
-        sum.status_errors += w->status_errors;
-        sum.io_errors += w->io_errors;
-        sum.verify_errors += w->verify_errors;
-        sum.incomplete += w->incomplete;
-        sum.reconnects += w->reconnects;
-        sum.req_bytes += w->req_bytes;
-        sum.resp_bytes += w->resp_bytes;
-        sum.lat_truncated |= w->lat_truncated;
-        for (int s = 0; s < 600; s++)
-            sum.status_counts[s] += w->status_counts[s];
-        if (!sum.first_error[0] && w->first_error[0])
-            memcpy(sum.first_error, w->first_error, ERROR_TEXT);
-        if (w->n_lat)
-            memcpy(lat + sum.n_lat, w->lat_ns, w->n_lat * sizeof *lat);
-        sum.n_lat += w->n_lat;
-    }
-    qsort(lat, n_lat, sizeof *lat, cmp_u64);
-    uint64_t errors = sum.status_errors + sum.io_errors + sum.verify_errors;
-    double secs = opt.duration_s;
-    double rps = (double)sum.ok / secs;
-    double mbps = (double)sum.req_bytes / secs / 1e6;
-    double resp_mbps = (double)sum.resp_bytes / secs / 1e6;
-    double p50 = percentile_ms(lat, n_lat, 0.50);
-    double p90 = percentile_ms(lat, n_lat, 0.90);
-    double p99 = percentile_ms(lat, n_lat, 0.99);
-    double pmax = n_lat ? (double)lat[n_lat - 1] / 1e6 : 0;
     char path_buf[512];
-    const char *path = default_path(&opt, path_buf, sizeof path_buf);
-
-    if (opt.json_output) {
-        printf("{\"mode\":\"%s\",\"url\":\"%s:%s\",\"path\":",
-               mode_names[opt.mode], opt.host, opt.port);
-        print_json_string(path);
-        printf(",\"concurrency\":%d,\"threads\":%d,\"duration_s\":%g,"
-               "\"warmup_s\":%g,\"request_body_bytes\":%zu,"
-               "\"requests\":%" PRIu64 ",\"requests_per_s\":%.2f,"
-               "\"request_mb_per_s\":%.3f,\"response_mb_per_s\":%.3f,"
-               "\"latency_ms\":{\"p50\":%.4f,\"p90\":%.4f,\"p99\":%.4f,"
-               "\"max\":%.4f},\"errors\":%" PRIu64 ",\"status_errors\":%" PRIu64
-               ",\"io_errors\":%" PRIu64 ",\"verify_errors\":%" PRIu64
-               ",\"incomplete\":%" PRIu64 ",\"reconnects\":%" PRIu64
-               ",\"statuses\":{",
-               opt.concurrency, opt.threads, opt.duration_s, opt.warmup_s,
-               variants[0].body_len, sum.ok, rps, mbps, resp_mbps, p50, p90,
-               p99, pmax, errors, sum.status_errors, sum.io_errors,
-               sum.verify_errors, sum.incomplete, sum.reconnects);
-        const char *sep = "";
-        for (int s = 0; s < 600; s++) {
-            if (sum.status_counts[s]) {
-                printf("%s\"%d\":%" PRIu64, sep, s, sum.status_counts[s]);
-                sep = ",";
-            }
-        }
-        printf("},\"first_error\":");
-        print_json_string(sum.first_error);
-        printf("}\n");
-    } else {
-        printf("target      %s:%s%s  mode %s  body %zu B\n", opt.host, opt.port,
-               path, mode_names[opt.mode], variants[0].body_len);
-        printf("load        concurrency %d  threads %d  duration %.2f s  "
-               "warmup %.2f s\n",
-               opt.concurrency, opt.threads, opt.duration_s, opt.warmup_s);
-        printf("throughput  %.1f req/s  %.2f MB/s request body  %.2f MB/s "
-               "response body\n",
-               rps, mbps, resp_mbps);
-        printf("latency ms  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f%s\n", p50,
-               p90, p99, pmax, sum.lat_truncated ? " (truncated)" : "");
-        printf("requests    %" PRIu64 " ok  %" PRIu64 " errors (status %" PRIu64
-               ", io %" PRIu64 ", content %" PRIu64 ")  %" PRIu64
-               " incomplete  %" PRIu64 " reconnects\n",
-               sum.ok, errors, sum.status_errors, sum.io_errors,
-               sum.verify_errors, sum.incomplete, sum.reconnects);
-    }
-    if (sum.first_error[0])
-        fprintf(stderr, "load_client: first error: %s\n", sum.first_error);
-    result = errors == 0 && sum.ok > 0 ? 0 : 1;
+    char url[sizeof opt.host + sizeof opt.port + 1];
+    snprintf(url, sizeof url, "%s:%s", opt.host, opt.port);
+    loadgen_target target = {
+        .mode = mode_names[opt.mode],
+        .url = url,
+        .path = default_path(&opt, path_buf, sizeof path_buf),
+        .request_body_bytes = variants[0].body_len,
+    };
+    result = loadgen_report("load_client", &opt.load, &target, results,
+                            opt.load.threads);
 
 out:
-    for (int t = 0; workers && t < opt.threads; t++)
-        free(workers[t].lat_ns);
     for (int v = 0; variants && v < n_variants; v++)
         variant_free(&variants[v]);
-    free(lat);
+    loadgen_results_free(results, opt.load.threads);
     free(variants);
     free(workers);
     free(conns);
