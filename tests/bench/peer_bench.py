@@ -5,6 +5,7 @@ same CPU pinning (issue 15). Never part of CI.
     tests/bench/peer_bench.py                     # everything, about 12 minutes
     tests/bench/peer_bench.py --quick             # 1 round of 1 s: a smoke run
     tests/bench/peer_bench.py --triton-identity-backend=/path/libtriton_identity.so
+    tests/bench/peer_bench.py --triton-identity-backend=build   # builds it first
 
 Servers, each started pinned to one CPU (taskset -c --server-cpu) while the
 clients run on another (--client-cpu):
@@ -584,6 +585,21 @@ def machine_line(args):
                args.rounds, args.duration, args.big_duration))
 
 
+def build_triton_identity(args):
+    """VENVS/triton-identity/libtriton_identity.so, built on first use."""
+    out = os.path.join(args.venvs, "triton-identity")
+    so = os.path.join(out, "libtriton_identity.so")
+    if not os.path.exists(so):
+        print("building Triton's identity backend into %s" % out,
+              file=sys.stderr, flush=True)
+        argv = [os.path.join(ROOT, "tests", "bench", "build_triton_identity.sh"), out]
+        if args.triton_sources:
+            argv.append(args.triton_sources)
+        if subprocess.run(argv).returncode != 0:
+            sys.exit("peer_bench: building the identity backend failed")
+    return so
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -596,7 +612,13 @@ def parse_args():
         help="scratch virtual environments of the peers (made on first use)")
     p.add_argument("--triton-identity-backend", metavar="SO",
                    help="libtriton_identity.so built from Triton's sources "
-                        "(tests/bench/TRITON_IDENTITY.md); adds the triton-cpp column")
+                        "(tests/bench/TRITON_IDENTITY.md); adds the triton-cpp "
+                        "column. 'build': build it first with "
+                        "build_triton_identity.sh into VENVS/triton-identity "
+                        "(once; from GitHub, or from --triton-sources)")
+    p.add_argument("--triton-sources", metavar="DIR",
+                   help="with --triton-identity-backend=build: clones of "
+                        "identity_backend, backend, core and common (r24.10)")
     p.add_argument("--servers", default=",".join(COLUMNS),
                    help="comma-separated subset of " + ",".join(COLUMNS))
     p.add_argument("--mlserver-workers", type=int, default=1,
@@ -626,6 +648,8 @@ def parse_args():
     args.servers = [s.strip() for s in args.servers.split(",") if s.strip()]
     if "osprey" not in args.servers:
         args.servers.insert(0, "osprey")
+    if args.triton_identity_backend == "build":
+        args.triton_identity_backend = build_triton_identity(args)
     if "triton-cpp" in args.servers and not args.triton_identity_backend:
         args.servers.remove("triton-cpp")
     if os.cpu_count() < 2 or not shutil.which("taskset"):
