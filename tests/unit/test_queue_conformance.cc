@@ -542,7 +542,15 @@ TEST_P(QueueConformance, AttributesOfNewAndFilledQueue) {
 
     auto idx = PutMany(q_, 10);
     Consumer c(q_, "eas", "u1", 5, 0, false, {{"foo", "bar"}});
+    // A Redis consumer's line appears with its first turn on a store
+    // thread, a moment after it opens (the embedded store's at once).
+    auto deadline = std::chrono::steady_clock::now() + 2s;
     attrs = Attributes(q_);
+    while (attrs["consumers.stats.total"] != "1" &&
+           std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(5ms);
+        attrs = Attributes(q_);
+    }
     EXPECT_EQ(attrs["stream.length"], "10");
     EXPECT_EQ(attrs["stream.firstEntry"], std::to_string(idx[0]));
     EXPECT_EQ(attrs["stream.lastEntry"], std::to_string(idx[9]));
