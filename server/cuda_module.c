@@ -52,8 +52,7 @@ static int driver_gpu_count(void) {
 
 /* Writes into path (cap bytes) the module file beside the executable
  * (`relative` appended to its folder). False when it cannot be named. */
-static bool module_path_near_exe(const char *relative, char *path,
-                                 size_t cap) {
+static bool module_path_near_exe(const char *relative, char *path, size_t cap) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0)
@@ -76,8 +75,8 @@ static void *open_module(void) {
             OSP_LOG_WARN("OSPREY_CUDA_MODULE: %s", dlerror());
         return m;
     }
-    static const char *const candidates[] = {
-        "libosprey_cuda.so", "../lib/osprey/libosprey_cuda.so"};
+    static const char *const candidates[] = {"libosprey_cuda.so",
+                                             "../lib/osprey/libosprey_cuda.so"};
     const char *last_error = "libosprey_cuda.so not found";
     for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
         char path[PATH_MAX];

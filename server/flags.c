@@ -190,8 +190,7 @@ static bool apply_restricted_api(osprey_flags *f, const char *value) {
     return false;
 }
 
-static bool apply_grpc_restricted_protocol(osprey_flags *f,
-                                           const char *value) {
+static bool apply_grpc_restricted_protocol(osprey_flags *f, const char *value) {
     osp_error *err = kserve_restriction_add(
         f->grpc_restricted, &kserve_grpc_restriction_flag, value);
     if (!err)
@@ -209,9 +208,8 @@ static bool apply_grpc_compression(osprey_flags *f, const char *value) {
             f->grpc_infer_compression = i;
             return true;
         }
-    fprintf(stderr,
-            "Error: invalid argument for "
-            "--grpc_infer_response_compression_level\n");
+    fprintf(stderr, "Error: invalid argument for "
+                    "--grpc_infer_response_compression_level\n");
     return false;
 }
 
@@ -227,8 +225,8 @@ static bool apply_trace_config(osprey_flags *f, const char *value) {
 static bool apply_queue_service(osprey_flags *f, const char *value) {
     if (value[0] == '\0')
         return false;
-    const char **grown = realloc(f->queue_services,
-                                 (f->n_queue_services + 1) * sizeof *grown);
+    const char **grown =
+        realloc(f->queue_services, (f->n_queue_services + 1) * sizeof *grown);
     if (!grown)
         return false;
     f->queue_services = grown;

@@ -51,7 +51,7 @@ typedef struct osprey_flags {
     const char *queue_token; /* NULL: no Authorization needed */
     long long queue_max_payload_bytes;
     long long queue_max_length;
-    const char *queue_dir;   /* embedded store directory */
+    const char *queue_dir; /* embedded store directory */
     osp_queue_fsync queue_fsync;
     const char *queue_store; /* NULL: embedded; redis://HOST:PORT[/DB] */
     long long queue_worker_window;

@@ -301,10 +301,10 @@ static osp_error *http_start(app *a) {
                                          .route = tfserving_route,
                                          .surface_ctx = &a->tfserving,
                                          .reply_error = tfserving_reply_error};
-    queue_api_options qopts = {
-        .services = a->queues,
-        .token = f->queue_token,
-        .max_payload_bytes = (uint64_t)f->queue_max_payload_bytes};
+    queue_api_options qopts = {.services = a->queues,
+                               .token = f->queue_token,
+                               .max_payload_bytes =
+                                   (uint64_t)f->queue_max_payload_bytes};
     if ((err = queue_api_new(&qopts, &a->queue_api)))
         return err;
     a->http_surfaces[2] = (http_surface){.name = "queue",

@@ -17,10 +17,11 @@
  *
  * Errors (the frontend maps them to statuses):
  *   payload over max_payload_bytes: OSP_ERROR_INVALID_ARG, OSP_REASON_TOO_LARGE
- *   queue at max_length:            OSP_ERROR_UNAVAILABLE, OSP_REASON_QUEUE_FULL
- *   store unreachable (Redis down): OSP_ERROR_UNAVAILABLE, OSP_REASON_NONE
- *   store closing:                  OSP_ERROR_UNAVAILABLE, OSP_REASON_SHUTTING_DOWN
- *   unknown index where one is required: OSP_ERROR_NOT_FOUND
+ *   queue at max_length:            OSP_ERROR_UNAVAILABLE,
+ * OSP_REASON_QUEUE_FULL store unreachable (Redis down): OSP_ERROR_UNAVAILABLE,
+ * OSP_REASON_NONE store closing:                  OSP_ERROR_UNAVAILABLE,
+ * OSP_REASON_SHUTTING_DOWN unknown index where one is required:
+ * OSP_ERROR_NOT_FOUND
  *
  * Threads: every function is thread-safe. Callbacks run on the caller's
  * thread (before the call returns) or on a store thread; they must not
@@ -61,8 +62,8 @@ typedef struct osp_queue_store_options {
     /* NULL or "": the embedded store in `dir`. "redis://HOST:PORT[/DB]":
      * Redis Streams. */
     const char *url;
-    const char *dir;           /* embedded store directory (created) */
-    osp_queue_fsync fsync;     /* embedded store only */
+    const char *dir;            /* embedded store directory (created) */
+    osp_queue_fsync fsync;      /* embedded store only */
     uint64_t max_payload_bytes; /* inclusive; 0 = 524288 */
     uint64_t max_length;        /* items per queue; 0 = 4095 */
     /* This process's name among replicas (Redis consumer names, request
@@ -103,13 +104,13 @@ typedef struct osp_queue_tag {
 /* One item, allocated as one block; free with osp_queue_item_free. */
 typedef struct osp_queue_item {
     uint64_t index;
-    int priority;             /* 0 normal; higher is delivered first */
-    const char *request_id;   /* also present among tags as "requestId" */
+    int priority;           /* 0 normal; higher is delivered first */
+    const char *request_id; /* also present among tags as "requestId" */
     const osp_queue_tag *tags;
     size_t n_tags;
     const void *data;
     size_t size;
-    int64_t put_unix_ns;      /* wall clock at put (queue wait, trace) */
+    int64_t put_unix_ns; /* wall clock at put (queue wait, trace) */
 } osp_queue_item;
 
 void osp_queue_item_free(osp_queue_item *item);
@@ -146,8 +147,8 @@ void osp_queue_truncate(osp_queue *queue, uint64_t before,
  * and its window slots freed (the next items are pushed at once).
  * Idempotent: committing an unknown or already committed index succeeds. */
 void osp_queue_commit(osp_queue *queue, const char *gid, const char *uid,
-                      const uint64_t *indexes, size_t n,
-                      osp_queue_done_fn done, void *ctx);
+                      const uint64_t *indexes, size_t n, osp_queue_done_fn done,
+                      void *ctx);
 /* Negative commit: the consumer gives the items back undone (code, reason
  * logged); they are deliverable again and its window slots freed. */
 void osp_queue_reject(osp_queue *queue, const char *gid, const char *uid,
@@ -161,15 +162,15 @@ void osp_queue_end(osp_queue *queue, bool force, osp_queue_done_fn done,
 /* ---- reads ---- */
 
 typedef struct osp_queue_get_args {
-    uint64_t index;            /* 0 = from the head, else index >= this */
-    size_t length;             /* at most this many items (>= 1) */
-    const char *request_id;    /* NULL = any */
+    uint64_t index;               /* 0 = from the head, else index >= this */
+    size_t length;                /* at most this many items (>= 1) */
+    const char *request_id;       /* NULL = any */
     const osp_queue_tag *filters; /* the item's tags must hold every pair */
     size_t n_filters;
-    bool auto_delete;          /* the returned items are deleted (durably,
-                                  before the callback) */
-    uint64_t timeout_ns;       /* wait this long while nothing matches; 0 =
-                                  answer at once */
+    bool auto_delete;    /* the returned items are deleted (durably,
+                            before the callback) */
+    uint64_t timeout_ns; /* wait this long while nothing matches; 0 =
+                            answer at once */
 } osp_queue_get_args;
 
 /* Exactly once per get, with 0..length items in delivery order; items and
@@ -195,9 +196,9 @@ void osp_queue_attributes_free(osp_queue_attribute *attrs, size_t n);
 /* Where an item stands. found=false for an unknown index. */
 typedef struct osp_queue_search_result {
     bool found;
-    bool is_pending;        /* a consumer holds it (sent, not committed) */
-    char consumer_id[256];  /* "<gid>.<uid>" when pending */
-    uint64_t wait_count;    /* deliverable items ahead of it */
+    bool is_pending;       /* a consumer holds it (sent, not committed) */
+    char consumer_id[256]; /* "<gid>.<uid>" when pending */
+    uint64_t wait_count;   /* deliverable items ahead of it */
 } osp_queue_search_result;
 osp_error *osp_queue_search(osp_queue *queue, uint64_t index,
                             osp_queue_search_result *out);
@@ -212,9 +213,9 @@ osp_error *osp_queue_count(osp_queue *queue, int priority,
 typedef struct osp_queue_stats {
     uint64_t length;
     uint64_t puts;
-    uint64_t gets;        /* items returned by get */
-    uint64_t commits;     /* items committed */
-    uint64_t redeliveries;/* items delivered again after a consumer left */
+    uint64_t gets;         /* items returned by get */
+    uint64_t commits;      /* items committed */
+    uint64_t redeliveries; /* items delivered again after a consumer left */
     uint64_t consumers;
 } osp_queue_stats;
 void osp_queue_get_stats(osp_queue *queue, osp_queue_stats *out);
@@ -222,9 +223,9 @@ void osp_queue_get_stats(osp_queue *queue, osp_queue_stats *out);
 /* ---- consumers (watch, built-in workers) ---- */
 
 typedef struct osp_queue_consumer_args {
-    const char *gid;  /* consumer group: items are load-balanced within a
-                         group; every group sees every item */
-    const char *uid;  /* consumer id "<gid>.<uid>" */
+    const char *gid; /* consumer group: items are load-balanced within a
+                        group; every group sees every item */
+    const char *uid; /* consumer id "<gid>.<uid>" */
     /* 0 = from the head, N = items with index >= N, -1 = only items put
      * from now on. */
     int64_t start_index;

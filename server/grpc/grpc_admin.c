@@ -131,10 +131,11 @@ static osp_error *get_model(kgrpc_call *call, const char *name,
 
 /* TensorMetadata of a model's inputs or outputs; the shape has a leading
  * -1 for batching models. `shapes` holds n * (OSP_MAX_DIMS + 1). */
-static void tensor_metadata(const osp_model_io *io, size_t n, bool batch,
-                            Inference__ModelMetadataResponse__TensorMetadata *tm,
-                            Inference__ModelMetadataResponse__TensorMetadata **ptrs,
-                            int64_t *shapes) {
+static void
+tensor_metadata(const osp_model_io *io, size_t n, bool batch,
+                Inference__ModelMetadataResponse__TensorMetadata *tm,
+                Inference__ModelMetadataResponse__TensorMetadata **ptrs,
+                int64_t *shapes) {
     for (size_t i = 0; i < n; i++) {
         inference__model_metadata_response__tensor_metadata__init(&tm[i]);
         tm[i].name = io[i].name;
@@ -299,7 +300,8 @@ static bool fill_stats(stats_msg *m, const osp_model_stats *s) {
         Inference__InferBatchStatistics *pb = &m->batches[i];
         inference__infer_batch_statistics__init(pb);
         pb->batch_size = b->batch_size;
-        pb->compute_input = duration(&m->batch_durations[3 * i], &b->compute_input);
+        pb->compute_input =
+            duration(&m->batch_durations[3 * i], &b->compute_input);
         pb->compute_infer =
             duration(&m->batch_durations[3 * i + 1], &b->compute_infer);
         pb->compute_output =
@@ -372,8 +374,9 @@ void kgrpc_repository_index(kgrpc_call *call) {
         return;
     osp_repository_entry *entries = NULL;
     size_t n = 0;
-    Inference__RepositoryIndexResponse__ModelIndex *models = NULL, **ptrs = NULL;
-    char (*versions)[24] = NULL;
+    Inference__RepositoryIndexResponse__ModelIndex *models = NULL,
+                                                   **ptrs = NULL;
+    char(*versions)[24] = NULL;
     osp_error *err = NULL;
     if (req->repository_name && req->repository_name[0]) {
         err = repository_name_error();
@@ -480,11 +483,13 @@ static void control_start(control_job *job) {
 /* One load parameter, as Triton's gRPC load handler takes it: "config" a
  * string_param (ModelConfig JSON), "file:<path>" a bytes_param; any other
  * key is refused. */
-static osp_error *take_load_parameter(control_job *job, const char *key,
-                                      const Inference__ModelRepositoryParameter *v) {
+static osp_error *
+take_load_parameter(control_job *job, const char *key,
+                    const Inference__ModelRepositoryParameter *v) {
     if (strcmp(key, "config") == 0) {
-        if (!v || v->parameter_choice_case !=
-                      INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+        if (!v ||
+            v->parameter_choice_case !=
+                INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
             return osp_error_new(OSP_ERROR_INVALID_ARG,
                                  "invalid value type for load parameter '%s', "
                                  "expected string_param.",
@@ -500,8 +505,9 @@ static osp_error *take_load_parameter(control_job *job, const char *key,
         return NULL;
     }
     if (strncmp(key, "file:", 5) == 0) {
-        if (!v || v->parameter_choice_case !=
-                      INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BYTES_PARAM)
+        if (!v ||
+            v->parameter_choice_case !=
+                INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BYTES_PARAM)
             return osp_error_new(OSP_ERROR_INVALID_ARG,
                                  "invalid value type for load parameter '%s', "
                                  "expected bytes_param.",
@@ -546,8 +552,7 @@ static osp_error *control_job_new(kgrpc_call *call, const char *model,
 }
 
 /* Starts job, or answers the call with err (ownership of both moves). */
-static void control_submit(kgrpc_call *call, control_job *job,
-                           osp_error *err) {
+static void control_submit(kgrpc_call *call, control_job *job, osp_error *err) {
     if (err) {
         if (job)
             control_job_free(job);
@@ -583,12 +588,14 @@ void kgrpc_repository_unload(kgrpc_call *call) {
     osp_error *err = control_job_new(call, req->model_name,
                                      req->repository_name, false, &job);
     for (size_t i = 0; i < req->n_parameters && !err; i++) {
-        const Inference__ModelRepositoryParameter *v = req->parameters[i]->value;
+        const Inference__ModelRepositoryParameter *v =
+            req->parameters[i]->value;
         if (strcmp(req->parameters[i]->key, "unload_dependents") != 0)
             continue;
         /* No ensembles: there are no dependents to unload. */
-        if (!v || v->parameter_choice_case !=
-                      INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
+        if (!v ||
+            v->parameter_choice_case !=
+                INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
             err = osp_error_new(OSP_ERROR_INVALID_ARG,
                                 "invalid value type for 'unload_dependents' "
                                 "parameter, expected bool_param.");

@@ -62,7 +62,9 @@ ProtobufCMessage *kgrpc_unpack_bounded(const ProtobufCMessageDescriptor *desc,
 
 /* ---- decoded request ---- */
 
-void kgrpc_decoded_init(kgrpc_decoded *d) { memset(d, 0, sizeof *d); }
+void kgrpc_decoded_init(kgrpc_decoded *d) {
+    memset(d, 0, sizeof *d);
+}
 
 void kgrpc_decoded_destroy(kgrpc_decoded *d) {
     osp_infer_request_free(d->request);
@@ -135,8 +137,9 @@ static osp_error *add_param(osp_infer_request *req, const char *key,
 }
 
 /* Request-level parameters, as Triton's SetInferenceRequestMetadata. */
-static osp_error *apply_request_parameters(osp_infer_request *req,
-                                           const Inference__ModelInferRequest *m) {
+static osp_error *
+apply_request_parameters(osp_infer_request *req,
+                         const Inference__ModelInferRequest *m) {
     for (size_t i = 0; i < m->n_parameters; i++) {
         const char *key = m->parameters[i]->key ? m->parameters[i]->key : "";
         const param_t *v = m->parameters[i]->value;
@@ -319,7 +322,7 @@ typedef struct input_data {
     kgrpc_span raw;
     bool is_raw;
     const kserve_shm_region *region; /* bytes are in this region */
-    const void *bytes; /* contents or region bytes */
+    const void *bytes;               /* contents or region bytes */
     size_t size;
     uint8_t *owned; /* converted contents (freed by the caller) */
 } input_data;
@@ -367,9 +370,9 @@ static osp_error *pack_elements(input_data *out, const void *src, size_t n,
 
 /* Converts the typed contents of input `in` into *out, field by field in
  * Triton's order. */
-static osp_error *convert_contents(const Inference__ModelInferRequest__InferInputTensor *in,
-                                   osp_datatype dt, const char *model,
-                                   input_data *out) {
+static osp_error *
+convert_contents(const Inference__ModelInferRequest__InferInputTensor *in,
+                 osp_datatype dt, const char *model, input_data *out) {
     const Inference__InferTensorContents *c = in->contents;
     const char *name = in->name ? in->name : "";
     osp_error *err;
@@ -616,8 +619,8 @@ static osp_error *add_outputs(const Inference__ModelInferRequest *m,
             if ((err = acquire_region(env, &sp, &shm.region, &shm.addr)))
                 return err;
             shm.byte_size = (uint64_t)sp.byte_size;
-            kgrpc_output_shm *grown = realloc(
-                d->shm_outputs, (d->n_shm_outputs + 1) * sizeof *grown);
+            kgrpc_output_shm *grown =
+                realloc(d->shm_outputs, (d->n_shm_outputs + 1) * sizeof *grown);
             if (!grown || !(shm.name = strdup(name))) {
                 if (grown)
                     d->shm_outputs = grown;
@@ -871,8 +874,7 @@ osp_error *kgrpc_encode_infer_response(osp_infer_response *r,
         e.parts[e.n_parts++] = (kgrpc_part){prefix, plen, NULL, prefix};
         if (sizes[i]) {
             osp_buffer *buf = osp_infer_response_take_output(r, i);
-            e.parts[e.n_parts++] =
-                (kgrpc_part){buf->data, sizes[i], buf, NULL};
+            e.parts[e.n_parts++] = (kgrpc_part){buf->data, sizes[i], buf, NULL};
         }
     }
     free(sizes);

@@ -94,9 +94,9 @@ osp_error *kgrpc_decode_infer_request(const kgrpc_message *m,
  * protobuf_c_message_free_unpacked(msg, NULL). */
 struct ProtobufCMessageDescriptor;
 struct ProtobufCMessage;
-struct ProtobufCMessage *kgrpc_unpack_bounded(
-    const struct ProtobufCMessageDescriptor *desc, const uint8_t *data,
-    size_t len, bool *too_large);
+struct ProtobufCMessage *
+kgrpc_unpack_bounded(const struct ProtobufCMessageDescriptor *desc,
+                     const uint8_t *data, size_t len, bool *too_large);
 
 /* ---- responses ---- */
 

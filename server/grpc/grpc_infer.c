@@ -170,8 +170,8 @@ void kgrpc_model_infer(kgrpc_call *call) {
     if (!kgrpc_received_init(&received, call->payload))
         err = osp_error_new(OSP_ERROR_INTERNAL, KGRPC_PARSE_ERROR);
     else
-        err = kgrpc_decode_infer_request(&received.message, &env,
-                                         &ctx->decoded);
+        err =
+            kgrpc_decode_infer_request(&received.message, &env, &ctx->decoded);
     kgrpc_received_destroy(&received);
     /* The request's bytes are in the input buffers now. */
     grpc_byte_buffer_destroy(call->payload);

@@ -52,21 +52,36 @@ static Inference__DataType data_type(osp_datatype dt) {
     /* osp_datatype and DataType share their order, INVALID = 0 first, but
      * differ in where BYTES sits. */
     switch (dt) {
-    case OSP_TYPE_BOOL: return INFERENCE__DATA_TYPE__TYPE_BOOL;
-    case OSP_TYPE_UINT8: return INFERENCE__DATA_TYPE__TYPE_UINT8;
-    case OSP_TYPE_UINT16: return INFERENCE__DATA_TYPE__TYPE_UINT16;
-    case OSP_TYPE_UINT32: return INFERENCE__DATA_TYPE__TYPE_UINT32;
-    case OSP_TYPE_UINT64: return INFERENCE__DATA_TYPE__TYPE_UINT64;
-    case OSP_TYPE_INT8: return INFERENCE__DATA_TYPE__TYPE_INT8;
-    case OSP_TYPE_INT16: return INFERENCE__DATA_TYPE__TYPE_INT16;
-    case OSP_TYPE_INT32: return INFERENCE__DATA_TYPE__TYPE_INT32;
-    case OSP_TYPE_INT64: return INFERENCE__DATA_TYPE__TYPE_INT64;
-    case OSP_TYPE_FP16: return INFERENCE__DATA_TYPE__TYPE_FP16;
-    case OSP_TYPE_FP32: return INFERENCE__DATA_TYPE__TYPE_FP32;
-    case OSP_TYPE_FP64: return INFERENCE__DATA_TYPE__TYPE_FP64;
-    case OSP_TYPE_BYTES: return INFERENCE__DATA_TYPE__TYPE_STRING;
-    case OSP_TYPE_BF16: return INFERENCE__DATA_TYPE__TYPE_BF16;
-    default: return INFERENCE__DATA_TYPE__TYPE_INVALID;
+    case OSP_TYPE_BOOL:
+        return INFERENCE__DATA_TYPE__TYPE_BOOL;
+    case OSP_TYPE_UINT8:
+        return INFERENCE__DATA_TYPE__TYPE_UINT8;
+    case OSP_TYPE_UINT16:
+        return INFERENCE__DATA_TYPE__TYPE_UINT16;
+    case OSP_TYPE_UINT32:
+        return INFERENCE__DATA_TYPE__TYPE_UINT32;
+    case OSP_TYPE_UINT64:
+        return INFERENCE__DATA_TYPE__TYPE_UINT64;
+    case OSP_TYPE_INT8:
+        return INFERENCE__DATA_TYPE__TYPE_INT8;
+    case OSP_TYPE_INT16:
+        return INFERENCE__DATA_TYPE__TYPE_INT16;
+    case OSP_TYPE_INT32:
+        return INFERENCE__DATA_TYPE__TYPE_INT32;
+    case OSP_TYPE_INT64:
+        return INFERENCE__DATA_TYPE__TYPE_INT64;
+    case OSP_TYPE_FP16:
+        return INFERENCE__DATA_TYPE__TYPE_FP16;
+    case OSP_TYPE_FP32:
+        return INFERENCE__DATA_TYPE__TYPE_FP32;
+    case OSP_TYPE_FP64:
+        return INFERENCE__DATA_TYPE__TYPE_FP64;
+    case OSP_TYPE_BYTES:
+        return INFERENCE__DATA_TYPE__TYPE_STRING;
+    case OSP_TYPE_BF16:
+        return INFERENCE__DATA_TYPE__TYPE_BF16;
+    default:
+        return INFERENCE__DATA_TYPE__TYPE_INVALID;
     }
 }
 
@@ -111,14 +126,15 @@ static Inference__ModelOutput **outputs(arena *a, const osp_model_config *c) {
     return list;
 }
 
-static Inference__ModelVersionPolicy *version_policy(arena *a,
-                                                     const osp_version_policy *vp) {
+static Inference__ModelVersionPolicy *
+version_policy(arena *a, const osp_version_policy *vp) {
     Inference__ModelVersionPolicy *p = arena_calloc(a, 1, sizeof *p);
     if (!p)
         return NULL;
     inference__model_version_policy__init(p);
     if (vp->kind == OSP_VERSION_POLICY_ALL) {
-        Inference__ModelVersionPolicy__All *all = arena_calloc(a, 1, sizeof *all);
+        Inference__ModelVersionPolicy__All *all =
+            arena_calloc(a, 1, sizeof *all);
         if (!all)
             return NULL;
         inference__model_version_policy__all__init(all);
@@ -139,7 +155,8 @@ static Inference__ModelVersionPolicy *version_policy(arena *a,
             INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_SPECIFIC;
         p->specific = s;
     } else {
-        Inference__ModelVersionPolicy__Latest *l = arena_calloc(a, 1, sizeof *l);
+        Inference__ModelVersionPolicy__Latest *l =
+            arena_calloc(a, 1, sizeof *l);
         if (!l)
             return NULL;
         inference__model_version_policy__latest__init(l);
@@ -153,15 +170,19 @@ static Inference__ModelVersionPolicy *version_policy(arena *a,
 
 static Inference__ModelInstanceGroup__Kind kind_of(osp_instance_kind k) {
     switch (k) {
-    case OSP_INSTANCE_KIND_GPU: return INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU;
-    case OSP_INSTANCE_KIND_CPU: return INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
-    case OSP_INSTANCE_KIND_MODEL: return INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_MODEL;
-    default: return INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO;
+    case OSP_INSTANCE_KIND_GPU:
+        return INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU;
+    case OSP_INSTANCE_KIND_CPU:
+        return INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
+    case OSP_INSTANCE_KIND_MODEL:
+        return INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_MODEL;
+    default:
+        return INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO;
     }
 }
 
-static Inference__ModelInstanceGroup **instance_groups(arena *a,
-                                                       const osp_model_config *c) {
+static Inference__ModelInstanceGroup **
+instance_groups(arena *a, const osp_model_config *c) {
     Inference__ModelInstanceGroup **list =
         arena_calloc(a, c->n_instance_groups, sizeof *list);
     for (size_t i = 0; list && i < c->n_instance_groups; i++) {
@@ -205,8 +226,8 @@ static Inference__ModelQueuePolicy *queue_policy(arena *a,
     return p;
 }
 
-static Inference__ModelDynamicBatching *dynamic_batching(arena *a,
-                                                         const osp_dynamic_batching *db) {
+static Inference__ModelDynamicBatching *
+dynamic_batching(arena *a, const osp_dynamic_batching *db) {
     Inference__ModelDynamicBatching *p = arena_calloc(a, 1, sizeof *p);
     Inference__ModelDynamicBatching__PriorityQueuePolicyEntry **entries =
         arena_calloc(a, db->n_priority_queue_policies, sizeof *entries);
@@ -235,12 +256,13 @@ static Inference__ModelDynamicBatching *dynamic_batching(arena *a,
     return p;
 }
 
-static Inference__ModelConfig__ParametersEntry **parameters(arena *a,
-                                                            const osp_model_config *c) {
+static Inference__ModelConfig__ParametersEntry **
+parameters(arena *a, const osp_model_config *c) {
     Inference__ModelConfig__ParametersEntry **list =
         arena_calloc(a, c->n_parameters, sizeof *list);
     for (size_t i = 0; list && i < c->n_parameters; i++) {
-        Inference__ModelConfig__ParametersEntry *e = arena_calloc(a, 1, sizeof *e);
+        Inference__ModelConfig__ParametersEntry *e =
+            arena_calloc(a, 1, sizeof *e);
         Inference__ModelParameter *v = arena_calloc(a, 1, sizeof *v);
         if (!e || !v)
             return NULL;
@@ -261,7 +283,8 @@ uint8_t *kgrpc_pack_model_config_response(const osp_model_config *c,
     Inference__ModelConfig mc = INFERENCE__MODEL_CONFIG__INIT;
     Inference__ModelTransactionPolicy tp =
         INFERENCE__MODEL_TRANSACTION_POLICY__INIT;
-    Inference__ModelConfigResponse resp = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
+    Inference__ModelConfigResponse resp =
+        INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
     mc.name = c->name;
     mc.platform = c->platform;
     mc.backend = c->backend;

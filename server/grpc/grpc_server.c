@@ -24,8 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "grpc_internal.h"
 #include "osprey/clock.h"
@@ -36,14 +36,18 @@
 /* The RPCs and their restricted-API groups (Triton's RestrictedCategory
  * of each handler). */
 static const kgrpc_method methods[] = {
-    {INFERENCE_SERVICE "ServerLive", KSERVE_API_HEALTH, false, kgrpc_server_live},
-    {INFERENCE_SERVICE "ServerReady", KSERVE_API_HEALTH, false, kgrpc_server_ready},
-    {INFERENCE_SERVICE "ModelReady", KSERVE_API_HEALTH, false, kgrpc_model_ready},
+    {INFERENCE_SERVICE "ServerLive", KSERVE_API_HEALTH, false,
+     kgrpc_server_live},
+    {INFERENCE_SERVICE "ServerReady", KSERVE_API_HEALTH, false,
+     kgrpc_server_ready},
+    {INFERENCE_SERVICE "ModelReady", KSERVE_API_HEALTH, false,
+     kgrpc_model_ready},
     {INFERENCE_SERVICE "ServerMetadata", KSERVE_API_METADATA, false,
      kgrpc_server_metadata},
     {INFERENCE_SERVICE "ModelMetadata", KSERVE_API_METADATA, false,
      kgrpc_model_metadata},
-    {INFERENCE_SERVICE "ModelInfer", KSERVE_API_INFERENCE, false, kgrpc_model_infer},
+    {INFERENCE_SERVICE "ModelInfer", KSERVE_API_INFERENCE, false,
+     kgrpc_model_infer},
     {INFERENCE_SERVICE "ModelStreamInfer", KSERVE_API_INFERENCE, true,
      kgrpc_model_stream_infer},
     {INFERENCE_SERVICE "ModelConfig", KSERVE_API_MODEL_CONFIG, false,
@@ -52,25 +56,28 @@ static const kgrpc_method methods[] = {
      kgrpc_model_statistics},
     {INFERENCE_SERVICE "RepositoryIndex", KSERVE_API_MODEL_REPOSITORY, false,
      kgrpc_repository_index},
-    {INFERENCE_SERVICE "RepositoryModelLoad", KSERVE_API_MODEL_REPOSITORY, false,
-     kgrpc_repository_load},
-    {INFERENCE_SERVICE "RepositoryModelUnload", KSERVE_API_MODEL_REPOSITORY, false,
-     kgrpc_repository_unload},
-    {INFERENCE_SERVICE "SystemSharedMemoryStatus", KSERVE_API_SHARED_MEMORY, false,
-     kgrpc_system_shm_status},
+    {INFERENCE_SERVICE "RepositoryModelLoad", KSERVE_API_MODEL_REPOSITORY,
+     false, kgrpc_repository_load},
+    {INFERENCE_SERVICE "RepositoryModelUnload", KSERVE_API_MODEL_REPOSITORY,
+     false, kgrpc_repository_unload},
+    {INFERENCE_SERVICE "SystemSharedMemoryStatus", KSERVE_API_SHARED_MEMORY,
+     false, kgrpc_system_shm_status},
     {INFERENCE_SERVICE "SystemSharedMemoryRegister", KSERVE_API_SHARED_MEMORY,
      false, kgrpc_system_shm_register},
     {INFERENCE_SERVICE "SystemSharedMemoryUnregister", KSERVE_API_SHARED_MEMORY,
      false, kgrpc_system_shm_unregister},
-    {INFERENCE_SERVICE "CudaSharedMemoryStatus", KSERVE_API_SHARED_MEMORY, false,
-     kgrpc_cuda_shm_status},
-    {INFERENCE_SERVICE "CudaSharedMemoryRegister", KSERVE_API_SHARED_MEMORY, false,
-     kgrpc_cuda_shm_register},
+    {INFERENCE_SERVICE "CudaSharedMemoryStatus", KSERVE_API_SHARED_MEMORY,
+     false, kgrpc_cuda_shm_status},
+    {INFERENCE_SERVICE "CudaSharedMemoryRegister", KSERVE_API_SHARED_MEMORY,
+     false, kgrpc_cuda_shm_register},
     {INFERENCE_SERVICE "CudaSharedMemoryUnregister", KSERVE_API_SHARED_MEMORY,
      false, kgrpc_cuda_shm_unregister},
-    {INFERENCE_SERVICE "TraceSetting", KSERVE_API_TRACE, false, kgrpc_trace_setting},
-    {INFERENCE_SERVICE "LogSettings", KSERVE_API_LOGGING, false, kgrpc_log_settings},
-    {"/grpc.health.v1.Health/Check", KSERVE_API_HEALTH, false, kgrpc_health_check},
+    {INFERENCE_SERVICE "TraceSetting", KSERVE_API_TRACE, false,
+     kgrpc_trace_setting},
+    {INFERENCE_SERVICE "LogSettings", KSERVE_API_LOGGING, false,
+     kgrpc_log_settings},
+    {"/grpc.health.v1.Health/Check", KSERVE_API_HEALTH, false,
+     kgrpc_health_check},
 };
 
 #define N_METHODS (sizeof methods / sizeof methods[0])
@@ -116,7 +123,9 @@ grpc_status_code kgrpc_status_of(osp_error_code code) {
 
 /* ---- byte buffers ---- */
 
-static void buffer_slice_free(void *buffer) { osp_buffer_free(buffer); }
+static void buffer_slice_free(void *buffer) {
+    osp_buffer_free(buffer);
+}
 
 grpc_byte_buffer *kgrpc_byte_buffer_from_parts(kgrpc_encoded *e) {
     grpc_slice *slices = calloc(e->n_parts ? e->n_parts : 1, sizeof *slices);
@@ -183,7 +192,9 @@ void kgrpc_received_destroy(kgrpc_received *r) {
 
 /* ---- calls ---- */
 
-void kgrpc_call_ref(kgrpc_call *call) { atomic_fetch_add(&call->refs, 1); }
+void kgrpc_call_ref(kgrpc_call *call) {
+    atomic_fetch_add(&call->refs, 1);
+}
 
 /* A reference to a call met in the server's list, unless its last one is
  * already gone (call_free is about to unlink it). Under the server lock. */
@@ -304,7 +315,8 @@ void kgrpc_call_finish(kgrpc_call *call, grpc_byte_buffer *message,
         n++;
     }
     grpc_slice_unref(call->status_details);
-    call->status_details = grpc_slice_from_copied_string(details ? details : "");
+    call->status_details =
+        grpc_slice_from_copied_string(details ? details : "");
     memset(&ops[n], 0, sizeof ops[n]);
     ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
     ops[n].data.send_status_from_server.status = code;
@@ -393,13 +405,13 @@ static void slot_arm(kgrpc_slot *slot) {
     grpc_call_error rc;
     if (slot->index == GENERIC_SLOT) {
         grpc_call_details_init(&slot->details);
-        rc = grpc_server_request_call(s->server, &slot->call, &slot->details,
-                                      &slot->metadata, s->cq, s->cq,
-                                      &slot->tag);
+        rc =
+            grpc_server_request_call(s->server, &slot->call, &slot->details,
+                                     &slot->metadata, s->cq, s->cq, &slot->tag);
     } else {
         rc = grpc_server_request_registered_call(
-            s->server, s->registered[slot->index], &slot->call,
-            &slot->deadline, &slot->metadata,
+            s->server, s->registered[slot->index], &slot->call, &slot->deadline,
+            &slot->metadata,
             methods[slot->index].streaming ? NULL : &slot->payload, s->cq,
             s->cq, &slot->tag);
     }
@@ -558,12 +570,12 @@ static void *queue_thread(void *arg) {
 static osp_error *read_pem(const char *flag, const char *path, char **out) {
     *out = NULL;
     if (!path || !path[0])
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "--grpc-use-ssl needs %s", flag);
+        return osp_error_new(OSP_ERROR_INVALID_ARG, "--grpc-use-ssl needs %s",
+                             flag);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "unable to read %s '%s'", flag, path);
+        return osp_error_new(OSP_ERROR_INVALID_ARG, "unable to read %s '%s'",
+                             flag, path);
     char *data = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -634,16 +646,17 @@ static grpc_arg int_arg(const char *key, int value) {
     return a;
 }
 
-int kgrpc_server_port(const kgrpc_server *s) { return s->port; }
+int kgrpc_server_port(const kgrpc_server *s) {
+    return s->port;
+}
 
 static void destroy_unstarted(kgrpc_server *s) {
     if (s->server)
         grpc_server_destroy(s->server);
     if (s->cq) {
         grpc_completion_queue_shutdown(s->cq);
-        while (grpc_completion_queue_next(s->cq,
-                                          gpr_inf_future(GPR_CLOCK_MONOTONIC),
-                                          NULL)
+        while (grpc_completion_queue_next(
+                   s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
                    .type != GRPC_QUEUE_SHUTDOWN)
             ;
         grpc_completion_queue_destroy(s->cq);

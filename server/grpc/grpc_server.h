@@ -75,9 +75,9 @@ typedef struct kgrpc_options {
     const char *root_cert;
     kgrpc_keepalive keepalive;
     kgrpc_compression infer_compression;
-    int max_message_size;       /* both directions; Triton: INT32_MAX */
-    int infer_thread_count;     /* completion-queue threads; 0 = 1 on hosts
-                                   with at most 2 CPUs, else 2 */
+    int max_message_size;           /* both directions; Triton: INT32_MAX */
+    int infer_thread_count;         /* completion-queue threads; 0 = 1 on hosts
+                                       with at most 2 CPUs, else 2 */
     int infer_allocation_pool_size; /* idle inference contexts kept */
 } kgrpc_options;
 

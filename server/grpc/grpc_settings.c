@@ -29,16 +29,15 @@ static bool failed(kgrpc_call *call, osp_error *err) {
 static osp_error *trace_update(osp_tracer *tracer,
                                const Inference__TraceSettingRequest *req,
                                const char *model) {
-    kserve_trace_setting_list *lists =
-        calloc(req->n_settings, sizeof *lists);
+    kserve_trace_setting_list *lists = calloc(req->n_settings, sizeof *lists);
     if (!lists)
         return osp_error_out_of_memory();
     for (size_t i = 0; i < req->n_settings; i++) {
         const Inference__TraceSettingRequest__SettingsEntry *e =
             req->settings[i];
         lists[i].key = e->key ? e->key : "";
-        lists[i].values = e->value ? (const char *const *)e->value->value
-                                   : NULL;
+        lists[i].values =
+            e->value ? (const char *const *)e->value->value : NULL;
         lists[i].n_values = e->value ? e->value->n_value : 0;
     }
     osp_trace_update u;
@@ -122,14 +121,16 @@ void kgrpc_trace_setting(kgrpc_call *call) {
 
 /* ---- logging ---- */
 
-#define LOG_VALUE(kind) INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_##kind
+#define LOG_VALUE(kind)                                                        \
+    INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_##kind
 
 static osp_error *log_update(const Inference__LogSettingsRequest *req) {
     kserve_log_setting *settings = calloc(req->n_settings, sizeof *settings);
     if (!settings)
         return osp_error_out_of_memory();
     for (size_t i = 0; i < req->n_settings; i++) {
-        const Inference__LogSettingsRequest__SettingsEntry *e = req->settings[i];
+        const Inference__LogSettingsRequest__SettingsEntry *e =
+            req->settings[i];
         kserve_log_setting *s = &settings[i];
         s->key = e->key ? e->key : "";
         if (!e->value)
@@ -151,12 +152,14 @@ static osp_error *log_update(const Inference__LogSettingsRequest *req) {
             break;
         }
     }
-    osp_error *err = kserve_log_settings_update_typed(settings, req->n_settings);
+    osp_error *err =
+        kserve_log_settings_update_typed(settings, req->n_settings);
     free(settings);
     return err;
 }
 
-#define OUT_VALUE(kind) INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_##kind
+#define OUT_VALUE(kind)                                                        \
+    INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_##kind
 
 void kgrpc_log_settings(kgrpc_call *call) {
     Inference__LogSettingsRequest *req =
@@ -169,8 +172,8 @@ void kgrpc_log_settings(kgrpc_call *call) {
     if (failed(call, err))
         return;
     enum { N = 6 };
-    static const char *const keys[N] = {"log_file",  "log_info",
-                                        "log_warning", "log_error",
+    static const char *const keys[N] = {"log_file",          "log_info",
+                                        "log_warning",       "log_error",
                                         "log_verbose_level", "log_format"};
     Inference__LogSettingsResponse__SettingValue values[N];
     Inference__LogSettingsResponse__SettingsEntry entries[N];
@@ -196,7 +199,8 @@ void kgrpc_log_settings(kgrpc_call *call) {
     values[5].string_param = osp_log_get_format() == OSP_LOG_FORMAT_ISO8601
                                  ? (char *)"ISO8601"
                                  : (char *)"default";
-    Inference__LogSettingsResponse resp = INFERENCE__LOG_SETTINGS_RESPONSE__INIT;
+    Inference__LogSettingsResponse resp =
+        INFERENCE__LOG_SETTINGS_RESPONSE__INIT;
     resp.settings = ptrs;
     resp.n_settings = N;
     kgrpc_call_reply(call, &resp.base);

@@ -35,8 +35,9 @@ void kgrpc_system_shm_status(kgrpc_call *call) {
     kserve_shm_registry *reg = call->server->opts.shm;
     kserve_shm_region_info *infos = NULL;
     size_t n = 0;
-    osp_error *err = reg ? kserve_shm_list(reg, KSERVE_SHM_SYSTEM, req->name, &infos,
-                                         &n) : NULL;
+    osp_error *err =
+        reg ? kserve_shm_list(reg, KSERVE_SHM_SYSTEM, req->name, &infos, &n)
+            : NULL;
     Inference__SystemSharedMemoryStatusResponse__RegionStatus *regions =
         calloc(n ? n : 1, sizeof *regions);
     Inference__SystemSharedMemoryStatusResponse__RegionsEntry *entries =
@@ -81,11 +82,10 @@ void kgrpc_system_shm_register(kgrpc_call *call) {
     if (!req)
         return;
     const kgrpc_server *s = call->server;
-    osp_error *err =
-        !s->opts.allow_client_shm || !s->opts.shm
-            ? disabled_error()
-            : kserve_shm_register(s->opts.shm, req->name, req->key,
-                                  req->offset, req->byte_size);
+    osp_error *err = !s->opts.allow_client_shm || !s->opts.shm
+                         ? disabled_error()
+                         : kserve_shm_register(s->opts.shm, req->name, req->key,
+                                               req->offset, req->byte_size);
     protobuf_c_message_free_unpacked(&req->base, NULL);
     if (!failed(call, err)) {
         Inference__SystemSharedMemoryRegisterResponse resp =
@@ -102,12 +102,11 @@ void kgrpc_system_shm_unregister(kgrpc_call *call) {
     if (!req)
         return;
     const kgrpc_server *s = call->server;
-    osp_error *err = !s->opts.allow_client_shm || !s->opts.shm
-                         ? disabled_error()
-                     : req->name[0] ? kserve_shm_unregister(s->opts.shm, KSERVE_SHM_SYSTEM,
-                                                            req->name)
-                                    : kserve_shm_unregister_all(s->opts.shm,
-                                                                KSERVE_SHM_SYSTEM);
+    osp_error *err =
+        !s->opts.allow_client_shm || !s->opts.shm ? disabled_error()
+        : req->name[0]
+            ? kserve_shm_unregister(s->opts.shm, KSERVE_SHM_SYSTEM, req->name)
+            : kserve_shm_unregister_all(s->opts.shm, KSERVE_SHM_SYSTEM);
     protobuf_c_message_free_unpacked(&req->base, NULL);
     if (!failed(call, err)) {
         Inference__SystemSharedMemoryUnregisterResponse resp =
@@ -191,11 +190,9 @@ void kgrpc_cuda_shm_register(kgrpc_call *call) {
                             "failed to register shared memory region: "
                             "invalid args");
     else
-        err = kserve_shm_register_cuda(s->opts.shm, req->name,
-                                       req->raw_handle.data,
-                                       req->raw_handle.len,
-                                       (uint64_t)req->device_id,
-                                       req->byte_size);
+        err = kserve_shm_register_cuda(
+            s->opts.shm, req->name, req->raw_handle.data, req->raw_handle.len,
+            (uint64_t)req->device_id, req->byte_size);
     protobuf_c_message_free_unpacked(&req->base, NULL);
     if (!failed(call, err)) {
         Inference__CudaSharedMemoryRegisterResponse resp =
@@ -212,12 +209,11 @@ void kgrpc_cuda_shm_unregister(kgrpc_call *call) {
     if (!req)
         return;
     const kgrpc_server *s = call->server;
-    osp_error *err = !s->opts.allow_client_shm || !s->opts.shm
-                         ? disabled_error()
-                     : req->name[0] ? kserve_shm_unregister(s->opts.shm, KSERVE_SHM_CUDA,
-                                                            req->name)
-                                    : kserve_shm_unregister_all(s->opts.shm,
-                                                                KSERVE_SHM_CUDA);
+    osp_error *err =
+        !s->opts.allow_client_shm || !s->opts.shm ? disabled_error()
+        : req->name[0]
+            ? kserve_shm_unregister(s->opts.shm, KSERVE_SHM_CUDA, req->name)
+            : kserve_shm_unregister_all(s->opts.shm, KSERVE_SHM_CUDA);
     protobuf_c_message_free_unpacked(&req->base, NULL);
     if (!failed(call, err)) {
         Inference__CudaSharedMemoryUnregisterResponse resp =

@@ -53,13 +53,13 @@ typedef struct stream {
     kgrpc_tag write_tag;
     grpc_byte_buffer *received;
     uint64_t read_start_ns;
-    bool reading;      /* a read is outstanding */
-    bool read_closed;  /* half-closed, cancelled or failed: no more reads */
-    bool quiescing;    /* the server stops accepting calls */
-    bool grpc_errors;  /* triton_grpc_error: errors end the stream */
-    bool failed;       /* a write failed: the client is gone */
-    bool finishing;    /* the final status is on its way */
-    size_t in_flight;  /* read, not yet written */
+    bool reading;     /* a read is outstanding */
+    bool read_closed; /* half-closed, cancelled or failed: no more reads */
+    bool quiescing;   /* the server stops accepting calls */
+    bool grpc_errors; /* triton_grpc_error: errors end the stream */
+    bool failed;      /* a write failed: the client is gone */
+    bool finishing;   /* the final status is on its way */
+    size_t in_flight; /* read, not yet written */
     pending_write *queue_head, *queue_tail;
     pending_write *writing; /* the write outstanding */
 } stream;
@@ -263,9 +263,8 @@ static void handle_request(stream *st, grpc_byte_buffer *bb,
         r->stream = st;
         kgrpc_decoded_init(&r->decoded);
         kgrpc_received received;
-        kgrpc_decode_env env = {.alloc = core_alloc,
-                                .alloc_ctx = s->opts.core,
-                                .shm = s->opts.shm};
+        kgrpc_decode_env env = {
+            .alloc = core_alloc, .alloc_ctx = s->opts.core, .shm = s->opts.shm};
         if (!kgrpc_received_init(&received, bb))
             err = osp_error_new(OSP_ERROR_INTERNAL, KGRPC_PARSE_ERROR);
         else

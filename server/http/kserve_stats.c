@@ -67,8 +67,8 @@ osp_error *kserve_stats_reply(http_request *req, const char *model,
         return err;
     osp_model_stats *stats = NULL;
     size_t n = 0;
-    err = osp_server_model_statistics(kserve_core(req), model,
-                                      version_num, &stats, &n);
+    err = osp_server_model_statistics(kserve_core(req), model, version_num,
+                                      &stats, &n);
     if (err)
         return err;
     jbuf b;

@@ -490,14 +490,24 @@ static void queue_label(jbuf *b, const char *family, const char *label,
     jbuf_puts(b, "} ");
 }
 
-static uint64_t q_length(const osp_queue_stats *s) { return s->length; }
-static uint64_t q_puts(const osp_queue_stats *s) { return s->puts; }
-static uint64_t q_gets(const osp_queue_stats *s) { return s->gets; }
-static uint64_t q_commits(const osp_queue_stats *s) { return s->commits; }
+static uint64_t q_length(const osp_queue_stats *s) {
+    return s->length;
+}
+static uint64_t q_puts(const osp_queue_stats *s) {
+    return s->puts;
+}
+static uint64_t q_gets(const osp_queue_stats *s) {
+    return s->gets;
+}
+static uint64_t q_commits(const osp_queue_stats *s) {
+    return s->commits;
+}
 static uint64_t q_redeliveries(const osp_queue_stats *s) {
     return s->redeliveries;
 }
-static uint64_t q_consumers(const osp_queue_stats *s) { return s->consumers; }
+static uint64_t q_consumers(const osp_queue_stats *s) {
+    return s->consumers;
+}
 
 typedef struct worker_samples {
     jbuf *b;
@@ -520,8 +530,7 @@ static void render_queues(metrics_exporter *ms, jbuf *b) {
         const char *name, *help, *type;
         uint64_t (*field)(const osp_queue_stats *);
     } families[] = {
-        {"osprey_queue_length", "Items stored in the queue", "gauge",
-         q_length},
+        {"osprey_queue_length", "Items stored in the queue", "gauge", q_length},
         {"osprey_queue_puts", "Items put into the queue", "counter", q_puts},
         {"osprey_queue_gets", "Items returned by gets from the queue",
          "counter", q_gets},
@@ -554,8 +563,7 @@ static void render_queues(metrics_exporter *ms, jbuf *b) {
          "in the sink)",
          "counter"},
         {"osprey_queue_worker_failures",
-         "Items whose inference failed (an error item in the sink)",
-         "counter"},
+         "Items whose inference failed (an error item in the sink)", "counter"},
         {"osprey_queue_wait_duration_us",
          "Cumulative time items waited in a model service's input queue, "
          "from put to taken by its worker, in microseconds",

@@ -72,8 +72,7 @@ static void reply_text(http_request *req, unsigned status, const char *text) {
     char *body = len ? malloc(len) : NULL;
     if (body)
         memcpy(body, text, len);
-    http_reply(req, status, "text/plain; charset=utf-8", body,
-               body ? len : 0);
+    http_reply(req, status, "text/plain; charset=utf-8", body, body ? len : 0);
 }
 
 static unsigned error_status(const osp_error *err) {
@@ -115,8 +114,8 @@ void queue_api_reply_error(http_request *req, osp_error *err) {
 
 /* ---- query helpers ---- */
 
-osp_error *queue_query_tags(http_request *req, osp_queue_tag *tags,
-                            size_t *n, const char **request_id) {
+osp_error *queue_query_tags(http_request *req, osp_queue_tag *tags, size_t *n,
+                            const char **request_id) {
     const http_query_param *p;
     size_t np = http_request_query_params(req, &p);
     *n = 0;
@@ -147,8 +146,7 @@ osp_error *queue_query_tags(http_request *req, osp_queue_tag *tags,
             continue;
         if (*n == QUEUE_MAX_TAGS)
             return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                 "at most %d tags per request",
-                                 QUEUE_MAX_TAGS);
+                                 "at most %d tags per request", QUEUE_MAX_TAGS);
         tags[(*n)++] = (osp_queue_tag){p[i].key, p[i].value};
     }
     return NULL;
@@ -161,8 +159,8 @@ static osp_error *query_flag(http_request *req, const char *key, bool *out) {
     return v ? queue_parse_bool(key, v, out) : NULL;
 }
 
-static osp_error *query_uint(http_request *req, const char *key,
-                             uint64_t max, uint64_t dflt, uint64_t *out) {
+static osp_error *query_uint(http_request *req, const char *key, uint64_t max,
+                             uint64_t dflt, uint64_t *out) {
     const char *v = http_request_query(req, key);
     *out = dflt;
     return v ? queue_parse_uint(key, v, max, out) : NULL;
@@ -251,10 +249,9 @@ static osp_error *start_put(http_request *req, queue_call *call) {
     if (err)
         return err;
     if (call->len > call->api->max_payload_bytes)
-        return osp_error_new_reason(OSP_ERROR_INVALID_ARG,
-                                    OSP_REASON_TOO_LARGE,
-                                    "%zu bytes, at most %" PRIu64,
-                                    call->len, call->api->max_payload_bytes);
+        return osp_error_new_reason(OSP_ERROR_INVALID_ARG, OSP_REASON_TOO_LARGE,
+                                    "%zu bytes, at most %" PRIu64, call->len,
+                                    call->api->max_payload_bytes);
     osp_queue_put_args args = {.data = call->body,
                                .size = call->len,
                                .tags = tags,
@@ -366,9 +363,9 @@ static osp_error *reply_attributes(http_request *req, queue_call *call) {
     osp_queue_attributes_free(attrs, n);
     if (err)
         return err;
-    http_reply(req, 200, call->protobuf ? QUEUE_PROTOBUF_TYPE
-                                        : "application/json",
-               body, len);
+    http_reply(req, 200,
+               call->protobuf ? QUEUE_PROTOBUF_TYPE : "application/json", body,
+               len);
     return NULL;
 }
 
@@ -436,8 +433,8 @@ static osp_error *start_indexes(http_request *req, queue_call *call) {
     if (call->op != OP_DELETE)
         err = consumer_ids(req, &gid, &uid);
     if (!err && call->op == OP_NEGATIVE)
-        err = queue_parse_negative_form(call->body ? call->body : "",
-                                        call->len, &code, &reason);
+        err = queue_parse_negative_form(call->body ? call->body : "", call->len,
+                                        &code, &reason);
     if (err) {
         free(indexes);
         return err;
@@ -550,9 +547,9 @@ static osp_error *reply_items(http_request *req, queue_call *call) {
     }
     if (err)
         return err;
-    http_reply(req, 200, call->protobuf ? QUEUE_PROTOBUF_TYPE
-                                        : "application/json",
-               body, len);
+    http_reply(req, 200,
+               call->protobuf ? QUEUE_PROTOBUF_TYPE : "application/json", body,
+               len);
     return NULL;
 }
 
@@ -706,8 +703,7 @@ bool queue_api_route(http_request *req, void *surface_ctx) {
     queue_api *api = surface_ctx;
     char name[300];
     bool sink;
-    if (!service_of_path(api, http_request_path(req), name, sizeof name,
-                         &sink))
+    if (!service_of_path(api, http_request_path(req), name, sizeof name, &sink))
         return false;
     if (!token_ok(api, req)) {
         reply_text(req, 401,
@@ -725,13 +721,12 @@ bool queue_api_route(http_request *req, void *surface_ctx) {
     for (size_t i = 0; i < np && !err; i++)
         if (queue_key_is_reserved(p[i].key) && !queue_key_is_known(p[i].key))
             err = osp_error_new(OSP_ERROR_INVALID_ARG,
-                                "unknown reserved query key '%.64s'",
-                                p[i].key);
+                                "unknown reserved query key '%.64s'", p[i].key);
     osp_queue *queue = NULL;
     if (!err)
-        err = name[0] ? queue_services_find(api->services, name, sink, &queue)
-                      : osp_error_new(OSP_ERROR_NOT_FOUND,
-                                      "unknown queue service");
+        err = name[0]
+                  ? queue_services_find(api->services, name, sink, &queue)
+                  : osp_error_new(OSP_ERROR_NOT_FOUND, "unknown queue service");
     bool watch = false;
     if (!err && is_watch_upgrade(req) &&
         (err = query_flag(req, "_watch_", &watch)) == NULL && watch) {

@@ -29,17 +29,17 @@ struct queue_api {
     char *token; /* NULL: none */
     uint64_t max_payload_bytes;
 
-    pthread_mutex_t mu;           /* the fields below */
-    bool closing;                 /* queue_api_quiesce ran */
-    struct pending_get *gets;     /* gets waiting for the store */
-    struct queue_watch *watches;  /* open watches */
+    pthread_mutex_t mu;          /* the fields below */
+    bool closing;                /* queue_api_quiesce ran */
+    struct pending_get *gets;    /* gets waiting for the store */
+    struct queue_watch *watches; /* open watches */
 };
 
 /* The query's tags (non-reserved keys) in a caller-provided array of
  * QUEUE_MAX_TAGS; the request id (key requestId) goes to *request_id
  * instead when that is not NULL. INVALID_ARG for too many or too long. */
-osp_error *queue_query_tags(http_request *req, osp_queue_tag *tags,
-                            size_t *n, const char **request_id);
+osp_error *queue_query_tags(http_request *req, osp_queue_tag *tags, size_t *n,
+                            const char **request_id);
 
 /* Starts a WebSocket watch of `queue` for the request (claims it: an
  * upgrade, or an error reply). */

@@ -54,8 +54,7 @@ static osp_error *pack(const ProtobufCMessage *msg, uint8_t **out,
 osp_error *queue_encode_frame(const osp_queue_item *item, bool index_only,
                               uint8_t **out, size_t *len) {
     size_t n = item->n_tags ? item->n_tags : 1;
-    Streaming__DataFrameProto__TagsEntry *entries =
-        malloc(n * sizeof *entries);
+    Streaming__DataFrameProto__TagsEntry *entries = malloc(n * sizeof *entries);
     Streaming__DataFrameProto__TagsEntry **ptrs = malloc(n * sizeof *ptrs);
     osp_error *err = NULL;
     if (entries == NULL || ptrs == NULL) {
@@ -159,8 +158,7 @@ osp_error *queue_encode_list_json(osp_queue_item *const *items, size_t n,
 }
 
 osp_error *queue_encode_attributes_proto(const osp_queue_attribute *attrs,
-                                         size_t n, uint8_t **out,
-                                         size_t *len) {
+                                         size_t n, uint8_t **out, size_t *len) {
     Streaming__AttributesProto__AttributesEntry *entries =
         calloc(n ? n : 1, sizeof *entries);
     Streaming__AttributesProto__AttributesEntry **ptrs =

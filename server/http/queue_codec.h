@@ -34,8 +34,7 @@ osp_error *queue_encode_list_json(osp_queue_item *const *items, size_t n,
 
 /* AttributesProto / {"key":"value",...} of attrs[0..n) (borrowed). */
 osp_error *queue_encode_attributes_proto(const osp_queue_attribute *attrs,
-                                         size_t n, uint8_t **out,
-                                         size_t *len);
+                                         size_t n, uint8_t **out, size_t *len);
 osp_error *queue_encode_attributes_json(const osp_queue_attribute *attrs,
                                         size_t n, char **out, size_t *len);
 

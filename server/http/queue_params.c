@@ -16,10 +16,10 @@ bool queue_key_is_reserved(const char *key) {
 }
 
 static const char *const known_keys[] = {
-    "_index_",   "_length_",      "_timeout_", "_raw_",      "_auto_delete_",
-    "_attrs_",   "_search_",      "_count_",   "_watch_",    "_window_",
-    "_index_only_", "_auto_commit_", "_indexes_", "_trunc_", "_eos_",
-    "_force_",   "_negative_",    "_priority_",
+    "_index_",      "_length_",      "_timeout_",  "_raw_",   "_auto_delete_",
+    "_attrs_",      "_search_",      "_count_",    "_watch_", "_window_",
+    "_index_only_", "_auto_commit_", "_indexes_",  "_trunc_", "_eos_",
+    "_force_",      "_negative_",    "_priority_",
 };
 
 bool queue_key_is_known(const char *key) {
@@ -44,8 +44,7 @@ osp_error *queue_parse_bool(const char *key, const char *value, bool *out) {
 
 /* Decimal digits s[0..n) into *out, false on overflow past max or a
  * non-digit. */
-static bool digits_value(const char *s, size_t n, uint64_t max,
-                         uint64_t *out) {
+static bool digits_value(const char *s, size_t n, uint64_t max, uint64_t *out) {
     uint64_t v = 0;
     if (n == 0)
         return false;
@@ -247,8 +246,8 @@ bool queue_negative_code_valid(const char *code) {
     return false;
 }
 
-osp_error *queue_parse_negative_form(const char *body, size_t len,
-                                     char **code, char **reason) {
+osp_error *queue_parse_negative_form(const char *body, size_t len, char **code,
+                                     char **reason) {
     *code = NULL;
     *reason = NULL;
     const char *p = body, *end = body + len;

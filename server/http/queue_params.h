@@ -14,15 +14,15 @@
 #include "osprey/error.h"
 
 /* Limits on what a client controls. */
-#define QUEUE_MAX_INDEXES 1024       /* entries of one _indexes_ list */
-#define QUEUE_MAX_TAGS 32            /* tags of a put, filters of a get */
+#define QUEUE_MAX_INDEXES 1024 /* entries of one _indexes_ list */
+#define QUEUE_MAX_TAGS 32      /* tags of a put, filters of a get */
 #define QUEUE_MAX_TAG_KEY_BYTES 128
 #define QUEUE_MAX_TAG_VALUE_BYTES 1024
-#define QUEUE_MAX_GET_LENGTH 256     /* _length_ */
-#define QUEUE_MAX_WINDOW 1024        /* _window_ */
+#define QUEUE_MAX_GET_LENGTH 256 /* _length_ */
+#define QUEUE_MAX_WINDOW 1024    /* _window_ */
 #define QUEUE_MAX_TIMEOUT_NS (3600ull * 1000 * 1000 * 1000)
-#define QUEUE_MAX_CODE_BYTES 20      /* a negative commit's _code_ */
-#define QUEUE_MAX_REASON_BYTES 1024  /* and its _reason_ */
+#define QUEUE_MAX_CODE_BYTES 20     /* a negative commit's _code_ */
+#define QUEUE_MAX_REASON_BYTES 1024 /* and its _reason_ */
 
 /* A key of the form _name_: a reserved key, never a tag. */
 bool queue_key_is_reserved(const char *key);
@@ -53,5 +53,5 @@ bool queue_negative_code_valid(const char *code);
 /* The form body `_code_=<code>&_reason_=<text>` (URL-encoded, body[0..len)
  * borrowed): *code and *reason are malloc'd decoded copies (reason "" when
  * absent). INVALID_ARG for a missing or invalid code or an overlong reason. */
-osp_error *queue_parse_negative_form(const char *body, size_t len,
-                                     char **code, char **reason);
+osp_error *queue_parse_negative_form(const char *body, size_t len, char **code,
+                                     char **reason);

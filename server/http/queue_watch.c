@@ -257,8 +257,7 @@ void queue_watch_start(http_request *req, queue_api *api, osp_queue *queue) {
                                              "version 13"));
         return;
     }
-    if (!ws_accept_key(http_request_header(req, "Sec-WebSocket-Key"),
-                       accept)) {
+    if (!ws_accept_key(http_request_header(req, "Sec-WebSocket-Key"), accept)) {
         http_request_fail(req, osp_error_new(OSP_ERROR_INVALID_ARG,
                                              "a watch needs a valid "
                                              "Sec-WebSocket-Key"));
@@ -285,8 +284,8 @@ void queue_watch_start(http_request *req, queue_api *api, osp_queue *queue) {
     w->index_only = index_only;
     pthread_mutex_init(&w->mu, NULL);
     jbuf_init(&w->early);
-    if ((err = ws_session_new(&watch_ws_callbacks, w,
-                              WATCH_MAX_CLIENT_MESSAGE, &w->ws))) {
+    if ((err = ws_session_new(&watch_ws_callbacks, w, WATCH_MAX_CLIENT_MESSAGE,
+                              &w->ws))) {
         watch_free(w);
         http_request_fail(req, err);
         return;

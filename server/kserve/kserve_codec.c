@@ -427,9 +427,8 @@ add:
 /* The shared_memory_* parameters of an input or output (`params`,
  * borrowed), as Triton's CheckSharedMemoryData: offset and byte size
  * default to 0. */
-static osp_error *parse_shm_params(const tj_value *params,
-                                   const char **region, uint64_t *offset,
-                                   uint64_t *byte_size) {
+static osp_error *parse_shm_params(const tj_value *params, const char **region,
+                                   uint64_t *offset, uint64_t *byte_size) {
     osp_error *err;
     const tj_value *v;
     *offset = 0;
@@ -495,9 +494,8 @@ static osp_error *add_shm_input(decoder *dec, const char *name, osp_datatype dt,
 
 /* Adds inputs[index] (`in`, borrowed) to the request: binary (a blob is
  * planned) or JSON data. */
-static osp_error *parse_input(decoder *dec, const tj_value *in,
-                              size_t index, const char *text,
-                              const json_scan_info *info) {
+static osp_error *parse_input(decoder *dec, const tj_value *in, size_t index,
+                              const char *text, const json_scan_info *info) {
     osp_error *err;
     if ((err = validate_content_type(in)))
         return err;

@@ -71,8 +71,8 @@ static osp_error *typed_bool(const kserve_log_setting *settings, size_t n,
     if (!s)
         return NULL;
     if (s->kind != KSERVE_LOG_VALUE_BOOL)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "expect boolean for '%s'", key);
+        return osp_error_new(OSP_ERROR_INVALID_ARG, "expect boolean for '%s'",
+                             key);
     osp_log_set_enabled(level, s->b);
     return NULL;
 }

@@ -33,4 +33,6 @@ bool kserve_extension_reported(const char *name, bool shm, bool cuda_shm) {
     return true;
 }
 
-const char *kserve_server_version(void) { return OSPREY_VERSION; }
+const char *kserve_server_version(void) {
+    return OSPREY_VERSION;
+}

@@ -424,7 +424,8 @@ void kserve_shm_info_free(kserve_shm_region_info *infos, size_t n) {
 }
 
 /* Copies region r into *info; false on OOM. */
-static bool copy_info(const kserve_shm_region *r, kserve_shm_region_info *info) {
+static bool copy_info(const kserve_shm_region *r,
+                      kserve_shm_region_info *info) {
     info->kind = r->kind;
     info->name = strdup(r->name);
     info->key = r->key ? strdup(r->key) : NULL;

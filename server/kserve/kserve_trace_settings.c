@@ -198,9 +198,10 @@ static osp_error *list_number(const kserve_trace_setting_list *l,
     return err;
 }
 
-osp_error *kserve_trace_update_from_lists(
-    const kserve_trace_setting_list *settings, size_t n,
-    bool file_updates_allowed, osp_trace_update *u) {
+osp_error *
+kserve_trace_update_from_lists(const kserve_trace_setting_list *settings,
+                               size_t n, bool file_updates_allowed,
+                               osp_trace_update *u) {
     memset(u, 0, sizeof *u);
     const kserve_trace_setting_list *l;
     if ((l = find_list(settings, n, "trace_file"))) {
@@ -242,9 +243,8 @@ osp_error *kserve_trace_update_from_lists(
     }
     bool got;
     long long v;
-    osp_error *err =
-        list_number(find_list(settings, n, "trace_rate"), "0, 4294967295",
-                    &u->rate_change, &got, &v);
+    osp_error *err = list_number(find_list(settings, n, "trace_rate"),
+                                 "0, 4294967295", &u->rate_change, &got, &v);
     if (err)
         return err;
     if (got) {
@@ -263,9 +263,9 @@ osp_error *kserve_trace_update_from_lists(
         u->count = (int32_t)v;
         u->count_change = OSP_TRACE_SET;
     }
-    if ((err = list_number(find_list(settings, n, "log_frequency"),
-                           "0, 4294967295", &u->log_frequency_change, &got,
-                           &v)))
+    if ((err =
+             list_number(find_list(settings, n, "log_frequency"),
+                         "0, 4294967295", &u->log_frequency_change, &got, &v)))
         return err;
     if (got) {
         u->log_frequency = (uint32_t)(int32_t)v;

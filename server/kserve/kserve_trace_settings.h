@@ -53,9 +53,10 @@ typedef struct kserve_trace_setting_list {
  * log_frequency is INVALID_ARG "expect only 1 value for '<k>'", and the
  * trace_count floor message reads "Expecting value >= -1, got: <s>".
  * u->file points into `settings`. Unknown keys are ignored. */
-osp_error *kserve_trace_update_from_lists(
-    const kserve_trace_setting_list *settings, size_t n,
-    bool file_updates_allowed, osp_trace_update *u);
+osp_error *
+kserve_trace_update_from_lists(const kserve_trace_setting_list *settings,
+                               size_t n, bool file_updates_allowed,
+                               osp_trace_update *u);
 
 /* Triton's ModelIsReady(m, -1) check of the trace settings API: NULL when
  * `model` (borrowed) has a ready version; an unknown model gets

@@ -13,7 +13,9 @@
 #include "queue_store_impl.h"
 
 /* Bytes a string takes in an item block, terminator included. */
-static size_t string_bytes(const char *s) { return strlen(s) + 1; }
+static size_t string_bytes(const char *s) {
+    return strlen(s) + 1;
+}
 
 static char *copy_into(char **cursor, const char *s) {
     size_t n = string_bytes(s);
@@ -82,7 +84,9 @@ osp_queue_item *queue_item_clone(const osp_queue_item *item) {
                           item->put_unix_ns);
 }
 
-void osp_queue_item_free(osp_queue_item *item) { free(item); }
+void osp_queue_item_free(osp_queue_item *item) {
+    free(item);
+}
 
 void osp_queue_items_free(osp_queue_item **items, size_t n) {
     if (items == NULL)
@@ -126,8 +130,8 @@ static void request_id_random(unsigned char out[16]) {
     if (!rid_pool.filled || rid_pool.used == REQUEST_ID_POOL_BYTES) {
         size_t got = 0;
         while (got < REQUEST_ID_POOL_BYTES) {
-            ssize_t r = getrandom(rid_pool.bytes + got,
-                                  REQUEST_ID_POOL_BYTES - got, 0);
+            ssize_t r =
+                getrandom(rid_pool.bytes + got, REQUEST_ID_POOL_BYTES - got, 0);
             if (r <= 0) { /* no entropy source (never on Linux >= 3.17) */
                 for (; got < REQUEST_ID_POOL_BYTES; got++)
                     rid_pool.bytes[got] = (unsigned char)rand();

@@ -594,12 +594,12 @@ static void writer_preallocate(queue_log *log, uint64_t end) {
     static const uint8_t zeros[64 * 1024];
     if (log->policy == OSP_QUEUE_FSYNC_NONE || end <= log->alloc_size)
         return;
-    uint64_t from = log->alloc_size > log->file_size ? log->alloc_size
-                                                     : log->file_size;
+    uint64_t from =
+        log->alloc_size > log->file_size ? log->alloc_size : log->file_size;
     uint64_t to = end + LOG_PREALLOC_BYTES;
     while (from < to) {
-        size_t n = to - from < sizeof zeros ? (size_t)(to - from)
-                                            : sizeof zeros;
+        size_t n =
+            to - from < sizeof zeros ? (size_t)(to - from) : sizeof zeros;
         if (!write_all(log->fd, zeros, n, from))
             return;
         from += n;

@@ -391,11 +391,10 @@ osp_error *redis_conn_command(redis_conn *conn, redis_args *args,
 static osp_error *script_error(redis_script id, const redisReply *r) {
     bool transient =
         reply_starts_with(r, "LOADING") || reply_starts_with(r, "BUSY");
-    return osp_error_new(transient ? OSP_ERROR_UNAVAILABLE : OSP_ERROR_INTERNAL,
-                         "%sredis script %s: %.*s",
-                         transient ? "queue store unavailable: " : "",
-                         redis_script_name(id),
-                         (int)(r->len > 300 ? 300 : r->len), r->str);
+    return osp_error_new(
+        transient ? OSP_ERROR_UNAVAILABLE : OSP_ERROR_INTERNAL,
+        "%sredis script %s: %.*s", transient ? "queue store unavailable: " : "",
+        redis_script_name(id), (int)(r->len > 300 ? 300 : r->len), r->str);
 }
 
 /* EVALSHA sha, then args' pieces (borrowed), into full. */

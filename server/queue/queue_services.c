@@ -39,8 +39,8 @@ struct queue_services {
     pthread_cond_t wake;
     service_worker *workers;
     size_t n_ready_models;
-    bool stop;      /* the thread ends */
-    bool quiesced;  /* workers stopped */
+    bool stop;     /* the thread ends */
+    bool quiesced; /* workers stopped */
     pthread_t thread;
     bool thread_started;
 };
@@ -92,8 +92,7 @@ static void start_worker(queue_services *qs, const char *model) {
         err = osp_error_out_of_memory();
     }
     if (err) { /* tried again on the next round */
-        OSP_LOG_WARN("queue service '%s': %s", model,
-                     osp_error_message(err));
+        OSP_LOG_WARN("queue service '%s': %s", model, osp_error_message(err));
         osp_error_free(err);
         return;
     }
@@ -197,8 +196,8 @@ osp_error *queue_services_new(const queue_services_options *o,
         snprintf(uid, sizeof uid, "%s:%ld", host, (long)getpid());
     }
     qs->uid = strdup(uid);
-    qs->queue_only = calloc(o->n_queue_only ? o->n_queue_only : 1,
-                            sizeof *qs->queue_only);
+    qs->queue_only =
+        calloc(o->n_queue_only ? o->n_queue_only : 1, sizeof *qs->queue_only);
     if (qs->uid == NULL || qs->queue_only == NULL) {
         err = osp_error_out_of_memory();
         goto fail;
@@ -297,8 +296,8 @@ static bool is_queue_only(const queue_services *qs, const char *name) {
     return false;
 }
 
-osp_error *queue_services_find(queue_services *qs, const char *name,
-                               bool sink, osp_queue **out) {
+osp_error *queue_services_find(queue_services *qs, const char *name, bool sink,
+                               osp_queue **out) {
     bool known = is_queue_only(qs, name);
     if (!known) {
         osp_model *m = NULL;

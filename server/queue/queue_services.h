@@ -57,8 +57,8 @@ osp_queue_store *queue_services_store(queue_services *qs);
 /* The queue of service `name` (its sink when sink): NOT_FOUND "unknown
  * queue service '<name>'" when no ready model and no queue-only service
  * has that name. *out is borrowed (valid as the store). */
-osp_error *queue_services_find(queue_services *qs, const char *name,
-                               bool sink, osp_queue **out);
+osp_error *queue_services_find(queue_services *qs, const char *name, bool sink,
+                               osp_queue **out);
 /* The service that `/` and `/sink` address: copies its name into buf and
  * returns true when the server has exactly one queue service and no ready
  * model (a lone queue-only service). */
@@ -66,11 +66,11 @@ bool queue_services_lone(queue_services *qs, char *buf, size_t cap);
 
 /* What a model service's worker did, for /metrics. */
 typedef struct queue_service_stats {
-    const char *name;      /* borrowed for the callback */
-    uint64_t processed;    /* items run (success or error item) */
-    uint64_t failed;       /* of which error items */
-    uint64_t wait_count;   /* items taken */
-    uint64_t wait_us;      /* sum of put -> taken by the worker */
+    const char *name;    /* borrowed for the callback */
+    uint64_t processed;  /* items run (success or error item) */
+    uint64_t failed;     /* of which error items */
+    uint64_t wait_count; /* items taken */
+    uint64_t wait_us;    /* sum of put -> taken by the worker */
 } queue_service_stats;
 /* Calls fn for every running worker. */
 void queue_services_foreach_worker(queue_services *qs,

@@ -37,7 +37,7 @@ struct queue_worker {
     size_t max_input;
     osp_queue_consumer *consumer; /* NULL once stopped */
 
-    pthread_mutex_t mu; /* everything below */
+    pthread_mutex_t mu;  /* everything below */
     pthread_cond_t idle; /* in_flight dropped */
     unsigned refs;
     unsigned in_flight;
@@ -100,8 +100,7 @@ static void commit_done(void *ctx, osp_error *err) {
     if (err) {
         /* The sink item is stored; the input item comes back later and is
          * run again (at-least-once). */
-        OSP_LOG_WARN("queue worker '%s': commit of item %" PRIu64
-                     " failed: %s",
+        OSP_LOG_WARN("queue worker '%s': commit of item %" PRIu64 " failed: %s",
                      j->w->model, j->item->index, osp_error_message(err));
         osp_error_free(err);
     }
@@ -200,8 +199,8 @@ static void job_fail_status(job *j, osp_error *err, unsigned status) {
     jbuf_puts(&b, "{\"error\":");
     jbuf_json_cstr(&b, osp_error_message(err));
     jbuf_putc(&b, '}');
-    set_tags(j, status ? status : error_status(osp_error_get_code(err)),
-             false, 0);
+    set_tags(j, status ? status : error_status(osp_error_get_code(err)), false,
+             0);
     osp_error_free(err);
     j->sink_data = jbuf_take(&b, &j->sink_len);
     pthread_mutex_lock(&w->mu);
@@ -215,7 +214,9 @@ static void job_fail_status(job *j, osp_error *err, unsigned status) {
     sink_put(j);
 }
 
-static void job_fail(job *j, osp_error *err) { job_fail_status(j, err, 0); }
+static void job_fail(job *j, osp_error *err) {
+    job_fail_status(j, err, 0);
+}
 
 /* The response as the HTTP body would carry it. */
 static osp_error *job_encode(job *j, osp_infer_response *r) {
@@ -328,9 +329,9 @@ static void deliver(void *ctx, osp_queue_item *item) {
                             "the item is empty; expected a KServe v2 JSON "
                             "inference request");
     else
-        err = kserve_decode_request_body(
-            w->core, w->model, -1, item->data, item->size,
-            header_length(item), w->max_input, &req, &j->outputs);
+        err = kserve_decode_request_body(w->core, w->model, -1, item->data,
+                                         item->size, header_length(item),
+                                         w->max_input, &req, &j->outputs);
     if (err) { /* the item is not a request the model can run: 400 (the
                   JSON parser's errors are INTERNAL, as Triton's) */
         bool oom = osp_error_get_code(err) == OSP_ERROR_UNAVAILABLE;
@@ -447,11 +448,12 @@ void queue_worker_release(queue_worker *w) {
         worker_free(w);
 }
 
-const char *queue_worker_model(const queue_worker *w) { return w->model; }
+const char *queue_worker_model(const queue_worker *w) {
+    return w->model;
+}
 
-void queue_worker_counts(queue_worker *w, uint64_t *processed,
-                         uint64_t *failed, uint64_t *wait_count,
-                         uint64_t *wait_us) {
+void queue_worker_counts(queue_worker *w, uint64_t *processed, uint64_t *failed,
+                         uint64_t *wait_count, uint64_t *wait_us) {
     pthread_mutex_lock(&w->mu);
     *processed = w->processed;
     *failed = w->failed;

@@ -30,7 +30,7 @@
 typedef struct queue_worker queue_worker;
 
 typedef struct queue_worker_options {
-    const char *model; /* copied */
+    const char *model;  /* copied */
     osp_server *core;   /* borrowed for the worker's life */
     osp_tracer *tracer; /* borrowed likewise; may be NULL */
     osp_queue *input;   /* borrowed likewise */
@@ -56,6 +56,5 @@ void queue_worker_release(queue_worker *w);
 
 const char *queue_worker_model(const queue_worker *w);
 /* Counters since start. */
-void queue_worker_counts(queue_worker *w, uint64_t *processed,
-                         uint64_t *failed, uint64_t *wait_count,
-                         uint64_t *wait_us);
+void queue_worker_counts(queue_worker *w, uint64_t *processed, uint64_t *failed,
+                         uint64_t *wait_count, uint64_t *wait_us);

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "base64.h"
-#include "json_util.h"
 #include "json_doc.h"
+#include "json_util.h"
 
 #define TFS_DEFAULT_SIGNATURE "serving_default"
 

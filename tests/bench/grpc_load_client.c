@@ -97,7 +97,9 @@ typedef struct worker {
 
 /* ---- requests ------------------------------------------------------------ */
 
-static void grpc_slice_free_heap(void *p) { free(p); }
+static void grpc_slice_free_heap(void *p) {
+    free(p);
+}
 
 /* Fills *rv with variant v of the request for opt (packed once). Returns
    -1 on OOM; rv may hold partial allocations (variant_free releases them). */
@@ -533,10 +535,9 @@ static grpc_channel *channel_new(const char *target) {
    calls then measure calls, not the connection set-up. */
 static bool channel_wait_ready(grpc_channel *ch, grpc_completion_queue *cq,
                                double seconds) {
-    gpr_timespec deadline =
-        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                     gpr_time_from_millis((int64_t)(seconds * 1000),
-                                          GPR_TIMESPAN));
+    gpr_timespec deadline = gpr_time_add(
+        gpr_now(GPR_CLOCK_MONOTONIC),
+        gpr_time_from_millis((int64_t)(seconds * 1000), GPR_TIMESPAN));
     for (;;) {
         grpc_connectivity_state st =
             grpc_channel_check_connectivity_state(ch, 1);
@@ -607,8 +608,8 @@ int main(int argc, char **argv) {
         grpc_completion_queue_create_for_next(NULL);
     for (int i = 0; i < opt.channels; i++) {
         channels[i] = channel_new(opt.target);
-        methods[i] = grpc_channel_register_call(channels[i], MODEL_INFER,
-                                                NULL, NULL);
+        methods[i] =
+            grpc_channel_register_call(channels[i], MODEL_INFER, NULL, NULL);
         if (!channel_wait_ready(channels[i], setup_cq, 10)) {
             fprintf(stderr, "grpc_load_client: %s: not connected after 10 s\n",
                     opt.target);

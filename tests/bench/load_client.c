@@ -49,9 +49,8 @@ typedef enum {
     MODE_FILE,
 } body_mode;
 
-static const char *const mode_names[] = {"json-simple", "binary-simple",
-                                         "binary-fp32", "json-fp32", "raw",
-                                         "file"};
+static const char *const mode_names[] = {
+    "json-simple", "binary-simple", "binary-fp32", "json-fp32", "raw", "file"};
 
 typedef struct {
     char host[256];

@@ -83,7 +83,9 @@ static int by_name(const struct dirent **a, const struct dirent **b) {
     return strcmp((*a)->d_name, (*b)->d_name);
 }
 
-static int skip_hidden(const struct dirent *e) { return e->d_name[0] != '.'; }
+static int skip_hidden(const struct dirent *e) {
+    return e->d_name[0] != '.';
+}
 
 static int run_dir(const char *dir, size_t *n_inputs) {
     struct dirent **names = NULL;

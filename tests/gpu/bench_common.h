@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "osprey/device.h"
 #include "cuda_provider.h"
+#include "osprey/device.h"
 #include "osprey/device_impl.h"
 
 /* Prints the error and exits: benchmarks are programs, main may exit. */

@@ -53,8 +53,10 @@ struct Request {
         msg.n_inputs = input_ptrs.size();
         msg.raw_input_contents = raw.data();
         msg.n_raw_input_contents = raw.size();
-        std::string out(inference__model_infer_request__get_packed_size(&msg), '\0');
-        inference__model_infer_request__pack(&msg, reinterpret_cast<uint8_t *>(&out[0]));
+        std::string out(inference__model_infer_request__get_packed_size(&msg),
+                        '\0');
+        inference__model_infer_request__pack(
+            &msg, reinterpret_cast<uint8_t *>(&out[0]));
         return out;
     }
 };
@@ -145,7 +147,8 @@ TEST(GrpcConvert, TritonMessages) {
         Request r;
         r.msg.model_name = const_cast<char *>("m");
         r.input("A", "FP32", {2});
-        Inference__InferTensorContents c = INFERENCE__INFER_TENSOR_CONTENTS__INIT;
+        Inference__InferTensorContents c =
+            INFERENCE__INFER_TENSOR_CONTENTS__INIT;
         c.fp32_contents = f;
         c.n_fp32_contents = 2;
         r.inputs[0].contents = &c;
@@ -164,7 +167,8 @@ TEST(GrpcConvert, TritonMessages) {
         Request r;
         r.msg.model_name = const_cast<char *>("m");
         r.input("A", "INT32", {2});
-        Inference__InferTensorContents c = INFERENCE__INFER_TENSOR_CONTENTS__INIT;
+        Inference__InferTensorContents c =
+            INFERENCE__INFER_TENSOR_CONTENTS__INIT;
         c.fp32_contents = f;
         c.n_fp32_contents = 2;
         r.inputs[0].contents = &c;
@@ -190,7 +194,9 @@ TEST(GrpcConvert, TritonMessages) {
         kgrpc_decoded_destroy(&d);
     }
     // not a protobuf message
-    for (std::string junk : {std::string("\xff\xff"), std::string("\x3a\x05" "ab"),
+    for (std::string junk : {std::string("\xff\xff"),
+                             std::string("\x3a\x05"
+                                         "ab"),
                              std::string("\x0b")}) {
         kgrpc_decoded d;
         kgrpc_decoded_init(&d);
@@ -214,7 +220,8 @@ TEST(GrpcConvert, ParameterTypes) {
     r.msg.n_parameters = 1;
 
     e.key = const_cast<char *>("priority");
-    v.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
+    v.parameter_choice_case =
+        INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
     v.uint64_param = 3;
     kgrpc_decoded d;
     kgrpc_decoded_init(&d);
@@ -223,7 +230,8 @@ TEST(GrpcConvert, ParameterTypes) {
     kgrpc_decoded_destroy(&d);
 
     e.key = const_cast<char *>("custom");
-    v.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM;
+    v.parameter_choice_case =
+        INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM;
     v.double_param = 0.25;
     kgrpc_decoded_init(&d);
     ASSERT_OK(decode(r.pack(), 4, &d));
@@ -232,7 +240,8 @@ TEST(GrpcConvert, ParameterTypes) {
     EXPECT_EQ(d.request->parameters[0].value.d, 0.25);
     kgrpc_decoded_destroy(&d);
 
-    v.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
+    v.parameter_choice_case =
+        INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
     kgrpc_decoded_init(&d);
     EXPECT_EQ(TakeMessage(decode(r.pack(), 4, &d)),
               "invalid value type for 'custom' parameter, expected "
@@ -256,12 +265,14 @@ std::string join(const kgrpc_encoded &e) {
 }
 
 osp_infer_response *make_response() {
-    auto *r = static_cast<osp_infer_response *>(calloc(1, sizeof(osp_infer_response)));
+    auto *r = static_cast<osp_infer_response *>(
+        calloc(1, sizeof(osp_infer_response)));
     r->model_name = strdup("simple");
     r->model_version = 1;
     r->id = strdup("x");
     r->n_outputs = 2;
-    r->outputs = static_cast<osp_infer_output *>(calloc(2, sizeof(osp_infer_output)));
+    r->outputs =
+        static_cast<osp_infer_output *>(calloc(2, sizeof(osp_infer_output)));
     const char *names[] = {"OUT_A", "OUT_B"};
     for (int i = 0; i < 2; i++) {
         osp_infer_output *o = &r->outputs[i];
@@ -288,13 +299,15 @@ TEST(GrpcConvert, ResponseReadsBackAsProtobuf) {
         Inference__ModelStreamInferResponse *s = nullptr;
         if (stream) {
             s = inference__model_stream_infer_response__unpack(
-                nullptr, bytes.size(), reinterpret_cast<const uint8_t *>(bytes.data()));
+                nullptr, bytes.size(),
+                reinterpret_cast<const uint8_t *>(bytes.data()));
             ASSERT_NE(s, nullptr);
             EXPECT_STREQ(s->error_message, "");
             resp = s->infer_response;
         } else {
             resp = inference__model_infer_response__unpack(
-                nullptr, bytes.size(), reinterpret_cast<const uint8_t *>(bytes.data()));
+                nullptr, bytes.size(),
+                reinterpret_cast<const uint8_t *>(bytes.data()));
         }
         ASSERT_NE(resp, nullptr);
         EXPECT_STREQ(resp->model_name, "simple");
@@ -319,7 +332,8 @@ TEST(GrpcConvert, ResponseReadsBackAsProtobuf) {
 
 TEST(GrpcConvert, StreamError) {
     size_t len;
-    uint8_t *packed = kgrpc_encode_stream_error("boom", "id-9", nullptr, nullptr, &len);
+    uint8_t *packed =
+        kgrpc_encode_stream_error("boom", "id-9", nullptr, nullptr, &len);
     ASSERT_NE(packed, nullptr);
     Inference__ModelStreamInferResponse *s =
         inference__model_stream_infer_response__unpack(nullptr, len, packed);

@@ -50,7 +50,7 @@ TEST(QueueParams, GoDurationsAndBareSeconds) {
     EXPECT_TRUE(TimeoutFails("s"));
     EXPECT_TRUE(TimeoutFails("5x"));
     EXPECT_TRUE(TimeoutFails("1s5"));
-    EXPECT_TRUE(TimeoutFails("2h"));  // over an hour
+    EXPECT_TRUE(TimeoutFails("2h")); // over an hour
     EXPECT_TRUE(TimeoutFails("99999999999999999999s"));
 }
 
@@ -71,7 +71,8 @@ TEST(QueueParams, Indexes) {
     ASSERT_EQ(n, 3u);
     EXPECT_EQ(list[2], 30u);
     free(list);
-    for (const char *bad : {"", "0", "1,,2", "x", "-1", "1,", "18446744073709551616"}) {
+    for (const char *bad :
+         {"", "0", "1,,2", "x", "-1", "1,", "18446744073709551616"}) {
         osp_error *err = queue_parse_indexes(bad, &list, &n);
         EXPECT_NE(err, nullptr) << bad;
         osp_error_free(err);
@@ -119,7 +120,9 @@ bool PeerSend(void *ctx, const void *data, size_t len) {
     return true;
 }
 
-void PeerPing(void *ctx) { static_cast<Peer *>(ctx)->pings++; }
+void PeerPing(void *ctx) {
+    static_cast<Peer *>(ctx)->pings++;
+}
 
 const ws_session_callbacks kPeer = {PeerSend, PeerPing};
 
@@ -151,7 +154,8 @@ TEST(WebSocket, PongForEveryPingDataIgnored) {
     for (char c : in)
         ASSERT_TRUE(ws_session_feed(s, &c, 1));
     EXPECT_EQ(peer.pings, 2);
-    std::string pongs = std::string("\x8a\x04ping", 6) + std::string("\x8a\x00", 2);
+    std::string pongs =
+        std::string("\x8a\x04ping", 6) + std::string("\x8a\x00", 2);
     EXPECT_EQ(peer.out, pongs);
     peer.out.clear();
     ASSERT_TRUE(ws_session_send_binary(s, "\x08\x01", 2));
@@ -182,7 +186,7 @@ TEST(WebSocket, OversizedMessageAndCloseEndTheSession) {
 
     peer.out.clear();
     ASSERT_EQ(ws_session_new(&kPeer, &peer, 100, &s), nullptr);
-    std::string unmasked("\x82\x01x", 3);  // clients must mask
+    std::string unmasked("\x82\x01x", 3); // clients must mask
     EXPECT_FALSE(ws_session_feed(s, unmasked.data(), unmasked.size()));
     ws_session_free(s);
 }
@@ -199,15 +203,14 @@ TEST(QueueCodec, FrameMatchesThePythonRuntimesBytes) {
     uint8_t *out = nullptr;
     size_t len = 0;
     ASSERT_EQ(queue_encode_frame(&item, false, &out, &len), nullptr);
-    const unsigned char want[] = {0x08, 0x01, 0x12, 0x0f, 0x0a, 0x09, 'r',
-                                  'e',  'q',  'u',  'e',  's',  't',  'I',
-                                  'd',  0x12, 0x02, 'r',  '1',  0x1a, 0x03,
-                                  'a',  'b',  'c'};
+    const unsigned char want[] = {0x08, 0x01, 0x12, 0x0f, 0x0a, 0x09, 'r', 'e',
+                                  'q',  'u',  'e',  's',  't',  'I',  'd', 0x12,
+                                  0x02, 'r',  '1',  0x1a, 0x03, 'a',  'b', 'c'};
     ASSERT_EQ(len, sizeof want);
     EXPECT_EQ(memcmp(out, want, len), 0);
     free(out);
     ASSERT_EQ(queue_encode_frame(&item, true, &out, &len), nullptr);
-    EXPECT_EQ(len, sizeof want - 5);  // no data
+    EXPECT_EQ(len, sizeof want - 5); // no data
     free(out);
 }
 
@@ -237,7 +240,7 @@ TEST(QueueCodec, ListAndAttributesDecode) {
     streaming__data_frame_list_proto__free_unpacked(list, nullptr);
     free(out);
     ASSERT_EQ(queue_encode_list_proto(items, 0, &out, &len), nullptr);
-    EXPECT_EQ(len, 0u);  // an empty body is an empty list
+    EXPECT_EQ(len, 0u); // an empty body is an empty list
 
     char *json = nullptr;
     ASSERT_EQ(queue_encode_list_json(items, 1, &json, &len), nullptr);
@@ -248,12 +251,12 @@ TEST(QueueCodec, ListAndAttributesDecode) {
     osp_queue_attribute attrs[1] = {
         {const_cast<char *>("stream.length"), const_cast<char *>("0")}};
     ASSERT_EQ(queue_encode_attributes_proto(attrs, 1, &out, &len), nullptr);
-    const unsigned char want[] = {0x0a, 0x12, 0x0a, 0x0d, 's', 't', 'r',
-                                  'e',  'a',  'm',  '.',  'l', 'e', 'n',
+    const unsigned char want[] = {0x0a, 0x12, 0x0a, 0x0d, 's',  't', 'r',
+                                  'e',  'a',  'm',  '.',  'l',  'e', 'n',
                                   'g',  't',  'h',  0x12, 0x01, '0'};
     ASSERT_EQ(len, sizeof want);
     EXPECT_EQ(memcmp(out, want, len), 0);
     free(out);
 }
 
-}  // namespace
+} // namespace

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "json_doc.h"
 #include "osp_test.h"
 #include "tfs_codec.h"
-#include "json_doc.h"
 
 extern "C" {
 #include "json_util.h"

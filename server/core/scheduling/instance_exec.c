@@ -38,7 +38,7 @@ typedef struct batch_state {
     osp_backend_tensor *outputs;
     osp_buffer **output_buffers;
     osp_buffer **staged; /* outputs reachable from the host (stage_output) */
-    osp_buffer ***input_slots; /* givable request input buffers (ctx) */
+    osp_buffer ***input_slots;  /* givable request input buffers (ctx) */
     osp_infer_response **resps; /* one per request of the batch */
     osp_execute_ctx ctx;
 } batch_state;
