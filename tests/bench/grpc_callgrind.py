@@ -38,6 +38,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 HTTP_RE = re.compile(r"Started HTTPService at \S+:(\d+)")
 GRPC_RE = re.compile(r"Started GRPCInferenceService at \S+:(\d+)")
+sys.path.insert(0, HERE)
+from callgrind_bench import top_functions, total_ir  # noqa: E402
 SIXTEEN_MIB_FP32 = 4 * 1024 * 1024
 
 CASES = {
@@ -49,29 +51,6 @@ CASES = {
     "http-16mib": ("http", "load_client",
                    ["--mode", "binary-fp32", "--elements", str(SIXTEEN_MIB_FP32)]),
 }
-
-
-def total_ir(path):
-    with open(path) as f:
-        for line in f:
-            if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1])
-    raise RuntimeError("no totals in " + path)
-
-
-def top_functions(path, n):
-    p = subprocess.run(["callgrind_annotate", "--inclusive=no",
-                        "--threshold=100", path],
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                       text=True)
-    rows = []
-    for line in p.stdout.splitlines():
-        m = re.match(r"\s*([\d,]+)\s+\(\s*([\d.]+)%\)\s+(.*)", line)
-        if m and not re.search(r"PROGRAM TOTALS|:clone |:start_thread ",
-                                m.group(3)):
-            rows.append((int(m.group(1).replace(",", "")), m.group(2),
-                         m.group(3)))
-    return rows[:n]
 
 
 def main():
