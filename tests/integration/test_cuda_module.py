@@ -46,6 +46,15 @@ def driver_present():
         return False
 
 
+@pytest.fixture
+def fake_driver(monkeypatch):
+    """The build's look-alike libcuda.so.1 first on the library path."""
+    if not os.path.exists(os.path.join(FAKE_DRIVER_DIR, "libcuda.so.1")):
+        pytest.skip("fake driver not built (cmake --build build --target fake_cuda_driver)")
+    monkeypatch.setenv("LD_LIBRARY_PATH",
+                       FAKE_DRIVER_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+
+
 @pytest.mark.skipif(driver_present(), reason="this host has an NVIDIA driver")
 def test_no_driver_maps_no_cuda_library(start_server, tmp_path):
     srv = start_server(harness.make_repo(tmp_path / "repo", ["simple"]), ["--log-verbose=1"])
@@ -54,11 +63,7 @@ def test_no_driver_maps_no_cuda_library(start_server, tmp_path):
     simple_infer(srv)
 
 
-def test_driver_with_a_gpu_loads_the_module(start_server, tmp_path, monkeypatch):
-    if not os.path.exists(os.path.join(FAKE_DRIVER_DIR, "libcuda.so.1")):
-        pytest.skip("fake driver not built (cmake --build build --target fake_cuda_driver)")
-    monkeypatch.setenv("LD_LIBRARY_PATH",
-                       FAKE_DRIVER_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+def test_driver_with_a_gpu_loads_the_module(start_server, tmp_path, fake_driver):
     srv = start_server(harness.make_repo(tmp_path / "repo", ["simple"]), ["--log-verbose=1"])
     log = srv.log()
     assert "CUDA device module loaded (1 GPU(s))" in log
@@ -71,11 +76,8 @@ def test_driver_with_a_gpu_loads_the_module(start_server, tmp_path, monkeypatch)
     simple_infer(srv)
 
 
-def test_module_path_from_the_environment(start_server, tmp_path, monkeypatch):
-    if not os.path.exists(os.path.join(FAKE_DRIVER_DIR, "libcuda.so.1")):
-        pytest.skip("fake driver not built (cmake --build build --target fake_cuda_driver)")
-    monkeypatch.setenv("LD_LIBRARY_PATH",
-                       FAKE_DRIVER_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+def test_module_path_from_the_environment(start_server, tmp_path, fake_driver,
+                                           monkeypatch):
     monkeypatch.setenv("OSPREY_CUDA_MODULE", str(tmp_path / "missing.so"))
     srv = start_server(harness.make_repo(tmp_path / "repo", ["simple"]))
     assert "could not be loaded; models run on the CPU" in srv.log()
