@@ -19,6 +19,7 @@
 
 #include "osp_test.h"
 #include "osprey/queue.h"
+#include "queue_test_util.h"
 #include "redis_test_server.h"
 
 namespace {
@@ -193,30 +194,8 @@ void WaitGet(GetResult *r, int seconds = 10) {
     EXPECT_TRUE(r->done);
 }
 
-uint64_t Length(osp_queue *q) {
-    osp_queue_attribute *attrs = nullptr;
-    size_t n = 0;
-    osp_error *err = osp_queue_attributes(q, &attrs, &n);
-    EXPECT_EQ(err, nullptr) << TakeMessage(err);
-    uint64_t len = UINT64_MAX;
-    for (size_t i = 0; i < n; i++)
-        if (std::string(attrs[i].key) == "stream.length")
-            len = std::stoull(attrs[i].value);
-    osp_queue_attributes_free(attrs, n);
-    return len;
-}
-
-std::map<std::string, std::string> Attributes(osp_queue *q) {
-    osp_queue_attribute *attrs = nullptr;
-    size_t n = 0;
-    std::map<std::string, std::string> out;
-    osp_error *err = osp_queue_attributes(q, &attrs, &n);
-    EXPECT_EQ(err, nullptr) << TakeMessage(err);
-    for (size_t i = 0; i < n; i++)
-        out[attrs[i].key] = attrs[i].value;
-    osp_queue_attributes_free(attrs, n);
-    return out;
-}
+using queue_test::Attributes;
+using queue_test::Length;
 
 // A consumer that records what it is given and, when asked, commits each
 // item from its deliver callback.
