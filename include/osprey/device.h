@@ -122,6 +122,17 @@ void osp_stream_free(osp_stream *stream);
 osp_device *osp_stream_device(const osp_stream *stream);
 osp_error *osp_stream_synchronize(osp_stream *stream);
 
+/* Caps the host threads the stream's ops may use; 0 = the device's
+ * default; devices that do not run ops on host threads ignore it. Applies
+ * to ops enqueued after it returns. The CPU device's default is the
+ * environment's OSPREY_CPU_THREADS, else OPENBLAS_NUM_THREADS, else the
+ * CPUs the process may run on; its threads come from one pool shared by
+ * every stream, so streams running at once never use more host threads
+ * than the pool has, whatever their caps add up to. INVALID_ARG for a
+ * negative count. Not to be called while another thread enqueues on the
+ * same stream. */
+osp_error *osp_stream_set_threads(osp_stream *stream, int threads);
+
 /* Enqueues a copy of n bytes. Host pointers should be pinned for the copy
  * to be truly asynchronous; pageable host memory works but may serialise. */
 osp_error *osp_memcpy_async(osp_stream *stream, void *dst, const void *src,

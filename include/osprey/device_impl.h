@@ -8,6 +8,7 @@
  *   alloc_host     -> 64-byte aligned pageable host memory
  *   memcpy_async   -> synchronize the stream, then memcpy
  *   launch_host_func -> synchronize the stream, then call fn
+ *   stream_set_threads -> nothing (the device runs no ops on host threads)
  *   event_*        -> host monotonic clock taken after synchronizing
  *   memory_stats   -> all zero
  *   memcpy_sync    -> synchronous memmove (memory is host memory)
@@ -16,6 +17,7 @@
 #pragma once
 
 #include "osprey/device.h"
+#include "osprey/tensor_ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +44,10 @@ typedef struct osp_device_ops {
     /* (optional) */
     osp_error *(*launch_host_func)(osp_device *dev, void *stream_impl,
                                    void (*fn)(void *arg), void *arg);
+    /* (optional) caps the host threads ops on the stream may use (threads
+     * >= 0; 0 = the device's default). */
+    osp_error *(*stream_set_threads)(osp_device *dev, void *stream_impl,
+                                     int threads);
 
     /* (optional, all four or none) */
     osp_error *(*event_new)(osp_device *dev, void **impl);
@@ -79,6 +85,49 @@ typedef struct osp_device_ops {
     osp_error *(*cast)(osp_device *dev, void *stream_impl, const void *src,
                        osp_datatype src_dtype, void *dst,
                        osp_datatype dst_dtype, size_t n);
+
+    /* Tensor ops of osprey/tensor_ops.h, every one (optional): NULL means
+     * the device does not have it (osp_device_supports_op is false and a
+     * call is UNSUPPORTED), except gemm_ex, whose fallback is the
+     * dispatcher's (a gemm per batch, then the epilogue through unary and
+     * binary_nd). Arguments are validated by the dispatcher
+     * (server/device/tensor_ops.c) and never describe zero elements. */
+    osp_error *(*gemm_ex)(osp_device *dev, void *stream_impl,
+                          const osp_gemm_ex_args *args);
+    osp_error *(*unary)(osp_device *dev, void *stream_impl,
+                        const osp_unary_args *args);
+    osp_error *(*binary_nd)(osp_device *dev, void *stream_impl,
+                            const osp_binary_nd_args *args);
+    osp_error *(*where)(osp_device *dev, void *stream_impl,
+                        const osp_where_args *args);
+    osp_error *(*copy_strided)(osp_device *dev, void *stream_impl,
+                               const osp_copy_strided_args *args);
+    osp_error *(*gather)(osp_device *dev, void *stream_impl,
+                         const osp_gather_args *args);
+    osp_error *(*fill)(osp_device *dev, void *stream_impl,
+                       const osp_fill_args *args);
+    osp_error *(*pad)(osp_device *dev, void *stream_impl,
+                      const osp_pad_args *args);
+    osp_error *(*reduce)(osp_device *dev, void *stream_impl,
+                         const osp_reduce_args *args);
+    osp_error *(*softmax)(osp_device *dev, void *stream_impl,
+                          const osp_softmax_args *args);
+    osp_error *(*layer_norm)(osp_device *dev, void *stream_impl,
+                             const osp_layer_norm_args *args);
+    osp_error *(*channel_affine)(osp_device *dev, void *stream_impl,
+                                 const osp_channel_affine_args *args);
+    osp_error *(*conv)(osp_device *dev, void *stream_impl,
+                       const osp_conv_args *args);
+    osp_error *(*conv_transpose)(osp_device *dev, void *stream_impl,
+                                 const osp_conv_transpose_args *args);
+    osp_error *(*pool)(osp_device *dev, void *stream_impl,
+                       const osp_pool_args *args);
+    osp_error *(*topk)(osp_device *dev, void *stream_impl,
+                       const osp_topk_args *args);
+    osp_error *(*cumsum)(osp_device *dev, void *stream_impl,
+                         const osp_cumsum_args *args);
+    osp_error *(*scatter)(osp_device *dev, void *stream_impl,
+                          const osp_scatter_args *args);
 } osp_device_ops;
 
 struct osp_device {

@@ -2,8 +2,10 @@
  * The CPU device: the reference implementation of osprey/device_impl.h.
  *
  * Memory is 64-byte aligned host memory, streams are synchronous (every op
- * has finished when it returns, so a stream needs no state), copies are
- * memcpy and FP32 GEMM is OpenBLAS. Everything else is plain loops written
+ * has finished when it returns; a stream keeps only its thread cap),
+ * copies are memcpy and FP32 GEMM is OpenBLAS (cpu_sgemm.h). Ops that
+ * have enough work split it across the shared worker pool
+ * (cpu_threads.h), up to the stream's threads. Everything else is plain loops written
  * to be obviously right: other devices are tested against this one. The
  * optional slots (host memory, async copies, host functions, events,
  * memory stats) are left NULL; the dispatcher's fallbacks are exactly what
@@ -12,12 +14,16 @@
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "activation_rules.h"
+#include "cpu_ops.h"
+#include "cpu_sgemm.h"
+#include "cpu_threads.h"
 #include "device_internal.h"
 #include "half.h"
 #include "osprey/error.h"
@@ -42,15 +48,42 @@ static void cpu_free(osp_device *dev, void *ptr, size_t size) {
 
 /* ---- streams ----------------------------------------------------------- */
 
+/* A stream is synchronous: all it keeps is its thread cap. */
+typedef struct cpu_stream {
+    _Atomic int threads; /* osp_stream_set_threads's; 0 = the default */
+} cpu_stream;
+
 static osp_error *cpu_stream_new(osp_device *dev, void **impl) {
     (void)dev;
-    *impl = NULL; /* synchronous: nothing to remember */
+    cpu_stream *s = malloc(sizeof *s);
+    if (s == NULL)
+        return osp_error_out_of_memory();
+    atomic_init(&s->threads, 0);
+    *impl = s;
     return NULL;
 }
 
 static void cpu_stream_free(osp_device *dev, void *impl) {
     (void)dev;
-    (void)impl;
+    free(impl);
+}
+
+static osp_error *cpu_stream_set_threads(osp_device *dev, void *impl,
+                                         int threads) {
+    (void)dev;
+    cpu_stream *s = impl;
+    atomic_store_explicit(&s->threads,
+                          threads > CPU_THREADS_MAX ? CPU_THREADS_MAX : threads,
+                          memory_order_relaxed);
+    return NULL;
+}
+
+int cpu_stream_threads(const void *stream) {
+    cpu_stream *s = (cpu_stream *)stream; /* only read */
+    int n = s != NULL
+                ? atomic_load_explicit(&s->threads, memory_order_relaxed)
+                : 0;
+    return n > 0 ? n : cpu_threads_default();
 }
 
 static osp_error *cpu_stream_synchronize(osp_device *dev, void *impl) {
@@ -81,7 +114,7 @@ static float *alloc_floats(int64_t rows, int64_t cols) {
 /* FP16 GEMM as the header defines it (FP32 accumulation): widen A, B and C
  * into packed FP32 copies, run sgemm, round C back. Only the m x n block of
  * C is written; the padding between rows is left untouched. */
-static osp_error *cpu_gemm_fp16(const osp_gemm_args *g) {
+static osp_error *cpu_gemm_fp16(const osp_gemm_args *g, int threads) {
     int64_t a_rows = g->trans_a ? g->k : g->m,
             a_cols = g->trans_a ? g->m : g->k;
     int64_t b_rows = g->trans_b ? g->n : g->k,
@@ -104,10 +137,15 @@ static osp_error *cpu_gemm_fp16(const osp_gemm_args *g) {
     else
         memset(c, 0, (size_t)g->m * (size_t)g->n * sizeof(float));
 
-    cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
-                g->trans_b ? CblasTrans : CblasNoTrans, (blasint)g->m,
-                (blasint)g->n, (blasint)g->k, g->alpha, a, (blasint)a_cols, b,
-                (blasint)b_cols, g->beta, c, (blasint)g->n);
+    cpu_sgemm_args s = {
+        .trans_a = g->trans_a, .trans_b = g->trans_b,
+        .m = g->m, .n = g->n, .k = g->k,
+        .alpha = g->alpha, .beta = g->beta,
+        .a = a, .lda = a_cols > 1 ? a_cols : 1,
+        .b = b, .ldb = b_cols > 1 ? b_cols : 1,
+        .c = c, .ldc = g->n,
+    };
+    cpu_sgemm(&s, threads, NULL, NULL);
 
     uint16_t *out = g->c;
     for (int64_t r = 0; r < g->m; r++)
@@ -123,14 +161,18 @@ out:
 static osp_error *cpu_gemm(osp_device *dev, void *stream,
                            const osp_gemm_args *g) {
     (void)dev;
-    (void)stream;
+    int threads = cpu_stream_threads(stream);
     if (g->dtype == OSP_TYPE_FP16)
-        return cpu_gemm_fp16(g);
+        return cpu_gemm_fp16(g, threads);
     /* FP32 (the dispatcher allows nothing else); TF32 does not exist here. */
-    cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
-                g->trans_b ? CblasTrans : CblasNoTrans, (blasint)g->m,
-                (blasint)g->n, (blasint)g->k, g->alpha, g->a, (blasint)g->lda,
-                g->b, (blasint)g->ldb, g->beta, g->c, (blasint)g->ldc);
+    cpu_sgemm_args s = {
+        .trans_a = g->trans_a, .trans_b = g->trans_b,
+        .m = g->m, .n = g->n, .k = g->k,
+        .alpha = g->alpha, .beta = g->beta,
+        .a = g->a, .lda = g->lda, .b = g->b, .ldb = g->ldb,
+        .c = g->c, .ldc = g->ldc,
+    };
+    cpu_sgemm(&s, threads, NULL, NULL);
     return NULL;
 }
 
@@ -267,11 +309,30 @@ static const osp_device_ops cpu_ops = {
     .stream_new = cpu_stream_new,
     .stream_free = cpu_stream_free,
     .stream_synchronize = cpu_stream_synchronize,
+    .stream_set_threads = cpu_stream_set_threads,
     .gemm = cpu_gemm,
     .binary = cpu_binary,
     .bias_activation = cpu_bias_activation,
     .softmax_rows = cpu_softmax_rows,
     .cast = cpu_cast,
+    .gemm_ex = cpu_op_gemm_ex,
+    .unary = cpu_op_unary,
+    .binary_nd = cpu_op_binary_nd,
+    .where = cpu_op_where,
+    .copy_strided = cpu_op_copy_strided,
+    .gather = cpu_op_gather,
+    .fill = cpu_op_fill,
+    .pad = cpu_op_pad,
+    .reduce = cpu_op_reduce,
+    .softmax = cpu_op_softmax,
+    .layer_norm = cpu_op_layer_norm,
+    .channel_affine = cpu_op_channel_affine,
+    .conv = cpu_op_conv,
+    .conv_transpose = cpu_op_conv_transpose,
+    .pool = cpu_op_pool,
+    .topk = cpu_op_topk,
+    .cumsum = cpu_op_cumsum,
+    .scatter = cpu_op_scatter,
 };
 
 static osp_device cpu_device = {
@@ -281,11 +342,15 @@ static osp_device cpu_device = {
 
 static pthread_once_t cpu_info_once = PTHREAD_ONCE_INIT;
 
+/* Also makes OpenBLAS single-threaded: GEMMs are split across the pool
+ * of cpu_threads.h instead, so that a stream's thread cap bounds them
+ * too. */
 static void cpu_fill_info(void) {
     long pages = sysconf(_SC_PHYS_PAGES);
     long page_size = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page_size > 0)
         cpu_device.info.total_memory = (size_t)pages * (size_t)page_size;
+    openblas_set_num_threads(1);
 }
 
 osp_device *osp_cpu_device_get(void) {

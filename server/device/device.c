@@ -22,11 +22,6 @@
 #define MAX_GPU_DEVICES 16
 #define MAX_PROVIDERS 4
 
-struct osp_stream {
-    osp_device *device;
-    void *impl;
-};
-
 struct osp_event {
     osp_device *device;
     void *impl; /* the device's event, or NULL when it has none */
@@ -284,6 +279,19 @@ osp_error *osp_stream_synchronize(osp_stream *stream) {
                                                    stream->impl);
 }
 
+osp_error *osp_stream_set_threads(osp_stream *stream, int threads) {
+    if (stream == NULL)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "osp_stream_set_threads: stream is NULL");
+    if (threads < 0)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "osp_stream_set_threads: %d threads", threads);
+    osp_device *dev = stream->device;
+    if (dev->ops->stream_set_threads == NULL)
+        return NULL;
+    return dev->ops->stream_set_threads(dev, stream->impl, threads);
+}
+
 osp_error *osp_memcpy_async(osp_stream *stream, void *dst, const void *src,
                             size_t n, osp_copy_kind kind) {
     if (stream == NULL)
@@ -468,9 +476,10 @@ osp_error *osp_event_elapsed_ns(osp_event *start, osp_event *end,
 /* ---- compute ops ------------------------------------------------------- */
 
 /* Checks that a row-major matrix of rows x cols stored with row stride ld
- * is describable to BLAS (int dimensions, ld >= max(1, cols)). */
-static osp_error *check_matrix(const char *name, const void *ptr, int64_t rows,
-                               int64_t cols, int64_t ld) {
+ * is describable to BLAS (int dimensions, ld >= max(1, cols)). Shared with
+ * osp_op_gemm_ex (tensor_ops_nn.c). */
+osp_error *osp__gemm_check_matrix(const char *name, const void *ptr,
+                                  int64_t rows, int64_t cols, int64_t ld) {
     if (ptr == NULL)
         return osp_error_new(OSP_ERROR_INVALID_ARG, "gemm: %s is NULL", name);
     if (ld < (cols > 1 ? cols : 1) || ld > INT_MAX)
@@ -498,11 +507,13 @@ osp_error *osp_op_gemm(osp_stream *stream, const osp_gemm_args *args) {
     if (g->m == 0 || g->n == 0)
         return NULL;
     osp_error *err;
-    if ((err = check_matrix("a", g->a, g->trans_a ? g->k : g->m,
-                            g->trans_a ? g->m : g->k, g->lda)) != NULL ||
-        (err = check_matrix("b", g->b, g->trans_b ? g->n : g->k,
-                            g->trans_b ? g->k : g->n, g->ldb)) != NULL ||
-        (err = check_matrix("c", g->c, g->m, g->n, g->ldc)) != NULL)
+    if ((err = osp__gemm_check_matrix("a", g->a, g->trans_a ? g->k : g->m,
+                                      g->trans_a ? g->m : g->k, g->lda)) !=
+            NULL ||
+        (err = osp__gemm_check_matrix("b", g->b, g->trans_b ? g->n : g->k,
+                                      g->trans_b ? g->k : g->n, g->ldb)) !=
+            NULL ||
+        (err = osp__gemm_check_matrix("c", g->c, g->m, g->n, g->ldc)) != NULL)
         return err;
     return stream->device->ops->gemm(stream->device, stream->impl, g);
 }

@@ -1,0 +1,220 @@
+/*
+ * The CPU device's gemm_ex (osprey/tensor_ops.h): an sgemm per batch
+ * element (cpu_sgemm.h; this OpenBLAS has no cblas_sgemm_batch), each
+ * block of C followed by its epilogue while it is still in cache. A batch
+ * of at least as many elements as threads runs an element per thread.
+ * FP16 is widened to FP32 as cpu_device.c's gemm does, and rounded back
+ * after the epilogue.
+ *
+ * Also home of the row epilogue that conv shares (cpu_ops_nn.h).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+#include "cpu_ops_nn.h"
+#include "cpu_sgemm.h"
+#include "cpu_threads.h"
+#include "half.h"
+#include "osprey/error.h"
+#include "unary_rules.h"
+
+/* ---- the epilogue ------------------------------------------------------- */
+
+/* Elements per pass: two passes (adds, then the activation) over a chunk
+ * this size stay in L1. */
+#define EPILOGUE_CHUNK 1024
+
+/* The additions of the epilogue over one chunk. */
+CPU_NN_HOT static void epilogue_add(float *restrict y, int64_t n, float bias,
+                                    const float *restrict bias_vec,
+                                    const float *restrict residual) {
+    if (bias_vec != NULL && residual != NULL)
+        CPU_NN_LOOP(n, i, y[i] = y[i] + bias + bias_vec[i] + residual[i]);
+    else if (bias_vec != NULL)
+        CPU_NN_LOOP(n, i, y[i] = y[i] + bias + bias_vec[i]);
+    else if (residual != NULL)
+        CPU_NN_LOOP(n, i, y[i] = y[i] + bias + residual[i]);
+    else if (bias != 0.0f)
+        CPU_NN_LOOP(n, i, y[i] += bias);
+}
+
+/* The activation over one chunk: the op switched once, its rule inlined
+ * into a loop of its own. */
+CPU_NN_HOT static void epilogue_act(float *restrict y, int64_t n,
+                                    osp_unary_op act, float alpha, float beta) {
+#define ACT_CASE(op, fn)                                                       \
+    case op:                                                                   \
+        CPU_NN_LOOP(n, i, y[i] = fn(y[i], alpha, beta));                       \
+        break;
+    switch (act) {
+        OSP_UNARY_F32_OPS(ACT_CASE)
+    default:
+        break;
+    }
+#undef ACT_CASE
+}
+
+void cpu_nn__epilogue_row(float *y, int64_t n, float bias,
+                          const float *bias_vec, const float *residual,
+                          osp_unary_op act, float alpha, float beta) {
+    bool adds = bias != 0.0f || bias_vec != NULL || residual != NULL;
+    for (int64_t at = 0; at < n; at += EPILOGUE_CHUNK) {
+        int64_t len = n - at < EPILOGUE_CHUNK ? n - at : EPILOGUE_CHUNK;
+        if (adds)
+            epilogue_add(y + at, len, bias,
+                         bias_vec != NULL ? bias_vec + at : NULL,
+                         residual != NULL ? residual + at : NULL);
+        if (act != OSP_UNARY_IDENTITY)
+            epilogue_act(y + at, len, act, alpha, beta);
+    }
+}
+
+/* ---- gemm_ex ------------------------------------------------------------ */
+
+static bool has_epilogue(const osp_gemm_ex_args *x) {
+    return x->bias != NULL || x->residual != NULL ||
+           x->act != OSP_UNARY_IDENTITY;
+}
+
+/* The epilogue of batch element `batch` on the block rows [r0, r1) x
+ * columns [c0, c1) of its m x n result c (row stride ldc: C itself, or
+ * FP16's packed FP32 copy); the residual has C's layout. */
+typedef struct gemm_epilogue_ctx {
+    const osp_gemm_ex_args *x;
+    int64_t batch;
+    float *c;
+    int64_t ldc;
+} gemm_epilogue_ctx;
+
+static void gemm_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0,
+                          int64_t c1) {
+    const gemm_epilogue_ctx *e = arg;
+    const osp_gemm_ex_args *x = e->x;
+    const osp_gemm_args *g = &x->gemm;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *res =
+            x->residual != NULL
+                ? x->residual + e->batch * x->stride_c + r * g->ldc + c0
+                : NULL;
+        cpu_nn__epilogue_row(e->c + r * e->ldc + c0, c1 - c0, 0.0f,
+                             x->bias != NULL ? x->bias + c0 : NULL, res, x->act,
+                             x->act_alpha, x->act_beta);
+    }
+}
+
+/* Batch element i of x as one sgemm on FP32 operands a, b, c (C's row
+ * stride ldc), and its epilogue, on up to `threads` threads. */
+static void gemm_one(const osp_gemm_ex_args *x, int64_t i, const float *a,
+                     int64_t lda, const float *b, int64_t ldb, float *c,
+                     int64_t ldc, int threads) {
+    const osp_gemm_args *g = &x->gemm;
+    cpu_sgemm_args s = {
+        .trans_a = g->trans_a, .trans_b = g->trans_b,
+        .m = g->m, .n = g->n, .k = g->k,
+        .alpha = g->alpha, .beta = g->beta,
+        .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c, .ldc = ldc,
+    };
+    gemm_epilogue_ctx e = {x, i, c, ldc};
+    cpu_sgemm(&s, threads, has_epilogue(x) ? gemm_epilogue : NULL, &e);
+}
+
+static void gemm_batch_element(void *arg, int64_t i) {
+    const osp_gemm_ex_args *x = arg;
+    const osp_gemm_args *g = &x->gemm;
+    gemm_one(x, i, (const float *)g->a + i * x->stride_a, g->lda,
+             (const float *)g->b + i * x->stride_b, g->ldb,
+             (float *)g->c + i * x->stride_c, g->ldc, 1);
+}
+
+/* A batch at least as large as the threads runs one element per task;
+ * a smaller one splits each element's GEMM instead. */
+static osp_error *gemm_ex_fp32(const osp_gemm_ex_args *x, int64_t batch,
+                               int threads) {
+    const osp_gemm_args *g0 = &x->gemm;
+    if ((double)g0->m * (double)g0->n * (double)(g0->k + 1) * (double)batch <
+        2.0 * (double)CPU_SGEMM_GRAIN)
+        threads = 1;
+    if (batch > 1 && batch >= threads) {
+        cpu_parallel_for(batch, gemm_batch_element, (void *)x, threads);
+        return NULL;
+    }
+    for (int64_t i = 0; i < batch; i++) {
+        const osp_gemm_args *g = &x->gemm;
+        gemm_one(x, i, (const float *)g->a + i * x->stride_a, g->lda,
+                 (const float *)g->b + i * x->stride_b, g->ldb,
+                 (float *)g->c + i * x->stride_c, g->ldc, threads);
+    }
+    return NULL;
+}
+
+/* rows x cols of FP16 (row stride ld) into packed FP32. */
+static void widen(const uint16_t *src, int64_t ld, int64_t rows, int64_t cols,
+                  float *dst) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            dst[r * cols + c] = osp_fp16_to_fp32(src[r * ld + c]);
+}
+
+static float *alloc_matrix(int64_t rows, int64_t cols) {
+    size_t count, bytes;
+    if (__builtin_mul_overflow((size_t)rows, (size_t)cols, &count) ||
+        __builtin_mul_overflow(count, sizeof(float), &bytes))
+        return NULL;
+    return malloc(bytes > 0 ? bytes : 1);
+}
+
+/* FP16 with FP32 accumulation: each batch element's A and B widened into
+ * packed FP32 (once only when the stride is 0), C widened when beta reads
+ * it, sgemm, the epilogue in FP32, then C rounded back. */
+static osp_error *gemm_ex_fp16(const osp_gemm_ex_args *x, int64_t batch,
+                               int threads) {
+    const osp_gemm_args *g = &x->gemm;
+    int64_t a_rows = g->trans_a ? g->k : g->m,
+            a_cols = g->trans_a ? g->m : g->k;
+    int64_t b_rows = g->trans_b ? g->n : g->k,
+            b_cols = g->trans_b ? g->k : g->n;
+    osp_error *err = NULL;
+    float *a = alloc_matrix(a_rows, a_cols);
+    float *b = alloc_matrix(b_rows, b_cols);
+    float *c = alloc_matrix(g->m, g->n);
+    if (a == NULL || b == NULL || c == NULL) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    const uint16_t *a16 = g->a, *b16 = g->b;
+    uint16_t *c16 = g->c;
+    for (int64_t i = 0; i < batch; i++) {
+        if (i == 0 || x->stride_a != 0)
+            widen(a16 + i * x->stride_a, g->lda, a_rows, a_cols, a);
+        if (i == 0 || x->stride_b != 0)
+            widen(b16 + i * x->stride_b, g->ldb, b_rows, b_cols, b);
+        uint16_t *ci = c16 + i * x->stride_c;
+        if (g->beta != 0.0f)
+            widen(ci, g->ldc, g->m, g->n, c);
+        else
+            memset(c, 0, (size_t)g->m * (size_t)g->n * sizeof(float));
+        /* BLAS wants ld >= 1 even for the empty matrices of k == 0. */
+        gemm_one(x, i, a, a_cols > 1 ? a_cols : 1, b, b_cols > 1 ? b_cols : 1,
+                 c, g->n, threads);
+        for (int64_t r = 0; r < g->m; r++)
+            for (int64_t col = 0; col < g->n; col++)
+                ci[r * g->ldc + col] = osp_fp32_to_fp16(c[r * g->n + col]);
+    }
+out:
+    free(a);
+    free(b);
+    free(c);
+    return err;
+}
+
+osp_error *cpu_op_gemm_ex(osp_device *dev, void *stream,
+                          const osp_gemm_ex_args *args) {
+    (void)dev;
+    int threads = cpu_stream_threads(stream);
+    int64_t batch = args->batch_count > 1 ? args->batch_count : 1;
+    if (args->gemm.dtype == OSP_TYPE_FP16)
+        return gemm_ex_fp16(args, batch, threads);
+    return gemm_ex_fp32(args, batch, threads);
+}
