@@ -222,6 +222,51 @@ static bool apply_trace_config(osprey_flags *f, const char *value) {
     return false;
 }
 
+/* Triton's --backend-config=[<backend>,]<setting>=<value>, split as Triton
+ * splits it: the backend ends at the first ',', the setting at the first
+ * '=' after it. Without a backend the setting is for every backend. */
+static bool apply_backend_config(osprey_flags *f, const char *value) {
+    const char *comma = strchr(value, ',');
+    const char *setting = comma ? comma + 1 : value;
+    const char *eq = strchr(setting, '=');
+    if (comma == value) {
+        fprintf(stderr,
+                "Error: No backend specified. --backend-config option format "
+                "is <backend name>,<setting>=<value> or <setting>=<value>. "
+                "Got %s\n",
+                value);
+        return false;
+    }
+    if (!eq || eq == setting || eq[1] == '\0') {
+        fprintf(stderr,
+                "Error: --backend-config option format is '<backend "
+                "name>,<setting>=<value>'. Got %s\n",
+                value);
+        return false;
+    }
+    /* "<backend>\0<setting>\0<value>\0" in one allocation */
+    size_t backend_len = comma ? (size_t)(comma - value) : 0;
+    size_t len = strlen(value);
+    char *block = malloc(len + 2);
+    osp_backend_setting *grown =
+        block ? realloc(f->backend_settings,
+                        (f->n_backend_settings + 1) * sizeof *grown)
+              : NULL;
+    if (!grown) {
+        free(block);
+        return false;
+    }
+    f->backend_settings = grown;
+    memcpy(block, value, backend_len);
+    block[backend_len] = '\0';
+    char *key = block + backend_len + 1;
+    memcpy(key, setting, len - (size_t)(setting - value) + 1);
+    key[eq - setting] = '\0';
+    f->backend_settings[f->n_backend_settings++] = (osp_backend_setting){
+        .backend = block, .key = key, .value = key + (eq - setting) + 1};
+    return true;
+}
+
 static bool apply_queue_service(osprey_flags *f, const char *value) {
     if (value[0] == '\0')
         return false;
@@ -332,7 +377,6 @@ static const ignored_flag ignored_flags[] = {
     {"host-policy", NULL},
     {"model-load-gpu-limit", NULL},
     {"backend-directory", "its backends are built in"},
-    {"backend-config", "its backends take no global config"},
     {"repoagent-directory", NULL},
 };
 
@@ -669,6 +713,14 @@ static const flag_def flag_table[] = {
      .offset = FIELD(strict_model_config),
      .default_value = "false",
      .help = "true: the same as --disable-auto-complete-config"},
+    {.name = "backend-config",
+     .arg = "[BACKEND,]KEY=VALUE",
+     .kind = FLAG_APPLY,
+     .apply = apply_backend_config,
+     .help = "a setting for the models of BACKEND, or without BACKEND\n"
+             "for those of every backend (a backend's own one wins),\n"
+             "e.g. onnxruntime,default-max-batch-size=8 (Triton's\n"
+             "default: 4); repeatable"},
     {.name = "pinned-memory-pool-byte-size",
      .arg = "N",
      .kind = FLAG_SIZE,
@@ -1011,6 +1063,11 @@ void flags_free(osprey_flags *f) {
     free(f->queue_services);
     f->queue_services = NULL;
     f->n_queue_services = 0;
+    for (size_t i = 0; i < f->n_backend_settings; i++)
+        free((char *)f->backend_settings[i].backend); /* the whole block */
+    free(f->backend_settings);
+    f->backend_settings = NULL;
+    f->n_backend_settings = 0;
     kserve_restrictions_free(f->grpc_restricted);
     free(f->load_models);
     f->load_models = NULL;

@@ -35,6 +35,10 @@ typedef struct osprey_flags {
     bool strict_gpu;
     bool disable_auto_complete_config;
     bool strict_model_config;
+    /* --backend-config: owned array; each entry's three strings share one
+     * allocation, starting at `backend` */
+    osp_backend_setting *backend_settings;
+    size_t n_backend_settings;
     osp_device_options devices;
     osp_tracer_options trace;
     bool allow_metrics;

@@ -103,6 +103,8 @@ static osp_error *core_start(app *a) {
     opts.model_load_threads = (int)f->model_load_thread_count;
     opts.auto_complete_config =
         !f->disable_auto_complete_config && !f->strict_model_config;
+    opts.backend_settings = f->backend_settings;
+    opts.n_backend_settings = f->n_backend_settings;
     opts.devices = f->devices;
     opts.backends = backends_builtin;
     opts.n_backends = backends_builtin_count;

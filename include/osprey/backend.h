@@ -73,7 +73,9 @@ typedef struct osp_backend {
     /* Validates the config for this backend and loads what the model needs
      * from `version_path` (borrowed, the numbered version folder). Errors
      * are load errors a user can act on (name the tensor, the parameter).
-     * Caller owns *model, freed with model_free. */
+     * The config's backend_config holds the --backend-config settings for
+     * this backend (osp_model_config_backend_setting), here and in
+     * auto_complete. Caller owns *model, freed with model_free. */
     osp_error *(*model_new)(const osp_model_config *config,
                             const char *version_path, void **model);
     void (*model_free)(void *model);

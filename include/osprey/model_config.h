@@ -89,10 +89,43 @@ typedef struct osp_model_parameter {
     char *value; /* string_value */
 } osp_model_parameter;
 
+typedef enum osp_model_priority {
+    OSP_MODEL_PRIORITY_DEFAULT = 0,
+    OSP_MODEL_PRIORITY_MAX,
+    OSP_MODEL_PRIORITY_MIN,
+} osp_model_priority;
+
+/* One entry of optimization.execution_accelerators (an ONNX Runtime
+ * execution provider such as "openvino" or "tensorrt", and its settings). */
+typedef struct osp_execution_accelerator {
+    char *name;                      /* "" when absent, never NULL */
+    osp_model_parameter *parameters; /* map<string, string>, config order */
+    size_t n_parameters;
+} osp_execution_accelerator;
+
+/* optimization { ... } (ModelOptimizationPolicy). What a config leaves out
+ * has Triton's defaults: pinned memory enabled, PRIORITY_DEFAULT. Its
+ * `cuda` message is accepted and not kept. */
+typedef struct osp_model_optimization {
+    bool has_graph;      /* graph { } was given */
+    int32_t graph_level; /* graph.level; 0 when absent */
+    osp_model_priority priority;
+    bool has_execution_accelerators; /* execution_accelerators { } given */
+    osp_execution_accelerator *gpu_accelerators;
+    size_t n_gpu_accelerators;
+    osp_execution_accelerator *cpu_accelerators;
+    size_t n_cpu_accelerators;
+    bool input_pinned_memory;  /* input_pinned_memory.enable */
+    bool output_pinned_memory; /* output_pinned_memory.enable */
+    uint32_t gather_kernel_buffer_threshold;
+    bool eager_batching;
+} osp_model_optimization;
+
 typedef struct osp_model_config {
     char *name;
-    char *platform; /* "" when absent, never NULL */
-    char *backend;  /* "" when absent, never NULL */
+    char *platform;               /* "" when absent, never NULL */
+    char *backend;                /* "" when absent, never NULL */
+    char *default_model_filename; /* "" when absent, never NULL */
     int32_t max_batch_size;
     osp_model_io *inputs;
     size_t n_inputs;
@@ -105,6 +138,14 @@ typedef struct osp_model_config {
     osp_model_parameter *parameters;
     size_t n_parameters;
     bool decoupled; /* model_transaction_policy { decoupled } */
+    osp_model_optimization optimization;
+    /* Not part of config.pbtxt: the --backend-config settings that apply to
+     * this model's backend (Triton's backend command-line config), one per
+     * key, a backend's own setting in place of a global one of the same
+     * key, and Triton's default-max-batch-size "4" unless set. The core
+     * fills them in before auto_complete and model_new. */
+    osp_model_parameter *backend_config;
+    size_t n_backend_config;
 } osp_model_config;
 
 /* Parses config.pbtxt text. `filename` (borrowed) is used in messages, which
@@ -133,6 +174,10 @@ void osp_model_config_free(osp_model_config *config);
 /* Borrowed value of parameter `key`, or NULL. */
 const char *osp_model_config_parameter(const osp_model_config *config,
                                        const char *key);
+/* Borrowed value of --backend-config setting `key` for this model's
+ * backend (see backend_config), or NULL. */
+const char *osp_model_config_backend_setting(const osp_model_config *config,
+                                             const char *key);
 /* Index of the input/output named `name`, or -1. */
 int osp_model_config_input_index(const osp_model_config *config,
                                  const char *name);

@@ -41,6 +41,13 @@ const char *osp_model_state_name(osp_model_state state);
 
 struct osp_backend;
 
+/* One --backend-config setting (Triton's backend command-line config). */
+typedef struct osp_backend_setting {
+    const char *backend; /* "" (or NULL): every backend */
+    const char *key;
+    const char *value;
+} osp_backend_setting;
+
 typedef struct osp_server_options {
     const char *model_repository; /* borrowed during osp_server_new */
     /* The backends models may name (`backend:` in config.pbtxt), looked up
@@ -51,9 +58,12 @@ typedef struct osp_server_options {
     const char *const *load_models; /* explicit mode: names, or "*" */
     size_t n_load_models;
     bool strict_gpu; /* KIND_GPU without a GPU fails */
-    /* A load request's partial config (no backend, no platform) is
-     * completed from the model's config.pbtxt (default true;
-     * --disable-auto-complete-config, --strict-model-config=true). */
+    /* Triton's auto-complete (default true; --disable-auto-complete-config,
+     * --strict-model-config=true turn it off): a model folder may have no
+     * config.pbtxt, a load request's partial config (no backend, no
+     * platform) is completed from the model's config.pbtxt, and backends
+     * complete configs without inputs or outputs (osp_backend.auto_complete).
+     * Off, config.pbtxt is required. */
     bool auto_complete_config;
     /* Poll mode: seconds between repository scans (new, changed and
      * removed model folders are loaded, reloaded and unloaded). */
@@ -63,6 +73,14 @@ typedef struct osp_server_options {
      * Triton's). 0 or 1: one at a time. Each model's states and log lines
      * are the same whatever the count. */
     int model_load_threads;
+    /* Settings a model's backend sees in its config's backend_config
+     * (osp_model_config_backend_setting): those naming its backend and the
+     * global ones; a later one of the same backend and key wins, and a
+     * backend's own wins over a global one. As Triton, every backend also
+     * gets default-max-batch-size=4 unless it is set. Copied by
+     * osp_server_new. */
+    const osp_backend_setting *backend_settings;
+    size_t n_backend_settings;
     osp_device_options devices; /* device providers included */
 } osp_server_options;
 

@@ -8,12 +8,15 @@
  * work (reading weights, starting instances, draining queues) without
  * holding `lock`.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "backend_fields.h"
 #include "load_override.h"
 #include "model_internal.h"
 #include "osprey/log.h"
@@ -38,11 +41,18 @@ typedef struct model_entry {
     uint64_t fingerprint; /* of its folder when last loaded (poll mode) */
 } model_entry;
 
+/* An osp_backend_setting the server owns; backend "" = every backend. */
+typedef struct backend_setting {
+    char *backend, *key, *value;
+} backend_setting;
+
 struct osp_server {
     char *repo_root;
     const osp_backend *const *backends; /* borrowed from the options */
     size_t n_backends;
-    bool auto_complete; /* complete partial config overrides */
+    bool auto_complete; /* Triton's auto-complete (see the options) */
+    backend_setting *backend_settings; /* --backend-config, copied */
+    size_t n_backend_settings;
     osp_model_control_mode control_mode;
     bool strict_gpu;
     int load_threads; /* models loaded at once by a repository scan */
@@ -201,8 +211,9 @@ typedef struct load_source {
     char base_path[PATH_MAX];
 } load_source;
 
-/* Parses a model's config and checks its name against the model's (an
- * absent name takes the model's). Caller owns *out. */
+/* Parses a model's config, checks its name against the model's (an
+ * absent name takes the model's) and completes its backend fields from
+ * the model's folder (backend_fields_complete). Caller owns *out. */
 static osp_error *read_config(const char *name, const load_source *src,
                               osp_model_config **out) {
     osp_model_config *cfg = NULL;
@@ -224,6 +235,10 @@ static osp_error *read_config(const char *name, const load_source *src,
                             "%s: name: model name '%s' does not match its "
                             "folder '%s'",
                             path, cfg->name, name);
+        osp_model_config_free(cfg);
+        return err;
+    }
+    if ((err = backend_fields_complete(cfg, name, src->model_dir))) {
         osp_model_config_free(cfg);
         return err;
     }
@@ -335,9 +350,83 @@ static osp_error *load_source_open(osp_server *server, const char *name,
     } else if (!err) {
         snprintf(src->path, sizeof src->path, "%s/config.pbtxt",
                  src->model_dir);
-        src->text = read_text_file(src->path, &src->len, &err);
+        struct stat st;
+        if (server->auto_complete && stat(src->path, &st) != 0 &&
+            errno == ENOENT) {
+            /* As Triton with auto-complete on: no config.pbtxt is an empty
+             * config, completed from the model's files. */
+            src->len = 0;
+            if (!(src->text = strdup("")))
+                err = osp_error_out_of_memory();
+        } else {
+            src->text = read_text_file(src->path, &src->len, &err);
+        }
     }
     return err && ov ? osp_load_override_error(name, err) : err;
+}
+
+/* Sets `key` to `value` in cfg->backend_config, whose array has room for
+ * one more key. */
+static osp_error *put_backend_setting(osp_model_config *cfg, const char *key,
+                                      const char *value) {
+    osp_model_parameter *list = cfg->backend_config;
+    size_t k = 0;
+    while (k < cfg->n_backend_config && strcmp(list[k].key, key) != 0)
+        k++;
+    char *copy = strdup(value);
+    if (!copy || (k == cfg->n_backend_config && !(list[k].key = strdup(key)))) {
+        free(copy);
+        return osp_error_out_of_memory();
+    }
+    free(list[k].value);
+    list[k].value = copy;
+    if (k == cfg->n_backend_config)
+        cfg->n_backend_config++;
+    return NULL;
+}
+
+/* Stores in cfg->backend_config the --backend-config settings for
+ * `backend` (see osp_server_options.backend_settings): the global ones,
+ * the backend's own over them, and Triton's default-max-batch-size. */
+static osp_error *set_backend_config(const osp_server *server,
+                                     const char *backend,
+                                     osp_model_config *cfg) {
+    osp_error *err = NULL;
+    size_t n = server->n_backend_settings;
+    free(cfg->backend_config); /* the parser sets none */
+    cfg->n_backend_config = 0;
+    if (!(cfg->backend_config = calloc(n + 1, sizeof *cfg->backend_config)))
+        return osp_error_out_of_memory();
+    for (size_t i = 0; i < n && !err; i++)
+        if (!server->backend_settings[i].backend[0])
+            err = put_backend_setting(cfg, server->backend_settings[i].key,
+                                      server->backend_settings[i].value);
+    for (size_t i = 0; i < n && !err; i++)
+        if (!strcmp(server->backend_settings[i].backend, backend))
+            err = put_backend_setting(cfg, server->backend_settings[i].key,
+                                      server->backend_settings[i].value);
+    if (!err &&
+        !osp_model_config_backend_setting(cfg, "default-max-batch-size"))
+        err = put_backend_setting(cfg, "default-max-batch-size", "4");
+    return err;
+}
+
+/* Triton's normalisation after auto-complete (NormalizeModelConfig):
+ * dynamic batching without preferred sizes prefers max_batch_size, which
+ * the config then shows (the batcher behaves the same either way). */
+static osp_error *normalize_config(osp_model_config *cfg) {
+    osp_dynamic_batching *db = &cfg->dynamic_batching;
+    if (!db->enabled || db->n_preferred_batch_sizes > 0 ||
+        cfg->max_batch_size <= 0)
+        return NULL;
+    int32_t *sizes = malloc(sizeof *sizes);
+    if (!sizes)
+        return osp_error_out_of_memory();
+    sizes[0] = cfg->max_batch_size;
+    free(db->preferred_batch_sizes);
+    db->preferred_batch_sizes = sizes;
+    db->n_preferred_batch_sizes = 1;
+    return NULL;
 }
 
 /* Loads every selected version of model `name` into new slots. Returns an
@@ -382,9 +471,13 @@ static osp_error *load_versions(osp_server *server, const char *name,
         const osp_backend *backend = NULL;
         if (!verr)
             verr = find_backend(server, vcfg, &backend);
+        if (!verr)
+            verr = set_backend_config(server, backend->name, vcfg);
         if (!verr && server->auto_complete && backend->auto_complete &&
             (vcfg->n_inputs == 0 || vcfg->n_outputs == 0))
             verr = backend->auto_complete(vcfg, vpath);
+        if (!verr)
+            verr = normalize_config(vcfg);
         if (!verr)
             verr = model_load(vcfg, backend, versions[i], vpath,
                               server->strict_gpu, &slot->model);
@@ -691,6 +784,40 @@ static void load_all(osp_server *server) {
     free(names);
 }
 
+static void free_backend_settings(backend_setting *settings, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(settings[i].backend);
+        free(settings[i].key);
+        free(settings[i].value);
+    }
+    free(settings);
+}
+
+/* Copies opts' backend settings into the server (a NULL backend becomes
+ * "": every backend). */
+static osp_error *copy_backend_settings(osp_server *server,
+                                        const osp_server_options *opts) {
+    size_t n = opts->n_backend_settings;
+    if (n == 0)
+        return NULL;
+    if (!(server->backend_settings = calloc(n, sizeof(backend_setting))))
+        return osp_error_out_of_memory();
+    for (size_t i = 0; i < n; i++) {
+        const osp_backend_setting *from = &opts->backend_settings[i];
+        backend_setting *to = &server->backend_settings[i];
+        server->n_backend_settings = i + 1;
+        if (!from->key || !from->value)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "backend setting %zu has no key or value", i);
+        to->backend = strdup(from->backend ? from->backend : "");
+        to->key = strdup(from->key);
+        to->value = strdup(from->value);
+        if (!to->backend || !to->key || !to->value)
+            return osp_error_out_of_memory();
+    }
+    return NULL;
+}
+
 osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
     if (!opts->model_repository)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
@@ -706,6 +833,13 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
         err = osp_error_new(OSP_ERROR_INVALID_ARG,
                             "failed to stat model repository path '%s': %m",
                             opts->model_repository);
+        free(server);
+        return err;
+    }
+    if ((err = copy_backend_settings(server, opts))) {
+        free_backend_settings(server->backend_settings,
+                              server->n_backend_settings);
+        free(server->repo_root);
         free(server);
         return err;
     }
@@ -788,6 +922,7 @@ void osp_server_free(osp_server *server) {
     pthread_mutex_destroy(&server->load_lock);
     pthread_mutex_destroy(&server->poll_mutex);
     pthread_cond_destroy(&server->poll_cond);
+    free_backend_settings(server->backend_settings, server->n_backend_settings);
     free(server->repo_root);
     free(server);
 }

@@ -276,6 +276,88 @@ parameters(arena *a, const osp_model_config *c) {
     return list;
 }
 
+typedef Inference__ModelOptimizationPolicy__ExecutionAccelerators__Accelerator
+    accelerator_msg;
+typedef Inference__ModelOptimizationPolicy__ExecutionAccelerators__Accelerator__ParametersEntry
+    accelerator_param_msg;
+
+static accelerator_msg **
+accelerators(arena *a, const osp_execution_accelerator *accs, size_t n) {
+    accelerator_msg **list = arena_calloc(a, n, sizeof *list);
+    for (size_t i = 0; list && i < n; i++) {
+        accelerator_msg *p = arena_calloc(a, 1, sizeof *p);
+        accelerator_param_msg **params =
+            arena_calloc(a, accs[i].n_parameters, sizeof *params);
+        if (!p || !params)
+            return NULL;
+        inference__model_optimization_policy__execution_accelerators__accelerator__init(
+            p);
+        p->name = accs[i].name;
+        for (size_t k = 0; k < accs[i].n_parameters; k++) {
+            accelerator_param_msg *e = arena_calloc(a, 1, sizeof *e);
+            if (!e)
+                return NULL;
+            inference__model_optimization_policy__execution_accelerators__accelerator__parameters_entry__init(
+                e);
+            e->key = accs[i].parameters[k].key;
+            e->value = accs[i].parameters[k].value;
+            params[k] = e;
+        }
+        p->n_parameters = accs[i].n_parameters;
+        p->parameters = params;
+        list[i] = p;
+    }
+    return list;
+}
+
+/* What model_config_json.c writes: always a message, pinned memory
+ * buffers always set. */
+static Inference__ModelOptimizationPolicy *
+optimization(arena *a, const osp_model_optimization *o) {
+    Inference__ModelOptimizationPolicy *p = arena_calloc(a, 1, sizeof *p);
+    Inference__ModelOptimizationPolicy__PinnedMemoryBuffer *in =
+        arena_calloc(a, 1, sizeof *in);
+    Inference__ModelOptimizationPolicy__PinnedMemoryBuffer *out =
+        arena_calloc(a, 1, sizeof *out);
+    if (!p || !in || !out)
+        return NULL;
+    inference__model_optimization_policy__init(p);
+    if (o->has_graph) {
+        Inference__ModelOptimizationPolicy__Graph *g =
+            arena_calloc(a, 1, sizeof *g);
+        if (!g)
+            return NULL;
+        inference__model_optimization_policy__graph__init(g);
+        g->level = o->graph_level;
+        p->graph = g;
+    }
+    p->priority =
+        (Inference__ModelOptimizationPolicy__ModelPriority)o->priority;
+    if (o->has_execution_accelerators) {
+        Inference__ModelOptimizationPolicy__ExecutionAccelerators *ea =
+            arena_calloc(a, 1, sizeof *ea);
+        if (!ea)
+            return NULL;
+        inference__model_optimization_policy__execution_accelerators__init(ea);
+        ea->n_gpu_execution_accelerator = o->n_gpu_accelerators;
+        ea->gpu_execution_accelerator =
+            accelerators(a, o->gpu_accelerators, o->n_gpu_accelerators);
+        ea->n_cpu_execution_accelerator = o->n_cpu_accelerators;
+        ea->cpu_execution_accelerator =
+            accelerators(a, o->cpu_accelerators, o->n_cpu_accelerators);
+        p->execution_accelerators = ea;
+    }
+    inference__model_optimization_policy__pinned_memory_buffer__init(in);
+    inference__model_optimization_policy__pinned_memory_buffer__init(out);
+    in->enable = o->input_pinned_memory;
+    out->enable = o->output_pinned_memory;
+    p->input_pinned_memory = in;
+    p->output_pinned_memory = out;
+    p->gather_kernel_buffer_threshold = o->gather_kernel_buffer_threshold;
+    p->eager_batching = o->eager_batching;
+    return p;
+}
+
 uint8_t *kgrpc_pack_model_config_response(const osp_model_config *c,
                                           size_t *len) {
     arena a = {0};
@@ -299,8 +381,10 @@ uint8_t *kgrpc_pack_model_config_response(const osp_model_config *c,
             INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING;
         mc.dynamic_batching = dynamic_batching(&a, &c->dynamic_batching);
     }
+    mc.optimization = optimization(&a, &c->optimization);
     mc.n_instance_group = c->n_instance_groups;
     mc.instance_group = instance_groups(&a, c);
+    mc.default_model_filename = c->default_model_filename;
     mc.n_parameters = c->n_parameters;
     mc.parameters = parameters(&a, c);
     tp.decoupled = c->decoupled;

@@ -34,8 +34,8 @@ static const char *const map_fields[] = {"parameters",
                                          "input_map",
                                          "output_map",
                                          NULL};
-static const char *const enum_fields[] = {"data_type", "kind", "format",
-                                          "timeout_action", NULL};
+static const char *const enum_fields[] = {
+    "data_type", "kind", "format", "timeout_action", "priority", NULL};
 static const char *const integer_fields[] = {"dims",
                                              "max_batch_size",
                                              "count",
@@ -47,6 +47,7 @@ static const char *const integer_fields[] = {"dims",
                                              "shape",
                                              "model_version",
                                              "gather_kernel_buffer_threshold",
+                                             "level",
                                              "int32_false_true",
                                              "int32_start_value",
                                              "int32_step_value",
@@ -132,6 +133,9 @@ static const struct {
     {"format",
      (const char *const[]){"FORMAT_NONE", "FORMAT_NHWC", "FORMAT_NCHW"}, 3},
     {"timeout_action", (const char *const[]){"REJECT", "DELAY"}, 2},
+    {"priority",
+     (const char *const[]){"PRIORITY_DEFAULT", "PRIORITY_MAX", "PRIORITY_MIN"},
+     3},
 };
 
 /* An enum field given as a number (protobuf's JSON accepts either), as

@@ -3,8 +3,9 @@
  * prints a ModelConfig (proto field names, declaration order, every
  * primitive and repeated field printed with its default, enums as strings,
  * 64-bit integers as JSON numbers). Message fields that Osprey does not model
- * (optimization, reshape, sequence_batching, ...) are left out, as protobuf
- * leaves out unset messages.
+ * (reshape, sequence_batching, optimization.cuda, ...) are left out, as
+ * protobuf leaves out unset messages. `optimization` is always there: Triton
+ * normalises every config to have one, with pinned memory enabled.
  */
 #include "model_config_json.h"
 
@@ -184,6 +185,66 @@ static void write_dynamic_batching(jbuf *b, const osp_dynamic_batching *db) {
     jbuf_putc(b, '}');
 }
 
+static const char *priority_name(osp_model_priority p) {
+    switch (p) {
+    case OSP_MODEL_PRIORITY_MAX:
+        return "PRIORITY_MAX";
+    case OSP_MODEL_PRIORITY_MIN:
+        return "PRIORITY_MIN";
+    default:
+        return "PRIORITY_DEFAULT";
+    }
+}
+
+static void write_accelerators(jbuf *b, const osp_execution_accelerator *accs,
+                               size_t n) {
+    jbuf_putc(b, '[');
+    for (size_t i = 0; i < n; i++) {
+        bool first = true;
+        jbuf_puts(b, i ? ",{" : "{");
+        str_field(b, &first, "name", accs[i].name);
+        key(b, &first, "parameters");
+        jbuf_putc(b, '{');
+        for (size_t p = 0; p < accs[i].n_parameters; p++) {
+            if (p)
+                jbuf_putc(b, ',');
+            jbuf_json_cstr(b, accs[i].parameters[p].key);
+            jbuf_putc(b, ':');
+            jbuf_json_cstr(b, accs[i].parameters[p].value);
+        }
+        jbuf_puts(b, "}}");
+    }
+    jbuf_putc(b, ']');
+}
+
+static void write_optimization(jbuf *b, const osp_model_optimization *o) {
+    bool first = true;
+    jbuf_putc(b, '{');
+    if (o->has_graph) {
+        key(b, &first, "graph");
+        jbuf_printf(b, "{\"level\":%d}", (int)o->graph_level);
+    }
+    str_field(b, &first, "priority", priority_name(o->priority));
+    if (o->has_execution_accelerators) {
+        key(b, &first, "execution_accelerators");
+        jbuf_puts(b, "{\"gpu_execution_accelerator\":");
+        write_accelerators(b, o->gpu_accelerators, o->n_gpu_accelerators);
+        jbuf_puts(b, ",\"cpu_execution_accelerator\":");
+        write_accelerators(b, o->cpu_accelerators, o->n_cpu_accelerators);
+        jbuf_putc(b, '}');
+    }
+    key(b, &first, "input_pinned_memory");
+    jbuf_printf(b, "{\"enable\":%s}",
+                o->input_pinned_memory ? "true" : "false");
+    key(b, &first, "output_pinned_memory");
+    jbuf_printf(b, "{\"enable\":%s}",
+                o->output_pinned_memory ? "true" : "false");
+    int_field(b, &first, "gather_kernel_buffer_threshold",
+              o->gather_kernel_buffer_threshold);
+    bool_field(b, &first, "eager_batching", o->eager_batching);
+    jbuf_putc(b, '}');
+}
+
 void model_config_to_json(const osp_model_config *c, jbuf *b) {
     bool first = true;
     jbuf_putc(b, '{');
@@ -214,6 +275,8 @@ void model_config_to_json(const osp_model_config *c, jbuf *b) {
     jbuf_puts(b, "[]");
     key(b, &first, "batch_output");
     jbuf_puts(b, "[]");
+    key(b, &first, "optimization");
+    write_optimization(b, &c->optimization);
     if (c->dynamic_batching.enabled) {
         key(b, &first, "dynamic_batching");
         write_dynamic_batching(b, &c->dynamic_batching);
@@ -226,7 +289,7 @@ void model_config_to_json(const osp_model_config *c, jbuf *b) {
         write_instance_group(b, c->name, &c->instance_groups[i], i);
     }
     jbuf_putc(b, ']');
-    str_field(b, &first, "default_model_filename", "");
+    str_field(b, &first, "default_model_filename", c->default_model_filename);
     key(b, &first, "cc_model_filenames");
     jbuf_puts(b, "{}");
     key(b, &first, "metric_tags");

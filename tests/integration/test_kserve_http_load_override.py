@@ -215,10 +215,10 @@ def test_partial_override_is_completed_from_config_pbtxt(server):
 
 
 def test_override_naming_an_unserved_platform_says_so(server):
-    config = {"name": "simple", "platform": "onnxruntime_onnx", "max_batch_size": 8}
+    config = {"name": "simple", "platform": "tensorrt_plan", "max_batch_size": 8}
     r = load(server, "simple", {"config": json.dumps(config)})
     assert r.status_code == 400, r.text
-    assert "unknown platform 'onnxruntime_onnx'" in r.json()["error"], r.text
+    assert "unknown platform 'tensorrt_plan'" in r.json()["error"], r.text
 
 
 @pytest.mark.parametrize("flag", ["--disable-auto-complete-config",
@@ -228,8 +228,13 @@ def test_completion_can_be_switched_off(start_server, tmp_path, flag):
     shutil.copytree(harness.ROOT / "models", repo, ignore=shutil.ignore_patterns("*.py"))
     srv = start_server(repo, ["--model-control-mode=explicit", "--load-model=simple", flag])
     r = load(srv, "simple", {"config": '{"max_batch_size": 16}'})
-    assert r.status_code == 400, r.text
-    assert "unknown backend ''" in r.json()["error"], r.text
+    # Nothing names a backend and simple/1 holds no file that would: as
+    # Triton, the config cannot be completed, the poll fails, and the log
+    # says why.
+    assert r.status_code == 500, r.text
+    assert r.json() == {"error": POLL_FAILED.format("simple")}
+    assert ("Could not determine backend for model 'simple' with no backend "
+            "in model configuration") in srv.log()
     # The loaded version keeps serving.
     add_sub(httpclient.InferenceServerClient(srv.hostport))
 

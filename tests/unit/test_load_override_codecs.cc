@@ -9,7 +9,12 @@
 
 #include "base64.h"
 #include "model_config_from_json.h"
+#include "model_config_json.h"
 #include "osprey/model_config.h"
+
+extern "C" {
+#include "json_util.h" // a C header without extern "C"
+}
 
 namespace {
 
@@ -150,6 +155,136 @@ TEST(ConfigJson, IntegersAsStringsAndEnumsAsNumbers) {
                  "config: field 'data_type': unknown enum value 99");
     osp_error_free(err);
     free(text);
+}
+
+// GET .../config's JSON of a config (what model_config_to_json writes).
+std::string ToJson(const osp_model_config *c) {
+    jbuf b;
+    jbuf_init(&b);
+    model_config_to_json(c, &b);
+    size_t n = 0;
+    char *text = jbuf_take(&b, &n);
+    std::string out = text ? std::string(text, n) : "";
+    free(text);
+    return out;
+}
+
+ConfigPtr FromPbtxt(const std::string &text) {
+    osp_model_config *cfg = nullptr;
+    osp_error *err =
+        osp_model_config_parse(text.data(), text.size(), "pbtxt", &cfg);
+    EXPECT_EQ(err, nullptr) << (err ? osp_error_message(err) : "");
+    osp_error_free(err);
+    return ConfigPtr(cfg);
+}
+
+// The "optimization" object of a config's JSON.
+std::string OptimizationJson(const std::string &json) {
+    size_t at = json.find("\"optimization\":");
+    size_t end = json.find(",\"instance_group\":");
+    return at == std::string::npos || end == std::string::npos
+               ? json
+               : json.substr(at, end - at);
+}
+
+// What Triton 2.51 prints: every config is normalised to have an
+// optimization (pinned memory on), between batch_output and the scheduler;
+// default_model_filename is always there.
+TEST(ConfigJson, OptimizationAsTritonPrintsIt) {
+    ConfigPtr none = FromPbtxt("name: \"m\" backend: \"identity\"");
+    ASSERT_NE(none, nullptr);
+    std::string json = ToJson(none.get());
+    EXPECT_EQ(OptimizationJson(json),
+              "\"optimization\":{\"priority\":\"PRIORITY_DEFAULT\","
+              "\"input_pinned_memory\":{\"enable\":true},"
+              "\"output_pinned_memory\":{\"enable\":true},"
+              "\"gather_kernel_buffer_threshold\":0,\"eager_batching\":false}");
+    EXPECT_NE(json.find("\"batch_output\":[],\"optimization\":"),
+              std::string::npos);
+    EXPECT_NE(json.find("\"default_model_filename\":\"\","), std::string::npos);
+
+    ConfigPtr graph = FromPbtxt("optimization { graph { level: -1 } }\n"
+                                "default_model_filename: \"model.onnx\"\n"
+                                "max_batch_size: 2 dynamic_batching { }");
+    ASSERT_NE(graph, nullptr);
+    json = ToJson(graph.get());
+    EXPECT_EQ(OptimizationJson(json),
+              "\"optimization\":{\"graph\":{\"level\":-1},"
+              "\"priority\":\"PRIORITY_DEFAULT\","
+              "\"input_pinned_memory\":{\"enable\":true},"
+              "\"output_pinned_memory\":{\"enable\":true},"
+              "\"gather_kernel_buffer_threshold\":0,\"eager_batching\":false},"
+              "\"dynamic_batching\":{\"preferred_batch_size\":[],"
+              "\"max_queue_delay_microseconds\":0,\"preserve_ordering\":false,"
+              "\"priority_levels\":0,\"default_priority_level\":0,"
+              "\"default_queue_policy\":{\"timeout_action\":\"REJECT\","
+              "\"default_timeout_microseconds\":0,"
+              "\"allow_timeout_override\":false,\"max_queue_size\":0},"
+              "\"priority_queue_policy\":{}}");
+    EXPECT_NE(json.find("\"default_model_filename\":\"model.onnx\","),
+              std::string::npos);
+
+    ConfigPtr accel = FromPbtxt(R"pb(
+optimization {
+  priority: PRIORITY_MIN
+  execution_accelerators {
+    gpu_execution_accelerator [ { name: "tensorrt"
+      parameters { key: "precision_mode" value: "FP16" } } ]
+  }
+  output_pinned_memory { enable: false }
+  eager_batching: true
+})pb");
+    ASSERT_NE(accel, nullptr);
+    EXPECT_EQ(OptimizationJson(ToJson(accel.get())),
+              "\"optimization\":{\"priority\":\"PRIORITY_MIN\","
+              "\"execution_accelerators\":{\"gpu_execution_accelerator\":"
+              "[{\"name\":\"tensorrt\",\"parameters\":"
+              "{\"precision_mode\":\"FP16\"}}],"
+              "\"cpu_execution_accelerator\":[]},"
+              "\"input_pinned_memory\":{\"enable\":true},"
+              "\"output_pinned_memory\":{\"enable\":false},"
+              "\"gather_kernel_buffer_threshold\":0,\"eager_batching\":true}");
+}
+
+// What GET .../config prints loads back unchanged through the load API's
+// JSON rewrite; protobuf's other JSON forms (lowerCamelCase, enum numbers,
+// integers as strings) read the same.
+TEST(ConfigJson, OptimizationRoundTrips) {
+    ConfigPtr c = FromPbtxt(R"pb(
+name: "m" backend: "onnxruntime" default_model_filename: "g.onnx"
+optimization {
+  graph { level: 3 } priority: PRIORITY_MAX
+  execution_accelerators {
+    cpu_execution_accelerator { name: "openvino"
+      parameters { key: "k" value: "v" } }
+    gpu_execution_accelerator { name: "tensorrt" }
+  }
+  input_pinned_memory { enable: false } gather_kernel_buffer_threshold: 9
+})pb");
+    ASSERT_NE(c, nullptr);
+    std::string json = ToJson(c.get());
+    ConfigPtr back = FromJson(json);
+    ASSERT_NE(back, nullptr);
+    EXPECT_EQ(ToJson(back.get()), json);
+
+    ConfigPtr forms = FromJson(R"({"defaultModelFilename": "x.onnx",
+        "optimization": {"graph": {"level": "-1"}, "priority": 2,
+                         "executionAccelerators": {"cpuExecutionAccelerator":
+                             [{"name": "openvino", "parameters": {"a": "b"}}]},
+                         "outputPinnedMemory": {"enable": false},
+                         "gatherKernelBufferThreshold": "5"}})");
+    ASSERT_NE(forms, nullptr);
+    const osp_model_optimization &o = forms->optimization;
+    EXPECT_STREQ(forms->default_model_filename, "x.onnx");
+    EXPECT_TRUE(o.has_graph);
+    EXPECT_EQ(o.graph_level, -1);
+    EXPECT_EQ(o.priority, OSP_MODEL_PRIORITY_MIN);
+    ASSERT_EQ(o.n_cpu_accelerators, 1u);
+    EXPECT_STREQ(o.cpu_accelerators[0].parameters[0].key, "a");
+    EXPECT_STREQ(o.cpu_accelerators[0].parameters[0].value, "b");
+    EXPECT_TRUE(o.input_pinned_memory);
+    EXPECT_FALSE(o.output_pinned_memory);
+    EXPECT_EQ(o.gather_kernel_buffer_threshold, 5u);
 }
 
 TEST(ConfigJson, EmptyObjectIsAnEmptyConfig) {

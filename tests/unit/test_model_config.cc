@@ -126,8 +126,18 @@ TEST(ModelConfig, EmptyTextGivesDefaults) {
     EXPECT_STREQ(p->name, ""); // the loader fills it from the folder
     EXPECT_STREQ(p->platform, "");
     EXPECT_STREQ(p->backend, "");
+    EXPECT_STREQ(p->default_model_filename, "");
     EXPECT_EQ(p->n_inputs, 0u);
     EXPECT_EQ(p->max_batch_size, 0);
+    // Triton normalises a config without optimization to these.
+    EXPECT_FALSE(p->optimization.has_graph);
+    EXPECT_EQ(p->optimization.graph_level, 0);
+    EXPECT_EQ(p->optimization.priority, OSP_MODEL_PRIORITY_DEFAULT);
+    EXPECT_FALSE(p->optimization.has_execution_accelerators);
+    EXPECT_TRUE(p->optimization.input_pinned_memory);
+    EXPECT_TRUE(p->optimization.output_pinned_memory);
+    EXPECT_EQ(p->n_backend_config, 0u);
+    EXPECT_EQ(osp_model_config_backend_setting(p.cfg, "x"), nullptr);
 
     Parsed comments("# nothing here\n   \n# at all");
     ASSERT_NE(comments.cfg, nullptr) << comments.error;
@@ -283,6 +293,122 @@ TEST(ModelConfig, AllFields) {
     EXPECT_EQ(osp_model_config_parameter(p.cfg, nullptr), nullptr);
 
     EXPECT_TRUE(p->decoupled);
+
+    EXPECT_STREQ(p->default_model_filename, "model.bin");
+    const osp_model_optimization &o = p->optimization;
+    EXPECT_FALSE(o.has_graph);
+    ASSERT_TRUE(o.has_execution_accelerators);
+    ASSERT_EQ(o.n_gpu_accelerators, 1u);
+    EXPECT_STREQ(o.gpu_accelerators[0].name, "tensorrt");
+    ASSERT_EQ(o.gpu_accelerators[0].n_parameters, 1u);
+    EXPECT_STREQ(o.gpu_accelerators[0].parameters[0].key, "precision_mode");
+    EXPECT_STREQ(o.gpu_accelerators[0].parameters[0].value, "FP16");
+    EXPECT_EQ(o.n_cpu_accelerators, 0u);
+    EXPECT_TRUE(o.input_pinned_memory);
+}
+
+// optimization as the ONNX Runtime backend reads it.
+TEST(ModelConfig, Optimization) {
+    Parsed p(R"pb(
+optimization {
+  graph { level: -1 }
+  priority: PRIORITY_MAX
+  execution_accelerators {
+    cpu_execution_accelerator [
+      { name: "openvino" parameters { key: "k" value: "v" }
+        parameters { key: "empty" value: "" } },
+      { name: "dnnl" }
+    ]
+    gpu_execution_accelerator { name: "tensorrt" parameters [
+      { key: "precision_mode" value: "FP16" },
+      { key: "max_workspace_size_bytes" value: "1073741824" } ] }
+  }
+  input_pinned_memory { enable: false }
+  output_pinned_memory { }
+  gather_kernel_buffer_threshold: 7
+  eager_batching: true
+  cuda { graphs: true busy_wait_events: true }
+}
+default_model_filename: "graph.onnx"
+)pb");
+    ASSERT_NE(p.cfg, nullptr) << p.error;
+    const osp_model_optimization &o = p->optimization;
+    EXPECT_TRUE(o.has_graph);
+    EXPECT_EQ(o.graph_level, -1);
+    EXPECT_EQ(o.priority, OSP_MODEL_PRIORITY_MAX);
+    ASSERT_EQ(o.n_cpu_accelerators, 2u);
+    EXPECT_STREQ(o.cpu_accelerators[0].name, "openvino");
+    ASSERT_EQ(o.cpu_accelerators[0].n_parameters, 2u);
+    EXPECT_STREQ(o.cpu_accelerators[0].parameters[0].key, "k");
+    EXPECT_STREQ(o.cpu_accelerators[0].parameters[0].value, "v");
+    EXPECT_STREQ(o.cpu_accelerators[0].parameters[1].value, "");
+    EXPECT_STREQ(o.cpu_accelerators[1].name, "dnnl");
+    EXPECT_EQ(o.cpu_accelerators[1].n_parameters, 0u);
+    ASSERT_EQ(o.n_gpu_accelerators, 1u);
+    ASSERT_EQ(o.gpu_accelerators[0].n_parameters, 2u);
+    EXPECT_STREQ(o.gpu_accelerators[0].parameters[1].value, "1073741824");
+    // A buffer message without `enable` is enable: false, as in protobuf.
+    EXPECT_FALSE(o.input_pinned_memory);
+    EXPECT_FALSE(o.output_pinned_memory);
+    EXPECT_EQ(o.gather_kernel_buffer_threshold, 7u);
+    EXPECT_TRUE(o.eager_batching);
+    EXPECT_STREQ(p->default_model_filename, "graph.onnx");
+
+    Parsed level0("optimization { graph { } }");
+    ASSERT_NE(level0.cfg, nullptr) << level0.error;
+    EXPECT_TRUE(level0->optimization.has_graph);
+    EXPECT_EQ(level0->optimization.graph_level, 0);
+    EXPECT_TRUE(level0->optimization.input_pinned_memory);
+}
+
+TEST(ModelConfig, OptimizationErrors) {
+    EXPECT_EQ(ParseError("optimization {\n graph { level: 2147483648 } }"),
+              "models/x/config.pbtxt:2: optimization.graph.level: value "
+              "2147483648 out of range [-2147483648, 2147483647]");
+    EXPECT_EQ(ParseError("optimization { graph { lvl: 1 } }"),
+              "models/x/config.pbtxt:1: optimization.graph.lvl: unknown "
+              "field (not in model_config.proto)");
+    EXPECT_EQ(ParseError("optimization { graph: 1 }"),
+              "models/x/config.pbtxt:1: optimization.graph: expected a "
+              "message, got an integer");
+    EXPECT_EQ(ParseError("\noptimization { priority: PRIORITY_HIGH }"),
+              "models/x/config.pbtxt:2: optimization.priority: unknown enum "
+              "value 'PRIORITY_HIGH'");
+    EXPECT_EQ(ParseError("optimization { execution_accelerators {\n"
+                         "  cpu_execution_accelerator { name: \"openvino\"\n"
+                         "    parameters { key: \"k\" value: 1 } } } }"),
+              "models/x/config.pbtxt:3: optimization.execution_accelerators."
+              "cpu_execution_accelerator.parameters.value: expected a "
+              "string, got an integer");
+    EXPECT_EQ(ParseError("optimization { execution_accelerators {\n"
+                         "  gpu_execution_accelerator { name: \"trt\"\n"
+                         "    parameters { key: \"k\" value: \"1\" }\n"
+                         "    parameters { key: \"k\" value: \"2\" } } } }"),
+              "models/x/config.pbtxt:4: optimization.execution_accelerators."
+              "gpu_execution_accelerator.parameters.key: duplicate key 'k'");
+    EXPECT_EQ(ParseError("optimization { execution_accelerators {\n"
+                         "  tpu_execution_accelerator { } } }"),
+              "models/x/config.pbtxt:2: optimization.execution_accelerators."
+              "tpu_execution_accelerator: unknown field (not in "
+              "model_config.proto)");
+    EXPECT_EQ(ParseError("optimization { execution_accelerators {\n"
+                         "  gpu_execution_accelerator: \"tensorrt\" } }"),
+              "models/x/config.pbtxt:2: optimization.execution_accelerators."
+              "gpu_execution_accelerator: expected a message, got a string");
+    EXPECT_EQ(
+        ParseError("optimization {\n input_pinned_memory { enable: 2 } }"),
+        "models/x/config.pbtxt:2: optimization.input_pinned_memory."
+        "enable: expected true or false, got an integer");
+    EXPECT_EQ(ParseError("optimization { eager_batching: true }\n"
+                         "optimization { }"),
+              "models/x/config.pbtxt:2: optimization: non-repeated field is "
+              "specified more than once");
+    EXPECT_EQ(ParseError("\n\ndefault_model_filename: \"../model.onnx\""),
+              "models/x/config.pbtxt:3: default_model_filename: must be a file "
+              "name in the version folder, got '../model.onnx'");
+    EXPECT_EQ(ParseError("default_model_filename: 1"),
+              "models/x/config.pbtxt:1: default_model_filename: expected a "
+              "string, got an integer");
 }
 
 TEST(ModelConfig, VersionPolicies) {

@@ -33,10 +33,8 @@ static const char *const ignored_config_fields[] = {
     "runtime",
     "batch_input",
     "batch_output",
-    "optimization",
     "sequence_batching",
     "ensemble_scheduling",
-    "default_model_filename",
     "cc_model_filenames",
     "metric_tags",
     "model_warmup",
@@ -74,6 +72,11 @@ static const char *const instance_kind_names[] = {
 static const char *const timeout_action_names[] = {
     [OSP_TIMEOUT_REJECT] = "REJECT",
     [OSP_TIMEOUT_DELAY] = "DELAY",
+};
+static const char *const priority_names[] = {
+    [OSP_MODEL_PRIORITY_DEFAULT] = "PRIORITY_DEFAULT",
+    [OSP_MODEL_PRIORITY_MAX] = "PRIORITY_MAX",
+    [OSP_MODEL_PRIORITY_MIN] = "PRIORITY_MIN",
 };
 
 static bool is_one_of(const char *name, const char *const *list) {
@@ -769,6 +772,213 @@ out:
     return err;
 }
 
+/* One `parameters { key: "k" value: "v" }` entry (map<string, string>)
+ * of the message `parent` names. */
+static osp_error *map_string_entry(const mapper *m, const char *parent,
+                                   const pbtxt_node *n,
+                                   osp_model_parameter *p) {
+    osp_error *err = NULL;
+    unsigned seen = 0;
+    char prefix[160];
+    snprintf(prefix, sizeof(prefix), "%s.%s", parent, n->name);
+    if ((err = expect_kind(m, parent, n, PBTXT_MESSAGE, "a map entry message")))
+        return err;
+    for (const pbtxt_node *f = n->first_child; f; f = f->next) {
+        if (!strcmp(f->name, "key")) {
+            if ((err = once(m, prefix, f, &seen, 1)) ||
+                (err = get_string(m, prefix, f, &p->key)))
+                return err;
+        } else if (!strcmp(f->name, "value")) {
+            if ((err = once(m, prefix, f, &seen, 2)) ||
+                (err = get_string(m, prefix, f, &p->value)))
+                return err;
+        } else {
+            return unknown_field(m, prefix, f);
+        }
+    }
+    if (!p->key)
+        return config_error(m, n->line, prefix, "key", "is required");
+    if (!p->value && !(p->value = strdup("")))
+        return osp_error_out_of_memory();
+    return NULL;
+}
+
+/* One `gpu_execution_accelerator { name: "..." parameters { ... } }` (or
+ * cpu_...), its parameter keys checked unique. */
+static osp_error *map_accelerator(const mapper *m, const pbtxt_node *n,
+                                  osp_execution_accelerator *acc) {
+    osp_error *err = NULL;
+    unsigned seen = 0;
+    key_ref *keys = NULL;
+    const char *parent = "optimization.execution_accelerators";
+    char prefix[128], sub[160];
+    snprintf(prefix, sizeof(prefix), "%s.%s", parent, n->name);
+    snprintf(sub, sizeof(sub), "%s.parameters", prefix);
+    if ((err = expect_kind(m, parent, n, PBTXT_MESSAGE, "a message")))
+        return err;
+    size_t n_params = pbtxt_count(n, "parameters");
+    if (n_params > 0) {
+        acc->parameters = calloc(n_params, sizeof(*acc->parameters));
+        keys = calloc(n_params, sizeof(*keys));
+        if (!acc->parameters || !keys) {
+            err = osp_error_out_of_memory();
+            goto out;
+        }
+    }
+    for (const pbtxt_node *f = n->first_child; f; f = f->next) {
+        if (!strcmp(f->name, "name")) {
+            if ((err = once(m, prefix, f, &seen, 1)) ||
+                (err = get_string(m, prefix, f, &acc->name)))
+                goto out;
+        } else if (!strcmp(f->name, "parameters")) {
+            size_t i = acc->n_parameters++;
+            if ((err = map_string_entry(m, prefix, f, &acc->parameters[i])))
+                goto out;
+            keys[i] = (key_ref){.str = acc->parameters[i].key, .index = i};
+        } else {
+            err = unknown_field(m, prefix, f);
+            goto out;
+        }
+    }
+    if (!acc->name && !(acc->name = strdup(""))) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    long dup = first_duplicate(keys, acc->n_parameters, false);
+    if (dup >= 0)
+        err = config_error(m, nth_field(n, "parameters", (size_t)dup)->line,
+                           sub, "key", "duplicate key '%.64s'",
+                           acc->parameters[dup].key);
+out:
+    free(keys);
+    return err;
+}
+
+/* `execution_accelerators { gpu_execution_accelerator [...]
+ * cpu_execution_accelerator [...] }`. */
+static osp_error *map_accelerators(const mapper *m, const pbtxt_node *n,
+                                   osp_model_optimization *opt) {
+    osp_error *err = NULL;
+    const char *prefix = "optimization.execution_accelerators";
+    if ((err = expect_kind(m, "optimization", n, PBTXT_MESSAGE, "a message")))
+        return err;
+    size_t n_gpu = pbtxt_count(n, "gpu_execution_accelerator");
+    size_t n_cpu = pbtxt_count(n, "cpu_execution_accelerator");
+    if (n_gpu > 0 && !(opt->gpu_accelerators =
+                           calloc(n_gpu, sizeof(*opt->gpu_accelerators))))
+        return osp_error_out_of_memory();
+    if (n_cpu > 0 && !(opt->cpu_accelerators =
+                           calloc(n_cpu, sizeof(*opt->cpu_accelerators))))
+        return osp_error_out_of_memory();
+    opt->has_execution_accelerators = true;
+    for (const pbtxt_node *f = n->first_child; f; f = f->next) {
+        if (!strcmp(f->name, "gpu_execution_accelerator")) {
+            size_t i = opt->n_gpu_accelerators++;
+            err = map_accelerator(m, f, &opt->gpu_accelerators[i]);
+        } else if (!strcmp(f->name, "cpu_execution_accelerator")) {
+            size_t i = opt->n_cpu_accelerators++;
+            err = map_accelerator(m, f, &opt->cpu_accelerators[i]);
+        } else {
+            err = unknown_field(m, prefix, f);
+        }
+        if (err)
+            return err;
+    }
+    return NULL;
+}
+
+/* `input_pinned_memory { enable: B }` (or output_...). */
+static osp_error *map_pinned_memory(const mapper *m, const pbtxt_node *n,
+                                    bool *enable) {
+    osp_error *err = NULL;
+    unsigned seen = 0;
+    char prefix[64];
+    snprintf(prefix, sizeof(prefix), "optimization.%s", n->name);
+    if ((err = expect_kind(m, "optimization", n, PBTXT_MESSAGE, "a message")))
+        return err;
+    *enable = false; /* a message without `enable` is enable: false */
+    for (const pbtxt_node *f = n->first_child; f; f = f->next) {
+        if (strcmp(f->name, "enable") != 0)
+            return unknown_field(m, prefix, f);
+        if ((err = once(m, prefix, f, &seen, 1)) ||
+            (err = get_bool(m, prefix, f, enable)))
+            return err;
+    }
+    return NULL;
+}
+
+/* `graph { level: N }`. */
+static osp_error *map_graph(const mapper *m, const pbtxt_node *n,
+                            osp_model_optimization *opt) {
+    osp_error *err = NULL;
+    const char *prefix = "optimization.graph";
+    unsigned seen = 0;
+    if ((err = expect_kind(m, "optimization", n, PBTXT_MESSAGE, "a message")))
+        return err;
+    opt->has_graph = true;
+    for (const pbtxt_node *f = n->first_child; f; f = f->next) {
+        if (strcmp(f->name, "level") != 0)
+            return unknown_field(m, prefix, f);
+        if ((err = once(m, prefix, f, &seen, 1)) ||
+            (err = get_i32(m, prefix, f, INT32_MIN, &opt->graph_level)))
+            return err;
+    }
+    return NULL;
+}
+
+/* optimization { ... } (ModelOptimizationPolicy); `cuda` is skipped. */
+static osp_error *map_optimization(const mapper *m, const pbtxt_node *n,
+                                   osp_model_optimization *opt) {
+    osp_error *err = NULL;
+    const char *prefix = "optimization";
+    unsigned seen = 0;
+    if ((err = expect_kind(m, "", n, PBTXT_MESSAGE, "a message")))
+        return err;
+    for (const pbtxt_node *f = n->first_child; f; f = f->next) {
+        const char *name = f->name;
+        if (!strcmp(name, "graph")) {
+            if ((err = once(m, prefix, f, &seen, 1)) ||
+                (err = map_graph(m, f, opt)))
+                return err;
+        } else if (!strcmp(name, "priority")) {
+            int priority = 0;
+            if ((err = once(m, prefix, f, &seen, 2)) ||
+                (err = get_enum(m, prefix, f, priority_names, 3, &priority)))
+                return err;
+            opt->priority = (osp_model_priority)priority;
+        } else if (!strcmp(name, "cuda")) {
+            if ((err = once(m, prefix, f, &seen, 4)) ||
+                (err = expect_kind(m, prefix, f, PBTXT_MESSAGE, "a message")))
+                return err;
+        } else if (!strcmp(name, "execution_accelerators")) {
+            if ((err = once(m, prefix, f, &seen, 8)) ||
+                (err = map_accelerators(m, f, opt)))
+                return err;
+        } else if (!strcmp(name, "input_pinned_memory")) {
+            if ((err = once(m, prefix, f, &seen, 16)) ||
+                (err = map_pinned_memory(m, f, &opt->input_pinned_memory)))
+                return err;
+        } else if (!strcmp(name, "output_pinned_memory")) {
+            if ((err = once(m, prefix, f, &seen, 32)) ||
+                (err = map_pinned_memory(m, f, &opt->output_pinned_memory)))
+                return err;
+        } else if (!strcmp(name, "gather_kernel_buffer_threshold")) {
+            uint64_t v = 0;
+            if ((err = once(m, prefix, f, &seen, 64)) ||
+                (err = get_uint(m, prefix, f, UINT32_MAX, &v)))
+                return err;
+            opt->gather_kernel_buffer_threshold = (uint32_t)v;
+        } else if (!strcmp(name, "eager_batching")) {
+            if ((err = once(m, prefix, f, &seen, 128)) ||
+                (err = get_bool(m, prefix, f, &opt->eager_batching)))
+                return err;
+        } else {
+            return unknown_field(m, prefix, f);
+        }
+    }
+    return NULL;
+}
+
 static osp_error *map_transaction_policy(const mapper *m, const pbtxt_node *n,
                                          bool *decoupled) {
     osp_error *err = NULL;
@@ -812,6 +1022,8 @@ static osp_error *map_config(const mapper *m, const pbtxt_node *root,
     const pbtxt_node *scheduling = NULL;
     cfg->version_policy.kind = OSP_VERSION_POLICY_LATEST;
     cfg->version_policy.latest_num_versions = 1;
+    cfg->optimization.input_pinned_memory = true;
+    cfg->optimization.output_pinned_memory = true;
     for (const pbtxt_node *f = root->first_child; f; f = f->next) {
         const char *name = f->name;
         if (!strcmp(name, "dynamic_batching") ||
@@ -857,6 +1069,21 @@ static osp_error *map_config(const mapper *m, const pbtxt_node *root,
             if ((err = once(m, "", f, &seen, 64)) ||
                 (err = map_transaction_policy(m, f, &cfg->decoupled)))
                 return err;
+        } else if (!strcmp(name, "default_model_filename")) {
+            if ((err = once(m, "", f, &seen, 128)) ||
+                (err = get_string(m, "", f, &cfg->default_model_filename)))
+                return err;
+            /* Backends open it in the version folder: no path. */
+            if (cfg->default_model_filename[0] &&
+                !is_plain_file_name(cfg->default_model_filename))
+                return config_error(m, f->line, "", name,
+                                    "must be a file name in the version "
+                                    "folder, got '%.64s'",
+                                    cfg->default_model_filename);
+        } else if (!strcmp(name, "optimization")) {
+            if ((err = once(m, "", f, &seen, 256)) ||
+                (err = map_optimization(m, f, &cfg->optimization)))
+                return err;
         } else if (!strcmp(name, "input") || !strcmp(name, "output") ||
                    !strcmp(name, "parameters")) {
             /* mapped above */
@@ -867,10 +1094,11 @@ static osp_error *map_config(const mapper *m, const pbtxt_node *root,
     return NULL;
 }
 
-/* Fills NULL name/platform/backend with "" (the header promises non-NULL
- * platform and backend; name is "" until the loader sets it). */
+/* Fills NULL name/platform/backend/default_model_filename with "" (the
+ * header promises non-NULL; name is "" until the loader sets it). */
 static osp_error *fill_empty_strings(osp_model_config *cfg) {
-    char **fields[] = {&cfg->name, &cfg->platform, &cfg->backend};
+    char **fields[] = {&cfg->name, &cfg->platform, &cfg->backend,
+                       &cfg->default_model_filename};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         if (!*fields[i] && !(*fields[i] = strdup("")))
             return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
@@ -1014,6 +1242,22 @@ out:
     return err;
 }
 
+static void free_parameters(osp_model_parameter *params, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(params[i].key);
+        free(params[i].value);
+    }
+    free(params);
+}
+
+static void free_accelerators(osp_execution_accelerator *accs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(accs[i].name);
+        free_parameters(accs[i].parameters, accs[i].n_parameters);
+    }
+    free(accs);
+}
+
 static void free_ios(osp_model_io *ios, size_t n) {
     for (size_t i = 0; i < n; i++) {
         free(ios[i].name);
@@ -1038,11 +1282,13 @@ void osp_model_config_free(osp_model_config *cfg) {
     free(cfg->instance_groups);
     free(cfg->dynamic_batching.preferred_batch_sizes);
     free(cfg->dynamic_batching.priority_queue_policies);
-    for (size_t i = 0; i < cfg->n_parameters; i++) {
-        free(cfg->parameters[i].key);
-        free(cfg->parameters[i].value);
-    }
-    free(cfg->parameters);
+    free_parameters(cfg->parameters, cfg->n_parameters);
+    free(cfg->default_model_filename);
+    free_accelerators(cfg->optimization.gpu_accelerators,
+                      cfg->optimization.n_gpu_accelerators);
+    free_accelerators(cfg->optimization.cpu_accelerators,
+                      cfg->optimization.n_cpu_accelerators);
+    free_parameters(cfg->backend_config, cfg->n_backend_config);
     free(cfg);
 }
 
@@ -1051,6 +1297,14 @@ const char *osp_model_config_parameter(const osp_model_config *cfg,
     for (size_t i = 0; cfg && key && i < cfg->n_parameters; i++)
         if (strcmp(cfg->parameters[i].key, key) == 0)
             return cfg->parameters[i].value;
+    return NULL;
+}
+
+const char *osp_model_config_backend_setting(const osp_model_config *cfg,
+                                             const char *key) {
+    for (size_t i = 0; cfg && key && i < cfg->n_backend_config; i++)
+        if (strcmp(cfg->backend_config[i].key, key) == 0)
+            return cfg->backend_config[i].value;
     return NULL;
 }
 
