@@ -16,7 +16,7 @@ endif
 DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev \
                zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip \
                protobuf-c-compiler libprotobuf-c-dev libwslay-dev libhiredis-dev \
-               redis-server libgrpc-dev openssl
+               redis-server libgrpc-dev openssl libonnx-dev libonnx-testdata
 
 .PHONY: run test deps venv build leakcheck fuzz clean format
 
@@ -35,7 +35,7 @@ test: deps venv build
 # malformed-request cases, without the 64 MiB bodies, load overrides,
 # classification, the TF Serving REST surface, the models on fake GPUs
 # when the CUDA toolkit is there, and the queue service's raw HTTP/WebSocket
-# scenario and model services); the harness fails a test whose
+# scenario and model services, and the ONNX models); the harness fails a test whose
 # server log holds any sanitizer report or whose exit is not 0.
 leakcheck: deps venv
 	cmake -S . -B $(BUILD)-asan -DOSPREY_SANITIZE=ON $(CMAKE_ARGS)
@@ -49,13 +49,14 @@ leakcheck: deps venv
 	  tests/integration/test_tfserving_rest.py tests/integration/test_kserve_http_shm.py \
 	  tests/integration/test_kserve_http_cuda_shm.py tests/integration/test_kserve_grpc_cuda_shm.py \
 	  tests/integration/test_queue_http.py tests/integration/test_queue_models.py \
-	  tests/integration/test_kserve_grpc_protocol.py
+	  tests/integration/test_kserve_grpc_protocol.py tests/integration/test_onnx_models.py
 
 # The libFuzzer targets of tests/fuzz, built with clang (make test only
 # replays their corpora); run a campaign as tests/fuzz/README.md shows.
 FUZZ_TARGETS = fuzz_model_config fuzz_safetensors fuzz_json_body \
                fuzz_json_tensor fuzz_http_compress fuzz_config_json \
-               fuzz_tfs_request fuzz_queue_input fuzz_grpc_request fuzz_queue_log
+               fuzz_tfs_request fuzz_queue_input fuzz_grpc_request fuzz_queue_log \
+               fuzz_onnx_model
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DOSPREY_CUDA=OFF \
 	  -DOSPREY_FUZZ=ON $(CMAKE_ARGS)

@@ -16,6 +16,8 @@ extern const osp_backend osp_backend_identity; /* identity/identity.c */
 extern const osp_backend osp_backend_add_sub;  /* add_sub/add_sub.c */
 extern const osp_backend osp_backend_dense;    /* dense/dense.c */
 extern const osp_backend osp_backend_affine;   /* affine/affine.c */
+/* onnx/onnx_backend.c: Triton's "onnxruntime" models on Osprey's runtime */
+extern const osp_backend osp_backend_onnxruntime;
 /* string_add_sub/string_add_sub.c */
 extern const osp_backend osp_backend_string_add_sub;
 

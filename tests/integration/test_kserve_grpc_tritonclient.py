@@ -297,7 +297,7 @@ def test_statistics_and_metrics_count_grpc(start_server, example_repo_copy):
         assert st.inference_stats.success.count == 3
         assert st.batch_stats[0].batch_size == 1
         js = c.get_inference_statistics(as_json=True)
-        assert [m["name"] for m in js["model_stats"]][:2] == ["digits_mlp", "half_plus_two"]
+        assert [m["name"] for m in js["model_stats"]][:2] == ["digits_mlp", "digits_onnx"]
     http = requests.get(srv.url + "/v2/models/simple/stats").json()["model_stats"][0]
     assert http["inference_count"] == 3
     text = requests.get(srv.metrics_url + "/metrics").text

@@ -131,3 +131,57 @@ osprey_add_unit_test(test_queue_redis
   TEST_PREFIX queue.)
 target_link_libraries(test_queue_redis PRIVATE osprey_queue)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_queue_redis)
+
+# The ONNX runtime's elementwise ops (backends/onnx/onnx_ops_elementwise.c,
+# onnx_ops_activation.c) on the CPU device, through their op tables.
+osprey_add_unit_test(test_onnx_ops_elementwise
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_ops_elementwise.cc)
+target_link_libraries(test_onnx_ops_elementwise PRIVATE osprey_onnx)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_ops_elementwise)
+
+# The ONNX runtime's shape and data-movement ops and the op helpers
+# (backends/onnx/onnx_ops_shape.c, onnx_ops_movement.c, onnx_ops_util.c) on
+# the CPU device, through onnx_op_find.
+osprey_add_unit_test(test_onnx_ops_shape
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_ops_shape.cc)
+target_link_libraries(test_onnx_ops_shape PRIVATE osprey_onnx)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_ops_shape)
+
+# The ONNX runtime's math ops (backends/onnx/onnx_ops_math.c, matmul,
+# reduce, softmax) on the CPU device, through their op table.
+osprey_add_unit_test(test_onnx_ops_math
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_ops_math.cc)
+target_link_libraries(test_onnx_ops_math PRIVATE osprey_onnx)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_ops_math)
+
+# The ONNX runtime's nn ops (backends/onnx/onnx_ops_nn.c, onnx_ops_conv.c,
+# onnx_ops_pool.c, onnx_ops_norm.c, onnx_ops_resize.c) on the CPU device,
+# through their op table.
+osprey_add_unit_test(test_onnx_ops_nn
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_ops_nn.cc)
+target_link_libraries(test_onnx_ops_nn PRIVATE osprey_onnx)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_ops_nn)
+
+# The ONNX model loader (backends/onnx/onnx_loader.c, onnx_wire.c,
+# onnx_tensor_proto.c) on Debian's libonnx-testdata (skipped without it)
+# and on hostile files built by the test; ctest -R onnx finds it.
+osprey_add_unit_test(test_onnx_loader
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_loader.cc
+  TEST_PREFIX onnx_loader.)
+target_link_libraries(test_onnx_loader PRIVATE osprey_onnx)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_loader)
+
+# The ONNX runtime's recurrent ops (backends/onnx/onnx_ops_rnn.c: RNN, GRU,
+# LSTM) on the CPU device, through their op table.
+osprey_add_unit_test(test_onnx_ops_rnn
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_ops_rnn.cc)
+target_link_libraries(test_onnx_ops_rnn PRIVATE osprey_onnx)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_ops_rnn)
+
+# The ONNX runtime's extra ops (backends/onnx/onnx_ops_extra.c, loss, quant,
+# index: losses, quantization, scatter/gather variants, windows) on the CPU
+# device, through their op table.
+osprey_add_unit_test(test_onnx_ops_extra
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_ops_extra.cc)
+target_link_libraries(test_onnx_ops_extra PRIVATE osprey_onnx)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_ops_extra)

@@ -1,0 +1,519 @@
+/*
+ * The "onnxruntime" model backend: Triton's ONNX contract on Osprey's own
+ * graph runtime (onnx_runtime.h).
+ *
+ *   model_new      reads <version>/<default_model_filename or model.onnx>
+ *                  (a file, or a folder of that name holding model.onnx
+ *                  and its external data), prepares the graph once, and
+ *                  checks the config against it with the messages of
+ *                  Triton's onnxruntime backend.
+ *   instance_new   a session (arena) on the instance's device; the
+ *                  weights are the model's, shared.
+ *   execute        the batch's inputs go in where the core put them; the
+ *                  outputs the requests asked for are written straight
+ *                  into the core's buffers.
+ *   auto_complete  Triton's rules for configs without inputs or outputs.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_runtime.h"
+#include "osprey/backend.h"
+#include "osprey/log.h"
+
+#define ONNX_DEFAULT_FILENAME "model.onnx"
+#define ONNX_DEFAULT_MAX_BATCH_SIZE 4
+
+typedef struct onnx_backend_model {
+    char *name;
+    onnx_rt_model *rt;
+    bool batching;
+    int intra_op_threads; /* parameter intra_op_thread_count; 0 = default */
+    /* config input i is graph input input_map[i]; graph output k is
+     * config output output_map[k], or -1 when the config leaves it out */
+    size_t *input_map;
+    size_t n_inputs;
+    int *output_map;
+    size_t n_graph_outputs;
+} onnx_backend_model;
+
+typedef struct onnx_backend_instance {
+    onnx_backend_model *model;
+    onnx_session *session;
+    onnx_io *inputs; /* per graph input, filled each execute */
+} onnx_backend_instance;
+
+/* The model file of a version folder: default_model_filename, or
+ * model.onnx. Caller frees *out. */
+static osp_error *model_path(const osp_model_config *config,
+                             const char *version_path, char **out) {
+    const char *file = config->default_model_filename &&
+                               config->default_model_filename[0]
+                           ? config->default_model_filename
+                           : ONNX_DEFAULT_FILENAME;
+    if (strchr(file, '/') || strcmp(file, "..") == 0)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "default_model_filename '%s' must name a file "
+                             "in the version folder",
+                             file);
+    size_t len = strlen(version_path) + strlen(file) + 2;
+    *out = malloc(len);
+    if (!*out)
+        return osp_error_out_of_memory();
+    snprintf(*out, len, "%s/%s", version_path, file);
+    return NULL;
+}
+
+static osp_error *read_model(const osp_model_config *config,
+                             const char *version_path, onnx_model **out) {
+    char *path = NULL;
+    osp_error *err = model_path(config, version_path, &path);
+    if (!err)
+        err = onnx_model_load_file(path, NULL, out);
+    if (err)
+        err = osp_error_wrap(err, "unable to load model '%s'", config->name);
+    free(path);
+    return err;
+}
+
+/* "[a,b,c]" of a graph value's declared dims (-1 where symbolic). */
+static void format_dims(const onnx_value_info *vi, char *buf, size_t cap) {
+    osp_shape s = {.rank = vi->has_shape ? vi->rank : 0};
+    memcpy(s.dims, vi->dims, sizeof s.dims);
+    osp_shape_format(&s, buf, cap);
+}
+
+/* Whether a graph tensor can carry a batch: dim 0 symbolic. */
+static bool batchable(const onnx_value_info *vi) {
+    return vi->has_shape && vi->rank >= 1 && vi->dims[0] < 0;
+}
+
+static const onnx_value_info *find_value(const onnx_value_info *vis, size_t n,
+                                         const char *name, size_t *index) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(vis[i].name, name) == 0) {
+            if (index)
+                *index = i;
+            return &vis[i];
+        }
+    return NULL;
+}
+
+/* "a, b, c": the names of vis, for messages. */
+static void list_names(const onnx_value_info *vis, size_t n, char *buf,
+                       size_t cap) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < cap; i++) {
+        int w = snprintf(buf + used, cap - used, "%s%s", i ? ", " : "",
+                         vis[i].name);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+}
+
+/* Checks one config tensor against its graph value: datatype, and dims
+ * (with the batch dim when the model batches), as Triton's backends
+ * compare them. */
+static osp_error *check_tensor(const osp_model_config *config,
+                               const osp_model_io *io,
+                               const onnx_value_info *vi, const char *kind) {
+    if (vi->dtype != io->dtype)
+        return osp_error_new(
+            OSP_ERROR_INVALID_ARG,
+            "unable to load model '%s', configuration expects datatype %s "
+            "for %s '%s', model provides %s",
+            config->name, osp_datatype_config_name(io->dtype), kind,
+            io->name, osp_datatype_config_name(vi->dtype));
+    if (vi->dtype == OSP_TYPE_BYTES)
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "unable to load model '%s': %s '%s' is a string "
+                             "tensor, which the ONNX runtime does not run yet",
+                             config->name, kind, io->name);
+    if (!vi->has_shape)
+        return NULL;
+    char graph[256], cfg[256];
+    format_dims(vi, graph, sizeof graph);
+    bool batching = config->max_batch_size > 0;
+    if (batching && !batchable(vi))
+        return osp_error_new(
+            OSP_ERROR_INVALID_ARG,
+            "model '%s', tensor '%s': for the model to support batching the "
+            "shape should have at least 1 dimension and the first dimension "
+            "must be -1; but shape expected by the model is %s",
+            config->name, io->name, graph);
+    int skip = batching ? 1 : 0;
+    osp_shape full = {.rank = io->dims.rank + skip};
+    if (full.rank > OSP_MAX_DIMS)
+        full.rank = OSP_MAX_DIMS;
+    if (batching)
+        full.dims[0] = -1;
+    for (int d = 0; d + skip < full.rank; d++)
+        full.dims[d + skip] = io->dims.dims[d];
+    osp_shape_format(&full, cfg, sizeof cfg);
+    bool same = full.rank == vi->rank;
+    for (int d = skip; same && d < vi->rank; d++)
+        same = vi->dims[d] < 0 || full.dims[d] < 0 ||
+               vi->dims[d] == full.dims[d];
+    if (!same)
+        return osp_error_new(
+            OSP_ERROR_INVALID_ARG,
+            "model '%s', tensor '%s': the model expects %d dimensions "
+            "(shape %s) but the model configuration specifies %d dimensions "
+            "(%sshape %s)",
+            config->name, io->name, vi->rank, graph, full.rank,
+            batching ? "an initial batch dimension because max_batch_size > "
+                       "0 followed by the explicit tensor shape, making "
+                       "complete "
+                     : "",
+            cfg);
+    return NULL;
+}
+
+/* The config's inputs and outputs against the graph: names, types, dims;
+ * fills the maps. */
+static osp_error *check_config(const osp_model_config *config,
+                               const onnx_graph *g, onnx_backend_model *m) {
+    char names[1024];
+    if (config->n_inputs > g->n_inputs)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "unable to load model '%s', configuration "
+                             "expects %zu inputs, model provides at most %zu",
+                             config->name, config->n_inputs, g->n_inputs);
+    for (size_t i = 0; i < config->n_inputs; i++) {
+        const osp_model_io *io = &config->inputs[i];
+        size_t gi = 0;
+        const onnx_value_info *vi =
+            find_value(g->inputs, g->n_inputs, io->name, &gi);
+        if (!vi) {
+            list_names(g->inputs, g->n_inputs, names, sizeof names);
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "unexpected inference input '%s', allowed "
+                                 "inputs are: %s",
+                                 io->name, names);
+        }
+        osp_error *err = check_tensor(config, io, vi, "input");
+        if (err)
+            return err;
+        m->input_map[i] = gi;
+    }
+    /* Every graph input must be fed: the runtime has no defaults. */
+    for (size_t gi = 0; gi < g->n_inputs; gi++)
+        if (osp_model_config_input_index(config, g->inputs[gi].name) < 0)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "unable to load model '%s', the model "
+                                 "input '%s' is missing from the "
+                                 "configuration",
+                                 config->name, g->inputs[gi].name);
+    for (size_t k = 0; k < g->n_outputs; k++)
+        m->output_map[k] = -1;
+    for (size_t i = 0; i < config->n_outputs; i++) {
+        const osp_model_io *io = &config->outputs[i];
+        size_t k = 0;
+        const onnx_value_info *vi =
+            find_value(g->outputs, g->n_outputs, io->name, &k);
+        if (!vi) {
+            list_names(g->outputs, g->n_outputs, names, sizeof names);
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "unexpected inference output '%s', allowed "
+                                 "outputs are: %s",
+                                 io->name, names);
+        }
+        osp_error *err = check_tensor(config, io, vi, "output");
+        if (err)
+            return err;
+        m->output_map[k] = (int)i;
+    }
+    return NULL;
+}
+
+/* Triton's onnxruntime parameters intra_op_thread_count (threads one
+ * instance's ops may use; 0 or absent: the device's default) and
+ * inter_op_thread_count (accepted: the plan runs its steps in order). */
+static osp_error *read_thread_counts(const osp_model_config *config,
+                                     int *intra) {
+    static const char *const keys[] = {"intra_op_thread_count",
+                                       "inter_op_thread_count"};
+    for (size_t k = 0; k < 2; k++) {
+        const char *v = osp_model_config_parameter(config, keys[k]);
+        if (!v)
+            continue;
+        char *end = NULL;
+        long n = strtol(v, &end, 10);
+        if (!*v || *end || n < 0 || n > 1024)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "unable to load model '%s': parameter '%s' "
+                                 "must be a non-negative integer, got '%s'",
+                                 config->name, keys[k], v);
+        if (k == 0)
+            *intra = (int)n;
+    }
+    return NULL;
+}
+
+static void backend_model_free(void *model) {
+    onnx_backend_model *m = model;
+    if (!m)
+        return;
+    onnx_rt_model_free(m->rt);
+    free(m->input_map);
+    free(m->output_map);
+    free(m->name);
+    free(m);
+}
+
+static osp_error *backend_model_new(const osp_model_config *config,
+                                    const char *version_path, void **out) {
+    onnx_model *file = NULL;
+    osp_error *err = read_model(config, version_path, &file);
+    if (err)
+        return err;
+    onnx_backend_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        onnx_model_free(file);
+        return osp_error_out_of_memory();
+    }
+    const onnx_graph *g = file->graph;
+    m->n_inputs = config->n_inputs;
+    m->n_graph_outputs = g ? g->n_outputs : 0;
+    m->batching = config->max_batch_size > 0;
+    m->name = strdup(config->name);
+    m->input_map = calloc(config->n_inputs + 1, sizeof *m->input_map);
+    m->output_map = calloc(m->n_graph_outputs + 1, sizeof *m->output_map);
+    if (!m->name || !m->input_map || !m->output_map) {
+        onnx_model_free(file);
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    if (!g) {
+        onnx_model_free(file);
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "unable to load model '%s': the file has no graph",
+                            config->name);
+        goto out;
+    }
+    if ((err = check_config(config, g, m))) {
+        onnx_model_free(file);
+        goto out;
+    }
+    if ((err = read_thread_counts(config, &m->intra_op_threads))) {
+        onnx_model_free(file);
+        goto out;
+    }
+    onnx_rt_options opts = {.fuse = config->optimization.graph_level != -1};
+    if ((err = onnx_rt_model_new(file, &opts, &m->rt)))
+        err = osp_error_wrap(err, "unable to load model '%s'", config->name);
+    for (size_t i = 0; i < config->optimization.n_cpu_accelerators; i++)
+        OSP_LOG_WARN("model '%s': CPU execution accelerator '%s' is "
+                     "ignored: Osprey runs ONNX models on its own runtime",
+                     config->name,
+                     config->optimization.cpu_accelerators[i].name);
+out:
+    if (err) {
+        backend_model_free(m);
+        return err;
+    }
+    *out = m;
+    return NULL;
+}
+
+static void backend_instance_free(void *instance) {
+    onnx_backend_instance *inst = instance;
+    if (!inst)
+        return;
+    onnx_session_free(inst->session);
+    free(inst->inputs);
+    free(inst);
+}
+
+static osp_error *backend_instance_new(void *model, osp_device *device,
+                                       osp_stream *stream, void **out) {
+    onnx_backend_model *m = model;
+    onnx_backend_instance *inst = calloc(1, sizeof *inst);
+    if (!inst)
+        return osp_error_out_of_memory();
+    inst->model = m;
+    inst->inputs = calloc(m->n_inputs + 1, sizeof *inst->inputs);
+    osp_error *err = inst->inputs ? onnx_session_new(m->rt, device, stream,
+                                                     &inst->session)
+                                  : osp_error_out_of_memory();
+    if (!err && m->intra_op_threads > 0)
+        err = osp_stream_set_threads(stream, m->intra_op_threads);
+    if (err) {
+        backend_instance_free(inst);
+        return osp_error_wrap(err, "unable to load model '%s'", m->name);
+    }
+    *out = inst;
+    return NULL;
+}
+
+typedef struct output_binding {
+    onnx_backend_model *model;
+    osp_execute_ctx *ctx;
+} output_binding;
+
+/* onnx_output_alloc_fn: the core's buffer for a requested output. */
+static osp_error *alloc_output(void *arg, size_t index, osp_datatype dtype,
+                               const osp_shape *shape, size_t byte_size,
+                               void **data) {
+    output_binding *b = arg;
+    (void)dtype;
+    int ci = b->model->output_map[index];
+    *data = NULL;
+    if (ci < 0 || !osp_execute_output_requested(b->ctx, (size_t)ci))
+        return NULL;
+    return osp_execute_output_alloc(b->ctx, (size_t)ci, shape, byte_size,
+                                     data);
+}
+
+static osp_error *backend_execute(void *instance, osp_execute_ctx *ctx) {
+    onnx_backend_instance *inst = instance;
+    onnx_backend_model *m = inst->model;
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        const osp_backend_tensor *t = osp_execute_input(ctx, i);
+        onnx_io *io = &inst->inputs[m->input_map[i]];
+        io->dtype = t->dtype;
+        io->shape = t->shape;
+        io->data = t->data;
+        io->byte_size = t->byte_size;
+    }
+    output_binding b = {.model = m, .ctx = ctx};
+    return onnx_session_run(inst->session, inst->inputs, m->n_inputs,
+                            alloc_output, &b);
+}
+
+/* ---- auto-complete -----------------------------------------------------
+ */
+
+/* The config tensors for graph values vis[n]: names, types, dims (after
+ * the batch dim when batching; symbolic dims are -1). */
+static osp_error *complete_tensors(const char *model, const onnx_value_info *vis,
+                                   size_t n, bool batching,
+                                   osp_model_io **out, size_t *n_out) {
+    osp_model_io *ios = calloc(n ? n : 1, sizeof *ios);
+    if (!ios)
+        return osp_error_out_of_memory();
+    osp_error *err = NULL;
+    for (size_t i = 0; i < n && !err; i++) {
+        const onnx_value_info *vi = &vis[i];
+        osp_model_io *io = &ios[i];
+        if (!(io->name = strdup(vi->name))) {
+            err = osp_error_out_of_memory();
+            break;
+        }
+        io->dtype = vi->dtype;
+        if (vi->dtype == OSP_TYPE_INVALID)
+            err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                                "unable to autofill for '%s', tensor '%s' "
+                                "has a type the backend does not support",
+                                model, vi->name);
+        else if (!vi->has_shape)
+            err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                                "unable to autofill for '%s', tensor '%s' "
+                                "has no shape in the model",
+                                model, vi->name);
+        int skip = batching ? 1 : 0;
+        io->dims.rank = vi->rank - skip;
+        for (int d = skip; !err && d < vi->rank; d++)
+            io->dims.dims[d - skip] = vi->dims[d] < 0 ? -1 : vi->dims[d];
+        if (!err && io->dims.rank == 0)
+            err = osp_error_new(
+                OSP_ERROR_INVALID_ARG,
+                "unable to autofill for '%s', tensor '%s' is a scalar, "
+                "which a configuration cannot declare for a model %s",
+                model, vi->name,
+                batching ? "whose only dimension is the batch"
+                         : "that does not batch");
+    }
+    if (err) {
+        for (size_t i = 0; i < n; i++)
+            free(ios[i].name);
+        free(ios);
+        return err;
+    }
+    *out = ios;
+    *n_out = n;
+    return NULL;
+}
+
+/* Triton's onnxruntime auto-complete (only called when the config has no
+ * inputs or no outputs): what is missing comes from the graph; the model
+ * batches when every input and output has a symbolic first dim, and then
+ * max_batch_size 0 becomes default-max-batch-size (4, or
+ * --backend-config=onnxruntime,default-max-batch-size=N) and a model
+ * without a scheduler gets dynamic_batching {}. A max_batch_size the
+ * graph cannot batch is an error. */
+static osp_error *backend_auto_complete(osp_model_config *config,
+                                        const char *version_path) {
+    onnx_model *file = NULL;
+    osp_error *err = read_model(config, version_path, &file);
+    if (err)
+        return err;
+    const onnx_graph *g = file->graph;
+    if (!g) {
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "unable to autofill for '%s', the file has no "
+                            "graph",
+                            config->name);
+        goto out;
+    }
+    bool can_batch = g->n_inputs + g->n_outputs > 0;
+    for (size_t i = 0; i < g->n_inputs; i++)
+        can_batch &= batchable(&g->inputs[i]);
+    for (size_t i = 0; i < g->n_outputs; i++)
+        can_batch &= batchable(&g->outputs[i]);
+    if (config->max_batch_size > 0 && !can_batch) {
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "unable to autofill for '%s', configuration "
+                            "specified max-batch %d but model only supports "
+                            "max-batch 0",
+                            config->name, config->max_batch_size);
+        goto out;
+    }
+    if (config->max_batch_size == 0 && can_batch) {
+        long dflt = ONNX_DEFAULT_MAX_BATCH_SIZE;
+        const char *setting =
+            osp_model_config_backend_setting(config, "default-max-batch-size");
+        if (setting) {
+            char *end = NULL;
+            dflt = strtol(setting, &end, 10);
+            if (!*setting || *end || dflt < 0 || dflt > INT32_MAX) {
+                err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                                    "backend config 'default-max-batch-size' "
+                                    "must be a non-negative integer, got "
+                                    "'%s'",
+                                    setting);
+                goto out;
+            }
+        }
+        config->max_batch_size = (int32_t)dflt;
+        if (dflt > 0 && !config->dynamic_batching.enabled)
+            config->dynamic_batching.enabled = true;
+    }
+    bool batching = config->max_batch_size > 0;
+    if (config->n_inputs == 0 &&
+        (err = complete_tensors(config->name, g->inputs, g->n_inputs,
+                                batching, &config->inputs,
+                                &config->n_inputs)))
+        goto out;
+    if (config->n_outputs == 0)
+        err = complete_tensors(config->name, g->outputs, g->n_outputs,
+                               batching, &config->outputs,
+                               &config->n_outputs);
+out:
+    onnx_model_free(file);
+    return err;
+}
+
+const osp_backend osp_backend_onnxruntime = {
+    .name = "onnxruntime",
+    .model_new = backend_model_new,
+    .model_free = backend_model_free,
+    .instance_new = backend_instance_new,
+    .instance_free = backend_instance_free,
+    .execute = backend_execute,
+    .auto_complete = backend_auto_complete,
+};

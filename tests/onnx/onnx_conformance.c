@@ -1,0 +1,311 @@
+/*
+ * Runs ONNX backend test cases (a folder with model.onnx and
+ * test_data_set_N/{input,output}_K.pb, the layout of onnx's
+ * backend/test/data) through Osprey's ONNX runtime on the CPU device and
+ * compares the outputs with |got - want| <= atol + rtol * |want|
+ * (rtol 1e-3, atol 1e-5; integers and booleans exactly; NaN equals NaN).
+ *
+ *   onnx_conformance [--expect FILE] [--quiet] [--rtol R] [--atol A]
+ *                    CASE_DIR...
+ *
+ * Prints one line per case: PASS, FAIL (wrong numbers or a run error) or
+ * UNSUPPORTED (the runtime refused the model at load as UNSUPPORTED),
+ * then "N passed, N failed, N unsupported". With --expect, FILE lists
+ * case names (one per line, '#' comments) that must pass: the exit
+ * status is 1 when one of them does not, else 0.
+ *
+ *   onnx_conformance --list-ops
+ *
+ * prints the registered ops, one "domain op_type since until" per line
+ * (until 0: no upper bound), for the documentation.
+ */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "host_memory.h"
+#include "onnx_ops.h"
+#include "onnx_runtime.h"
+#include "osprey/device.h"
+
+static double RTOL = 1e-3, ATOL = 1e-5;
+#define MAX_IO 64
+
+typedef struct host_outputs {
+    void *data[MAX_IO];
+    size_t bytes[MAX_IO];
+    osp_datatype dtype[MAX_IO];
+    osp_shape shape[MAX_IO];
+} host_outputs;
+
+static osp_error *alloc_host(void *ctx, size_t index, osp_datatype dtype,
+                             const osp_shape *shape, size_t byte_size,
+                             void **data) {
+    host_outputs *h = ctx;
+    if (index >= MAX_IO)
+        return osp_error_new(OSP_ERROR_INVALID_ARG, "too many outputs");
+    h->data[index] = osp_host_alloc_aligned(byte_size);
+    if (!h->data[index])
+        return osp_error_out_of_memory();
+    h->bytes[index] = byte_size;
+    h->dtype[index] = dtype;
+    h->shape[index] = *shape;
+    *data = h->data[index];
+    return NULL;
+}
+
+static double element(const void *p, osp_datatype dt, size_t i) {
+    switch (dt) {
+    case OSP_TYPE_FP32:
+        return ((const float *)p)[i];
+    case OSP_TYPE_FP64:
+        return ((const double *)p)[i];
+    case OSP_TYPE_INT64:
+        return (double)((const int64_t *)p)[i];
+    case OSP_TYPE_INT32:
+        return ((const int32_t *)p)[i];
+    case OSP_TYPE_INT16:
+        return ((const int16_t *)p)[i];
+    case OSP_TYPE_INT8:
+        return ((const int8_t *)p)[i];
+    case OSP_TYPE_UINT8:
+    case OSP_TYPE_BOOL:
+        return ((const uint8_t *)p)[i];
+    case OSP_TYPE_UINT16:
+        return ((const uint16_t *)p)[i];
+    case OSP_TYPE_UINT32:
+        return ((const uint32_t *)p)[i];
+    case OSP_TYPE_UINT64:
+        return (double)((const uint64_t *)p)[i];
+    default:
+        return NAN;
+    }
+}
+
+/* Compares one output; writes why into msg when it differs. */
+static bool same_tensor(const onnx_tensor *want, osp_datatype dt,
+                        const osp_shape *shape, const void *got, char *msg,
+                        size_t cap) {
+    char a[128], b[128];
+    if (dt != want->dtype || !osp_shape_equal(shape, &want->shape)) {
+        snprintf(msg, cap, "got %s %s, want %s %s", osp_datatype_wire_name(dt),
+                 osp_shape_format(shape, a, sizeof a),
+                 osp_datatype_wire_name(want->dtype),
+                 osp_shape_format(&want->shape, b, sizeof b));
+        return false;
+    }
+    size_t es = osp_datatype_byte_size(dt);
+    if (es == 0) {
+        snprintf(msg, cap, "cannot compare %s", osp_datatype_wire_name(dt));
+        return false;
+    }
+    size_t n = want->byte_size / es;
+    bool exact = dt != OSP_TYPE_FP32 && dt != OSP_TYPE_FP64 &&
+                 dt != OSP_TYPE_FP16 && dt != OSP_TYPE_BF16;
+    if (dt == OSP_TYPE_FP16 || dt == OSP_TYPE_BF16)
+        return memcmp(want->data, got, want->byte_size) == 0 ||
+               (snprintf(msg, cap, "half-precision bytes differ"), false);
+    for (size_t i = 0; i < n; i++) {
+        double w = element(want->data, dt, i), g = element(got, dt, i);
+        if (isnan(w) && isnan(g))
+            continue;
+        bool ok = exact ? w == g
+                        : (w == g || fabs(g - w) <= ATOL + RTOL * fabs(w));
+        if (!ok) {
+            snprintf(msg, cap, "element %zu: got %.9g, want %.9g", i, g, w);
+            return false;
+        }
+    }
+    return true;
+}
+
+typedef enum outcome { PASS, FAIL, UNSUPPORTED } outcome;
+
+/* Runs every test_data_set_* of one case. */
+static outcome run_case(const char *dir, char *msg, size_t cap) {
+    char path[4096];
+    onnx_model *file = NULL;
+    onnx_rt_model *rt = NULL;
+    onnx_session *session = NULL;
+    osp_stream *stream = NULL;
+    outcome result = FAIL;
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    osp_error *err = onnx_model_load_file(path, NULL, &file);
+    if (!err)
+        err = onnx_rt_model_new(file, NULL, &rt);
+    if (!err)
+        err = osp_stream_new(osp_device_cpu(), &stream);
+    if (!err)
+        err = onnx_session_new(rt, osp_device_cpu(), stream, &session);
+    if (err) {
+        result = osp_error_get_code(err) == OSP_ERROR_UNSUPPORTED ? UNSUPPORTED
+                                                                  : FAIL;
+        snprintf(msg, cap, "load: %s", osp_error_message(err));
+        osp_error_free(err);
+        goto out;
+    }
+    result = PASS;
+    for (int set = 0; result == PASS; set++) {
+        char set_dir[3800];
+        snprintf(set_dir, sizeof set_dir, "%s/test_data_set_%d", dir, set);
+        struct stat st;
+        if (stat(set_dir, &st) != 0)
+            break;
+        onnx_tensor inputs[MAX_IO] = {0};
+        onnx_io io[MAX_IO];
+        size_t n_in = 0;
+        const onnx_graph *g = onnx_rt_model_graph(rt);
+        for (; n_in < g->n_inputs && n_in < MAX_IO; n_in++) {
+            char *name = NULL;
+            snprintf(path, sizeof path, "%s/input_%zu.pb", set_dir, n_in);
+            if ((err = onnx_tensor_load_pb_file(path, &inputs[n_in], &name)))
+                break;
+            free(name);
+            io[n_in] = (onnx_io){.dtype = inputs[n_in].dtype,
+                                 .shape = inputs[n_in].shape,
+                                 .data = inputs[n_in].data,
+                                 .byte_size = inputs[n_in].byte_size};
+        }
+        host_outputs outs = {0};
+        if (!err)
+            err = onnx_session_run(session, io, n_in, alloc_host, &outs);
+        if (err) {
+            snprintf(msg, cap, "set %d: %s", set, osp_error_message(err));
+            osp_error_free(err);
+            err = NULL;
+            result = FAIL;
+        }
+        for (size_t k = 0; result == PASS && k < g->n_outputs; k++) {
+            onnx_tensor want = {0};
+            char *name = NULL;
+            snprintf(path, sizeof path, "%s/output_%zu.pb", set_dir, k);
+            if ((err = onnx_tensor_load_pb_file(path, &want, &name))) {
+                snprintf(msg, cap, "%s", osp_error_message(err));
+                osp_error_free(err);
+                err = NULL;
+                result = FAIL;
+                break;
+            }
+            free(name);
+            char why[512];
+            if (!outs.data[k] ||
+                !same_tensor(&want, outs.dtype[k], &outs.shape[k],
+                             outs.data[k], why, sizeof why)) {
+                snprintf(msg, cap, "set %d output %zu: %s", set, k,
+                         outs.data[k] ? why : "not produced");
+                result = FAIL;
+            }
+            onnx_tensor_clear(&want);
+        }
+        for (size_t k = 0; k < MAX_IO; k++)
+            osp_host_free_aligned(outs.data[k], outs.bytes[k]);
+        for (size_t i = 0; i < n_in; i++)
+            onnx_tensor_clear(&inputs[i]);
+    }
+out:
+    onnx_session_free(session);
+    osp_stream_free(stream);
+    onnx_rt_model_free(rt);
+    return result;
+}
+
+static const char *base_name(const char *dir) {
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/')
+        len--;
+    static char name[1024];
+    size_t start = len;
+    while (start > 0 && dir[start - 1] != '/')
+        start--;
+    snprintf(name, sizeof name, "%.*s", (int)(len - start), dir + start);
+    return name;
+}
+
+/* Whether `name` is listed in the expect file's text. */
+static bool listed(const char *text, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = text; p && *p;) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\r'))
+            len--;
+        if (len == n && strncmp(p, name, n) == 0)
+            return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+static char *read_all(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = size >= 0 ? malloc((size_t)size + 1) : NULL;
+    if (text && fread(text, 1, (size_t)size, f) == (size_t)size)
+        text[size] = '\0';
+    else {
+        free(text);
+        text = NULL;
+    }
+    fclose(f);
+    return text;
+}
+
+static void print_op(const onnx_op *op, void *ctx) {
+    (void)ctx;
+    printf("%s %s %lld %lld\n", op->domain[0] ? op->domain : "ai.onnx",
+           op->op_type, (long long)op->since, (long long)op->until);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--list-ops") == 0) {
+        onnx_op_each(print_op, NULL);
+        return 0;
+    }
+    const char *expect_path = NULL;
+    bool quiet = false;
+    int first = 1;
+    for (; first < argc && strncmp(argv[first], "--", 2) == 0; first++) {
+        if (strcmp(argv[first], "--expect") == 0 && first + 1 < argc)
+            expect_path = argv[++first];
+        else if (strcmp(argv[first], "--quiet") == 0)
+            quiet = true;
+        else if (strcmp(argv[first], "--rtol") == 0 && first + 1 < argc)
+            RTOL = atof(argv[++first]);
+        else if (strcmp(argv[first], "--atol") == 0 && first + 1 < argc)
+            ATOL = atof(argv[++first]);
+    }
+    char *expect = expect_path ? read_all(expect_path) : NULL;
+    if (expect_path && !expect) {
+        fprintf(stderr, "cannot read %s\n", expect_path);
+        return 2;
+    }
+    int counts[3] = {0}, regressions = 0;
+    for (int i = first; i < argc; i++) {
+        char msg[1024] = "";
+        outcome r = run_case(argv[i], msg, sizeof msg);
+        counts[r]++;
+        const char *name = base_name(argv[i]);
+        bool expected = expect && listed(expect, name);
+        if (expected && r != PASS) {
+            regressions++;
+            printf("REGRESSION %s: %s\n", name, msg);
+        } else if (!quiet || r == FAIL) {
+            printf("%s %s%s%s\n",
+                   r == PASS ? "PASS" : r == FAIL ? "FAIL" : "UNSUPPORTED",
+                   name, msg[0] ? ": " : "", msg);
+        }
+    }
+    printf("%d passed, %d failed, %d unsupported\n", counts[PASS],
+           counts[FAIL], counts[UNSUPPORTED]);
+    if (expect_path)
+        printf("%d expected passes regressed\n", regressions);
+    free(expect);
+    return regressions ? 1 : 0;
+}
