@@ -126,7 +126,7 @@ def case_b(args, tool, models, osprey):
     (repo / "resnet18" / "1").mkdir(parents=True)
     shutil.copy(models["resnet18"], repo / "resnet18" / "1" / "model.onnx")
     server = harness.OspreyServer(repo, ["--model-control-mode=none"],
-                                  workdir=repo / "work", binary=osprey).start()
+                                  workdir=pathlib.Path(tempfile.mkdtemp()), binary=osprey).start()
     try:
         client = httpclient.InferenceServerClient(server.hostport)
         x = architectures.feeds("resnet18", 1)["input"]
@@ -164,11 +164,11 @@ def case_c(args, tool, models, osprey):
     (repo / "resnet18" / "config.pbtxt").write_text(
         'backend: "onnxruntime"\nmax_batch_size: 1\n'
         'instance_group [ { kind: KIND_CPU count: 4 } ]\n')
-    base = harness.OspreyServer(pathlib.Path(tempfile.mkdtemp()), [], workdir=repo / "w0",
-                                binary=osprey).start()
+    base = harness.OspreyServer(pathlib.Path(tempfile.mkdtemp()), [],
+                                workdir=pathlib.Path(tempfile.mkdtemp()), binary=osprey).start()
     idle = rss_kib(base.pid) / 1024
     base.stop()
-    server = harness.OspreyServer(repo, [], workdir=repo / "work", binary=osprey).start()
+    server = harness.OspreyServer(repo, [], workdir=pathlib.Path(tempfile.mkdtemp()), binary=osprey).start()
     try:
         x = architectures.feeds("resnet18", 1)["input"]
 
@@ -302,7 +302,8 @@ def case_e(args, models, osprey):
     finally:
         triton.terminate()
         triton.wait(30)
-    server = harness.OspreyServer(ours_repo, [], workdir=work / "w", binary=osprey).start()
+    server = harness.OspreyServer(ours_repo, [], workdir=work / "osprey-work",
+                                  binary=osprey).start()
     try:
         ours = [infer_rate(server.hostport, args.seconds) for _ in range(args.repeat)]
     finally:
