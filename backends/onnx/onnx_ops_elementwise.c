@@ -558,7 +558,7 @@ static bool exact_in_float(double v) {
 static osp_error *clip_read_bound(const onnx_node *node, size_t n_in,
                                   const onnx_desc *in, size_t i,
                                   clip_bound *b) {
-    b->present = i < n_in && in[i].present;
+    b->present = onnx_present(n_in, in, i);
     b->known = false;
     if (!b->present)
         return NULL;

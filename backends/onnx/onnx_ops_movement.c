@@ -16,9 +16,6 @@
  * needs from its descs, since one node's state serves every plan.
  */
 #include <limits.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -7,7 +7,6 @@
  * spatial and training_mode, Resize's inputs and coordinate modes) branch
  * on node->opset inside one entry.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

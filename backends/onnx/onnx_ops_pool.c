@@ -208,14 +208,14 @@ static osp_error *pool_plan_make(const onnx_node *node, const pool_state *st,
 osp_error *onnx_nn__pool_infer(onnx_infer_ctx *ctx) {
     const pool_state *st = ctx->state;
     pool_plan p;
-    bool indices = ctx->n_outputs > 1 && ctx->outputs[1].present;
+    bool indices = onnx_present(ctx->n_outputs, ctx->outputs, 1);
     osp_error *err =
         pool_plan_make(ctx->node, st, ctx->n_inputs, ctx->inputs, indices, &p);
     if (err)
         return err;
     ctx->outputs[0].dtype = p.dtype;
     ctx->outputs[0].shape = p.y_shape;
-    if (ctx->n_outputs > 1 && ctx->outputs[1].present) {
+    if (onnx_present(ctx->n_outputs, ctx->outputs, 1)) {
         if (st->kind != OSP_POOL_MAX)
             return onnx_node_error(ctx->node, OSP_ERROR_INVALID_ARG,
                                    "only MaxPool has a second output");

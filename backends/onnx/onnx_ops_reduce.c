@@ -473,8 +473,8 @@ osp_error *onnx_math__topk_infer(onnx_infer_ctx *ctx) {
         return err;
     if ((err = onnx_check_shape(ctx->node, &out, OSP_TYPE_INT64)) != NULL)
         return err;
-    bool has_values = ctx->n_outputs > 0 && ctx->outputs[0].present;
-    bool has_indices = ctx->n_outputs > 1 && ctx->outputs[1].present;
+    bool has_values = onnx_present(ctx->n_outputs, ctx->outputs, 0);
+    bool has_indices = onnx_present(ctx->n_outputs, ctx->outputs, 1);
     size_t count = (size_t)onnx_shape_count(&out);
     if (has_values) {
         ctx->outputs[0].dtype = ctx->inputs[0].dtype;

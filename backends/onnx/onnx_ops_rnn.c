@@ -33,8 +33,6 @@
  * bounds the input of every gate activation (not h(C) in LSTM);
  * input_forget sets f = 1 - i.
  */
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -297,7 +295,7 @@ typedef struct rnn_geom {
 } rnn_geom;
 
 static const onnx_desc *rnn_input(size_t n, const onnx_desc *in, size_t i) {
-    return i < n && in[i].present ? &in[i] : NULL;
+    return onnx_present(n, in, i) ? &in[i] : NULL;
 }
 
 /* INVALID_ARG unless `d` has the given shape. */

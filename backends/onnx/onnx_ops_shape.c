@@ -17,8 +17,6 @@
  */
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -384,7 +382,7 @@ static osp_error *dropout_infer(onnx_infer_ctx *ctx) {
     osp_datatype in_dt = ctx->inputs[0].dtype;
     if ((err = onnx_want_fixed_size(node, in_dt, "input 0")))
         return err;
-    if (ctx->n_outputs > 1 && ctx->outputs[1].present) {
+    if (onnx_present(ctx->n_outputs, ctx->outputs, 1)) {
         ctx->outputs[1].dtype = node->opset >= 10 ? OSP_TYPE_BOOL : in_dt;
         ctx->outputs[1].shape = ctx->inputs[0].shape;
     }

@@ -1,12 +1,12 @@
 /*
  * Helpers shared by the op families (declared at the bottom of
- * onnx_ops.h): attribute readers, host values of planning-time inputs,
- * axes, broadcasting and shape arithmetic. Every error names the node as
- * "node 'name' (OpType): ..." so that a message read alone says where the
- * model is wrong.
+ * onnx_ops.h): errors and input checks, attribute readers, host values of
+ * planning-time inputs, axes, broadcasting and shape arithmetic, and the
+ * small device-op sequences every family writes (copies, fills, iotas,
+ * flat binary ops). Every error names the node as "node 'name' (OpType):
+ * ..." so that a message read alone says where the model is wrong.
  */
 #include <float.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

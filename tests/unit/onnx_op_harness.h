@@ -459,7 +459,8 @@ inline osp_error *RunNode(const onnx_op_family *family, Node &n,
     }
     if (op->output_aliases_input) {
         res->aliased = true;
-        res->outs[0].bytes = ins[0]->bytes;
+        if (!ins.empty() && ins[0])
+            res->outs[0].bytes = ins[0]->bytes;
         goto out;
     }
     ws_bytes = (ictx.workspace_bytes + 63) / 64 * 64 + 64;
