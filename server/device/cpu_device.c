@@ -5,8 +5,8 @@
  * has finished when it returns; a stream keeps only its thread cap),
  * copies are memcpy and FP32 GEMM is OpenBLAS (cpu_sgemm.h). Ops that
  * have enough work split it across the shared worker pool
- * (cpu_threads.h), up to the stream's threads. Everything else is plain loops written
- * to be obviously right: other devices are tested against this one. The
+ * (cpu_threads.h), up to the stream's threads. Everything else is plain loops
+ * written to be obviously right: other devices are tested against this one. The
  * optional slots (host memory, async copies, host functions, events,
  * memory stats) are left NULL; the dispatcher's fallbacks are exactly what
  * a synchronous device needs.
@@ -80,9 +80,8 @@ static osp_error *cpu_stream_set_threads(osp_device *dev, void *impl,
 
 int cpu_stream_threads(const void *stream) {
     cpu_stream *s = (cpu_stream *)stream; /* only read */
-    int n = s != NULL
-                ? atomic_load_explicit(&s->threads, memory_order_relaxed)
-                : 0;
+    int n =
+        s != NULL ? atomic_load_explicit(&s->threads, memory_order_relaxed) : 0;
     return n > 0 ? n : cpu_threads_default();
 }
 
@@ -137,14 +136,8 @@ static osp_error *cpu_gemm_fp16(const osp_gemm_args *g, int threads) {
     else
         memset(c, 0, (size_t)g->m * (size_t)g->n * sizeof(float));
 
-    cpu_sgemm_args s = {
-        .trans_a = g->trans_a, .trans_b = g->trans_b,
-        .m = g->m, .n = g->n, .k = g->k,
-        .alpha = g->alpha, .beta = g->beta,
-        .a = a, .lda = a_cols > 1 ? a_cols : 1,
-        .b = b, .ldb = b_cols > 1 ? b_cols : 1,
-        .c = c, .ldc = g->n,
-    };
+    cpu_sgemm_args s = cpu_sgemm_args_of(g, a, a_cols > 1 ? a_cols : 1, b,
+                                         b_cols > 1 ? b_cols : 1, c, g->n);
     cpu_sgemm(&s, threads, NULL, NULL);
 
     uint16_t *out = g->c;
@@ -165,13 +158,8 @@ static osp_error *cpu_gemm(osp_device *dev, void *stream,
     if (g->dtype == OSP_TYPE_FP16)
         return cpu_gemm_fp16(g, threads);
     /* FP32 (the dispatcher allows nothing else); TF32 does not exist here. */
-    cpu_sgemm_args s = {
-        .trans_a = g->trans_a, .trans_b = g->trans_b,
-        .m = g->m, .n = g->n, .k = g->k,
-        .alpha = g->alpha, .beta = g->beta,
-        .a = g->a, .lda = g->lda, .b = g->b, .ldb = g->ldb,
-        .c = g->c, .ldc = g->ldc,
-    };
+    cpu_sgemm_args s =
+        cpu_sgemm_args_of(g, g->a, g->lda, g->b, g->ldb, g->c, g->ldc);
     cpu_sgemm(&s, threads, NULL, NULL);
     return NULL;
 }

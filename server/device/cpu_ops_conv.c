@@ -111,22 +111,43 @@ static osp_error *too_large(const char *op) {
 static cpu_sgemm_args sgemm_nn(int64_t m, int64_t n, int64_t k, const float *w,
                                const float *x, int64_t ldx, float *y,
                                int64_t ldy) {
-    return (cpu_sgemm_args){.m = m, .n = n, .k = k, .alpha = 1.0f,
-                            .a = w, .lda = k, .b = x, .ldb = ldx,
-                            .c = y, .ldc = ldy};
+    return (cpu_sgemm_args){.m = m,
+                            .n = n,
+                            .k = k,
+                            .alpha = 1.0f,
+                            .a = w,
+                            .lda = k,
+                            .b = x,
+                            .ldb = ldx,
+                            .c = y,
+                            .ldc = ldy};
 }
 
 /* Output columns [p0, p0 + cols) of channels [oc0, oc0 + m) of image
- * `image`: the epilogue of conv, bias per channel. */
+ * `image`: the epilogue of conv, bias per channel (unless the GEMM
+ * already started from it: with_bias false). */
 static void conv_epilogue(const osp_conv_args *a, int64_t out_size,
                           int64_t image, int64_t oc0, int64_t m, int64_t p0,
-                          int64_t cols) {
+                          int64_t cols, bool with_bias) {
+    bool bias = with_bias && a->bias != NULL;
+    if (!bias && a->residual == NULL && a->act == OSP_UNARY_IDENTITY)
+        return;
     for (int64_t oc = oc0; oc < oc0 + m; oc++) {
         int64_t at = (image * a->out_channels + oc) * out_size + p0;
-        cpu_nn__epilogue_row(a->y + at, cols,
-                             a->bias != NULL ? a->bias[oc] : 0.0f, NULL,
+        cpu_nn__epilogue_row(a->y + at, cols, bias ? a->bias[oc] : 0.0f, NULL,
                              a->residual != NULL ? a->residual + at : NULL,
                              a->act, a->act_alpha, a->act_beta);
+    }
+}
+
+/* y[r * ldy + i] = v[r] for r < rows, i < cols: C's start when the GEMM
+ * adds to it (beta 1), which spares OpenBLAS its pass zeroing C and the
+ * epilogue its pass adding the bias. */
+CPU_NN_HOT static void fill_rows(float *y, int64_t ldy, int64_t rows,
+                                 int64_t cols, const float *v) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = y + r * ldy, x = v[r];
+        CPU_NN_LOOP(cols, i, row[i] = x);
     }
 }
 
@@ -245,7 +266,7 @@ static void conv_block_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0,
                                 int64_t c1) {
     const conv_block_ctx *b = arg;
     conv_epilogue(b->job->a, b->job->n, b->image, b->oc0 + r0, r1 - r0,
-                  b->p0 + c0, c1 - c0);
+                  b->p0 + c0, c1 - c0, false);
 }
 
 /* Tile t of image b, group gi, on up to `threads` threads; col is the
@@ -265,6 +286,10 @@ static void conv_gemm_tile(const conv_gemm_job *job, int64_t b, int64_t gi,
     } else {
         im2col(job->g, x, job->cg, p0, p0 + cols, col);
         s = sgemm_nn(job->mg, cols, job->k, w, col, cols, y + p0, n);
+    }
+    if (a->bias != NULL) {
+        fill_rows(y + p0, n, job->mg, cols, a->bias + gi * job->mg);
+        s.beta = 1.0f;
     }
     conv_block_ctx ctx = {job, b, gi * job->mg, p0};
     cpu_sgemm(&s, threads, conv_block_epilogue, &ctx);
@@ -307,9 +332,9 @@ static osp_error *conv_gemm(const osp_conv_args *a, const cpu_nn_geom *g,
     int64_t k = pointwise ? cg : cg * g->kernel_size, n = g->out_size;
     if (!fits_blas(k) || !fits_blas(n))
         return too_large("conv");
-    int64_t max_tile = pointwise
-                           ? (int64_t)(POINTWISE_TILE_BYTES / sizeof(float)) / mg
-                           : (int64_t)(COL_TILE_BYTES / sizeof(float)) / k;
+    int64_t max_tile =
+        pointwise ? (int64_t)(POINTWISE_TILE_BYTES / sizeof(float)) / mg
+                  : (int64_t)(COL_TILE_BYTES / sizeof(float)) / k;
     int64_t min_tile = pointwise ? 256 : 16;
     if (max_tile < min_tile)
         max_tile = min_tile;
@@ -317,8 +342,13 @@ static osp_error *conv_gemm(const osp_conv_args *a, const cpu_nn_geom *g,
     if ((double)mg * (double)k * (double)n * (double)pairs <
         2.0 * (double)CPU_SGEMM_GRAIN)
         threads = 1;
-    conv_gemm_job job = {.a = a, .g = g, .pointwise = pointwise, .cg = cg,
-                         .mg = mg, .k = k, .n = n};
+    conv_gemm_job job = {.a = a,
+                         .g = g,
+                         .pointwise = pointwise,
+                         .cg = cg,
+                         .mg = mg,
+                         .k = k,
+                         .n = n};
     job.tile = conv_tile(n, max_tile, pairs, threads);
     job.tiles = (n + job.tile - 1) / job.tile;
     atomic_init(&job.out_of_memory, false);
@@ -326,7 +356,7 @@ static osp_error *conv_gemm(const osp_conv_args *a, const cpu_nn_geom *g,
     if (tasks >= threads) {
         cpu_parallel_for(tasks, conv_gemm_task, &job, threads);
         return atomic_load(&job.out_of_memory) ? osp_error_out_of_memory()
-                                                : NULL;
+                                               : NULL;
     }
     /* Fewer tiles than threads: each tile's GEMM is split. */
     float *col = NULL;
@@ -481,7 +511,9 @@ static void dw_row_generic(const cpu_nn_geom *g, const float *x, const float *w,
 }
 
 /* One depth slice (od) of output plane y with the 3x3 route. Stride 1
- * pads the input slice into p first, so that every output is interior;
+ * pads the input slice into p first (p has room for the padded plane and
+ * as many rows again for narrow planes' outputs), so that every output
+ * is interior;
  * stride 2 reads the input rows in place (a copy would cost as much as
  * the arithmetic), with the row of zeros p standing in for padding rows
  * and the few outputs at the row ends done tap by tap. */
@@ -495,11 +527,23 @@ CPU_NN_HOT static void dw3x3_slice(const cpu_nn_geom *g, const float *x,
     if (s == 1) {
         int64_t padded_h = OH + 2, padded_w = OW + 2;
         dw3x3_pad_plane(slice, H, W, pad_h, pad_w, padded_h, padded_w, p);
-        for (int64_t oh = 0; oh < OH; oh++) {
-            const float *r0 = p + oh * padded_w;
-            dw3x3_interior_s1(y + (od * OH + oh) * OW, r0, r0 + padded_w,
-                              r0 + 2 * padded_w, w, OW);
+        if (OW >= 32) {
+            for (int64_t oh = 0; oh < OH; oh++) {
+                const float *r0 = p + oh * padded_w;
+                dw3x3_interior_s1(y + (od * OH + oh) * OW, r0, r0 + padded_w,
+                                  r0 + 2 * padded_w, w, OW);
+            }
+            return;
         }
+        /* Narrow rows would leave most outputs to the scalar remainder:
+         * the rows run as one, padded_w apart (the two columns between
+         * them are computed and dropped), into q after the plane. */
+        float *q = p + padded_h * padded_w;
+        int64_t flat = OH * padded_w - 2;
+        dw3x3_interior_s1(q, p, p + padded_w, p + 2 * padded_w, w, flat);
+        for (int64_t oh = 0; oh < OH; oh++)
+            memcpy(y + (od * OH + oh) * OW, q + oh * padded_w,
+                   (size_t)OW * sizeof(float));
         return;
     }
     int64_t lo, hi; /* outputs whose three columns are inside the row */
@@ -542,8 +586,9 @@ static void depthwise_task(void *arg, int64_t part) {
     cpu_split_range(a->batch * a->out_channels, job->parts, part, 1, &lo, &hi);
     float *padded = NULL; /* stride 1: the padded plane; 2: zeros */
     if (job->k3 && hi > lo) {
+        /* stride 1: the padded plane, then its rows of outputs */
         size_t n = g->stride[2] == 1
-                       ? (size_t)(g->out[1] + 2) * (size_t)(g->out[2] + 2)
+                       ? (size_t)(2 * g->out[1] + 2) * (size_t)(g->out[2] + 2)
                        : (size_t)g->in[2];
         padded = scratch_acquire(n);
         if (padded == NULL) {
@@ -576,10 +621,6 @@ static void depthwise_task(void *arg, int64_t part) {
         scratch_release(padded);
 }
 
-/* Output elements per task at the least (times the kernel's taps, the
- * work is some 100K multiply-adds). */
-#define DEPTHWISE_GRAIN ((int64_t)1 << 15)
-
 static osp_error *conv_depthwise(const osp_conv_args *a, const cpu_nn_geom *g,
                                  int threads) {
     depthwise_job job = {.a = a, .g = g};
@@ -588,8 +629,9 @@ static osp_error *conv_depthwise(const osp_conv_args *a, const cpu_nn_geom *g,
              g->stride[1] == g->stride[2] &&
              (g->stride[2] == 1 || g->stride[2] == 2);
     int64_t planes = a->batch * a->out_channels;
-    job.parts = cpu_split_parts(planes * g->out_size * g->kernel_size / 8,
-                                DEPTHWISE_GRAIN, threads);
+    /* a multiply-add per tap and output, in cache */
+    job.parts = cpu_split_parts(planes * g->out_size * g->kernel_size,
+                                CPU_GRAIN, threads);
     if (job.parts > planes)
         job.parts = (int)planes;
     atomic_init(&job.out_of_memory, false);
@@ -694,10 +736,17 @@ static void conv_transpose_task(void *arg, int64_t task) {
     for (int64_t p0 = 0; p0 < job->n; p0 += job->tile) {
         int64_t cols = job->n - p0 < job->tile ? job->n - p0 : job->tile;
         /* col[(c1 - c0) ks, cols] = w_g^T[rows of c0 .. c1, cg] x_g */
-        cpu_sgemm_args s = {.trans_a = true, .m = (c1 - c0) * ks, .n = cols,
-                            .k = job->cg, .alpha = 1.0f, .a = w,
-                            .lda = job->rows, .b = x + p0, .ldb = job->n,
-                            .c = col, .ldc = cols};
+        cpu_sgemm_args s = {.trans_a = true,
+                            .m = (c1 - c0) * ks,
+                            .n = cols,
+                            .k = job->cg,
+                            .alpha = 1.0f,
+                            .a = w,
+                            .lda = job->rows,
+                            .b = x + p0,
+                            .ldb = job->n,
+                            .c = col,
+                            .ldc = cols};
         cpu_sgemm_serial(&s);
         col2im(g, col, c1 - c0, p0, p0 + cols, y);
     }
@@ -729,8 +778,13 @@ osp_error *cpu_op_conv_transpose(osp_device *dev, void *stream,
     int64_t chunks = pairs >= threads ? 1 : (threads + pairs - 1) / pairs;
     if (chunks > mg)
         chunks = mg;
-    conv_transpose_job job = {.a = a, .g = &g, .cg = cg, .mg = mg,
-                              .rows = rows, .n = n, .tile = tile,
+    conv_transpose_job job = {.a = a,
+                              .g = &g,
+                              .cg = cg,
+                              .mg = mg,
+                              .rows = rows,
+                              .n = n,
+                              .tile = tile,
                               .chunks = chunks};
     atomic_init(&job.out_of_memory, false);
     cpu_parallel_for(pairs * chunks, conv_transpose_task, &job, threads);

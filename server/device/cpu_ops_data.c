@@ -216,8 +216,8 @@ static bool copy_transposed(const cpu_nd *s, size_t es, const char *src,
     job.outer.strides[1][job.outer.rank] = 0;
     job.outer.rank++;
     job.bands = (s->dims[inner] + TILE - 1) / TILE;
-    cpu_parallel_range(cpu_nd_rows(&job.outer) * job.bands,
-                       TILE * s->dims[p], threads, transpose_range, &job);
+    cpu_parallel_range(cpu_nd_rows(&job.outer) * job.bands, TILE * s->dims[p],
+                       threads, transpose_range, &job);
     return true;
 }
 

@@ -19,6 +19,7 @@
 
 #include "cpu_ops.h"
 #include "cpu_ops_nd.h"
+#include "cpu_ops_nn.h"
 #include "cpu_threads.h"
 #include "osprey/error.h"
 #include "unary_rules.h"
@@ -26,7 +27,7 @@
 /* ---- unary ------------------------------------------------------------- */
 
 /* FP32 -> FP32 ops; false for the others. */
-static bool unary_f32(const osp_unary_args *args) {
+CPU_NN_HOT static bool unary_f32(const osp_unary_args *args) {
     int64_t n = (int64_t)args->n;
     float alpha = args->alpha, beta = args->beta;
 #define UNARY_F32_CASE(o, fn)                                                  \
@@ -157,6 +158,36 @@ static void unary_range(void *arg, int64_t lo, int64_t hi) {
         atomic_store(&job->unsupported, true);
 }
 
+/* The work of an element of op (cpu_threads.h): a comparison or a bit of
+ * arithmetic costs what its memory does; transcendental math more. */
+static int64_t unary_work(osp_unary_op op, osp_datatype dtype) {
+    if (dtype != OSP_TYPE_FP32)
+        return 1;
+    switch (op) {
+    case OSP_UNARY_IDENTITY:
+    case OSP_UNARY_ABS:
+    case OSP_UNARY_NEG:
+    case OSP_UNARY_SIGN:
+    case OSP_UNARY_RELU:
+    case OSP_UNARY_CLIP:
+    case OSP_UNARY_SQRT:
+    case OSP_UNARY_RECIPROCAL:
+    case OSP_UNARY_FLOOR:
+    case OSP_UNARY_CEIL:
+    case OSP_UNARY_ROUND:
+    case OSP_UNARY_SOFTSIGN:
+    case OSP_UNARY_LEAKY_RELU:
+    case OSP_UNARY_THRESHOLDED_RELU:
+    case OSP_UNARY_HARD_SIGMOID:
+    case OSP_UNARY_HARD_SWISH:
+    case OSP_UNARY_ISNAN:
+    case OSP_UNARY_ISINF:
+        return 1;
+    default:
+        return CPU_WORK_MATH;
+    }
+}
+
 osp_error *cpu_op_unary(osp_device *dev, void *stream,
                         const osp_unary_args *args) {
     (void)dev;
@@ -166,8 +197,8 @@ osp_error *cpu_op_unary(osp_device *dev, void *stream,
                      ? sizeof(bool)
                      : job.in_es;
     atomic_init(&job.unsupported, false);
-    cpu_parallel_range((int64_t)args->n, 1, cpu_stream_threads(stream),
-                       unary_range, &job);
+    cpu_parallel_range((int64_t)args->n, unary_work(args->op, args->dtype),
+                       cpu_stream_threads(stream), unary_range, &job);
     if (atomic_load(&job.unsupported))
         return osp_error_new(
             OSP_ERROR_UNSUPPORTED, "CPU device: unary op %d on datatype %s",
@@ -253,7 +284,7 @@ static inline double mod_py_f64(double x, double y) {
 /* The float rows. MAX and MIN propagate NaN from either side (numpy's
  * maximum). */
 #define BINARY_ROW_FLOAT(T, sfx, POW, FMOD, SELECT)                            \
-    static bool binary_row_##sfx(                                              \
+    CPU_NN_HOT static bool binary_row_##sfx(                                   \
         osp_binary_nd_op op, int64_t n, const void *restrict a, int64_t sa,    \
         const void *restrict b, int64_t sb, void *restrict out) {              \
         switch (op) {                                                          \
@@ -555,15 +586,17 @@ osp_error *cpu_op_binary_nd(osp_device *dev, void *stream,
         const int64_t *strides[3] = {args->a_strides, args->b_strides,
                                      out_strides};
         cpu_nd_init(&job.s, args->rank, args->dims, 3, strides);
+        bool math = args->op == OSP_BINARY_ND_POW ||
+                    args->op == OSP_BINARY_ND_MOD ||
+                    args->op == OSP_BINARY_ND_FMOD;
         cpu_parallel_range(cpu_nd_rows(&job.s) * job.s.dims[job.s.rank - 1],
-                           1, cpu_stream_threads(stream), binary_nd_range,
-                           &job);
+                           math ? CPU_WORK_MATH : 1, cpu_stream_threads(stream),
+                           binary_nd_range, &job);
     }
     if (atomic_load(&job.unsupported))
-        return osp_error_new(OSP_ERROR_UNSUPPORTED,
-                             "CPU device: binary_nd op %d on datatype %s",
-                             (int)args->op,
-                             osp_datatype_wire_name(args->dtype));
+        return osp_error_new(
+            OSP_ERROR_UNSUPPORTED, "CPU device: binary_nd op %d on datatype %s",
+            (int)args->op, osp_datatype_wire_name(args->dtype));
     return NULL;
 }
 

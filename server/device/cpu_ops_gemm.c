@@ -73,11 +73,6 @@ void cpu_nn__epilogue_row(float *y, int64_t n, float bias,
 
 /* ---- gemm_ex ------------------------------------------------------------ */
 
-static bool has_epilogue(const osp_gemm_ex_args *x) {
-    return x->bias != NULL || x->residual != NULL ||
-           x->act != OSP_UNARY_IDENTITY;
-}
-
 /* The epilogue of batch element `batch` on the block rows [r0, r1) x
  * columns [c0, c1) of its m x n result c (row stride ldc: C itself, or
  * FP16's packed FP32 copy); the residual has C's layout. */
@@ -86,6 +81,7 @@ typedef struct gemm_epilogue_ctx {
     int64_t batch;
     float *c;
     int64_t ldc;
+    bool bias; /* false when C started as the bias */
 } gemm_epilogue_ctx;
 
 static void gemm_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0,
@@ -99,25 +95,31 @@ static void gemm_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0,
                 ? x->residual + e->batch * x->stride_c + r * g->ldc + c0
                 : NULL;
         cpu_nn__epilogue_row(e->c + r * e->ldc + c0, c1 - c0, 0.0f,
-                             x->bias != NULL ? x->bias + c0 : NULL, res, x->act,
+                             e->bias ? x->bias + c0 : NULL, res, x->act,
                              x->act_alpha, x->act_beta);
     }
 }
 
 /* Batch element i of x as one sgemm on FP32 operands a, b, c (C's row
- * stride ldc), and its epilogue, on up to `threads` threads. */
+ * stride ldc), and its epilogue, on up to `threads` threads. Where C is
+ * not read (beta 0), it starts as the bias and the GEMM adds to it: one
+ * pass over C instead of OpenBLAS's zeroing it and the epilogue's
+ * adding the bias. */
 static void gemm_one(const osp_gemm_ex_args *x, int64_t i, const float *a,
                      int64_t lda, const float *b, int64_t ldb, float *c,
                      int64_t ldc, int threads) {
     const osp_gemm_args *g = &x->gemm;
-    cpu_sgemm_args s = {
-        .trans_a = g->trans_a, .trans_b = g->trans_b,
-        .m = g->m, .n = g->n, .k = g->k,
-        .alpha = g->alpha, .beta = g->beta,
-        .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c, .ldc = ldc,
-    };
-    gemm_epilogue_ctx e = {x, i, c, ldc};
-    cpu_sgemm(&s, threads, has_epilogue(x) ? gemm_epilogue : NULL, &e);
+    cpu_sgemm_args s = cpu_sgemm_args_of(g, a, lda, b, ldb, c, ldc);
+    gemm_epilogue_ctx e = {x, i, c, ldc, x->bias != NULL};
+    if (e.bias && g->beta == 0.0f) {
+        for (int64_t r = 0; r < g->m; r++)
+            memcpy(c + r * ldc, x->bias, (size_t)g->n * sizeof(float));
+        s.beta = 1.0f;
+        e.bias = false;
+    }
+    bool epilogue =
+        e.bias || x->residual != NULL || x->act != OSP_UNARY_IDENTITY;
+    cpu_sgemm(&s, threads, epilogue ? gemm_epilogue : NULL, &e);
 }
 
 static void gemm_batch_element(void *arg, int64_t i) {
@@ -133,10 +135,11 @@ static void gemm_batch_element(void *arg, int64_t i) {
 static osp_error *gemm_ex_fp32(const osp_gemm_ex_args *x, int64_t batch,
                                int threads) {
     const osp_gemm_args *g0 = &x->gemm;
-    if ((double)g0->m * (double)g0->n * (double)(g0->k + 1) * (double)batch <
-        2.0 * (double)CPU_SGEMM_GRAIN)
-        threads = 1;
     if (batch > 1 && batch >= threads) {
+        if ((double)g0->m * (double)g0->n * (double)(g0->k + 1) *
+                (double)batch <
+            2.0 * (double)CPU_SGEMM_GRAIN)
+            threads = 1;
         cpu_parallel_for(batch, gemm_batch_element, (void *)x, threads);
         return NULL;
     }

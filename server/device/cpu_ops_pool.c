@@ -301,7 +301,7 @@ osp_error *cpu_op_pool(osp_device *dev, void *stream,
                        ? g->in_size
                        : g->out_size * g->kernel_size;
     pool_job job = {args, &plan};
-    cpu_parallel_range(args->planes, work, cpu_stream_threads(stream),
+    cpu_parallel_range(args->planes, 2 * work, cpu_stream_threads(stream),
                        pool_range, &job);
 out:
     for (int d = 0; d < 3; d++)

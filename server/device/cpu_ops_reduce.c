@@ -19,6 +19,7 @@
 
 #include "cpu_ops.h"
 #include "cpu_ops_nd.h"
+#include "cpu_ops_nn.h"
 #include "cpu_threads.h"
 #include "osprey/error.h"
 #include "unary_rules.h"
@@ -82,7 +83,7 @@ static float sum_finish(osp_reduce_op op, double s, int64_t n) {
 
 /* The sum of v[0..n) of the given kind, in double, with four independent
  * accumulators (an unrolled loop the compiler can keep in registers). */
-static double vec_sum_f32(sum_kind kind, const float *v, int64_t n) {
+CPU_NN_INLINE double vec_sum_f32(sum_kind kind, const float *v, int64_t n) {
     double acc[4];
     int64_t i = 0;
 #define VEC_SUM(INIT, STEP)                                                    \
@@ -117,7 +118,7 @@ static double vec_sum_f32(sum_kind kind, const float *v, int64_t n) {
 
 /* The max (or min) of v[0..n) in CPU_BLOCK lanes, then across them. */
 #define VEC_EXTREME(name, INIT, PICK)                                          \
-    static float name(const float *v, int64_t n) {                             \
+    CPU_NN_INLINE float name(const float *v, int64_t n) {                      \
         float m[CPU_BLOCK], r = (INIT);                                        \
         for (int j = 0; j < CPU_BLOCK; j++)                                    \
             m[j] = (INIT);                                                     \
@@ -136,7 +137,7 @@ VEC_EXTREME(vec_min_f32, INFINITY, min_nan)
 #undef VEC_EXTREME
 
 /* The sum of exp(v[i] - m) over v[0..n), in double, in CPU_BLOCK lanes. */
-static double vec_sum_exp_f32(const float *v, int64_t n, float m) {
+CPU_NN_INLINE double vec_sum_exp_f32(const float *v, int64_t n, float m) {
     double acc[CPU_BLOCK] = {0.0}, s = 0.0;
     int64_t i = 0;
     for (; i + CPU_BLOCK <= n; i += CPU_BLOCK)
@@ -151,7 +152,7 @@ static double vec_sum_exp_f32(const float *v, int64_t n, float m) {
 
 /* log(sum(exp(v))) with the max taken out; -inf for n == 0 or all -inf,
  * +inf (or NaN) when the max is. */
-static float vec_lse_f32(const float *v, int64_t n) {
+CPU_NN_INLINE float vec_lse_f32(const float *v, int64_t n) {
     float m = vec_max_f32(v, n);
     if (isinf(m) || m != m)
         return m;
@@ -259,7 +260,7 @@ COLS_ARG(int32_t, i32)
 COLS_ARG(int64_t, i64)
 #undef COLS_ARG
 
-static void reduce_f32(const osp_reduce_args *args) {
+CPU_NN_HOT static void reduce_f32(const osp_reduce_args *args) {
     const float *x = args->x;
     int64_t n = args->n, inner = args->inner;
     osp_reduce_op op = args->op;
@@ -388,9 +389,10 @@ osp_error *cpu_op_reduce(osp_device *dev, void *stream,
         return osp_error_new(OSP_ERROR_UNSUPPORTED,
                              "CPU device: reduce on datatype %s",
                              osp_datatype_wire_name(args->dtype));
-    cpu_parallel_range(args->outer, args->n * args->inner,
-                       cpu_stream_threads(stream), reduce_range,
-                       (void *)args);
+    int64_t work = args->n * args->inner *
+                   (args->op == OSP_REDUCE_LOG_SUM_EXP ? CPU_WORK_MATH : 1);
+    cpu_parallel_range(args->outer, work, cpu_stream_threads(stream),
+                       reduce_range, (void *)args);
     return NULL;
 }
 
@@ -398,7 +400,8 @@ osp_error *cpu_op_reduce(osp_device *dev, void *stream,
 
 /* One contiguous line: out may be x. Each loop either stores or sums,
  * never both, so that each vectorises. */
-static void softmax_line(const float *x, float *out, int64_t n, bool log_) {
+CPU_NN_INLINE void softmax_line(const float *x, float *out, int64_t n,
+                                bool log_) {
     float m = vec_max_f32(x, n);
     if (log_) {
         /* (x - m) first: exact for the largest values, where m + log(s)
@@ -413,8 +416,8 @@ static void softmax_line(const float *x, float *out, int64_t n, bool log_) {
 }
 
 /* The w columns of x (row stride inner) over n rows. */
-static void softmax_cols(const float *x, float *out, int64_t n, int64_t inner,
-                         int64_t w, bool log_) {
+CPU_NN_INLINE void softmax_cols(const float *x, float *out, int64_t n,
+                                int64_t inner, int64_t w, bool log_) {
     float m[COLS];
     double s[COLS];
     for (int64_t i = 0; i < w; i++) {
@@ -449,7 +452,7 @@ static void softmax_cols(const float *x, float *out, int64_t n, int64_t inner,
 }
 
 /* The outer rows [lo, hi) of a softmax. */
-static void softmax_range(void *arg, int64_t lo, int64_t hi) {
+CPU_NN_HOT static void softmax_range(void *arg, int64_t lo, int64_t hi) {
     const osp_softmax_args *args = arg;
     int64_t n = args->n, inner = args->inner;
     for (int64_t o = lo; o < hi; o++) {
@@ -468,9 +471,8 @@ static void softmax_range(void *arg, int64_t lo, int64_t hi) {
 osp_error *cpu_op_softmax(osp_device *dev, void *stream,
                           const osp_softmax_args *args) {
     (void)dev;
-    cpu_parallel_range(args->outer, args->n * args->inner,
-                       cpu_stream_threads(stream), softmax_range,
-                       (void *)args);
+    cpu_parallel_range(args->outer, args->n * args->inner * CPU_WORK_MATH,
+                       cpu_stream_threads(stream), softmax_range, (void *)args);
     return NULL;
 }
 
@@ -478,7 +480,7 @@ osp_error *cpu_op_softmax(osp_device *dev, void *stream,
 
 /* Mean and variance in double, the variance two-pass (no cancellation);
  * out may alias x (each element is read before it is written). */
-static void layer_norm_range(void *arg, int64_t lo, int64_t hi) {
+CPU_NN_HOT static void layer_norm_range(void *arg, int64_t lo, int64_t hi) {
     const osp_layer_norm_args *args = arg;
     int64_t cols = args->cols;
     const float *scale = args->scale, *bias = args->bias;
@@ -522,7 +524,7 @@ static void layer_norm_range(void *arg, int64_t lo, int64_t hi) {
 osp_error *cpu_op_layer_norm(osp_device *dev, void *stream,
                              const osp_layer_norm_args *args) {
     (void)dev;
-    cpu_parallel_range(args->rows, args->cols > 0 ? 2 * args->cols : 1,
+    cpu_parallel_range(args->rows, args->cols > 0 ? 4 * args->cols : 1,
                        cpu_stream_threads(stream), layer_norm_range,
                        (void *)args);
     return NULL;
@@ -533,7 +535,7 @@ osp_error *cpu_op_layer_norm(osp_device *dev, void *stream,
 /* The activation is switched on once per channel row, and its rule from
  * unary_rules.h runs inline in the loop. Planes [lo, hi) of the
  * batch x channels planes. */
-static void channel_affine_range(void *arg, int64_t lo, int64_t hi) {
+CPU_NN_HOT static void channel_affine_range(void *arg, int64_t lo, int64_t hi) {
     const osp_channel_affine_args *args = arg;
     int64_t channels = args->channels, spatial = args->spatial;
     float alpha = args->act_alpha, beta = args->act_beta;
@@ -563,7 +565,11 @@ osp_error *cpu_op_channel_affine(osp_device *dev, void *stream,
         return osp_error_new(OSP_ERROR_UNSUPPORTED,
                              "CPU device: channel_affine activation %d",
                              (int)args->act);
-    cpu_parallel_range(args->batch * args->channels, args->spatial,
+    bool math = args->act != OSP_UNARY_IDENTITY &&
+                args->act != OSP_UNARY_RELU && args->act != OSP_UNARY_CLIP &&
+                args->act != OSP_UNARY_LEAKY_RELU;
+    cpu_parallel_range(args->batch * args->channels,
+                       args->spatial * (math ? CPU_WORK_MATH : 1),
                        cpu_stream_threads(stream), channel_affine_range,
                        (void *)args);
     return NULL;

@@ -142,7 +142,7 @@ CPU_NN_HOT static void sgemm_small_tn(int64_t m, int64_t n, int64_t k,
 
 /* ---- a few rows of A: the dot-product kernel (AVX-512 machines) --------- */
 
-#if defined(CPU_NN_SHUFFLE) && defined(__x86_64__) && defined(__GNUC__) &&    \
+#if defined(CPU_NN_SHUFFLE) && defined(__x86_64__) && defined(__GNUC__) &&     \
     !defined(__clang__) && __GNUC__ >= 11
 #define SGEMM_DOT 1
 #define SGEMM_V4 __attribute__((target("arch=x86-64-v4")))
@@ -211,11 +211,10 @@ CPU_NN_HOT static void sgemm_small_tn(int64_t m, int64_t n, int64_t k,
  * and B's rows in place (A stays in L1, B streams once): 16 accumulators
  * of 8 lanes, which want AVX-512's 32 registers. The columns past the
  * last whole block take one column at a time. */
-SGEMM_V4 static void sgemm_dot_tn(int64_t m, int64_t n, int64_t k,
-                                  float alpha, const float *restrict a,
-                                  int64_t lda, const float *restrict b,
-                                  int64_t ldb, float beta, float *restrict c,
-                                  int64_t ldc) {
+SGEMM_V4 static void sgemm_dot_tn(int64_t m, int64_t n, int64_t k, float alpha,
+                                  const float *restrict a, int64_t lda,
+                                  const float *restrict b, int64_t ldb,
+                                  float beta, float *restrict c, int64_t ldc) {
     int64_t k8 = k / 8 * 8, j0 = 0;
     if (m <= 2) {
         for (; j0 + 8 <= n; j0 += 8)
@@ -246,10 +245,16 @@ static bool sgemm_have_v4(void) {
 }
 #endif
 
-/* g by the small kernels when it suits them (A not transposed, B
- * transposed, m <= SMALL_M_MAX); false to leave it to OpenBLAS. */
+/* Whether g suits the small kernels: A not transposed, B transposed, m
+ * <= SMALL_M_MAX. */
+static bool sgemm_is_small(const cpu_sgemm_args *g) {
+    return !g->trans_a && g->trans_b && g->m <= SMALL_M_MAX && g->k >= 16;
+}
+
+/* g by the small kernels when it suits them; false to leave it to
+ * OpenBLAS. */
 static bool sgemm_small(const cpu_sgemm_args *g) {
-    if (g->trans_a || !g->trans_b || g->m > SMALL_M_MAX || g->k < 16)
+    if (!sgemm_is_small(g))
         return false;
     if (g->m == 1) {
         sgemm_1xn_tn(g->n, g->k, g->alpha, g->a, g->b, g->ldb, g->beta, g->c);
@@ -275,8 +280,8 @@ static bool sgemm_small(const cpu_sgemm_args *g) {
         for (int64_t i = 0; i < lanes; i++)
             col[i] = i < g->m ? g->a[i * g->lda + p] : 0.0f;
     }
-    sgemm_small_tn(g->m, g->n, g->k, g->alpha, at, g->b, g->ldb, g->beta,
-                   g->c, g->ldc);
+    sgemm_small_tn(g->m, g->n, g->k, g->alpha, at, g->b, g->ldb, g->beta, g->c,
+                   g->ldc);
     free(at);
     return true;
 }
@@ -334,7 +339,11 @@ void cpu_sgemm(const cpu_sgemm_args *g, int threads,
     if (__builtin_mul_overflow(g->m, g->n, &macs) ||
         __builtin_mul_overflow(macs, g->k > 0 ? g->k : 1, &macs))
         macs = INT64_MAX;
-    int parts = cpu_split_parts(macs, CPU_SGEMM_GRAIN, threads);
+    /* The small kernels stream B from memory and pack nothing: splitting
+     * them pays off sooner. */
+    int parts = cpu_split_parts(
+        macs, sgemm_is_small(g) ? CPU_SGEMM_GRAIN / 8 : CPU_SGEMM_GRAIN,
+        threads);
     int64_t col_units = (g->n + COL_ALIGN - 1) / COL_ALIGN;
     int64_t row_units = (g->m + ROW_ALIGN - 1) / ROW_ALIGN;
     bool split_cols = col_units * COL_ALIGN >= row_units * ROW_ALIGN;

@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "osprey/device.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -38,6 +40,30 @@ typedef struct cpu_sgemm_args {
     float *c;
     int64_t ldc;
 } cpu_sgemm_args;
+
+/* g's shape, transposes, alpha and beta with FP32 operands a, b, c of row
+ * strides lda, ldb, ldc (borrowed): the part of osp_gemm_args cpu_sgemm
+ * takes, for operands that may be copies (FP16's widened ones). */
+static inline cpu_sgemm_args cpu_sgemm_args_of(const osp_gemm_args *g,
+                                               const float *a, int64_t lda,
+                                               const float *b, int64_t ldb,
+                                               float *c, int64_t ldc) {
+    cpu_sgemm_args s;
+    s.trans_a = g->trans_a;
+    s.trans_b = g->trans_b;
+    s.m = g->m;
+    s.n = g->n;
+    s.k = g->k;
+    s.alpha = g->alpha;
+    s.beta = g->beta;
+    s.a = a;
+    s.lda = lda;
+    s.b = b;
+    s.ldb = ldb;
+    s.c = c;
+    s.ldc = ldc;
+    return s;
+}
 
 /* Called by the thread that computed the block rows [r0, r1) x columns
  * [c0, c1) of C, right after, while it is in cache (ctx borrowed). */

@@ -40,11 +40,14 @@
 #define MAX_WORKERS (CPU_THREADS_MAX - 1)
 
 /* Spins of a worker waiting for its next job before it sleeps (a pause
- * is some tens of cycles: tens of microseconds, longer than the gap
- * between the ops of one inference), and of a caller waiting for its
- * workers before it yields the CPU instead. */
+ * is some tens of cycles: a few hundred microseconds in all, longer than
+ * the gap between the ops of one inference), yielding the CPU every
+ * YIELD_EVERY of them so that a spinning worker never starves a thread
+ * that shares its CPU (the caller itself, on a busy machine); and of a
+ * caller waiting for its workers before it only yields. */
 #define WORKER_SPINS 20000
-#define CALLER_SPINS 2000
+#define CALLER_SPINS 200
+#define YIELD_EVERY 64
 
 typedef struct cpu_job {
     cpu_task_fn fn;
@@ -67,13 +70,14 @@ static struct {
     _Atomic int n_workers;     /* workers[0 .. n_workers) are running */
     _Atomic uint64_t idle;     /* bit i: worker i may be claimed */
     _Atomic bool stopping;     /* process exit: workers leave */
-    bool exit_hook;
+    bool exit_hook; /* pool_stop and the fork handlers are registered */
     cpu_worker workers[MAX_WORKERS];
 } pool = {.grow_lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- default thread count ----------------------------------------------- */
 
 static int default_threads;
+static int max_workers; /* the CPUs, or the default if larger, less one */
 static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 
 /* A positive count from the environment variable `name`; 0 when unset or
@@ -90,19 +94,23 @@ static int env_threads(const char *name) {
 }
 
 static void default_threads_init(void) {
+    int cpus = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        cpus = CPU_COUNT(&set);
+    if (cpus <= 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        cpus = online > 0 ? (int)online : 1;
+    }
     int n = env_threads("OSPREY_CPU_THREADS");
     if (n == 0)
         n = env_threads("OPENBLAS_NUM_THREADS");
-    if (n == 0) {
-        cpu_set_t set;
-        if (sched_getaffinity(0, sizeof set, &set) == 0)
-            n = CPU_COUNT(&set);
-    }
-    if (n <= 0) {
-        long online = sysconf(_SC_NPROCESSORS_ONLN);
-        n = online > 0 ? (int)online : 1;
-    }
+    if (n == 0)
+        n = cpus;
     default_threads = n > CPU_THREADS_MAX ? CPU_THREADS_MAX : n;
+    max_workers = (cpus > default_threads ? cpus : default_threads) - 1;
+    if (max_workers > MAX_WORKERS)
+        max_workers = MAX_WORKERS;
 }
 
 int cpu_threads_default(void) {
@@ -114,8 +122,8 @@ int cpu_threads_default(void) {
 
 static void job_run(cpu_job *job) {
     for (;;) {
-        int64_t t = atomic_fetch_add_explicit(&job->next, 1,
-                                              memory_order_relaxed);
+        int64_t t =
+            atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
         if (t >= job->n_tasks)
             return;
         job->fn(job->ctx, t);
@@ -132,7 +140,10 @@ static cpu_job *worker_wait(cpu_worker *w) {
         }
         if (atomic_load_explicit(&pool.stopping, memory_order_relaxed))
             return NULL;
-        CPU_RELAX();
+        if (spin % YIELD_EVERY == YIELD_EVERY - 1)
+            sched_yield();
+        else
+            CPU_RELAX();
     }
     cpu_job *job;
     pthread_mutex_lock(&w->lock);
@@ -187,13 +198,32 @@ static void pool_stop(void) {
     pthread_mutex_unlock(&pool.grow_lock);
 }
 
-/* Starts workers until there are `want` (at most MAX_WORKERS); returns how
- * many there are, fewer when a thread could not be created. Workers block
- * every signal: the process's signals go to the threads that wait for
- * them. */
+/* fork: the child has none of the workers, so it starts with an empty
+ * pool (and grows its own if it runs ops); grow_lock is held across the
+ * fork so that the child's copy of it is consistent. */
+static void pool_before_fork(void) {
+    pthread_mutex_lock(&pool.grow_lock);
+}
+
+static void pool_after_fork_parent(void) {
+    pthread_mutex_unlock(&pool.grow_lock);
+}
+
+static void pool_after_fork_child(void) {
+    atomic_store(&pool.n_workers, 0);
+    atomic_store(&pool.idle, 0);
+    pthread_mutex_unlock(&pool.grow_lock);
+}
+
+/* Starts workers until there are `want`, but no more than the CPUs less
+ * one (more would only take turns on them) unless the default thread
+ * count asks for more; returns how many there are, fewer when a thread
+ * could not be created. Workers block every signal: the process's
+ * signals go to the threads that wait for them. */
 static int pool_grow(int want) {
-    if (want > MAX_WORKERS)
-        want = MAX_WORKERS;
+    pthread_once(&default_once, default_threads_init);
+    if (want > max_workers)
+        want = max_workers;
     int have = atomic_load_explicit(&pool.n_workers, memory_order_acquire);
     if (have >= want)
         return have;
@@ -202,7 +232,10 @@ static int pool_grow(int want) {
     if (atomic_load(&pool.stopping))
         goto out;
     if (!pool.exit_hook)
-        pool.exit_hook = atexit(pool_stop) == 0;
+        pool.exit_hook =
+            pthread_atfork(pool_before_fork, pool_after_fork_parent,
+                           pool_after_fork_child) == 0 &&
+            atexit(pool_stop) == 0;
     if (!pool.exit_hook)
         goto out; /* workers that could not be joined: run serially */
     sigset_t all, old;
@@ -239,8 +272,8 @@ void cpu_parallel_for(int64_t n_tasks, cpu_task_fn fn, void *ctx,
     if (n_tasks <= 0)
         return;
     int64_t want = (max_threads < n_tasks ? max_threads : n_tasks) - 1;
-    if (want <= 0 || atomic_load_explicit(&pool.stopping,
-                                          memory_order_relaxed)) {
+    if (want <= 0 ||
+        atomic_load_explicit(&pool.stopping, memory_order_relaxed)) {
         for (int64_t t = 0; t < n_tasks; t++)
             fn(ctx, t);
         return;

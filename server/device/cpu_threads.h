@@ -11,9 +11,11 @@
  * oversubscribing the machine, and a call never blocks on another. A
  * task may itself call cpu_parallel_for.
  *
- * Workers are created on first need (up to CPU_THREADS_MAX - 1), spin a
- * little after each job so that back-to-back ops find them awake, then
- * sleep; they are joined at process exit.
+ * Workers are created on first need, up to one less than the CPUs the
+ * process may run on (or than the default thread count, if that is
+ * larger; CPU_THREADS_MAX - 1 at most), spin a little after each job so
+ * that back-to-back ops find them awake, then sleep; they are joined at
+ * process exit. A child of fork starts with none.
  */
 #pragma once
 
@@ -39,10 +41,16 @@ typedef void (*cpu_task_fn)(void *ctx, int64_t task);
 void cpu_parallel_for(int64_t n_tasks, cpu_task_fn fn, void *ctx,
                       int max_threads);
 
-/* Work (elements touched, roughly) below which a task is not worth
- * handing to another thread: a wake-up and cache misses cost a few
- * microseconds. */
-#define CPU_GRAIN ((int64_t)1 << 15)
+/* Work below which a task is not worth handing to another thread, in
+ * units of an element a memory-bound op reads and writes once: 256K of
+ * them (a megabyte or more of data) before a split. Data that fit in one
+ * core's caches gain nothing from a second core, whose share would first
+ * have to move over; only math-heavy elements (CPU_WORK_MATH units each)
+ * split that small. */
+#define CPU_GRAIN ((int64_t)1 << 18)
+/* The work of an element of transcendental math (exp, erf, tanh, pow):
+ * some tens of instructions. */
+#define CPU_WORK_MATH 16
 
 /* One range [lo, hi) of cpu_parallel_range's items. */
 typedef void (*cpu_range_fn)(void *ctx, int64_t lo, int64_t hi);

@@ -2,8 +2,12 @@
 // worker pool's parallel_for, alone and called from several threads at
 // once, osp_stream_set_threads, and every op that splits its work giving
 // with 2 and 4 threads what it gives with 1 (bit for bit; GEMMs, whose
-// blocks may take other OpenBLAS kernels, within rounding).
+// blocks may take other OpenBLAS kernels, within rounding). The inputs are
+// large enough for each op to split (CPU_GRAIN); how it splits does not
+// depend on how many workers the machine has.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
@@ -40,9 +44,8 @@ void CountTask(void *ctx, int64_t task) {
     for (int64_t t = 0; t < n; t++)
         if (c.hits[t].load() != 1)
             return ::testing::AssertionFailure()
-                   << "task " << t << " of " << n << " ran "
-                   << c.hits[t].load() << " times with " << threads
-                   << " threads";
+                   << "task " << t << " of " << n << " ran " << c.hits[t].load()
+                   << " times with " << threads << " threads";
     return ::testing::AssertionSuccess();
 }
 
@@ -88,6 +91,22 @@ TEST(CpuThreads, ConcurrentCallersShareThePool) {
     EXPECT_EQ(failures.load(), 0);
 }
 
+// A child of fork has none of the parent's workers: it runs its tasks
+// (growing its own pool) and exits without waiting for the parent's.
+TEST(CpuThreads, ForkedChildRunsAndExits) {
+    ASSERT_TRUE(RunsEachTaskOnce(64, 4)); // the parent's pool exists
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(20); // a hang shows as SIGALRM, not a stuck test
+        exit(RunsEachTaskOnce(64, 4) && RunsEachTaskOnce(5, 2) ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    EXPECT_TRUE(RunsEachTaskOnce(64, 4));
+}
+
 TEST(CpuThreads, SplitRangeCoversEachItemOnce) {
     for (int64_t n : {1, 5, 16, 17, 100, 1001})
         for (int64_t parts : {1, 2, 3, 4, 7})
@@ -106,7 +125,8 @@ TEST(CpuThreads, SplitRangeCoversEachItemOnce) {
             }
 }
 
-// ---- osp_stream_set_threads ---------------------------------------------------
+// ---- osp_stream_set_threads
+// ---------------------------------------------------
 
 TEST(StreamThreads, CountsAreCheckedAndZeroIsTheDefault) {
     osp_stream *s = nullptr;
@@ -125,7 +145,8 @@ TEST(StreamThreads, CountsAreCheckedAndZeroIsTheDefault) {
     osp_stream_free(s);
 }
 
-// ---- ops agree across thread counts -------------------------------------------
+// ---- ops agree across thread counts
+// -------------------------------------------
 
 std::vector<float> Random(size_t n, uint64_t seed, float lo = -1.0f,
                           float hi = 1.0f) {
@@ -179,23 +200,24 @@ TEST(StreamThreads, UnaryAgrees) {
         if (op == OSP_UNARY_ISNAN) {
             ExpectSameAcrossThreads<uint8_t>(
                 "isnan", n, [&](osp_stream *s, uint8_t *y) {
-                    osp_unary_args a = {op, OSP_TYPE_FP32, x.data(), y, n,
-                                        0.0f, 0.0f};
+                    osp_unary_args a = {op, OSP_TYPE_FP32, x.data(), y,
+                                        n,  0.0f,          0.0f};
                     return osp_op_unary(s, &a);
                 });
             continue;
         }
         ExpectSameAcrossThreads<float>(
             "unary", n, [&](osp_stream *s, float *y) {
-                osp_unary_args a = {op, OSP_TYPE_FP32, x.data(), y, n, 0.0f,
-                                    0.0f};
+                osp_unary_args a = {op, OSP_TYPE_FP32, x.data(), y,
+                                    n,  0.0f,          0.0f};
                 return osp_op_unary(s, &a);
             });
     }
 }
 
 TEST(StreamThreads, BinaryNdWhereAndCopyAgree) {
-    const int64_t d0 = 3, d1 = 257, d2 = 301, total = d0 * d1 * d2;
+    const int64_t d0 = 16, d1 = 257, d2 = 301, total = d0 * d1 * d2;
+    ASSERT_GE(total, 4 * CPU_GRAIN); // enough to split four ways
     auto a = Random(size_t(total), 2);
     auto b = Random(size_t(d1), 3);
     ExpectSameAcrossThreads<float>(
@@ -215,20 +237,20 @@ TEST(StreamThreads, BinaryNdWhereAndCopyAgree) {
             return osp_op_binary_nd(s, &args);
         });
     // One long row: the split falls inside it.
-    ExpectSameAcrossThreads<float>(
-        "binary_nd one row", size_t(total), [&](osp_stream *s, float *out) {
-            osp_binary_nd_args args = {};
-            args.op = OSP_BINARY_ND_ADD;
-            args.dtype = OSP_TYPE_FP32;
-            args.rank = 1;
-            args.dims[0] = total;
-            args.a = a.data();
-            args.a_strides[0] = 1;
-            args.b = a.data();
-            args.b_strides[0] = 1;
-            args.out = out;
-            return osp_op_binary_nd(s, &args);
-        });
+    ExpectSameAcrossThreads<float>("binary_nd one row", size_t(total),
+                                   [&](osp_stream *s, float *out) {
+                                       osp_binary_nd_args args = {};
+                                       args.op = OSP_BINARY_ND_ADD;
+                                       args.dtype = OSP_TYPE_FP32;
+                                       args.rank = 1;
+                                       args.dims[0] = total;
+                                       args.a = a.data();
+                                       args.a_strides[0] = 1;
+                                       args.b = a.data();
+                                       args.b_strides[0] = 1;
+                                       args.out = out;
+                                       return osp_op_binary_nd(s, &args);
+                                   });
     std::vector<uint8_t> cond(static_cast<size_t>(d2));
     for (size_t i = 0; i < cond.size(); i++)
         cond[i] = (i * 7) % 3 == 0;
@@ -280,7 +302,7 @@ TEST(StreamThreads, BinaryNdWhereAndCopyAgree) {
 }
 
 TEST(StreamThreads, ReductionsAndNormalisationsAgree) {
-    auto x = Random(300 * 257 * 3, 4, -4.0f, 4.0f);
+    auto x = Random(1400 * 257 * 3, 4, -4.0f, 4.0f);
     ExpectSameAcrossThreads<float>(
         "softmax rows", 300 * 257, [&](osp_stream *s, float *out) {
             osp_softmax_args a = {x.data(), out, 300, 257, 1, false};
@@ -300,31 +322,43 @@ TEST(StreamThreads, ReductionsAndNormalisationsAgree) {
                                      1e-5f,    mean.data(),  inv.data()};
             return osp_op_layer_norm(s, &a);
         });
+    // n 257 and inner 3 over 1400 rows: enough to split four ways
+    const int64_t outer = 1400;
+    ASSERT_GE(outer * 257 * 3, 4 * CPU_GRAIN);
+    auto reduce = [&](osp_reduce_op op, void *out) {
+        osp_reduce_args a = {};
+        a.op = op;
+        a.dtype = OSP_TYPE_FP32;
+        a.x = x.data();
+        a.outer = outer;
+        a.n = 257;
+        a.inner = 3;
+        a.out = out;
+        return a;
+    };
     ExpectSameAcrossThreads<float>(
-        "reduce mean", 300 * 3, [&](osp_stream *s, float *out) {
-            osp_reduce_args a = {OSP_REDUCE_MEAN, OSP_TYPE_FP32, x.data(), 300,
-                                 257,             3,             out,      false};
+        "reduce mean", outer * 3, [&](osp_stream *s, float *out) {
+            osp_reduce_args a = reduce(OSP_REDUCE_MEAN, out);
             return osp_op_reduce(s, &a);
         });
     ExpectSameAcrossThreads<int64_t>(
-        "reduce argmax", 300 * 3, [&](osp_stream *s, int64_t *out) {
-            osp_reduce_args a = {OSP_REDUCE_ARGMAX, OSP_TYPE_FP32, x.data(),
-                                 300, 257, 3, out, false};
+        "reduce argmax", outer * 3, [&](osp_stream *s, int64_t *out) {
+            osp_reduce_args a = reduce(OSP_REDUCE_ARGMAX, out);
             return osp_op_reduce(s, &a);
         });
-    ExpectSameAcrossThreads<float>(
-        "channel_affine", 300 * 257 * 3, [&](osp_stream *s, float *out) {
-            osp_channel_affine_args a = {};
-            a.x = x.data();
-            a.out = out;
-            a.batch = 3;
-            a.channels = 100;
-            a.spatial = 257;
-            a.scale = scale.data();
-            a.shift = bias.data();
-            a.act = OSP_UNARY_GELU;
-            return osp_op_channel_affine(s, &a);
-        });
+    ExpectSameAcrossThreads<float>("channel_affine", 300 * 257 * 3,
+                                   [&](osp_stream *s, float *out) {
+                                       osp_channel_affine_args a = {};
+                                       a.x = x.data();
+                                       a.out = out;
+                                       a.batch = 3;
+                                       a.channels = 100;
+                                       a.spatial = 257;
+                                       a.scale = scale.data();
+                                       a.shift = bias.data();
+                                       a.act = OSP_UNARY_GELU;
+                                       return osp_op_channel_affine(s, &a);
+                                   });
 }
 
 osp_pool_args Pool2d(osp_pool_kind kind, int64_t planes, int64_t h, int64_t w,
@@ -403,10 +437,10 @@ TEST(StreamThreads, ConvAgrees) {
     };
     for (const Case &c : cases) {
         osp_conv_args a = c.a;
-        int64_t out_n = a.batch * a.out_channels * a.out_dims[0] * a.out_dims[1];
-        auto x = Random(size_t(a.batch * a.in_channels * a.in_dims[0] *
-                               a.in_dims[1]),
-                        8);
+        int64_t out_n =
+            a.batch * a.out_channels * a.out_dims[0] * a.out_dims[1];
+        auto x = Random(
+            size_t(a.batch * a.in_channels * a.in_dims[0] * a.in_dims[1]), 8);
         auto w = Random(size_t(a.out_channels * (a.in_channels / a.group) *
                                a.kernel[0] * a.kernel[1]),
                         9);
@@ -444,8 +478,8 @@ TEST(StreamThreads, ConvTransposeAgrees) {
         a.out_dims[0] = a.out_dims[1] = (31 - 1) * 2 - 2 + 3;
         int64_t out_n = a.out_channels * a.out_dims[0] * a.out_dims[1];
         auto x = Random(size_t(a.in_channels * 31 * 31), 12);
-        auto w = Random(size_t(a.in_channels * (a.out_channels / group) * 9),
-                        13);
+        auto w =
+            Random(size_t(a.in_channels * (a.out_channels / group) * 9), 13);
         auto bias = Random(size_t(a.out_channels), 14);
         a.x = x.data();
         a.w = w.data();
