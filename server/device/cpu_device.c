@@ -3,13 +3,13 @@
  *
  * Memory is 64-byte aligned host memory, streams are synchronous (every op
  * has finished when it returns; a stream keeps only its thread cap),
- * copies are memcpy and FP32 GEMM is OpenBLAS (cpu_sgemm.h). Ops that
- * have enough work split it across the shared worker pool
- * (cpu_threads.h), up to the stream's threads. Everything else is plain loops
- * written to be obviously right: other devices are tested against this one. The
- * optional slots (host memory, async copies, host functions, events,
- * memory stats) are left NULL; the dispatcher's fallbacks are exactly what
- * a synchronous device needs.
+ * copies are memcpy and FP32 GEMM is OpenBLAS, single-threaded, split by
+ * cpu_sgemm.h. Ops with enough work split it across the shared worker pool
+ * (cpu_threads.h), up to the stream's threads. Everything else is plain
+ * loops written to be obviously right: other devices are tested against
+ * this one. The optional slots (host memory, async copies, host
+ * functions, events, memory stats) are left NULL; the dispatcher's
+ * fallbacks are exactly what a synchronous device needs.
  */
 #include <cblas.h>
 #include <math.h>
@@ -330,14 +330,16 @@ static osp_device cpu_device = {
 
 static pthread_once_t cpu_info_once = PTHREAD_ONCE_INIT;
 
-/* Also makes OpenBLAS single-threaded: GEMMs are split across the pool
+/* Also makes OpenBLAS single-threaded (GEMMs are split across the pool
  * of cpu_threads.h instead, so that a stream's thread cap bounds them
- * too. */
+ * too), after reading the default thread count, which may come from
+ * OPENBLAS_NUM_THREADS. */
 static void cpu_fill_info(void) {
     long pages = sysconf(_SC_PHYS_PAGES);
     long page_size = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page_size > 0)
         cpu_device.info.total_memory = (size_t)pages * (size_t)page_size;
+    (void)cpu_threads_default();
     openblas_set_num_threads(1);
 }
 

@@ -295,7 +295,10 @@ static void conv_gemm_tile(const conv_gemm_job *job, int64_t b, int64_t gi,
     cpu_sgemm(&s, threads, conv_block_epilogue, &ctx);
 }
 
-static void conv_gemm_task(void *arg, int64_t task) {
+/* Tasks [lo, hi) in (image, group, tile) order: a thread takes a run of
+ * them, so that it works on the same images from one conv to the next
+ * (their planes stay in its caches). */
+static void conv_gemm_range(void *arg, int64_t lo, int64_t hi) {
     conv_gemm_job *job = arg;
     int64_t per_image = job->a->group * job->tiles;
     float *col = NULL;
@@ -306,8 +309,9 @@ static void conv_gemm_task(void *arg, int64_t task) {
             return;
         }
     }
-    conv_gemm_tile(job, task / per_image, task % per_image / job->tiles,
-                   task % job->tiles, col, 1);
+    for (int64_t task = lo; task < hi; task++)
+        conv_gemm_tile(job, task / per_image, task % per_image / job->tiles,
+                       task % job->tiles, col, 1);
     if (col != NULL)
         scratch_release(col);
 }
@@ -354,7 +358,8 @@ static osp_error *conv_gemm(const osp_conv_args *a, const cpu_nn_geom *g,
     atomic_init(&job.out_of_memory, false);
     int64_t tasks = pairs * job.tiles;
     if (tasks >= threads) {
-        cpu_parallel_for(tasks, conv_gemm_task, &job, threads);
+        cpu_parallel_range(tasks, job.mg * job.k * job.tile, threads,
+                           conv_gemm_range, &job);
         return atomic_load(&job.out_of_memory) ? osp_error_out_of_memory()
                                                : NULL;
     }

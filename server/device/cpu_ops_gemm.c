@@ -122,25 +122,25 @@ static void gemm_one(const osp_gemm_ex_args *x, int64_t i, const float *a,
     cpu_sgemm(&s, threads, epilogue ? gemm_epilogue : NULL, &e);
 }
 
-static void gemm_batch_element(void *arg, int64_t i) {
+/* Batch elements [lo, hi), a run per thread (what the next op reads of
+ * them is then mostly in its caches). */
+static void gemm_batch_range(void *arg, int64_t lo, int64_t hi) {
     const osp_gemm_ex_args *x = arg;
     const osp_gemm_args *g = &x->gemm;
-    gemm_one(x, i, (const float *)g->a + i * x->stride_a, g->lda,
-             (const float *)g->b + i * x->stride_b, g->ldb,
-             (float *)g->c + i * x->stride_c, g->ldc, 1);
+    for (int64_t i = lo; i < hi; i++)
+        gemm_one(x, i, (const float *)g->a + i * x->stride_a, g->lda,
+                 (const float *)g->b + i * x->stride_b, g->ldb,
+                 (float *)g->c + i * x->stride_c, g->ldc, 1);
 }
 
-/* A batch at least as large as the threads runs one element per task;
+/* A batch at least as large as the threads splits into runs of elements;
  * a smaller one splits each element's GEMM instead. */
 static osp_error *gemm_ex_fp32(const osp_gemm_ex_args *x, int64_t batch,
                                int threads) {
     const osp_gemm_args *g0 = &x->gemm;
     if (batch > 1 && batch >= threads) {
-        if ((double)g0->m * (double)g0->n * (double)(g0->k + 1) *
-                (double)batch <
-            2.0 * (double)CPU_SGEMM_GRAIN)
-            threads = 1;
-        cpu_parallel_for(batch, gemm_batch_element, (void *)x, threads);
+        cpu_parallel_range(batch, g0->m * g0->n * (g0->k + 1), threads,
+                           gemm_batch_range, (void *)x);
         return NULL;
     }
     for (int64_t i = 0; i < batch; i++) {
