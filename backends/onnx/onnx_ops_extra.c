@@ -14,35 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "onnx_load_internal.h"
 #include "onnx_ops_extra.h"
 
 /* ---- shared helpers ------------------------------------------------------
  */
-
-osp_error *onnx_extra__error(const onnx_node *node, osp_error_code code,
-                             const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return osp_error_new(code, "node '%s' (%s): %s",
-                         node && node->name ? node->name : "",
-                         node && node->op_type ? node->op_type : "?", msg);
-}
-
-osp_error *onnx_extra__required(const onnx_node *node, size_t n,
-                                const onnx_desc *descs, size_t i) {
-    if (!onnx_extra__has(n, descs, i))
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
-                                 "input %zu is required", i);
-    return NULL;
-}
-
-void onnx_extra__free(void *state) {
-    free(state);
-}
 
 void *onnx_extra__take(onnx_extra__ws *ws, size_t bytes) {
     size_t size = (bytes + 63) & ~(size_t)63;
@@ -100,31 +75,6 @@ osp_error *onnx_extra__iota(osp_stream *stream, osp_datatype dtype, void *ones,
                           .inner = 1,
                           .exclusive = true};
     return osp_op_cumsum(stream, &cs);
-}
-
-osp_error *onnx_extra__binary(osp_stream *stream, osp_binary_nd_op op,
-                              osp_datatype dtype, const void *a, bool a_scalar,
-                              const void *b, bool b_scalar, void *out,
-                              int64_t n) {
-    if (n <= 0)
-        return NULL;
-    osp_binary_nd_args args = {.op = op,
-                               .dtype = dtype,
-                               .rank = 1,
-                               .dims = {n},
-                               .a = a,
-                               .a_strides = {a_scalar ? 0 : 1},
-                               .b = b,
-                               .b_strides = {b_scalar ? 0 : 1},
-                               .out = out};
-    return osp_op_binary_nd(stream, &args);
-}
-
-osp_error *onnx_extra__copy(osp_stream *stream, void *dst, const void *src,
-                            size_t bytes) {
-    if (bytes == 0)
-        return NULL;
-    return osp_memcpy_async(stream, dst, src, bytes, OSP_COPY_DEVICE_TO_DEVICE);
 }
 
 osp_error *onnx_extra__cast(osp_stream *stream, const void *src,
@@ -196,7 +146,7 @@ osp_error *onnx_extra__offsets(osp_stream *stream,
             b.out = buf[0];
             cur = 0;
         } else {
-            if ((err = onnx_extra__binary(stream, OSP_BINARY_ND_MUL, dtype,
+            if ((err = onnx_binary_flat(stream, OSP_BINARY_ND_MUL, dtype,
                                           ws->iota, false, ws->scalar, true,
                                           ws->vec, dims[d])))
                 return err;
@@ -216,12 +166,6 @@ osp_error *onnx_extra__offsets(osp_stream *stream,
             return err;
     }
     return NULL;
-}
-
-osp_datatype onnx_extra__dtype(int64_t onnx_type) {
-    if (onnx_type < 0 || onnx_type > INT32_MAX)
-        return OSP_TYPE_INVALID;
-    return onnx__datatype((int32_t)onnx_type);
 }
 
 /* ---- Shrink --------------------------------------------------------------
@@ -253,12 +197,12 @@ static osp_error *shrink_params(const onnx_node *node, float *lambd,
 
 static osp_error *shrink_infer(onnx_infer_ctx *ctx) {
     osp_error *err =
-        onnx_extra__required(ctx->node, ctx->n_inputs, ctx->inputs, 0);
+        onnx_required_input(ctx->node, ctx->n_inputs, ctx->inputs, 0);
     if (err)
         return err;
     const onnx_desc *x = &ctx->inputs[0];
     if (x->dtype != OSP_TYPE_FP32 && x->dtype != OSP_TYPE_FP64)
-        return onnx_extra__error(ctx->node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(ctx->node, OSP_ERROR_UNSUPPORTED,
                                  "dtype %s is not supported (FP32, FP64)",
                                  osp_datatype_wire_name(x->dtype));
     float lambd, bias;
@@ -297,13 +241,13 @@ static osp_error *shrink_run(onnx_run_ctx *ctx) {
         (err = onnx_extra__fill(st, pos_lambd, dt, (double)lambd, 1)) ||
         (err = onnx_extra__fill(st, bias_v, dt, (double)bias, 1)) ||
         (err = onnx_extra__fill(st, zero, dt, 0.0, 1)) ||
-        (err = onnx_extra__binary(st, OSP_BINARY_ND_SUB, dt, in, false, bias_v,
+        (err = onnx_binary_flat(st, OSP_BINARY_ND_SUB, dt, in, false, bias_v,
                                   true, l.minus, n)) ||
-        (err = onnx_extra__binary(st, OSP_BINARY_ND_ADD, dt, in, false, bias_v,
+        (err = onnx_binary_flat(st, OSP_BINARY_ND_ADD, dt, in, false, bias_v,
                                   true, l.plus, n)) ||
-        (err = onnx_extra__binary(st, OSP_BINARY_ND_GREATER, dt, in, false,
+        (err = onnx_binary_flat(st, OSP_BINARY_ND_GREATER, dt, in, false,
                                   pos_lambd, true, l.hi, n)) ||
-        (err = onnx_extra__binary(st, OSP_BINARY_ND_LESS, dt, in, false,
+        (err = onnx_binary_flat(st, OSP_BINARY_ND_LESS, dt, in, false,
                                   neg_lambd, true, l.lo, n)))
         return err;
     osp_where_args w = {.elem_size = es,
@@ -356,7 +300,7 @@ static osp_error *mvn_geometry_of(const onnx_node *node, const osp_shape *s,
         if ((err = onnx_axis(node, axes[i], s->rank, &a)))
             return err;
         if (reduced[a])
-            return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+            return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                      "axis %d is given twice", a);
         reduced[a] = true;
     }
@@ -381,12 +325,12 @@ static osp_error *mvn_geometry_of(const onnx_node *node, const osp_shape *s,
 
 static osp_error *mvn_infer(onnx_infer_ctx *ctx) {
     osp_error *err =
-        onnx_extra__required(ctx->node, ctx->n_inputs, ctx->inputs, 0);
+        onnx_required_input(ctx->node, ctx->n_inputs, ctx->inputs, 0);
     if (err)
         return err;
     const onnx_desc *x = &ctx->inputs[0];
     if (x->dtype != OSP_TYPE_FP32)
-        return onnx_extra__error(ctx->node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(ctx->node, OSP_ERROR_UNSUPPORTED,
                                  "dtype %s is not supported (FP32)",
                                  osp_datatype_wire_name(x->dtype));
     mvn_geometry g;
@@ -469,27 +413,27 @@ static window_coeffs window_of(const onnx_node *node) {
 static osp_error *window_params(const onnx_node *node, size_t n_inputs,
                                 const onnx_desc *inputs, int64_t *size,
                                 bool *periodic, osp_datatype *dtype) {
-    osp_error *err = onnx_extra__required(node, n_inputs, inputs, 0);
+    osp_error *err = onnx_required_input(node, n_inputs, inputs, 0);
     int64_t per, out_type;
     double v;
     if (err || (err = onnx_attr_int(node, "periodic", 1, &per)) ||
         (err = onnx_attr_int(node, "output_datatype", 1, &out_type)))
         return err;
     if (inputs[0].dtype != OSP_TYPE_INT32 && inputs[0].dtype != OSP_TYPE_INT64)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "input 0 is %s, expected INT32 or INT64",
                                  osp_datatype_wire_name(inputs[0].dtype));
     if ((err = onnx_read_scalar(node, 0, &inputs[0], &v)))
         return err;
     if (v < 0 || v > (double)((int64_t)1 << 40))
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "size %.0f is out of range", v);
     *size = (int64_t)v;
     *periodic = per != 0;
-    *dtype = onnx_extra__dtype(out_type);
+    *dtype = onnx_proto_dtype(out_type);
     if (*dtype == OSP_TYPE_INVALID || *dtype == OSP_TYPE_BYTES ||
         *dtype == OSP_TYPE_BOOL)
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "attribute 'output_datatype' = %lld is not "
                                  "supported",
                                  (long long)out_type);
@@ -556,24 +500,24 @@ static osp_error *window_run(onnx_run_ctx *ctx) {
         (err = onnx_extra__fill(st, s + 3, f, 4 * pi / (double)period, 1)) ||
         (err = onnx_extra__fill(st, s + 4, f, k.a2, 1)) ||
         (err = onnx_extra__iota(st, f, l.ones, l.n, size)) ||
-        (err = onnx_extra__binary(st, OSP_BINARY_ND_MUL, f, l.n, false, s + 0,
+        (err = onnx_binary_flat(st, OSP_BINARY_ND_MUL, f, l.n, false, s + 0,
                                   true, l.a, size)))
         return err;
     osp_unary_args cosine = {
         .op = OSP_UNARY_COS, .dtype = f, .x = l.a, .y = l.a, .n = (size_t)size};
     if ((err = osp_op_unary(st, &cosine)) ||
-        (err = onnx_extra__binary(st, OSP_BINARY_ND_MUL, f, l.a, false, s + 1,
+        (err = onnx_binary_flat(st, OSP_BINARY_ND_MUL, f, l.a, false, s + 1,
                                   true, l.b, size)) ||
-        (err = onnx_extra__binary(st, OSP_BINARY_ND_ADD, f, l.b, false, s + 2,
+        (err = onnx_binary_flat(st, OSP_BINARY_ND_ADD, f, l.b, false, s + 2,
                                   true, k.a2 != 0.0 ? l.c : res, size)))
         return err;
     if (k.a2 != 0.0) {
-        if ((err = onnx_extra__binary(st, OSP_BINARY_ND_MUL, f, l.n, false,
+        if ((err = onnx_binary_flat(st, OSP_BINARY_ND_MUL, f, l.n, false,
                                       s + 3, true, l.a, size)) ||
             (err = osp_op_unary(st, &cosine)) ||
-            (err = onnx_extra__binary(st, OSP_BINARY_ND_MUL, f, l.a, false,
+            (err = onnx_binary_flat(st, OSP_BINARY_ND_MUL, f, l.a, false,
                                       s + 4, true, l.b, size)) ||
-            (err = onnx_extra__binary(st, OSP_BINARY_ND_ADD, f, l.c, false, l.b,
+            (err = onnx_binary_flat(st, OSP_BINARY_ND_ADD, f, l.c, false, l.b,
                                       false, res, size)))
             return err;
     }
@@ -618,7 +562,7 @@ static const onnx_op extra_ops[] = {
      .domain = "",
      .since = 12,
      .prepare = onnx_extra__loss_prepare,
-     .free = onnx_extra__free,
+     .free = free,
      .infer = onnx_extra__loss_infer,
      .run = onnx_extra__loss_run,
      .uses = USES(OSP_OP_FILL, OSP_OP_CUMSUM, OSP_OP_BINARY_ND, OSP_OP_WHERE,
@@ -627,7 +571,7 @@ static const onnx_op extra_ops[] = {
      .domain = "",
      .since = 12,
      .prepare = onnx_extra__loss_prepare,
-     .free = onnx_extra__free,
+     .free = free,
      .infer = onnx_extra__loss_infer,
      .run = onnx_extra__loss_run,
      .uses = USES(OSP_OP_SOFTMAX, OSP_OP_FILL, OSP_OP_CUMSUM, OSP_OP_BINARY_ND,
@@ -636,7 +580,7 @@ static const onnx_op extra_ops[] = {
      .domain = "",
      .since = 10,
      .prepare = onnx_extra__quantize_prepare,
-     .free = onnx_extra__free,
+     .free = free,
      .infer = onnx_extra__quantize_infer,
      .run = onnx_extra__quantize_run,
      .uses = USES(OSP_OP_BINARY_ND, OSP_OP_UNARY, OSP_OP_CAST)},
@@ -644,7 +588,7 @@ static const onnx_op extra_ops[] = {
      .domain = "",
      .since = 10,
      .prepare = onnx_extra__quantize_prepare,
-     .free = onnx_extra__free,
+     .free = free,
      .infer = onnx_extra__dequantize_infer,
      .run = onnx_extra__dequantize_run,
      .uses = USES(OSP_OP_BINARY_ND, OSP_OP_CAST)},
@@ -680,7 +624,7 @@ static const onnx_op extra_ops[] = {
      .domain = "",
      .since = 11,
      .prepare = onnx_extra__scatter_prepare,
-     .free = onnx_extra__free,
+     .free = free,
      .infer = onnx_extra__scatter_nd_infer,
      .run = onnx_extra__scatter_nd_run,
      .uses = USES(OSP_OP_CAST, OSP_OP_FILL, OSP_OP_BINARY_ND, OSP_OP_REDUCE,
@@ -689,7 +633,7 @@ static const onnx_op extra_ops[] = {
      .domain = "",
      .since = 11,
      .prepare = onnx_extra__scatter_prepare,
-     .free = onnx_extra__free,
+     .free = free,
      .infer = onnx_extra__scatter_elements_infer,
      .run = onnx_extra__scatter_elements_run,
      .uses = USES(OSP_OP_CAST, OSP_OP_FILL, OSP_OP_CUMSUM, OSP_OP_BINARY_ND,
@@ -699,7 +643,7 @@ static const onnx_op extra_ops[] = {
      .since = 9,
      .until = 10,
      .prepare = onnx_extra__scatter_prepare,
-     .free = onnx_extra__free,
+     .free = free,
      .infer = onnx_extra__scatter_elements_infer,
      .run = onnx_extra__scatter_elements_run,
      .uses = USES(OSP_OP_CAST, OSP_OP_FILL, OSP_OP_CUMSUM, OSP_OP_BINARY_ND,

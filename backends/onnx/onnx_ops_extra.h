@@ -25,24 +25,6 @@
 extern "C" {
 #endif
 
-/* An error "node 'name' (Op): <fmt...>" of `code`, the form
- * onnx_ops_util.c's helpers use. */
-osp_error *onnx_extra__error(const onnx_node *node, osp_error_code code,
-                             const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* True when input (or output) i is given: inside n and present. */
-static inline bool onnx_extra__has(size_t n, const onnx_desc *descs, size_t i) {
-    return i < n && descs[i].present;
-}
-
-/* INVALID_ARG "input i is required" unless it is given. */
-osp_error *onnx_extra__required(const onnx_node *node, size_t n,
-                                const onnx_desc *descs, size_t i);
-
-/* Frees a state from malloc. */
-void onnx_extra__free(void *state);
-
 /* A workspace carved into 64-byte aligned slots, the same way at infer
  * (base NULL: only `used` grows, to size the workspace) and at run (base
  * the run's workspace: each take returns its slot). */
@@ -63,17 +45,6 @@ osp_error *onnx_extra__fill(osp_stream *stream, void *dst, osp_datatype dt,
  * (n elements of scratch): a fill of ones, exclusive-summed. */
 osp_error *onnx_extra__iota(osp_stream *stream, osp_datatype dtype, void *ones,
                             void *out, int64_t n);
-
-/* out[k] = a[k] op b[k] for k < n, where a and b are either n elements or
- * (a_scalar / b_scalar) one element read for every k. */
-osp_error *onnx_extra__binary(osp_stream *stream, osp_binary_nd_op op,
-                              osp_datatype dtype, const void *a, bool a_scalar,
-                              const void *b, bool b_scalar, void *out,
-                              int64_t n);
-
-/* Device-to-device copy of `bytes` (nothing when 0). */
-osp_error *onnx_extra__copy(osp_stream *stream, void *dst, const void *src,
-                            size_t bytes);
 
 /* osp_op_cast of n elements (nothing when 0). */
 osp_error *onnx_extra__cast(osp_stream *stream, const void *src,
@@ -99,9 +70,6 @@ osp_error *onnx_extra__offsets(osp_stream *stream,
                                const int64_t *dims, const int64_t *strides,
                                void *out);
 
-/* The osp_datatype of an ONNX TensorProto.DataType code (the loader's
- * table), OSP_TYPE_INVALID when unknown. */
-osp_datatype onnx_extra__dtype(int64_t onnx_type);
 
 /* onnx_ops_loss.c */
 osp_error *onnx_extra__loss_prepare(const onnx_node *node, void **state);

@@ -39,7 +39,7 @@ static bool movable(osp_datatype dt) {
 static osp_error *check_movable(const onnx_node *node, const onnx_desc *d,
                                 size_t input) {
     if (!movable(d->dtype))
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "input %zu: dtype %s is not supported", input,
                                  osp_datatype_wire_name(d->dtype));
     return NULL;
@@ -48,7 +48,7 @@ static osp_error *check_movable(const onnx_node *node, const onnx_desc *d,
 static osp_error *check_index_dtype(const onnx_node *node, const onnx_desc *d,
                                     size_t input) {
     if (d->dtype != OSP_TYPE_INT64 && d->dtype != OSP_TYPE_INT32)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "input %zu is %s, expected INT64 or INT32",
                                  input, osp_datatype_wire_name(d->dtype));
     return NULL;
@@ -71,7 +71,7 @@ static osp_error *check_known_indices(const onnx_node *node,
     for (int64_t i = col < 0 ? 0 : col; i < n; i += col < 0 ? 1 : width) {
         int64_t v = host_index(idx, i);
         if (v < -len || v >= len)
-            return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+            return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                      "index %lld is out of range for a dim "
                                      "of %lld",
                                      (long long)v, (long long)len);
@@ -110,7 +110,7 @@ static osp_error *scatter_reduction_of(const onnx_node *node,
     else if (strcmp(r, "min") == 0)
         *out = OSP_SCATTER_MIN;
     else
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "attribute 'reduction' = '%s' is not "
                                  "supported",
                                  r);
@@ -134,30 +134,30 @@ static osp_error *one_hot_geometry_of(const onnx_node *node, size_t n_inputs,
                                       one_hot_geometry *g) {
     osp_error *err = NULL;
     for (size_t i = 0; i < 3 && !err; i++)
-        err = onnx_extra__required(node, n_inputs, inputs, i);
+        err = onnx_required_input(node, n_inputs, inputs, i);
     double depth;
     int64_t axis;
     if (err || (err = onnx_read_scalar(node, 1, &inputs[1], &depth)) ||
         (err = onnx_attr_int(node, "axis", -1, &axis)))
         return err;
     if (!(depth >= 1) || depth > (double)INT32_MAX)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "depth %g is out of range", depth);
     const onnx_desc *idx = &inputs[0], *values = &inputs[2];
     if (onnx_shape_count(&values->shape) != 2)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "values has %lld elements, expected 2 "
                                  "([off, on])",
                                  (long long)onnx_shape_count(&values->shape));
     if ((err = check_movable(node, values, 2)))
         return err;
     if (osp_datatype_byte_size(idx->dtype) == 0 || idx->dtype == OSP_TYPE_BYTES)
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "input 0: dtype %s is not supported",
                                  osp_datatype_wire_name(idx->dtype));
     int rank = idx->shape.rank;
     if (rank + 1 > OSP_MAX_DIMS)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "output rank %d is over the limit of %d",
                                  rank + 1, OSP_MAX_DIMS);
     if ((err = onnx_axis(node, axis, rank + 1, &g->axis)))
@@ -230,9 +230,9 @@ osp_error *onnx_extra__one_hot_run(onnx_run_ctx *ctx) {
         int64_t *zero = l.scalars, *depth = l.scalars + 1;
         if ((err = onnx_extra__fill(s, zero, i64, 0.0, 1)) ||
             (err = onnx_extra__fill(s, depth, i64, (double)g.depth, 1)) ||
-            (err = onnx_extra__binary(s, OSP_BINARY_ND_LESS, i64, idx, false,
+            (err = onnx_binary_flat(s, OSP_BINARY_ND_LESS, i64, idx, false,
                                       zero, true, l.negative, g.n)) ||
-            (err = onnx_extra__binary(s, OSP_BINARY_ND_ADD, i64, idx, false,
+            (err = onnx_binary_flat(s, OSP_BINARY_ND_ADD, i64, idx, false,
                                       depth, true, l.plus, g.n)))
             return err;
         osp_where_args w = {.elem_size = 8,
@@ -291,23 +291,23 @@ typedef struct reverse_geometry {
 static osp_error *reverse_geometry_of(const onnx_node *node, size_t n_inputs,
                                       const onnx_desc *inputs,
                                       reverse_geometry *g) {
-    osp_error *err = onnx_extra__required(node, n_inputs, inputs, 0);
+    osp_error *err = onnx_required_input(node, n_inputs, inputs, 0);
     int64_t ta, ba;
     if (!err)
-        err = onnx_extra__required(node, n_inputs, inputs, 1);
+        err = onnx_required_input(node, n_inputs, inputs, 1);
     if (err || (err = onnx_attr_int(node, "time_axis", 0, &ta)) ||
         (err = onnx_attr_int(node, "batch_axis", 1, &ba)) ||
         (err = check_movable(node, &inputs[0], 0)) ||
         (err = check_index_dtype(node, &inputs[1], 1)))
         return err;
     if ((ta != 0 && ta != 1) || (ba != 0 && ba != 1) || ta == ba)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "time_axis %lld and batch_axis %lld must be "
                                  "0 and 1",
                                  (long long)ta, (long long)ba);
     const osp_shape *s = &inputs[0].shape;
     if (s->rank < 2)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "input 0 has rank %d, expected at least 2",
                                  s->rank);
     g->time_axis = (int)ta;
@@ -320,7 +320,7 @@ static osp_error *reverse_geometry_of(const onnx_node *node, size_t n_inputs,
     g->longest = g->d0 > g->d1 ? g->d0 : g->d1;
     const onnx_desc *lens = &inputs[1];
     if (lens->shape.rank != 1 || lens->shape.dims[0] != g->batch)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "sequence_lens must be 1-D of the batch size "
                                  "%lld",
                                  (long long)g->batch);
@@ -328,7 +328,7 @@ static osp_error *reverse_geometry_of(const onnx_node *node, size_t n_inputs,
         for (int64_t b = 0; b < g->batch; b++) {
             int64_t v = host_index(lens, b);
             if (v < 0 || v > s->dims[ta])
-                return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+                return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                          "sequence length %lld is outside "
                                          "[0, %lld]",
                                          (long long)v, (long long)s->dims[ta]);
@@ -398,7 +398,7 @@ osp_error *onnx_extra__reverse_sequence_run(onnx_run_ctx *ctx) {
         (err = onnx_extra__fill(s, b_step, i64,
                                 g.batch_axis == 0 ? (double)g.d1 : 1.0, 1)) ||
         (err = onnx_extra__iota(s, i64, l.ones, l.iota, g.longest)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_SUB, i64, lens, false, one,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_SUB, i64, lens, false, one,
                                   true, l.last, g.batch)))
         return err;
     osp_binary_nd_args b = {.op = OSP_BINARY_ND_LESS,
@@ -431,9 +431,9 @@ osp_error *onnx_extra__reverse_sequence_run(onnx_run_ctx *ctx) {
                         .y_strides = {t_str[0], t_str[1]},
                         .out = l.src};
     if ((err = osp_op_where(s, &w)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_MUL, i64, l.src, false,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_MUL, i64, l.src, false,
                                   t_step, true, l.scaled, g.grid)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_MUL, i64, l.iota, false,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_MUL, i64, l.iota, false,
                                   b_step, true, l.bvec, g.batch)))
         return err;
     b.op = OSP_BINARY_ND_ADD;
@@ -474,20 +474,20 @@ static osp_error *nd_geometry_of(const onnx_node *node, const onnx_desc *data,
                                  const onnx_desc *idx, int b, nd_geometry *g) {
     const osp_shape *ds = &data->shape, *is = &idx->shape;
     if (is->rank < 1 || ds->rank < 1)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "data and indices must have rank 1 or more");
     if (b < 0 || b >= is->rank || b >= ds->rank)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "batch_dims %d is out of range", b);
     int64_t k = is->dims[is->rank - 1];
     if (k < 1 || k > ds->rank - b)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "the indices' last dim %lld must be in "
                                  "[1, %d]",
                                  (long long)k, ds->rank - b);
     for (int d = 0; d < b; d++)
         if (ds->dims[d] != is->dims[d])
-            return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+            return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                      "batch dim %d differs: %lld in data, "
                                      "%lld in indices",
                                      d, (long long)ds->dims[d],
@@ -506,7 +506,7 @@ static osp_error *nd_geometry_of(const onnx_node *node, const onnx_desc *data,
         stride *= g->dims[m];
     }
     if (g->rows > 0 && g->block == 0)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "indices into an empty dim");
     for (int m = 0; m < g->k; m++) {
         osp_error *err = check_known_indices(node, idx, k, m, g->dims[m]);
@@ -583,7 +583,7 @@ static osp_error *nd_flat(osp_stream *s, const nd_geometry *g,
     int64_t grid[2] = {g->batch, g->per_batch}, strides[2] = {g->block, 0};
     if ((err = onnx_extra__offsets(s, &l->offsets, i64, 2, grid, strides,
                                    l->boff)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_ADD, i64, l->within, false,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_ADD, i64, l->within, false,
                                   l->boff, false, l->flat, g->rows)))
         return err;
     *flat = l->flat;
@@ -592,17 +592,17 @@ static osp_error *nd_flat(osp_stream *s, const nd_geometry *g,
 
 static osp_error *gather_nd_geometry(const onnx_node *node, size_t n_inputs,
                                      const onnx_desc *inputs, nd_geometry *g) {
-    osp_error *err = onnx_extra__required(node, n_inputs, inputs, 0);
+    osp_error *err = onnx_required_input(node, n_inputs, inputs, 0);
     int64_t b = 0;
     if (!err)
-        err = onnx_extra__required(node, n_inputs, inputs, 1);
+        err = onnx_required_input(node, n_inputs, inputs, 1);
     if (!err && node->opset >= 12)
         err = onnx_attr_int(node, "batch_dims", 0, &b);
     if (err || (err = check_movable(node, &inputs[0], 0)) ||
         (err = check_index_dtype(node, &inputs[1], 1)))
         return err;
     if (b < 0 || b >= OSP_MAX_DIMS)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "batch_dims %lld is out of range",
                                  (long long)b);
     return nd_geometry_of(node, &inputs[0], &inputs[1], (int)b, g);
@@ -617,7 +617,7 @@ osp_error *onnx_extra__gather_nd_infer(onnx_infer_ctx *ctx) {
     const osp_shape *ds = &ctx->inputs[0].shape, *is = &ctx->inputs[1].shape;
     int rank = is->rank - 1 + ds->rank - g.b - g.k;
     if (rank > OSP_MAX_DIMS)
-        return onnx_extra__error(ctx->node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(ctx->node, OSP_ERROR_INVALID_ARG,
                                  "output rank %d is over the limit of %d", rank,
                                  OSP_MAX_DIMS);
     osp_shape *out = &ctx->outputs[0].shape;
@@ -688,19 +688,19 @@ static osp_error *scatter_inputs(const onnx_node *node, const scatter_state *st,
                                  size_t n_inputs, const onnx_desc *inputs) {
     osp_error *err = NULL;
     for (size_t i = 0; i < 3 && !err; i++)
-        err = onnx_extra__required(node, n_inputs, inputs, i);
+        err = onnx_required_input(node, n_inputs, inputs, i);
     if (err || (err = check_movable(node, &inputs[0], 0)) ||
         (err = check_index_dtype(node, &inputs[1], 1)))
         return err;
     osp_datatype dt = inputs[0].dtype;
     if (inputs[2].dtype != dt)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "updates are %s, data is %s",
                                  osp_datatype_wire_name(inputs[2].dtype),
                                  osp_datatype_wire_name(dt));
     if (st->reduction != OSP_SCATTER_NONE && dt != OSP_TYPE_FP32 &&
         dt != OSP_TYPE_INT32 && dt != OSP_TYPE_INT64)
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "a reduction over %s is not supported (FP32, "
                                  "INT32, INT64)",
                                  osp_datatype_wire_name(dt));
@@ -725,7 +725,7 @@ static osp_error *scatter_nd_geometry(const onnx_node *node,
                                  : ds->dims[g->k + d - (is->rank - 1)]);
     if (!ok) {
         char buf[160];
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "updates have shape %s, expected "
                                  "indices.shape[:-1] + data.shape[%d:]",
                                  osp_shape_format(us, buf, sizeof buf), g->k);
@@ -759,7 +759,7 @@ osp_error *onnx_extra__scatter_nd_run(onnx_run_ctx *ctx) {
         return err;
     const onnx_desc *data = &ctx->in_desc[0];
     size_t es = osp_datatype_byte_size(data->dtype);
-    if ((err = onnx_extra__copy(ctx->stream, ctx->out[0], ctx->in[0],
+    if ((err = onnx_copy_bytes(ctx->stream, ctx->out[0], ctx->in[0],
                                 (size_t)onnx_shape_count(&data->shape) * es)))
         return err;
     if (g.rows == 0 || g.slice == 0)
@@ -808,13 +808,13 @@ static osp_error *elements_geometry_of(const onnx_node *node,
     if ((err = onnx_axis(node, st->axis, ds->rank, &g->axis)))
         return err;
     if (is->rank != ds->rank || !osp_shape_equal(is, us))
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "indices and updates must have one shape "
                                  "of data's rank %d",
                                  ds->rank);
     for (int d = 0; d < ds->rank; d++)
         if (d != g->axis && is->dims[d] > ds->dims[d])
-            return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+            return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                      "indices have dim %d of %lld, over "
                                      "data's %lld",
                                      d, (long long)is->dims[d],
@@ -828,7 +828,7 @@ static osp_error *elements_geometry_of(const onnx_node *node,
     g->strides[g->axis] = 0;
     memcpy(g->dims, is->dims, sizeof g->dims);
     if (g->n > 0 && g->len == 0)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "indices into an empty axis");
     return check_known_indices(node, &inputs[1], 1, -1, g->len);
 }
@@ -875,7 +875,7 @@ osp_error *onnx_extra__scatter_elements_run(onnx_run_ctx *ctx) {
         return err;
     const onnx_desc *data = &ctx->in_desc[0];
     osp_stream *s = ctx->stream;
-    if ((err = onnx_extra__copy(s, ctx->out[0], ctx->in[0],
+    if ((err = onnx_copy_bytes(s, ctx->out[0], ctx->in[0],
                                 (size_t)g.data_count *
                                     osp_datatype_byte_size(data->dtype))))
         return err;
@@ -890,13 +890,13 @@ osp_error *onnx_extra__scatter_elements_run(onnx_run_ctx *ctx) {
         (err = onnx_extra__fill(s, l.scalars, i64, (double)g.len, 1)) ||
         (err = onnx_extra__fill(s, l.scalars + 1, i64, (double)g.stride_axis,
                                 1)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_MOD, i64, idx, false,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_MOD, i64, idx, false,
                                   l.scalars, true, l.wrapped, g.n)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_MUL, i64, l.wrapped, false,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_MUL, i64, l.wrapped, false,
                                   l.scalars + 1, true, l.scaled, g.n)) ||
         (err = onnx_extra__offsets(s, &l.offsets, i64, g.rank, g.dims,
                                    g.strides, l.base)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_ADD, i64, l.scaled, false,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_ADD, i64, l.scaled, false,
                                   l.base, false, l.flat, g.n)))
         return err;
     osp_scatter_args sc = {.reduction = st->reduction,
@@ -993,7 +993,7 @@ static osp_error *positions(osp_stream *s, const positions_layout *l,
         (err = onnx_extra__fill(s, zero64, i64, 0.0, 1)) ||
         (err = onnx_extra__fill(s, one64, i64, 1.0, 1)) ||
         (err = onnx_extra__fill(s, spare, i64, (double)count, 1)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_EQUAL, dt, x, false, l->zero,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_EQUAL, dt, x, false, l->zero,
                                   true, l->is_zero, n)))
         return err;
     osp_where_args w = {.elem_size = 8,
@@ -1044,12 +1044,12 @@ static osp_error *positions(osp_stream *s, const positions_layout *l,
 static osp_error *non_zero_input(const onnx_node *node, size_t n_inputs,
                                  const onnx_desc *inputs, int64_t *n,
                                  int *rank) {
-    osp_error *err = onnx_extra__required(node, n_inputs, inputs, 0);
+    osp_error *err = onnx_required_input(node, n_inputs, inputs, 0);
     if (err)
         return err;
     const onnx_desc *x = &inputs[0];
     if (!zero_testable(x->dtype))
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "input 0: dtype %s is not supported",
                                  osp_datatype_wire_name(x->dtype));
     *n = onnx_shape_count(&x->shape);
@@ -1112,9 +1112,9 @@ osp_error *onnx_extra__non_zero_run(onnx_run_ctx *ctx) {
         if ((err = onnx_extra__fill(s, scalars, i64, (double)strides[d], 1)) ||
             (err = onnx_extra__fill(s, scalars + 1, i64, (double)shape.dims[d],
                                     1)) ||
-            (err = onnx_extra__binary(s, OSP_BINARY_ND_DIV, i64, l.slots, false,
+            (err = onnx_binary_flat(s, OSP_BINARY_ND_DIV, i64, l.slots, false,
                                       scalars, true, quotient, count)) ||
-            (err = onnx_extra__binary(s, OSP_BINARY_ND_MOD, i64, quotient,
+            (err = onnx_binary_flat(s, OSP_BINARY_ND_MOD, i64, quotient,
                                       false, scalars + 1, true,
                                       out + (size_t)d * (size_t)count, count)))
             return err;
@@ -1135,14 +1135,14 @@ typedef struct compress_geometry {
 static osp_error *compress_geometry_of(const onnx_node *node, size_t n_inputs,
                                        const onnx_desc *inputs,
                                        compress_geometry *g) {
-    osp_error *err = onnx_extra__required(node, n_inputs, inputs, 0);
+    osp_error *err = onnx_required_input(node, n_inputs, inputs, 0);
     if (!err)
-        err = onnx_extra__required(node, n_inputs, inputs, 1);
+        err = onnx_required_input(node, n_inputs, inputs, 1);
     if (err || (err = check_movable(node, &inputs[0], 0)))
         return err;
     const onnx_desc *x = &inputs[0], *cond = &inputs[1];
     if (cond->dtype != OSP_TYPE_BOOL || cond->shape.rank != 1)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "condition must be a 1-D BOOL tensor");
     g->axis = -1;
     g->outer = g->inner = 1;
@@ -1170,7 +1170,7 @@ static osp_error *compress_count(const onnx_node *node, const onnx_desc *cond,
         if (!c[i])
             continue;
         if (i >= g->len)
-            return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+            return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                      "condition selects entry %lld of an axis "
                                      "of %lld",
                                      (long long)i, (long long)g->len);
@@ -1365,13 +1365,13 @@ typedef struct unique_params {
 
 static osp_error *unique_params_of(const onnx_node *node, size_t n_inputs,
                                    const onnx_desc *inputs, unique_params *p) {
-    osp_error *err = onnx_extra__required(node, n_inputs, inputs, 0);
+    osp_error *err = onnx_required_input(node, n_inputs, inputs, 0);
     int64_t sorted;
     if (err || (err = onnx_attr_int(node, "sorted", 1, &sorted)))
         return err;
     const onnx_desc *x = &inputs[0];
     if (!unique_dtype_ok(x->dtype))
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "input 0: dtype %s is not supported",
                                  osp_datatype_wire_name(x->dtype));
     if (!x->host)
@@ -1522,7 +1522,7 @@ osp_error *onnx_extra__unique_run(onnx_run_ctx *ctx) {
                    v->x + (size_t)(o * v->n + r.first[g]) * row, row);
     void *dst[4] = {NULL, NULL, NULL, NULL};
     for (size_t i = 0; i < ctx->n_outputs && i < 4; i++)
-        if (onnx_extra__has(ctx->n_outputs, ctx->out_desc, i))
+        if (onnx_present(ctx->n_outputs, ctx->out_desc, i))
             dst[i] = ctx->out[i];
     void *src[4] = {y, r.first, r.inverse, r.counts};
     size_t bytes[4] = {ybytes, (size_t)r.u * 8, (size_t)v->n * 8,
@@ -1549,23 +1549,23 @@ typedef struct nms_params {
 
 static osp_error *nms_params_of(const onnx_node *node, size_t n_inputs,
                                 const onnx_desc *inputs, nms_params *p) {
-    osp_error *err = onnx_extra__required(node, n_inputs, inputs, 0);
+    osp_error *err = onnx_required_input(node, n_inputs, inputs, 0);
     int64_t center;
     if (!err)
-        err = onnx_extra__required(node, n_inputs, inputs, 1);
+        err = onnx_required_input(node, n_inputs, inputs, 1);
     if (err || (err = onnx_attr_int(node, "center_point_box", 0, &center)))
         return err;
     if (center != 0 && center != 1)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "center_point_box must be 0 or 1");
     const onnx_desc *b = &inputs[0], *s = &inputs[1];
     if (b->dtype != OSP_TYPE_FP32 || s->dtype != OSP_TYPE_FP32)
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "boxes and scores must be FP32");
     if (b->shape.rank != 3 || b->shape.dims[2] != 4 || s->shape.rank != 3 ||
         s->shape.dims[0] != b->shape.dims[0] ||
         s->shape.dims[2] != b->shape.dims[1])
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "boxes must be [batches, boxes, 4] and scores "
                                  "[batches, classes, boxes]");
     for (size_t i = 0; i < 5 && i < n_inputs; i++)
@@ -1578,19 +1578,19 @@ static osp_error *nms_params_of(const onnx_node *node, size_t n_inputs,
                       .n_boxes = b->shape.dims[1],
                       .center = center != 0};
     double v;
-    if (onnx_extra__has(n_inputs, inputs, 2) &&
+    if (onnx_present(n_inputs, inputs, 2) &&
         onnx_shape_count(&inputs[2].shape) > 0) {
         if ((err = onnx_read_scalar(node, 2, &inputs[2], &v)))
             return err;
         p->max_out = v > 0 ? (int64_t)v : 0;
     }
-    if (onnx_extra__has(n_inputs, inputs, 3) &&
+    if (onnx_present(n_inputs, inputs, 3) &&
         onnx_shape_count(&inputs[3].shape) > 0) {
         if ((err = onnx_read_scalar(node, 3, &inputs[3], &v)))
             return err;
         p->iou = (float)v;
     }
-    if (onnx_extra__has(n_inputs, inputs, 4) &&
+    if (onnx_present(n_inputs, inputs, 4) &&
         onnx_shape_count(&inputs[4].shape) > 0) {
         if ((err = onnx_read_scalar(node, 4, &inputs[4], &v)))
             return err;

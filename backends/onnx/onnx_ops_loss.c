@@ -51,7 +51,7 @@ osp_error *onnx_extra__loss_prepare(const onnx_node *node, void **state) {
     else if (strcmp(red, "mean") == 0)
         st.reduction = LOSS_MEAN;
     else
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "attribute 'reduction' = '%s' is not "
                                  "supported (none, sum, mean)",
                                  red);
@@ -75,23 +75,23 @@ typedef struct loss_geometry {
 /* The scores' and target's dtypes and shapes. */
 static osp_error *loss_shapes(const onnx_node *node, size_t n_inputs,
                               const onnx_desc *inputs, loss_geometry *g) {
-    osp_error *err = onnx_extra__required(node, n_inputs, inputs, 0);
+    osp_error *err = onnx_required_input(node, n_inputs, inputs, 0);
     if (!err)
-        err = onnx_extra__required(node, n_inputs, inputs, 1);
+        err = onnx_required_input(node, n_inputs, inputs, 1);
     if (err)
         return err;
     const onnx_desc *x = &inputs[0], *t = &inputs[1];
     if (x->dtype != OSP_TYPE_FP32)
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "input 0: dtype %s is not supported (FP32)",
                                  osp_datatype_wire_name(x->dtype));
     if (t->dtype != OSP_TYPE_INT64 && t->dtype != OSP_TYPE_INT32)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "input 1 is %s, expected INT64 or INT32",
                                  osp_datatype_wire_name(t->dtype));
     const osp_shape *xs = &x->shape, *ts = &t->shape;
     if (xs->rank < 2)
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "input 0 has rank %d, expected at least 2",
                                  xs->rank);
     bool match = ts->rank == xs->rank - 1 && ts->dims[0] == xs->dims[0];
@@ -99,7 +99,7 @@ static osp_error *loss_shapes(const onnx_node *node, size_t n_inputs,
         match = ts->dims[i] == xs->dims[i + 1];
     if (!match) {
         char a[160], b[160];
-        return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                  "target shape %s does not match scores %s "
                                  "([N, d...] for [N, C, d...])",
                                  osp_shape_format(ts, b, sizeof b),
@@ -111,7 +111,7 @@ static osp_error *loss_shapes(const onnx_node *node, size_t n_inputs,
     g->nd = g->n * g->d;
     g->idt = t->dtype;
     if (g->idt == OSP_TYPE_INT32 && onnx_shape_count(xs) > INT32_MAX)
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "INT32 targets into more than 2^31 scores");
     return NULL;
 }
@@ -130,7 +130,7 @@ static osp_error *check_known_targets(const onnx_node *node,
                                                : ((const int32_t *)t->host)[i];
         if ((v < 0 || v >= classes) &&
             !(st->has_ignore && v == st->ignore_index))
-            return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+            return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                      "target %lld is not a class in [0, "
                                      "%lld) nor the ignore_index",
                                      (long long)v, (long long)classes);
@@ -141,12 +141,12 @@ static osp_error *check_known_targets(const onnx_node *node,
 /* The optional weight: FP32 [C]. */
 static osp_error *loss_weight(const onnx_node *node, size_t n_inputs,
                               const onnx_desc *inputs, loss_geometry *g) {
-    g->weighted = onnx_extra__has(n_inputs, inputs, 2);
+    g->weighted = onnx_present(n_inputs, inputs, 2);
     if (g->weighted) {
         const onnx_desc *w = &inputs[2];
         if (w->dtype != OSP_TYPE_FP32 || w->shape.rank != 1 ||
             w->shape.dims[0] != g->c)
-            return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+            return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                      "weight must be FP32 [C] with C = %lld",
                                      (long long)g->c);
     }
@@ -212,7 +212,7 @@ osp_error *onnx_extra__loss_infer(onnx_infer_ctx *ctx) {
     else
         ctx->outputs[0].shape = (osp_shape){.rank = 0};
     bool log_prob =
-        st->softmax && onnx_extra__has(ctx->n_outputs, ctx->outputs, 1);
+        st->softmax && onnx_present(ctx->n_outputs, ctx->outputs, 1);
     if (log_prob) {
         ctx->outputs[1].dtype = OSP_TYPE_FP32;
         ctx->outputs[1].shape = ctx->inputs[0].shape;
@@ -245,7 +245,7 @@ osp_error *onnx_extra__loss_run(onnx_run_ctx *ctx) {
     if (err)
         return err;
     bool log_prob =
-        st->softmax && onnx_extra__has(ctx->n_outputs, ctx->out_desc, 1);
+        st->softmax && onnx_present(ctx->n_outputs, ctx->out_desc, 1);
     onnx_extra__ws ws = {.base = ctx->workspace};
     loss_layout l;
     loss_carve(&ws, st, &g, log_prob, &l);
@@ -280,7 +280,7 @@ osp_error *onnx_extra__loss_run(onnx_run_ctx *ctx) {
             if ((err = onnx_extra__fill(s, ii, idt, (double)st->ignore_index,
                                         1)) ||
                 (err = onnx_extra__fill(s, zero_i, idt, 0.0, 1)) ||
-                (err = onnx_extra__binary(s, OSP_BINARY_ND_EQUAL, idt, target,
+                (err = onnx_binary_flat(s, OSP_BINARY_ND_EQUAL, idt, target,
                                           false, ii, true, l.ignored, g.nd)))
                 return err;
             osp_where_args w = {.elem_size = is,
@@ -301,9 +301,9 @@ osp_error *onnx_extra__loss_run(onnx_run_ctx *ctx) {
         if ((err = onnx_extra__offsets(s, &l.offsets, idt, 2, grid, strides,
                                        l.base)) ||
             (err = onnx_extra__fill(s, d_i, idt, (double)g.d, 1)) ||
-            (err = onnx_extra__binary(s, OSP_BINARY_ND_MUL, idt, target, false,
+            (err = onnx_binary_flat(s, OSP_BINARY_ND_MUL, idt, target, false,
                                       d_i, true, l.scaled, g.nd)) ||
-            (err = onnx_extra__binary(s, OSP_BINARY_ND_ADD, idt, l.scaled,
+            (err = onnx_binary_flat(s, OSP_BINARY_ND_ADD, idt, l.scaled,
                                       false, l.base, false, l.flat, g.nd)))
             return err;
         osp_gather_args pick = {.elem_size = 4,
@@ -349,27 +349,27 @@ osp_error *onnx_extra__loss_run(onnx_run_ctx *ctx) {
         }
         const float *loss = l.picked;
         if (w) {
-            if ((err = onnx_extra__binary(s, OSP_BINARY_ND_MUL, f, l.picked,
+            if ((err = onnx_binary_flat(s, OSP_BINARY_ND_MUL, f, l.picked,
                                           false, w, false, l.loss, g.nd)))
                 return err;
             loss = l.loss;
         }
         if (st->reduction == LOSS_NONE)
-            return onnx_extra__binary(s, OSP_BINARY_ND_SUB, f, zero_f, true,
+            return onnx_binary_flat(s, OSP_BINARY_ND_SUB, f, zero_f, true,
                                       loss, false, ctx->out[0], g.nd);
         if ((err = sum_all(s, loss, g.nd, l.sums)))
             return err;
         if (st->reduction == LOSS_MEAN) {
             if (w && (err = sum_all(s, w, g.nd, l.sums + 1)))
                 return err;
-            if ((err = onnx_extra__binary(s, OSP_BINARY_ND_DIV, f, l.sums, true,
+            if ((err = onnx_binary_flat(s, OSP_BINARY_ND_DIV, f, l.sums, true,
                                           w ? l.sums + 1 : count_f, true,
                                           l.sums + 2, 1)))
                 return err;
-            return onnx_extra__binary(s, OSP_BINARY_ND_SUB, f, zero_f, true,
+            return onnx_binary_flat(s, OSP_BINARY_ND_SUB, f, zero_f, true,
                                       l.sums + 2, true, ctx->out[0], 1);
         }
-        return onnx_extra__binary(s, OSP_BINARY_ND_SUB, f, zero_f, true, l.sums,
+        return onnx_binary_flat(s, OSP_BINARY_ND_SUB, f, zero_f, true, l.sums,
                                   true, ctx->out[0], 1);
     }
     /* no targets: a sum of nothing is 0, its mean 0 / 0 */

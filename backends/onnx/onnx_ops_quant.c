@@ -31,12 +31,12 @@ osp_error *onnx_extra__quantize_prepare(const onnx_node *node, void **state) {
     if (err)
         return err;
     if (block != 0)
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "attribute 'block_size' = %lld (blocked "
                                  "quantization) is not supported",
                                  (long long)block);
     if (onnx_node_attr(node, "output_dtype"))
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "attribute 'output_dtype' is not "
                                  "supported");
     quant_state *st = malloc(sizeof *st);
@@ -64,14 +64,14 @@ static osp_error *quant_geometry_of(const onnx_node *node,
                                     const quant_state *st, size_t n_inputs,
                                     const onnx_desc *inputs,
                                     quant_geometry *g) {
-    osp_error *err = onnx_extra__required(node, n_inputs, inputs, 0);
+    osp_error *err = onnx_required_input(node, n_inputs, inputs, 0);
     if (!err)
-        err = onnx_extra__required(node, n_inputs, inputs, 1);
+        err = onnx_required_input(node, n_inputs, inputs, 1);
     if (err)
         return err;
     const onnx_desc *x = &inputs[0], *scale = &inputs[1];
     if (scale->dtype != OSP_TYPE_FP32)
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "scale: dtype %s is not supported (FP32)",
                                  osp_datatype_wire_name(scale->dtype));
     g->count = onnx_shape_count(&x->shape);
@@ -80,7 +80,7 @@ static osp_error *quant_geometry_of(const onnx_node *node,
     g->inner = g->count;
     int64_t n_scale = onnx_shape_count(&scale->shape);
     if (scale->shape.rank > 1)
-        return onnx_extra__error(node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                  "a scale of rank %d (blocked quantization) "
                                  "is not supported",
                                  scale->shape.rank);
@@ -88,14 +88,14 @@ static osp_error *quant_geometry_of(const onnx_node *node,
      * reads a [1] scale); more are per axis (opset 13). */
     if (n_scale != 1) {
         if (scale->shape.rank != 1 || node->opset < 13)
-            return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+            return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                      "scale has %lld values, expected 1",
                                      (long long)n_scale);
         int axis;
         if ((err = onnx_axis(node, st->axis, x->shape.rank, &axis)))
             return err;
         if (n_scale != x->shape.dims[axis])
-            return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+            return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                      "scale has %lld values for axis %d of "
                                      "%lld",
                                      (long long)n_scale, axis,
@@ -104,12 +104,12 @@ static osp_error *quant_geometry_of(const onnx_node *node,
         g->c = x->shape.dims[axis];
         g->inner = onnx_shape_span(&x->shape, axis + 1, x->shape.rank);
     }
-    g->has_zero_point = onnx_extra__has(n_inputs, inputs, 2);
+    g->has_zero_point = onnx_present(n_inputs, inputs, 2);
     g->zp_dtype = OSP_TYPE_INVALID;
     if (g->has_zero_point) {
         const onnx_desc *zp = &inputs[2];
         if (onnx_shape_count(&zp->shape) != n_scale)
-            return onnx_extra__error(node, OSP_ERROR_INVALID_ARG,
+            return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                      "zero point and scale differ in shape");
         g->zp_dtype = zp->dtype;
     }
@@ -157,12 +157,12 @@ osp_error *onnx_extra__quantize_infer(onnx_infer_ctx *ctx) {
         return err;
     const onnx_desc *x = &ctx->inputs[0];
     if (x->dtype != OSP_TYPE_FP32)
-        return onnx_extra__error(ctx->node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(ctx->node, OSP_ERROR_UNSUPPORTED,
                                  "input 0: dtype %s is not supported (FP32)",
                                  osp_datatype_wire_name(x->dtype));
     osp_datatype out = g.has_zero_point ? g.zp_dtype : OSP_TYPE_UINT8;
     if (!is_quantized_int(out))
-        return onnx_extra__error(ctx->node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(ctx->node, OSP_ERROR_UNSUPPORTED,
                                  "zero point: dtype %s is not supported "
                                  "(UINT8, INT8, UINT16, INT16)",
                                  osp_datatype_wire_name(out));
@@ -218,12 +218,12 @@ osp_error *onnx_extra__dequantize_infer(onnx_infer_ctx *ctx) {
         return err;
     const onnx_desc *x = &ctx->inputs[0];
     if (!is_quantized_int(x->dtype) && x->dtype != OSP_TYPE_INT32)
-        return onnx_extra__error(ctx->node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(ctx->node, OSP_ERROR_UNSUPPORTED,
                                  "input 0: dtype %s is not supported (UINT8, "
                                  "INT8, UINT16, INT16, INT32)",
                                  osp_datatype_wire_name(x->dtype));
     if (g.has_zero_point && g.zp_dtype != x->dtype)
-        return onnx_extra__error(ctx->node, OSP_ERROR_INVALID_ARG,
+        return onnx_node_error(ctx->node, OSP_ERROR_INVALID_ARG,
                                  "zero point is %s, input 0 is %s",
                                  osp_datatype_wire_name(g.zp_dtype),
                                  osp_datatype_wire_name(x->dtype));
@@ -278,12 +278,12 @@ static void dynq_carve(onnx_extra__ws *ws, int64_t n, dynq_layout *l) {
 
 osp_error *onnx_extra__dynamic_quantize_infer(onnx_infer_ctx *ctx) {
     osp_error *err =
-        onnx_extra__required(ctx->node, ctx->n_inputs, ctx->inputs, 0);
+        onnx_required_input(ctx->node, ctx->n_inputs, ctx->inputs, 0);
     if (err)
         return err;
     const onnx_desc *x = &ctx->inputs[0];
     if (x->dtype != OSP_TYPE_FP32)
-        return onnx_extra__error(ctx->node, OSP_ERROR_UNSUPPORTED,
+        return onnx_node_error(ctx->node, OSP_ERROR_UNSUPPORTED,
                                  "input 0: dtype %s is not supported (FP32)",
                                  osp_datatype_wire_name(x->dtype));
     static const osp_datatype types[3] = {OSP_TYPE_UINT8, OSP_TYPE_FP32,
@@ -311,7 +311,7 @@ osp_error *onnx_extra__dynamic_quantize_run(onnx_run_ctx *ctx) {
           *mn0 = mn + 4, *mx0 = mn + 5, *range = mn + 6, *q = mn + 7,
           *zp = mn + 8;
     /* the outputs the node omits go to the workspace */
-    float *scale = onnx_extra__has(ctx->n_outputs, ctx->out_desc, 1)
+    float *scale = onnx_present(ctx->n_outputs, ctx->out_desc, 1)
                        ? ctx->out[1]
                        : mn + 9;
     osp_reduce_args r = {.op = OSP_REDUCE_MIN,
@@ -329,17 +329,17 @@ osp_error *onnx_extra__dynamic_quantize_run(onnx_run_ctx *ctx) {
     if ((err = osp_op_reduce(s, &r)) ||
         (err = onnx_extra__fill(s, zero, f, 0.0, 1)) ||
         (err = onnx_extra__fill(s, c255, f, 255.0, 1)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_MIN, f, mn, true, zero, true,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_MIN, f, mn, true, zero, true,
                                   mn0, 1)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_MAX, f, mx, true, zero, true,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_MAX, f, mx, true, zero, true,
                                   mx0, 1)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_SUB, f, mx0, true, mn0, true,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_SUB, f, mx0, true, mn0, true,
                                   range, 1)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_DIV, f, range, true, c255,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_DIV, f, range, true, c255,
                                   true, scale, 1)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_DIV, f, mn0, true, scale,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_DIV, f, mn0, true, scale,
                                   true, q, 1)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_SUB, f, zero, true, q, true,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_SUB, f, zero, true, q, true,
                                   zp, 1)))
         return err;
     osp_unary_args u = {.op = OSP_UNARY_CLIP,
@@ -354,18 +354,18 @@ osp_error *onnx_extra__dynamic_quantize_run(onnx_run_ctx *ctx) {
     u.op = OSP_UNARY_ROUND;
     if ((err = osp_op_unary(s, &u)))
         return err;
-    if (onnx_extra__has(ctx->n_outputs, ctx->out_desc, 2) &&
+    if (onnx_present(ctx->n_outputs, ctx->out_desc, 2) &&
         (err = onnx_extra__cast(s, zp, f, ctx->out[2], OSP_TYPE_UINT8, 1)))
         return err;
-    if (n == 0 || !onnx_extra__has(ctx->n_outputs, ctx->out_desc, 0))
+    if (n == 0 || !onnx_present(ctx->n_outputs, ctx->out_desc, 0))
         return NULL;
-    if ((err = onnx_extra__binary(s, OSP_BINARY_ND_DIV, f, ctx->in[0], false,
+    if ((err = onnx_binary_flat(s, OSP_BINARY_ND_DIV, f, ctx->in[0], false,
                                   scale, true, l.a, n)))
         return err;
     u.x = u.y = l.a;
     u.n = (size_t)n;
     if ((err = osp_op_unary(s, &u)) ||
-        (err = onnx_extra__binary(s, OSP_BINARY_ND_ADD, f, l.a, false, zp, true,
+        (err = onnx_binary_flat(s, OSP_BINARY_ND_ADD, f, l.a, false, zp, true,
                                   l.b, n)))
         return err;
     return onnx_extra__cast(s, l.b, f, ctx->out[0], OSP_TYPE_UINT8, n);
