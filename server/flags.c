@@ -962,6 +962,8 @@ void flags_usage(FILE *out) {
         fputc('\n', out);
     }
     fprintf(out, "  %-34s%s\n", "--help", "this text");
+    fprintf(out, "  %-34s%s\n", "--help-markdown",
+            "the flag reference of docs/flags.md [osprey]");
     fprintf(out, "\nAccepted for Triton, with a warning that each has no "
                  "effect:\n ");
     size_t column = 1;
@@ -975,6 +977,48 @@ void flags_usage(FILE *out) {
         column += len;
     }
     fputc('\n', out);
+}
+
+/* Writes s as one Markdown table cell: newlines become spaces, '|' is
+ * escaped. */
+static void markdown_cell(FILE *out, const char *s) {
+    for (const char *p = s; *p; p++) {
+        if (*p == '\n')
+            fputc(' ', out);
+        else if (*p == '|')
+            fputs("\\|", out);
+        else
+            fputc(*p, out);
+    }
+}
+
+void flags_markdown(FILE *out) {
+    fputs("| flag | default | meaning |\n|---|---|---|\n", out);
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const flag_def *def = &flag_table[i];
+        fprintf(out, "| `--%s%s%s%s` | ", def->name,
+                def->value_optional ? "[=" : "=", def->arg,
+                def->value_optional ? "]" : "");
+        if (def->default_value && def->default_value[0]) {
+            fputc('`', out);
+            markdown_cell(out, def->default_value);
+            fputc('`', out);
+        }
+        fputs(" | ", out);
+        markdown_cell(out, def->help);
+        if (def->osprey_only)
+            fputs(" [osprey]", out);
+        fputs(" |\n", out);
+    }
+    fputs("\nAccepted for Triton, each with one warning that it has no "
+          "effect in Osprey:\n\n",
+          out);
+    for (size_t i = 0; i < N_IGNORED; i++) {
+        fprintf(out, "- `--%s`", ignored_flags[i].name);
+        if (ignored_flags[i].why)
+            fprintf(out, ": %s", ignored_flags[i].why);
+        fputc('\n', out);
+    }
 }
 
 /* Logs the warning of each ignored flag argv named (seen[i] for
@@ -1008,6 +1052,10 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0) {
             flags_usage(stdout);
+            return 0;
+        }
+        if (strcmp(arg, "--help-markdown") == 0) {
+            flags_markdown(stdout);
             return 0;
         }
         if (strncmp(arg, "--", 2) != 0) {

@@ -91,7 +91,7 @@ typedef struct osprey_flags {
 
 /* Fills *f with every flag's default, then applies argv (`--flag=value` or
  * `--flag value`; strings point into argv). Returns -1 to go on, or the
- * status main() exits with: 0 after --help, 2 after a usage error (the
+ * status main() exits with: 0 after --help or --help-markdown, 2 after a usage error (the
  * message is printed). Triton flags that mean nothing to Osprey are
  * accepted, each logged once as a warning "--<flag> has no effect in
  * Osprey" after argv is applied (so --log-file and --log-warning hold for
@@ -102,3 +102,8 @@ void flags_free(osprey_flags *f);
 
 /* The --help text, generated from the table. */
 void flags_usage(FILE *out);
+
+/* The flag reference as Markdown (--help-markdown): a table of every flag
+ * with its default and help, then the Triton flags accepted without
+ * effect. docs/flags.md holds its output; a test keeps the two equal. */
+void flags_markdown(FILE *out);
