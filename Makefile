@@ -18,7 +18,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev 
                protobuf-c-compiler libprotobuf-c-dev libwslay-dev libhiredis-dev \
                redis-server libgrpc-dev openssl libonnx-dev libonnx-testdata
 
-.PHONY: run test deps venv build leakcheck fuzz clean format
+.PHONY: run test deps venv build leakcheck fuzz clean format deploy-check
 
 run: deps
 	cmake -S . -B $(BUILD) $(CMAKE_ARGS)
@@ -61,6 +61,14 @@ fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DOSPREY_CUDA=OFF \
 	  -DOSPREY_FUZZ=ON $(CMAKE_ARGS)
 	cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+
+# docker/check.sh: builds docker/Dockerfile.cpu's stages in Debian chroots
+# made with debootstrap and serves from the result (needs root and Debian's
+# mirror, ~6 minutes; not part of `make test`, which lints the same files).
+deploy-check: venv
+	@command -v debootstrap >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap)
+	docker/check.sh
 
 # Installs Debian packages only when one is missing (needs root, as on a
 # fresh Debian 12 machine).
