@@ -26,6 +26,9 @@ from dockerfile_parse import DockerfileParser
 
 BASE_IMAGE = "debian:bookworm-slim"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# What build_stage replays (test_deploy_lint.py holds Dockerfile.cpu to it).
+REPLAYED_INSTRUCTIONS = {"ARG", "ENV", "WORKDIR", "USER", "RUN", "COPY",
+                         "VOLUME", "EXPOSE"}
 CONFIG_INSTRUCTIONS = {
     "VOLUME", "EXPOSE", "STOPSIGNAL", "HEALTHCHECK", "ENTRYPOINT", "CMD",
     "LABEL",
