@@ -11,15 +11,17 @@
 #    --from=build), WORKDIR and ENV in a copy of that root: the build stage
 #    compiles osprey there, the runtime stage installs the shared libraries
 #    and takes the program from the build stage's root;
-# 4. starts the server in the runtime root as `docker run` would: the
-#    image's USER, WORKDIR, ENTRYPOINT + CMD, a fresh directory on each
-#    VOLUME, host networking (ports moved to free ones by appending
-#    --http-port/--grpc-port/--metrics-port, as extra `docker run` args
-#    would); from outside the root, on loopback, it calls the HTTP and gRPC
-#    health endpoints (grpc.health.v1 too), one KServe infer over HTTP and
-#    one over gRPC with tritonclient, and /metrics; runs the HEALTHCHECK
-#    command inside the root; stops the server with the STOPSIGNAL and
-#    checks that it drained and exited 0;
+# 4. starts the server in the runtime root as `docker run` would: PID 1 of
+#    new PID, mount and network namespaces (its own loopback, so the
+#    image's ports 8000-8002 are free whatever runs on this machine), the
+#    image's USER, WORKDIR, ENTRYPOINT + CMD unchanged, a fresh directory
+#    on each VOLUME; from outside the root (in its network namespace, on
+#    loopback) it calls the HTTP and gRPC health endpoints
+#    (grpc.health.v1 too), one KServe infer over HTTP and one over gRPC
+#    with tritonclient, and /metrics; runs the HEALTHCHECK
+#    command inside the root; sends the STOPSIGNAL while a request is half
+#    sent, checks that the ports close, that request still gets an answer
+#    on its connection, and the server exits 0;
 # 5. prints the runtime stage's size.
 #
 # Takes 6-10 minutes on 2 cores (the build stage compiles the whole tree);

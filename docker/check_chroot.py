@@ -13,6 +13,7 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -25,6 +26,9 @@ from dockerfile_parse import DockerfileParser
 
 BASE_IMAGE = "debian:bookworm-slim"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# What build_stage replays (test_deploy_lint.py holds Dockerfile.cpu to it).
+REPLAYED_INSTRUCTIONS = {"ARG", "ENV", "WORKDIR", "USER", "RUN", "COPY",
+                         "VOLUME", "EXPOSE"}
 CONFIG_INSTRUCTIONS = {
     "VOLUME", "EXPOSE", "STOPSIGNAL", "HEALTHCHECK", "ENTRYPOINT", "CMD",
     "LABEL",
@@ -320,8 +324,23 @@ def serve_and_probe(stage, rootfs, work, keep_logs):
         sig_name = stage.config.get("STOPSIGNAL", "SIGTERM")
         sig = getattr(signal, sig_name if sig_name.startswith("SIG")
                       else "SIG" + sig_name)
+        # A client in the middle of sending a request when the signal
+        # comes: it must get an answer, not a reset.
+        drain = subprocess.Popen(
+            ns + [sys.executable, os.path.abspath(__file__), "drain"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if drain.stdout.readline().strip() != "sending":
+            raise SystemExit("the drain client could not start its request")
         start = time.monotonic()
         os.kill(server_pid, sig)
+        drain.stdin.write("signalled\n")
+        drain.stdin.flush()
+        for line in drain.stdout:
+            log(f"  drain: {line.rstrip()}")
+        if drain.wait() != 0:
+            raise SystemExit("the request in flight at the stop signal "
+                             "got no answer; server log:\n" +
+                             Path(log_path).read_text())
         try:
             rc = proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
@@ -411,7 +430,63 @@ def probe(ports):
     print(f"probe: /metrics has {want!r} ({len(text.splitlines())} lines)")
 
 
+def drain_client():
+    """Starts a KServe request on port 8000 and stops half-way through its
+    body; after the parent has sent the stop signal ("signalled" on stdin),
+    waits until new connections are refused (the ports closed), sends the
+    rest and wants an HTTP answer on the same connection: Osprey answers
+    what it accepted before it exits (a request not yet handed to the core
+    when the core stops is refused with 503 "Server is shutting down", as
+    Triton does; one already running completes)."""
+    import socket
+
+    body = json.dumps({"inputs": [
+        {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16],
+         "data": list(range(16))},
+        {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16],
+         "data": [1] * 16}]}).encode()
+    conn = socket.create_connection(("127.0.0.1", 8000), timeout=30)
+    conn.sendall(b"POST /v2/models/simple/infer HTTP/1.1\r\nHost: osprey\r\n"
+                 b"Content-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body[:40])
+    print("sending", flush=True)
+    if sys.stdin.readline().strip() != "signalled":
+        raise SystemExit("no signal sent")
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", 8000), timeout=1).close()
+        except ConnectionRefusedError:
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit("port 8000 still accepts 30 s after the signal")
+        time.sleep(0.02)
+    print("port 8000 refuses new connections", flush=True)
+    conn.sendall(body[40:])
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise SystemExit("connection closed without an answer")
+        reply += chunk
+    head, _, rest = reply.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: *([0-9]+)", head).group(1))
+    while len(rest) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    status = head.split(b"\r\n")[0].decode()
+    print(f"the request in flight was answered: {status} {rest.decode()}",
+          flush=True)
+    if status.split()[1] not in ("200", "503"):
+        raise SystemExit(1)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "drain":
+        drain_client()
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "probe":
         p = argparse.ArgumentParser()
         p.add_argument("probe")

@@ -23,6 +23,7 @@ this module is the fast one `make test` runs.
 """
 
 import functools
+import importlib.util
 import json
 import os
 import pathlib
@@ -309,6 +310,26 @@ def test_cpu_runtime_stage_has_every_library_osprey_links():
     missing = sorted(packages - runtime_pkgs)
     assert not missing, f"{binary} links libraries of {missing}, not installed " \
                         "in docker/Dockerfile.cpu's runtime stage"
+
+
+def test_cpu_dockerfile_is_replayable_by_check_sh():
+    """docker/check.sh replays Dockerfile.cpu's instructions itself: one it
+    does not know would only fail there, outside make test."""
+    spec = importlib.util.spec_from_file_location(
+        "check_chroot", ROOT / "docker" / "check_chroot.py")
+    check_chroot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check_chroot)
+    known = check_chroot.REPLAYED_INSTRUCTIONS | check_chroot.CONFIG_INSTRUCTIONS
+    stages = check_chroot.parse_stages(DOCKERFILES["cpu"])
+    assert [s.base for s in stages] == [check_chroot.BASE_IMAGE] * 2
+    for stage in stages:
+        for instr, value, line in stage.instructions:
+            assert instr in known, f"line {line}: check.sh cannot replay {instr}"
+            if instr == "COPY":
+                flags = [w for w in value.split() if w.startswith("--")]
+                assert all(f.startswith("--from=") for f in flags), value
+            if instr in ("ENTRYPOINT", "CMD"):
+                assert isinstance(json.loads(value), list), "exec form"
 
 
 def test_dockerignore_keeps_build_outputs_out_of_the_context():
