@@ -397,7 +397,8 @@ static const flag_def flag_table[] = {
      .arg = "DIR",
      .kind = FLAG_APPLY,
      .apply = apply_model_repository,
-     .help = "model repository (required; one)"},
+     .help = "model repository (required; one): a folder, or\n"
+             "s3://[http(s)://HOST:PORT/]BUCKET[/PREFIX]"},
     {.name = "model-store",
      .arg = "DIR",
      .kind = FLAG_APPLY,
@@ -650,6 +651,21 @@ static const flag_def flag_table[] = {
      .max = 86400,
      .default_value = "15",
      .help = "poll mode: seconds between repository scans"},
+    {.name = "repository-cache-dir",
+     .osprey_only = true,
+     .arg = "DIR",
+     .kind = FLAG_STRING,
+     .offset = FIELD(repository_cache_dir),
+     .help = "s3:// repositories: models are downloaded into a\n"
+             "private folder made here, removed at exit\n"
+             "(default: $TMPDIR or /tmp)"},
+    {.name = "repository-ca-file",
+     .osprey_only = true,
+     .arg = "FILE",
+     .kind = FLAG_STRING,
+     .offset = FIELD(repository_ca_file),
+     .help = "s3://https://... repositories: CA certificates (PEM)\n"
+             "that verify the endpoint (default: the system's)"},
     {.name = "load-model",
      .arg = "NAME",
      .kind = FLAG_APPLY,

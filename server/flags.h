@@ -29,6 +29,8 @@ typedef struct osprey_flags {
     long long http_max_input_size;
     osp_model_control_mode control_mode;
     long long repository_poll_secs;
+    const char *repository_cache_dir; /* s3:// models; NULL: $TMPDIR */
+    const char *repository_ca_file;   /* s3:// over TLS; NULL: system's */
     const char **load_models; /* owned array of argv strings */
     size_t n_load_models;
     long long log_verbose;

@@ -37,6 +37,8 @@
 #include "osprey/trace.h"
 #include "queue_api.h"
 #include "queue_services.h"
+#include "s3_repository.h"
+#include "s3_url.h"
 #include "tfserving.h"
 #if defined(OSPREY_CUDA_LINKED)
 #include "cuda_provider.h" /* osprey_fakegpu: the device is linked in */
@@ -49,6 +51,7 @@ typedef struct app {
     osprey_flags flags;
     osp_tracer *tracer;
     osp_server *core;
+    s3_repository *s3_repo; /* an s3:// --model-repository, else NULL */
     kserve_context kserve;
     tfserving_context tfserving;
     queue_services *queues;
@@ -120,14 +123,29 @@ static osp_error *core_start(app *a) {
         opts.devices.providers = providers;
         opts.devices.n_providers = 1;
     }
-    osp_error *err = osp_server_new(&opts, &a->core);
-    if (err)
-        return osp_error_wrap(err, "failed to start the server");
+    osp_error *err = NULL;
+    if (s3_url_is_s3(f->model_repository)) {
+        if ((err = s3_repository_open(f->model_repository,
+                                      f->repository_cache_dir,
+                                      f->repository_ca_file, &a->s3_repo)))
+            return osp_error_wrap(err, "failed to open model repository");
+        opts.repository_source = s3_repository_source(a->s3_repo);
+    }
+    if ((err = osp_server_new(&opts, &a->core)))
+        err = osp_error_wrap(err, "failed to start the server");
     /* Start-up loads are done: not ready now means a model failed. */
-    if (f->exit_on_error && !osp_server_is_ready(a->core))
-        return osp_error_new(OSP_ERROR_INTERNAL,
-                             "failed to load all models (--exit-on-error)");
-    return NULL;
+    else if (f->exit_on_error && !osp_server_is_ready(a->core))
+        err = osp_error_new(OSP_ERROR_INTERNAL,
+                            "failed to load all models (--exit-on-error)");
+    if (err && a->s3_repo) {
+        /* No service uses the core yet: free it, so that the S3 cache
+         * folder can go. */
+        osp_server_free(a->core);
+        a->core = NULL;
+        s3_repository_close(a->s3_repo);
+        a->s3_repo = NULL;
+    }
+    return err;
 }
 
 static void core_quiesce(app *a) {
@@ -135,8 +153,10 @@ static void core_quiesce(app *a) {
 }
 
 static bool core_stop(app *a, bool abandoned) {
-    if (!abandoned)
+    if (!abandoned) {
         osp_server_free(a->core);
+        s3_repository_close(a->s3_repo); /* after the models are gone */
+    }
     return true;
 }
 
