@@ -330,8 +330,10 @@ static osp_error *load_source_open(osp_server *server, const char *name,
         if (slash && !(src->model_parent = strndup(
                            src->model_dir, (size_t)(slash - src->model_dir))))
             err = osp_error_out_of_memory();
-        if (err && osp_error_get_code(err) == OSP_ERROR_NOT_FOUND) {
-            /* Triton's answer for a model the repository does not have;
+        if (err && (osp_error_get_code(err) == OSP_ERROR_NOT_FOUND ||
+                    server->source != &server->local)) {
+            /* Triton's answer for a model the repository does not have,
+             * or whose files could not be fetched from object storage;
              * the reason, which names the repository, is only logged. */
             OSP_LOG_ERROR("failed to load '%s': %s", name,
                           osp_error_message(err));

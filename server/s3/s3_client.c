@@ -21,7 +21,7 @@
 #include "s3_sign.h"
 
 #define CONNECT_TIMEOUT_SECS 5L
-#define STALL_TIMEOUT_SECS 15L      /* no byte moved for this long: give up */
+#define STALL_TIMEOUT_SECS 10L      /* no byte moved for this long: give up */
 #define MAX_REPLY_BYTES (16u << 20) /* a list page or an error body */
 #define RANGE_BYTES ((uint64_t)64 << 20) /* one GetObject of a large file */
 #define DEFAULT_ATTEMPTS 3

@@ -5,7 +5,7 @@
  * signed with AWS Signature Version 4 by libcurl (CURLOPT_AWS_SIGV4).
  *
  * Bounded: connecting may take 5 s, a transfer that moves no byte for
- * 15 s fails, and each request is tried AWS_MAX_ATTEMPTS times (default
+ * 10 s fails, and each request is tried AWS_MAX_ATTEMPTS times (default
  * 3) on 5xx, throttling and transport errors, with exponential backoff.
  * TLS is verified against --repository-ca-file or the system's store.
  * Thread-safe: every call uses its own connection.
