@@ -57,7 +57,7 @@ leakcheck: deps venv
 FUZZ_TARGETS = fuzz_model_config fuzz_safetensors fuzz_json_body \
                fuzz_json_tensor fuzz_http_compress fuzz_config_json \
                fuzz_tfs_request fuzz_queue_input fuzz_grpc_request fuzz_queue_log \
-               fuzz_onnx_model
+               fuzz_onnx_model fuzz_s3_list
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DOSPREY_CUDA=OFF \
 	  -DOSPREY_FUZZ=ON $(CMAKE_ARGS)
