@@ -55,10 +55,12 @@ static void fail(list_parser *p, osp_error *err) {
     XML_StopParser(p->xml, XML_FALSE);
 }
 
-/* Whether the innermost open elements are <parent><self>. */
+/* Whether the open elements are exactly <ListBucketResult><parent><self>
+ * (parent NULL: <ListBucketResult><self>). */
 static bool at(const list_parser *p, const char *parent, const char *self) {
-    return p->depth >= 2 && strcmp(p->path[p->depth - 1], self) == 0 &&
-           strcmp(p->path[p->depth - 2], parent) == 0;
+    int want = parent ? 3 : 2;
+    return p->depth == want && strcmp(p->path[want - 1], self) == 0 &&
+           (!parent || strcmp(p->path[1], parent) == 0);
 }
 
 static void XMLCALL on_start(void *user, const XML_Char *name,
@@ -76,13 +78,15 @@ static void XMLCALL on_start(void *user, const XML_Char *name,
     p->path[p->depth++] = n;
     p->value_len = 0;
     p->value_too_long = false;
-    if (at(p, "ListBucketResult", "Contents")) {
+    if (at(p, NULL, "Contents")) {
         if (p->page->n_objects >= S3_LIST_MAX_OBJECTS) {
             fail(p, osp_error_new(OSP_ERROR_INVALID_ARG,
                                   "S3 list reply has more than %d objects",
                                   S3_LIST_MAX_OBJECTS));
             return;
         }
+        free(p->current.key);
+        free(p->current.etag);
         memset(&p->current, 0, sizeof p->current);
     }
 }
@@ -150,13 +154,13 @@ static void XMLCALL on_end(void *user, const XML_Char *name) {
         if (p->value_too_long || !parse_size(p->value, &o->size))
             fail(p, osp_error_new(OSP_ERROR_INVALID_ARG,
                                   "S3 list reply: a Size is not a number"));
-    } else if (at(p, "ListBucketResult", "IsTruncated")) {
+    } else if (at(p, NULL, "IsTruncated")) {
         p->value[p->value_len] = '\0';
         page->truncated = strcmp(p->value, "true") == 0;
-    } else if (at(p, "ListBucketResult", "NextContinuationToken")) {
+    } else if (at(p, NULL, "NextContinuationToken")) {
         free(page->next_token);
         page->next_token = take_value(p);
-    } else if (at(p, "ListBucketResult", "Contents")) {
+    } else if (at(p, NULL, "Contents")) {
         if (!o->key) {
             fail(p, osp_error_new(OSP_ERROR_INVALID_ARG,
                                   "S3 list reply: an object has no Key"));
