@@ -7,8 +7,10 @@ TruncatingProxy a TCP proxy in front of moto that cuts the first N replies
                 to GETs of chosen keys in the middle of the body (a download
                 broken mid-file).
 SilentListener  a socket that accepts connections and never answers.
+FixedReply      an HTTP server answering every request with one S3 error.
 """
 
+import http.server
 import json
 import socket
 import socketserver
@@ -157,3 +159,34 @@ class SilentListener:
 
     def stop(self):
         self.sock.close()
+
+
+class FixedReply:
+    """Answers every request with `status` and the XML `body`; .count is
+    the number of requests."""
+
+    def __init__(self, status, body):
+        owner = self
+        self.count = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                owner.count += 1
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()

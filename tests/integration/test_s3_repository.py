@@ -323,6 +323,38 @@ def test_a_missing_bucket_is_named(moto, start_s3):
     assert "S3 bucket 'no-such-bucket-here' does not exist" in server.log()
 
 
+def s3_error(code, extra=""):
+    return (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+            f"<Message>m</Message>{extra}<RequestId>r</RequestId></Error>")
+
+
+def test_a_bucket_of_another_region_is_named(start_s3):
+    endpoint = s3_util.FixedReply(400, s3_error("AuthorizationHeaderMalformed",
+                                                "<Region>eu-west-1</Region>"))
+    try:
+        server = start_s3.make(f"s3://127.0.0.1:{endpoint.port}/bucket", [])
+        assert server.run_to_exit() == 1
+        assert ("wrong region 'us-east-1' (the bucket is in 'eu-west-1'): "
+                "set AWS_REGION") in server.log()
+        assert endpoint.count == 1  # not retried
+    finally:
+        endpoint.stop()
+
+
+def test_throttling_is_retried_then_reported(start_s3, aws_env):
+    aws_env.setenv("AWS_MAX_ATTEMPTS", "3")
+    endpoint = s3_util.FixedReply(503, s3_error("SlowDown"))
+    try:
+        server = start_s3.make(f"s3://127.0.0.1:{endpoint.port}/bucket", [])
+        assert server.run_to_exit() == 1
+        assert endpoint.count == 3
+        assert "(attempt 2 of 3; retrying)" in server.log()
+        assert "answered HTTP 503 SlowDown: m to a request for 'the listing'" \
+            in server.log()
+    finally:
+        endpoint.stop()
+
+
 def test_listing_past_one_page(moto, start_s3):
     # S3 lists 1,000 keys a page: files beside the model folders (which
     # the repository skips) push a model onto the second page.
