@@ -51,7 +51,10 @@ typedef struct app {
     osprey_flags flags;
     osp_tracer *tracer;
     osp_server *core;
-    s3_repository *s3_repo; /* an s3:// --model-repository, else NULL */
+    /* The repositories' sources: an s3:// --model-repository's, NULL for
+     * a folder (one per --model-repository). */
+    s3_repository **s3_repos;
+    const osp_repository_source **sources;
     kserve_context kserve;
     tfserving_context tfserving;
     queue_services *queues;
@@ -93,6 +96,41 @@ static bool tracer_stop(app *a, bool abandoned) {
 
 /* ---- the core: models, scheduling, backends and devices ---- */
 
+static void s3_repositories_close(app *a) {
+    for (size_t i = 0; a->s3_repos && i < a->flags.n_model_repositories; i++)
+        s3_repository_close(a->s3_repos[i]);
+    free(a->s3_repos);
+    free(a->sources);
+    a->s3_repos = NULL;
+    a->sources = NULL;
+}
+
+/* Opens every s3:// --model-repository (listing it once, so that a wrong
+ * location or credentials stop the start) and fills a->sources. */
+static osp_error *s3_repositories_open(app *a) {
+    const osprey_flags *f = &a->flags;
+    size_t n = f->n_model_repositories;
+    a->s3_repos = calloc(n, sizeof *a->s3_repos);
+    a->sources = calloc(n, sizeof *a->sources);
+    if (!a->s3_repos || !a->sources) {
+        s3_repositories_close(a);
+        return osp_error_out_of_memory();
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!s3_url_is_s3(f->model_repositories[i]))
+            continue;
+        osp_error *err =
+            s3_repository_open(f->model_repositories[i], f->repository_cache_dir,
+                               f->repository_ca_file, &a->s3_repos[i]);
+        if (err) {
+            s3_repositories_close(a);
+            return osp_error_wrap(err, "failed to open model repository");
+        }
+        a->sources[i] = s3_repository_source(a->s3_repos[i]);
+    }
+    return NULL;
+}
+
 static osp_error *core_start(app *a) {
     const osprey_flags *f = &a->flags;
     osp_server_options opts;
@@ -123,27 +161,24 @@ static osp_error *core_start(app *a) {
         opts.devices.providers = providers;
         opts.devices.n_providers = 1;
     }
-    osp_error *err = NULL;
-    if (s3_url_is_s3(f->model_repository)) {
-        if ((err = s3_repository_open(f->model_repository,
-                                      f->repository_cache_dir,
-                                      f->repository_ca_file, &a->s3_repo)))
-            return osp_error_wrap(err, "failed to open model repository");
-        opts.repository_source = s3_repository_source(a->s3_repo);
-    }
+    osp_error *err = s3_repositories_open(a);
+    if (err)
+        return err;
+    opts.model_repositories = f->model_repositories;
+    opts.repository_sources = a->sources;
+    opts.n_model_repositories = f->n_model_repositories;
     if ((err = osp_server_new(&opts, &a->core)))
         err = osp_error_wrap(err, "failed to start the server");
     /* Start-up loads are done: not ready now means a model failed. */
     else if (f->exit_on_error && !osp_server_is_ready(a->core))
         err = osp_error_new(OSP_ERROR_INTERNAL,
                             "failed to load all models (--exit-on-error)");
-    if (err && a->s3_repo) {
+    if (err) {
         /* No service uses the core yet: free it, so that the S3 cache
-         * folder can go. */
+         * folders can go. */
         osp_server_free(a->core);
         a->core = NULL;
-        s3_repository_close(a->s3_repo);
-        a->s3_repo = NULL;
+        s3_repositories_close(a);
     }
     return err;
 }
@@ -155,7 +190,7 @@ static void core_quiesce(app *a) {
 static bool core_stop(app *a, bool abandoned) {
     if (!abandoned) {
         osp_server_free(a->core);
-        s3_repository_close(a->s3_repo); /* after the models are gone */
+        s3_repositories_close(a); /* after the models are gone */
     }
     return true;
 }

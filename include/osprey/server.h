@@ -75,6 +75,15 @@ typedef struct osp_server_options {
     /* Where models come from instead of the local folder (NULL: the
      * folder). Borrowed for the server's lifetime. */
     const osp_repository_source *repository_source;
+    /* Several repositories instead (Triton's repeated --model-repository;
+     * n_model_repositories 0: the two fields above): repository i is
+     * repository_sources[i] when that array and entry are not NULL, else
+     * the local folder model_repositories[i]. A model must be in one of
+     * them only, else it does not load (as Triton). Borrowed: the paths
+     * during osp_server_new, the sources for the server's lifetime. */
+    const char *const *model_repositories;
+    const osp_repository_source *const *repository_sources;
+    size_t n_model_repositories;
     /* The backends models may name (`backend:` in config.pbtxt), looked up
      * by name. Borrowed for the server's lifetime (static tables). */
     const struct osp_backend *const *backends;

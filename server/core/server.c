@@ -21,6 +21,7 @@
 #include "model_internal.h"
 #include "osprey/log.h"
 #include "repository.h"
+#include "repository_set.h"
 #include "request_validate.h"
 #include "trace_report.h"
 
@@ -48,8 +49,9 @@ typedef struct backend_setting {
 
 struct osp_server {
     char *repo_root; /* NULL when the models come from a source */
-    const osp_repository_source *source; /* `local`, or the options' */
+    const osp_repository_source *source; /* `local`, `set` or the options' */
     osp_repository_source local;         /* the folder at repo_root */
+    repository_set *set;                 /* several repositories, or NULL */
     const osp_backend *const *backends; /* borrowed from the options */
     size_t n_backends;
     bool auto_complete; /* Triton's auto-complete (see the options) */
@@ -832,7 +834,13 @@ static osp_error *copy_backend_settings(osp_server *server,
 }
 
 osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
-    if (!opts->model_repository)
+    const char *path = opts->model_repository;
+    const osp_repository_source *source = opts->repository_source;
+    if (opts->n_model_repositories == 1) {
+        path = opts->model_repositories[0];
+        source = opts->repository_sources ? opts->repository_sources[0] : NULL;
+    }
+    if (!path && opts->n_model_repositories == 0)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "--model-repository must be specified");
     osp_error *err = osp_devices_init(&opts->devices);
@@ -841,21 +849,30 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
     osp_server *server = calloc(1, sizeof(*server));
     if (!server)
         return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
-    if (opts->repository_source) {
-        server->source = opts->repository_source;
-    } else if ((server->repo_root = realpath(opts->model_repository, NULL))) {
+    if (opts->n_model_repositories > 1) {
+        if ((err = repository_set_new(
+                 opts->model_repositories, opts->repository_sources,
+                 opts->n_model_repositories, &server->set))) {
+            free(server);
+            return err;
+        }
+        server->source = repository_set_source(server->set);
+    } else if (source) {
+        server->source = source;
+    } else if ((server->repo_root = realpath(path, NULL))) {
         osp_repository_local_source(server->repo_root, &server->local);
         server->source = &server->local;
     } else {
         err = osp_error_new(OSP_ERROR_INVALID_ARG,
                             "failed to stat model repository path '%s': %m",
-                            opts->model_repository);
+                            path);
         free(server);
         return err;
     }
     if ((err = copy_backend_settings(server, opts))) {
         free_backend_settings(server->backend_settings,
                               server->n_backend_settings);
+        repository_set_free(server->set);
         free(server->repo_root);
         free(server);
         return err;
@@ -940,6 +957,7 @@ void osp_server_free(osp_server *server) {
     pthread_mutex_destroy(&server->poll_mutex);
     pthread_cond_destroy(&server->poll_cond);
     free_backend_settings(server->backend_settings, server->n_backend_settings);
+    repository_set_free(server->set);
     free(server->repo_root);
     free(server);
 }

@@ -247,6 +247,24 @@ def test_poll_follows_the_bucket(moto, start_s3):
     assert server.log().count("successfully loaded 'kept'") == 2
 
 
+def test_folders_and_buckets_together(moto, start_s3, tmp_path):
+    bucket = new_bucket(moto)
+    put_model(moto, bucket, "r", "from_bucket")
+    put_model(moto, bucket, "r", "twice")
+    local = tmp_path / "local"
+    harness.write_model(local, "from_folder", identity("from_folder"))
+    harness.write_model(local, "twice", identity("twice"))
+    server = start_s3(url_of(moto, bucket, "r"), [f"--model-repository={local}"])
+    # As Triton: a name in two repositories is not served.
+    assert index(server) == {("from_bucket", "1"): "READY",
+                             ("from_folder", "1"): "READY"}
+    assert "failed to poll model 'twice': not unique across all model " \
+        "repositories" in server.log()
+    infer_ok(server, "from_bucket")
+    infer_ok(server, "from_folder")
+    assert requests.get(server.url + "/v2/models/twice/ready").status_code != 200
+
+
 # ---- credentials -----------------------------------------------------------------
 
 
