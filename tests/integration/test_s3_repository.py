@@ -7,11 +7,13 @@ or from shared files in the test's folder (never the user's ~/.aws).
 """
 
 import concurrent.futures
+import json
 import os
 import pathlib
 import time
 import uuid
 
+import boto3
 import numpy as np
 import pytest
 import requests
@@ -283,6 +285,33 @@ def test_credentials_from_a_profile_of_the_shared_files(moto, start_s3, aws_env,
     assert index(server) == {("m", "1"): "READY"}
     assert "credentials from the shared credentials file" in server.log()
     assert moto.secret not in server.log()
+
+
+def test_temporary_credentials_with_a_session_token(moto, start_s3, aws_env):
+    # Keys of an assumed role: moto refuses them without their token.
+    role = moto.iam.create_role(
+        RoleName="osprey-" + uuid.uuid4().hex[:8],
+        AssumeRolePolicyDocument=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"},
+                           "Action": "sts:AssumeRole"}]}))["Role"]
+    moto.iam.put_role_policy(
+        RoleName=role["RoleName"], PolicyName="all",
+        PolicyDocument=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+    sts = boto3.client("sts", endpoint_url=moto.endpoint, region_name="us-east-1",
+                       aws_access_key_id=moto.key_id,
+                       aws_secret_access_key=moto.secret)
+    creds = sts.assume_role(RoleArn=role["Arn"], RoleSessionName="osprey-test")["Credentials"]
+    bucket = new_bucket(moto)
+    put_model(moto, bucket, "", "m")
+    aws_env.setenv("AWS_ACCESS_KEY_ID", creds["AccessKeyId"])
+    aws_env.setenv("AWS_SECRET_ACCESS_KEY", creds["SecretAccessKey"])
+    aws_env.setenv("AWS_SESSION_TOKEN", creds["SessionToken"])
+    server = start_s3(url_of(moto, bucket))
+    assert index(server) == {("m", "1"): "READY"}
+    assert creds["SessionToken"] not in server.log()
 
 
 def test_a_wrong_secret_is_a_clear_error_without_the_secret(moto, start_s3, aws_env):
