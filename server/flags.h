@@ -17,8 +17,8 @@
 #include "osprey/trace.h"
 
 typedef struct osprey_flags {
-    const char *model_repository;     /* the first of model_repositories */
-    const char **model_repositories;  /* owned array of argv strings */
+    const char *model_repository;    /* the first of model_repositories */
+    const char **model_repositories; /* owned array of argv strings */
     size_t n_model_repositories;
     const char *server_id; /* --id: "name" of GET /v2 */
     bool exit_on_error;    /* exit at start when a model fails to load */

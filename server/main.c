@@ -119,9 +119,9 @@ static osp_error *s3_repositories_open(app *a) {
     for (size_t i = 0; i < n; i++) {
         if (!s3_url_is_s3(f->model_repositories[i]))
             continue;
-        osp_error *err =
-            s3_repository_open(f->model_repositories[i], f->repository_cache_dir,
-                               f->repository_ca_file, &a->s3_repos[i]);
+        osp_error *err = s3_repository_open(
+            f->model_repositories[i], f->repository_cache_dir,
+            f->repository_ca_file, &a->s3_repos[i]);
         if (err) {
             s3_repositories_close(a);
             return osp_error_wrap(err, "failed to open model repository");
@@ -135,7 +135,6 @@ static osp_error *core_start(app *a) {
     const osprey_flags *f = &a->flags;
     osp_server_options opts;
     osp_server_options_init(&opts);
-    opts.model_repository = f->model_repository;
     opts.control_mode = f->control_mode;
     opts.repository_poll_secs = (int)f->repository_poll_secs;
     opts.load_models = f->load_models;

@@ -461,8 +461,8 @@ static osp_error *load_versions(osp_server *server, const char *name,
     if ((err = read_config(name, &src, &cfg)) ||
         (err = osp_repository_select_versions(
              src.model_dir, &cfg->version_policy, &versions, &n_versions))) {
-        if (ov)
-            err = osp_load_override_error(name, err);
+        err = ov ? osp_load_override_error(name, err)
+                 : error_without_dirs(server, err, src.model_parent);
         goto out;
     }
     slots = calloc(n_versions, sizeof(*slots));

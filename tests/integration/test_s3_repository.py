@@ -196,6 +196,15 @@ def test_explicit_load_unload_and_override(moto, start_s3):
     assert r.status_code == 200
     assert index(server)[("later", "1")] == "UNAVAILABLE"
 
+    # A broken config's error names the file as the bucket has it.
+    moto.s3.put_object(Bucket=bucket, Key="broken/config.pbtxt", Body=b"max_batch_size: x")
+    moto.s3.put_object(Bucket=bucket, Key="broken/1/README", Body=b"")
+    r = load(server, "broken")
+    assert r.status_code == 400
+    assert r.json()["error"].startswith("broken/config.pbtxt:"), r.text
+    assert str(start_s3.cache) not in r.text + requests.post(
+        server.url + "/v2/repository/index", json={}).text
+
     r = load(server, "missing")
     assert r.status_code == 500
     assert r.json()["error"] == POLL_FAILURE.format("missing")
