@@ -120,6 +120,8 @@ typedef struct transfer {
     bool write_failed; /* the file could not be written (errno kept) */
     int write_errno;
     bool reply_too_big;
+    uint64_t size;     /* the file's listed size: never written past */
+    bool too_long;     /* the body went past `size` */
     bool body_started; /* a byte of this attempt's body has arrived */
 } transfer;
 
@@ -145,6 +147,10 @@ static size_t on_body(char *data, size_t size, size_t n, void *user) {
             !restart_file(t))
             return 0;
         t->body_started = true;
+        if (len > t->size - t->written) {
+            t->too_long = true;
+            return 0;
+        }
         for (size_t done = 0; done < len;) {
             ssize_t w = pwrite(t->fd, data + done, len - done,
                                (off_t)(t->written + done));
@@ -247,14 +253,12 @@ static void backoff(int attempt) {
         ;
 }
 
-/* The error a user can act on for an S3 error reply to a request for
- * object `key` (NULL: the listing). */
+/* The error a user can act on for S3's reply `e` (HTTP `status`) to a
+ * request for object `key` (NULL: the listing). */
 static osp_error *reply_error(const s3_client *c, long status,
-                              const transfer *t, const char *key) {
+                              const s3_error_reply *e, const char *key) {
     const char *what = key ? key : "the listing";
-    s3_error_reply e;
-    s3_error_parse(t->reply ? t->reply : "", t->reply_len, &e);
-    const char *code = e.code, *message = e.message, *region = e.region;
+    const char *code = e->code, *message = e->message, *region = e->region;
     const char *src = c->creds.source;
     if (!strcmp(code, "NoSuchBucket") || (status == 404 && !code[0] && !key))
         return osp_error_new(OSP_ERROR_NOT_FOUND,
@@ -317,12 +321,17 @@ static osp_error *perform(s3_client *c, const char *url, const char *range,
             return osp_error_new(OSP_ERROR_INTERNAL,
                                  "cannot write the model cache: %s",
                                  strerror(t->write_errno));
+        if (t->too_long)
+            return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                                 "S3 object '%s' from %s is larger than "
+                                 "listed (did it change?)",
+                                 key, c->where);
         if (rc == CURLE_OK && status >= 200 && status < 300)
             return NULL;
         if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && t->reply_too_big)) {
-            err = reply_error(c, status, t, key);
             s3_error_reply e;
             s3_error_parse(t->reply ? t->reply : "", t->reply_len, &e);
+            err = reply_error(c, status, &e, key);
             *transient = status_is_transient(status, e.code);
         } else {
             err = osp_error_new(
@@ -459,7 +468,7 @@ osp_error *s3_client_download(s3_client *c, const s3_object *obj,
                              "cannot create a file in the model cache: %s",
                              strerror(errno));
     osp_error *err = NULL;
-    transfer t = {.fd = fd};
+    transfer t = {.fd = fd, .size = obj->size};
     if (etag_is_md5(obj->etag) &&
         (!(t.md5 = EVP_MD_CTX_new()) ||
          !EVP_DigestInit_ex(t.md5, EVP_md5(), NULL))) {
