@@ -16,7 +16,8 @@ endif
 DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev \
                zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip \
                protobuf-c-compiler libprotobuf-c-dev libwslay-dev libhiredis-dev \
-               redis-server libgrpc-dev openssl libonnx-dev libonnx-testdata
+               redis-server libgrpc-dev openssl libonnx-dev libonnx-testdata \
+               libcurl4-openssl-dev libexpat1-dev libssl-dev
 
 .PHONY: run test deps venv build leakcheck fuzz clean format deploy-check
 
@@ -56,7 +57,7 @@ leakcheck: deps venv
 FUZZ_TARGETS = fuzz_model_config fuzz_safetensors fuzz_json_body \
                fuzz_json_tensor fuzz_http_compress fuzz_config_json \
                fuzz_tfs_request fuzz_queue_input fuzz_grpc_request fuzz_queue_log \
-               fuzz_onnx_model
+               fuzz_onnx_model fuzz_s3_list
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DOSPREY_CUDA=OFF \
 	  -DOSPREY_FUZZ=ON $(CMAKE_ARGS)

@@ -103,17 +103,16 @@ static bool apply_log_file(osprey_flags *f, const char *value) {
     return false;
 }
 
-/* Triton takes several repositories; Osprey serves one, and says so
- * rather than serve only the last one given. */
+/* Repeatable, as Triton's: local folders and s3:// locations mixed. */
 static bool apply_model_repository(osprey_flags *f, const char *value) {
-    if (f->model_repository) {
-        fprintf(stderr,
-                "Error: Osprey serves one model repository; got '%s' and "
-                "'%s'\n",
-                f->model_repository, value);
+    const char **grown = realloc(f->model_repositories,
+                                 (f->n_model_repositories + 1) * sizeof *grown);
+    if (!grown)
         return false;
-    }
-    f->model_repository = value;
+    f->model_repositories = grown;
+    f->model_repositories[f->n_model_repositories++] = value;
+    if (!f->model_repository)
+        f->model_repository = value;
     return true;
 }
 
@@ -397,7 +396,8 @@ static const flag_def flag_table[] = {
      .arg = "DIR",
      .kind = FLAG_APPLY,
      .apply = apply_model_repository,
-     .help = "model repository (required; one)"},
+     .help = "model repository (required; repeatable): a folder,\n"
+             "or s3://[http(s)://HOST:PORT/]BUCKET[/PREFIX]"},
     {.name = "model-store",
      .arg = "DIR",
      .kind = FLAG_APPLY,
@@ -650,6 +650,21 @@ static const flag_def flag_table[] = {
      .max = 86400,
      .default_value = "15",
      .help = "poll mode: seconds between repository scans"},
+    {.name = "repository-cache-dir",
+     .osprey_only = true,
+     .arg = "DIR",
+     .kind = FLAG_STRING,
+     .offset = FIELD(repository_cache_dir),
+     .help = "s3:// repositories: models are downloaded into a\n"
+             "private folder made here, removed at exit\n"
+             "(default: $TMPDIR or /tmp)"},
+    {.name = "repository-ca-file",
+     .osprey_only = true,
+     .arg = "FILE",
+     .kind = FLAG_STRING,
+     .offset = FIELD(repository_ca_file),
+     .help = "s3://https://... repositories: CA certificates (PEM)\n"
+             "that verify the endpoint (default: the system's)"},
     {.name = "load-model",
      .arg = "NAME",
      .kind = FLAG_APPLY,
@@ -1118,6 +1133,9 @@ void flags_free(osprey_flags *f) {
     f->n_backend_settings = 0;
     kserve_restrictions_free(f->grpc_restricted);
     free(f->load_models);
+    free(f->model_repositories);
+    f->model_repositories = NULL;
+    f->n_model_repositories = 0;
     f->load_models = NULL;
     f->n_load_models = 0;
 }

@@ -17,7 +17,9 @@
 #include "osprey/trace.h"
 
 typedef struct osprey_flags {
-    const char *model_repository;
+    const char *model_repository;    /* the first of model_repositories */
+    const char **model_repositories; /* owned array of argv strings */
+    size_t n_model_repositories;
     const char *server_id; /* --id: "name" of GET /v2 */
     bool exit_on_error;    /* exit at start when a model fails to load */
     bool strict_readiness; /* ready = live and every model ready */
@@ -29,6 +31,8 @@ typedef struct osprey_flags {
     long long http_max_input_size;
     osp_model_control_mode control_mode;
     long long repository_poll_secs;
+    const char *repository_cache_dir; /* s3:// models; NULL: $TMPDIR */
+    const char *repository_ca_file;   /* s3:// over TLS; NULL: system's */
     const char **load_models; /* owned array of argv strings */
     size_t n_load_models;
     long long log_verbose;

@@ -37,6 +37,8 @@
 #include "osprey/trace.h"
 #include "queue_api.h"
 #include "queue_services.h"
+#include "s3_repository.h"
+#include "s3_url.h"
 #include "tfserving.h"
 #if defined(OSPREY_CUDA_LINKED)
 #include "cuda_provider.h" /* osprey_fakegpu: the device is linked in */
@@ -49,6 +51,10 @@ typedef struct app {
     osprey_flags flags;
     osp_tracer *tracer;
     osp_server *core;
+    /* The repositories' sources: an s3:// --model-repository's, NULL for
+     * a folder (one per --model-repository). */
+    s3_repository **s3_repos;
+    const osp_repository_source **sources;
     kserve_context kserve;
     tfserving_context tfserving;
     queue_services *queues;
@@ -90,11 +96,45 @@ static bool tracer_stop(app *a, bool abandoned) {
 
 /* ---- the core: models, scheduling, backends and devices ---- */
 
+static void s3_repositories_close(app *a) {
+    for (size_t i = 0; a->s3_repos && i < a->flags.n_model_repositories; i++)
+        s3_repository_close(a->s3_repos[i]);
+    free(a->s3_repos);
+    free(a->sources);
+    a->s3_repos = NULL;
+    a->sources = NULL;
+}
+
+/* Opens every s3:// --model-repository (listing it once, so that a wrong
+ * location or credentials stop the start) and fills a->sources. */
+static osp_error *s3_repositories_open(app *a) {
+    const osprey_flags *f = &a->flags;
+    size_t n = f->n_model_repositories;
+    a->s3_repos = calloc(n, sizeof *a->s3_repos);
+    a->sources = calloc(n, sizeof *a->sources);
+    if (!a->s3_repos || !a->sources) {
+        s3_repositories_close(a);
+        return osp_error_out_of_memory();
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!s3_url_is_s3(f->model_repositories[i]))
+            continue;
+        osp_error *err = s3_repository_open(
+            f->model_repositories[i], f->repository_cache_dir,
+            f->repository_ca_file, &a->s3_repos[i]);
+        if (err) {
+            s3_repositories_close(a);
+            return osp_error_wrap(err, "failed to open model repository");
+        }
+        a->sources[i] = s3_repository_source(a->s3_repos[i]);
+    }
+    return NULL;
+}
+
 static osp_error *core_start(app *a) {
     const osprey_flags *f = &a->flags;
     osp_server_options opts;
     osp_server_options_init(&opts);
-    opts.model_repository = f->model_repository;
     opts.control_mode = f->control_mode;
     opts.repository_poll_secs = (int)f->repository_poll_secs;
     opts.load_models = f->load_models;
@@ -120,14 +160,26 @@ static osp_error *core_start(app *a) {
         opts.devices.providers = providers;
         opts.devices.n_providers = 1;
     }
-    osp_error *err = osp_server_new(&opts, &a->core);
+    osp_error *err = s3_repositories_open(a);
     if (err)
-        return osp_error_wrap(err, "failed to start the server");
+        return err;
+    opts.model_repositories = f->model_repositories;
+    opts.repository_sources = a->sources;
+    opts.n_model_repositories = f->n_model_repositories;
+    if ((err = osp_server_new(&opts, &a->core)))
+        err = osp_error_wrap(err, "failed to start the server");
     /* Start-up loads are done: not ready now means a model failed. */
-    if (f->exit_on_error && !osp_server_is_ready(a->core))
-        return osp_error_new(OSP_ERROR_INTERNAL,
-                             "failed to load all models (--exit-on-error)");
-    return NULL;
+    else if (f->exit_on_error && !osp_server_is_ready(a->core))
+        err = osp_error_new(OSP_ERROR_INTERNAL,
+                            "failed to load all models (--exit-on-error)");
+    if (err) {
+        /* No service uses the core yet: free it, so that the S3 cache
+         * folders can go. */
+        osp_server_free(a->core);
+        a->core = NULL;
+        s3_repositories_close(a);
+    }
+    return err;
 }
 
 static void core_quiesce(app *a) {
@@ -135,8 +187,10 @@ static void core_quiesce(app *a) {
 }
 
 static bool core_stop(app *a, bool abandoned) {
-    if (!abandoned)
+    if (!abandoned) {
         osp_server_free(a->core);
+        s3_repositories_close(a); /* after the models are gone */
+    }
     return true;
 }
 

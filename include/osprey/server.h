@@ -48,8 +48,42 @@ typedef struct osp_backend_setting {
     const char *value;
 } osp_backend_setting;
 
+/* A model repository that is not a local folder (an s3:// bucket): the
+ * server asks it for model names, for a local folder holding a model's
+ * files (backends read plain files), and for a fingerprint of each model
+ * (poll mode reloads a model whose fingerprint changed). Every slot is
+ * called from any thread, several at once. */
+typedef struct osp_repository_source {
+    void *self;
+    /* Sorted names of the repository's models. Caller frees each name and
+     * the array with free(). */
+    osp_error *(*list)(void *self, char ***names, size_t *n);
+    /* Changes when the model's files change; 0 when the model is gone.
+     * May answer from the last list(). */
+    uint64_t (*fingerprint)(void *self, const char *name);
+    /* A local folder holding the model's current files, complete (never a
+     * half-written one). NOT_FOUND when the repository has no such model.
+     * Caller frees *dir; the folder stays until the next model_dir of the
+     * same model has returned twice more, or the source is closed. */
+    osp_error *(*model_dir)(void *self, const char *name, char **dir);
+} osp_repository_source;
+
 typedef struct osp_server_options {
-    const char *model_repository; /* borrowed during osp_server_new */
+    /* A local folder; borrowed during osp_server_new. With a
+     * repository_source, only named in messages. */
+    const char *model_repository;
+    /* Where models come from instead of the local folder (NULL: the
+     * folder). Borrowed for the server's lifetime. */
+    const osp_repository_source *repository_source;
+    /* Several repositories instead (Triton's repeated --model-repository;
+     * n_model_repositories 0: the two fields above): repository i is
+     * repository_sources[i] when that array and entry are not NULL, else
+     * the local folder model_repositories[i]. A model must be in one of
+     * them only, else it does not load (as Triton). Borrowed: the paths
+     * during osp_server_new, the sources for the server's lifetime. */
+    const char *const *model_repositories;
+    const osp_repository_source *const *repository_sources;
+    size_t n_model_repositories;
     /* The backends models may name (`backend:` in config.pbtxt), looked up
      * by name. Borrowed for the server's lifetime (static tables). */
     const struct osp_backend *const *backends;

@@ -21,6 +21,7 @@
 #include "model_internal.h"
 #include "osprey/log.h"
 #include "repository.h"
+#include "repository_set.h"
 #include "request_validate.h"
 #include "trace_report.h"
 
@@ -47,7 +48,10 @@ typedef struct backend_setting {
 } backend_setting;
 
 struct osp_server {
-    char *repo_root;
+    char *repo_root; /* NULL when the models come from a source */
+    const osp_repository_source *source; /* `local`, `set` or the options' */
+    osp_repository_source local;         /* the folder at repo_root */
+    repository_set *set;                 /* several repositories, or NULL */
     const osp_backend *const *backends; /* borrowed from the options */
     size_t n_backends;
     bool auto_complete; /* Triton's auto-complete (see the options) */
@@ -200,6 +204,7 @@ out:
  * config.pbtxt, or what a load request supplied (see osp_load_override). */
 typedef struct load_source {
     char *model_dir;
+    char *model_parent; /* the folder holding model_dir, kept out of replies */
     char *override_dir; /* the temporary folder of override files, if any */
     char *text;         /* the config, protobuf text */
     size_t len;
@@ -249,6 +254,7 @@ static osp_error *read_config(const char *name, const load_source *src,
 static void load_source_free(load_source *src) {
     load_override_remove(src->override_dir);
     free(src->model_dir);
+    free(src->model_parent);
     free(src->text);
     free(src->base_text);
 }
@@ -320,10 +326,16 @@ static osp_error *load_source_open(osp_server *server, const char *name,
             !(src->model_dir = strdup(src->override_dir)))
             err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
     } else {
-        err =
-            osp_repository_model_dir(server->repo_root, name, &src->model_dir);
-        if (err && osp_error_get_code(err) == OSP_ERROR_NOT_FOUND) {
-            /* Triton's answer for a model the repository does not have;
+        err = server->source->model_dir(server->source->self, name,
+                                        &src->model_dir);
+        const char *slash = err ? NULL : strrchr(src->model_dir, '/');
+        if (slash && !(src->model_parent = strndup(
+                           src->model_dir, (size_t)(slash - src->model_dir))))
+            err = osp_error_out_of_memory();
+        if (err && (osp_error_get_code(err) == OSP_ERROR_NOT_FOUND ||
+                    server->source != &server->local)) {
+            /* Triton's answer for a model the repository does not have,
+             * or whose files could not be fetched from object storage;
              * the reason, which names the repository, is only logged. */
             OSP_LOG_ERROR("failed to load '%s': %s", name,
                           osp_error_message(err));
@@ -449,8 +461,8 @@ static osp_error *load_versions(osp_server *server, const char *name,
     if ((err = read_config(name, &src, &cfg)) ||
         (err = osp_repository_select_versions(
              src.model_dir, &cfg->version_policy, &versions, &n_versions))) {
-        if (ov)
-            err = osp_load_override_error(name, err);
+        err = ov ? osp_load_override_error(name, err)
+                 : error_without_dirs(server, err, src.model_parent);
         goto out;
     }
     slots = calloc(n_versions, sizeof(*slots));
@@ -481,7 +493,9 @@ static osp_error *load_versions(osp_server *server, const char *name,
         if (!verr)
             verr = model_load(vcfg, backend, versions[i], vpath,
                               server->strict_gpu, &slot->model);
-        verr = error_without_dirs(server, verr, src.override_dir);
+        verr = error_without_dirs(server, verr,
+                                  src.override_dir ? src.override_dir
+                                                   : src.model_parent);
         if (verr) {
             osp_model_config_free(vcfg);
             slot->state = OSP_MODEL_STATE_UNAVAILABLE;
@@ -537,7 +551,7 @@ static osp_error *load_model_locked(osp_server *server, const char *name,
     version_slot *slots = NULL, *old = NULL;
     size_t n = 0, n_old = 0;
     uint64_t fingerprint =
-        ov ? 0 : osp_repository_fingerprint(server->repo_root, name);
+        ov ? 0 : server->source->fingerprint(server->source->self, name);
     osp_error *err = error_without_dirs(
         server, load_versions(server, name, ov, &slots, &n), NULL);
     bool any_ready = false;
@@ -681,7 +695,7 @@ static void load_models(osp_server *server, char *const *names, size_t n) {
 static void poll_repository(osp_server *server) {
     char **names = NULL;
     size_t n = 0;
-    osp_error *err = osp_repository_list(server->repo_root, &names, &n);
+    osp_error *err = server->source->list(server->source->self, &names, &n);
     if (err) {
         OSP_LOG_ERROR("poll: %s", osp_error_message(err));
         osp_error_free(err);
@@ -691,7 +705,8 @@ static void poll_repository(osp_server *server) {
     char **changed = calloc(n ? n : 1, sizeof *changed);
     size_t n_changed = 0;
     for (size_t i = 0; changed && i < n; i++) {
-        uint64_t fp = osp_repository_fingerprint(server->repo_root, names[i]);
+        uint64_t fp =
+            server->source->fingerprint(server->source->self, names[i]);
         pthread_mutex_lock(&server->lock);
         model_entry *e = find_entry(server, names[i]);
         bool is_changed = !e || e->fingerprint != fp;
@@ -771,7 +786,7 @@ static void stop_polling(osp_server *server) {
 static void load_all(osp_server *server) {
     char **names = NULL;
     size_t n = 0;
-    osp_error *err = osp_repository_list(server->repo_root, &names, &n);
+    osp_error *err = server->source->list(server->source->self, &names, &n);
     if (err) {
         OSP_LOG_ERROR("cannot list model repository: %s",
                       osp_error_message(err));
@@ -819,7 +834,13 @@ static osp_error *copy_backend_settings(osp_server *server,
 }
 
 osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
-    if (!opts->model_repository)
+    const char *path = opts->model_repository;
+    const osp_repository_source *source = opts->repository_source;
+    if (opts->n_model_repositories == 1) {
+        path = opts->model_repositories[0];
+        source = opts->repository_sources ? opts->repository_sources[0] : NULL;
+    }
+    if (!path && opts->n_model_repositories == 0)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "--model-repository must be specified");
     osp_error *err = osp_devices_init(&opts->devices);
@@ -828,17 +849,30 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
     osp_server *server = calloc(1, sizeof(*server));
     if (!server)
         return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
-    server->repo_root = realpath(opts->model_repository, NULL);
-    if (!server->repo_root) {
+    if (opts->n_model_repositories > 1) {
+        if ((err = repository_set_new(
+                 opts->model_repositories, opts->repository_sources,
+                 opts->n_model_repositories, &server->set))) {
+            free(server);
+            return err;
+        }
+        server->source = repository_set_source(server->set);
+    } else if (source) {
+        server->source = source;
+    } else if ((server->repo_root = realpath(path, NULL))) {
+        osp_repository_local_source(server->repo_root, &server->local);
+        server->source = &server->local;
+    } else {
         err = osp_error_new(OSP_ERROR_INVALID_ARG,
                             "failed to stat model repository path '%s': %m",
-                            opts->model_repository);
+                            path);
         free(server);
         return err;
     }
     if ((err = copy_backend_settings(server, opts))) {
         free_backend_settings(server->backend_settings,
                               server->n_backend_settings);
+        repository_set_free(server->set);
         free(server->repo_root);
         free(server);
         return err;
@@ -923,6 +957,7 @@ void osp_server_free(osp_server *server) {
     pthread_mutex_destroy(&server->poll_mutex);
     pthread_cond_destroy(&server->poll_cond);
     free_backend_settings(server->backend_settings, server->n_backend_settings);
+    repository_set_free(server->set);
     free(server->repo_root);
     free(server);
 }
@@ -1061,7 +1096,8 @@ osp_error *osp_server_repository_index(osp_server *server, bool ready_only,
     size_t n_names = 0, cap = 0, count = 0;
     osp_repository_entry *list = NULL;
     bool ok = true;
-    osp_error *err = osp_repository_list(server->repo_root, &names, &n_names);
+    osp_error *err =
+        server->source->list(server->source->self, &names, &n_names);
     if (err)
         return err;
     pthread_mutex_lock(&server->lock);

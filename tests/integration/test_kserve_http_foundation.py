@@ -600,7 +600,6 @@ def test_help_lists_flags(tmp_path):
     (["--exit-timeout-secs=soon"], "Error: invalid value 'soon' for --exit-timeout-secs"),
     (["--grpc-port"], "Error: option '--grpc-port' needs a value"),
     (["--repository-poll-secs=0"], "Error: invalid value '0' for --repository-poll-secs"),
-    (["--model-store=/tmp"], "Error: Osprey serves one model repository"),
 ])
 def test_bad_flags_exit_2_with_a_message(tmp_path, example_repo_copy, args, message):
     """Usage errors are reported before anything starts (exit status 2)."""

@@ -185,3 +185,9 @@ osprey_add_unit_test(test_onnx_ops_extra
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_ops_extra.cc)
 target_link_libraries(test_onnx_ops_extra PRIVATE osprey_onnx)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_ops_extra)
+
+# s3:// repositories: URL forms, SigV4 (libcurl against a loopback socket),
+# the XML readers and credentials; links the S3 library the core does not.
+osprey_add_unit_test(test_s3 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_s3.cc)
+target_link_libraries(test_s3 PRIVATE osprey_s3)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_s3)

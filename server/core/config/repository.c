@@ -420,3 +420,22 @@ uint64_t osp_repository_fingerprint(const char *root, const char *name) {
     uint64_t fp = sum ^ (mix * 0x9e3779b97f4a7c15ull);
     return fp ? fp : 1;
 }
+
+static osp_error *local_list(void *root, char ***names, size_t *n) {
+    return osp_repository_list(root, names, n);
+}
+
+static uint64_t local_fingerprint(void *root, const char *name) {
+    return osp_repository_fingerprint(root, name);
+}
+
+static osp_error *local_model_dir(void *root, const char *name, char **dir) {
+    return osp_repository_model_dir(root, name, dir);
+}
+
+void osp_repository_local_source(const char *root, osp_repository_source *src) {
+    src->self = (void *)root;
+    src->list = local_list;
+    src->fingerprint = local_fingerprint;
+    src->model_dir = local_model_dir;
+}

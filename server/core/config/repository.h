@@ -13,6 +13,7 @@
 
 #include "osprey/error.h"
 #include "osprey/model_config.h"
+#include "osprey/server.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,6 +46,10 @@ osp_error *osp_repository_model_dir(const char *root, const char *name,
 osp_error *osp_repository_select_versions(const char *model_dir,
                                           const osp_version_policy *policy,
                                           int64_t **versions, size_t *n);
+
+/* *src reads the local repository at `root` (borrowed; it must outlive
+ * src) with the functions above. */
+void osp_repository_local_source(const char *root, osp_repository_source *src);
 
 #ifdef __cplusplus
 }
