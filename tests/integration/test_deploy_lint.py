@@ -76,6 +76,10 @@ DEB_PLACEMENT = {
     # onnx.proto only, compiled with protoc-c at build time.
     "libonnx-dev": "build",
     "libonnx-testdata": "test",
+    # s3:// repositories: libcurl (SigV4) and expat (ListObjectsV2).
+    "libcurl4-openssl-dev": (["libcurl4"], ["libcurl4t64"]),
+    "libexpat1-dev": (["libexpat1"], ["libexpat1"]),
+    "libssl-dev": (["libssl3"], ["libssl3t64"]),
 }
 # The build stages install libssl-dev themselves (gRPC's pkg-config file
 # needs it; on the machines it comes with libgrpc-dev).
