@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 
 #include "backend_fields.h"
+#include "ensemble.h"
+#include "ensemble_graph.h"
 #include "load_override.h"
 #include "model_internal.h"
 #include "osprey/log.h"
@@ -429,6 +431,93 @@ static osp_error *normalize_config(osp_model_config *cfg) {
     return NULL;
 }
 
+static osp_error *load_model_locked(osp_server *server, const char *name,
+                                    const osp_load_override *ov);
+
+/* How deep explicit loads of ensembles' steps nest on this thread (a
+ * bound, so that ensembles naming each other end). */
+static _Thread_local int step_load_depth;
+#define MAX_STEP_LOAD_DEPTH 8
+
+/* A reference on the model of step `st` of ensemble `ens`, as Triton
+ * resolves an ensemble's dependencies: in explicit mode a step model
+ * that is not loaded is loaded first. */
+static osp_error *ensemble_step_model(osp_server *server, const char *ens,
+                                      const osp_ensemble_step *st,
+                                      osp_model **out) {
+    osp_error *err =
+        osp_server_model_get(server, st->model_name, st->model_version, out);
+    if (err && server->control_mode == OSP_MODEL_CONTROL_EXPLICIT &&
+        step_load_depth < MAX_STEP_LOAD_DEPTH) {
+        osp_error_free(err);
+        step_load_depth++;
+        osp_error_free(load_model_locked(server, st->model_name, NULL));
+        step_load_depth--;
+        err = osp_server_model_get(server, st->model_name, st->model_version,
+                                   out);
+    }
+    if (!err)
+        return NULL;
+    osp_error_free(err);
+    if (st->model_version >= 0)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "ensemble '%s' depends on '%s' whose required "
+                             "version %lld is not loaded.",
+                             ens, st->model_name, (long long)st->model_version);
+    return osp_error_new(OSP_ERROR_INVALID_ARG,
+                         "ensemble '%s' depends on '%s' which has no loaded "
+                         "version.",
+                         ens, st->model_name);
+}
+
+/* Loads a version of an ensemble (cfg is taken over on success): a shell
+ * model whose scheduler runs the steps, checked against the configs of
+ * the step models loaded now. */
+static osp_error *load_ensemble_version(osp_server *server,
+                                        osp_model_config *cfg, int64_t version,
+                                        const char *vpath, osp_model **out) {
+    size_t n = cfg->ensemble_scheduling.n_steps;
+    osp_model **steps = calloc(n + 1, sizeof(*steps));
+    const osp_model_config **step_cfgs = calloc(n + 1, sizeof(*step_cfgs));
+    osp_error *err = steps && step_cfgs ? NULL : osp_error_out_of_memory();
+    for (size_t i = 0; i < n && !err; i++) {
+        err = ensemble_step_model(
+            server, cfg->name, &cfg->ensemble_scheduling.steps[i], &steps[i]);
+        if (!err)
+            step_cfgs[i] = osp_model_get_config(steps[i]);
+    }
+    if (!err && !(err = model_load_shell(cfg, version, vpath, out)) &&
+        (err = ensemble_attach(*out, server, step_cfgs))) {
+        (*out)->config = NULL; /* the caller keeps it on failure */
+        osp_model_unref(*out);
+        *out = NULL;
+    }
+    for (size_t i = 0; steps && i < n; i++)
+        osp_model_unref(steps[i]);
+    free(steps);
+    free(step_cfgs);
+    return err;
+}
+
+/* Loads version `version` of a model that a backend serves (cfg is taken
+ * over on success). */
+static osp_error *load_backend_version(osp_server *server,
+                                       osp_model_config *cfg, int64_t version,
+                                       const char *vpath, osp_model **out) {
+    const osp_backend *backend = NULL;
+    osp_error *err = find_backend(server, cfg, &backend);
+    if (!err)
+        err = set_backend_config(server, backend->name, cfg);
+    if (!err && server->auto_complete && backend->auto_complete &&
+        (cfg->n_inputs == 0 || cfg->n_outputs == 0))
+        err = backend->auto_complete(cfg, vpath);
+    if (!err)
+        err = normalize_config(cfg);
+    if (!err)
+        err = model_load(cfg, backend, version, vpath, server->strict_gpu, out);
+    return err;
+}
+
 /* Loads every selected version of model `name` into new slots. Returns an
  * error only when nothing could be tried (bad name, config, versions);
  * per-version failures are recorded in the slots. */
@@ -453,6 +542,14 @@ static osp_error *load_versions(osp_server *server, const char *name,
             err = osp_load_override_error(name, err);
         goto out;
     }
+    if ((err = ensemble_check_config(cfg))) {
+        /* Triton finds these when it polls the repository: the model
+         * never gets as far as a load. */
+        OSP_LOG_ERROR("%s", osp_error_message(err));
+        osp_error_free(err);
+        err = poll_failure(name);
+        goto out;
+    }
     slots = calloc(n_versions, sizeof(*slots));
     if (!slots) {
         err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
@@ -468,19 +565,12 @@ static osp_error *load_versions(osp_server *server, const char *name,
          * versions independent). */
         osp_model_config *vcfg = NULL;
         osp_error *verr = read_config(name, &src, &vcfg);
-        const osp_backend *backend = NULL;
-        if (!verr)
-            verr = find_backend(server, vcfg, &backend);
-        if (!verr)
-            verr = set_backend_config(server, backend->name, vcfg);
-        if (!verr && server->auto_complete && backend->auto_complete &&
-            (vcfg->n_inputs == 0 || vcfg->n_outputs == 0))
-            verr = backend->auto_complete(vcfg, vpath);
-        if (!verr)
-            verr = normalize_config(vcfg);
-        if (!verr)
-            verr = model_load(vcfg, backend, versions[i], vpath,
-                              server->strict_gpu, &slot->model);
+        if (!verr && vcfg->ensemble_scheduling.enabled)
+            verr = load_ensemble_version(server, vcfg, versions[i], vpath,
+                                         &slot->model);
+        else if (!verr)
+            verr = load_backend_version(server, vcfg, versions[i], vpath,
+                                        &slot->model);
         verr = error_without_dirs(server, verr, src.override_dir);
         if (verr) {
             osp_model_config_free(vcfg);
@@ -644,9 +734,79 @@ static void *parallel_load_worker(void *arg) {
     return NULL;
 }
 
+static void load_plain_models(osp_server *server, char *const *names, size_t n);
+
+/* Whether model folder `name` holds an ensemble's config. */
+static bool is_ensemble_folder(const osp_server *server, const char *name) {
+    char path[PATH_MAX];
+    osp_model_config *cfg = NULL;
+    snprintf(path, sizeof path, "%s/%s/config.pbtxt", server->repo_root, name);
+    osp_error *err = osp_model_config_load(path, &cfg);
+    bool yes = !err && (cfg->ensemble_scheduling.enabled ||
+                        strcmp(cfg->platform, "ensemble") == 0);
+    osp_error_free(err);
+    osp_model_config_free(cfg);
+    return yes;
+}
+
+static bool has_ready_version(const model_entry *e) {
+    for (size_t v = 0; e && v < e->n_versions; v++)
+        if (e->versions[v].state == OSP_MODEL_STATE_READY)
+            return true;
+    return false;
+}
+
+/* Loads the ensembles names[0..n) (borrowed) one at a time, again while a
+ * round makes one more ready: an ensemble of ensembles loads once the
+ * inner ones have. Call with load_lock held. */
+static void load_ensembles(osp_server *server, char *const *names, size_t n) {
+    bool *ready = calloc(n + 1, sizeof(*ready));
+    bool progress = true;
+    for (int round = 0; ready && progress && round <= MAX_STEP_LOAD_DEPTH;
+         round++) {
+        progress = false;
+        for (size_t i = 0; i < n; i++) {
+            if (ready[i])
+                continue;
+            osp_error_free(load_model_locked(server, names[i], NULL));
+            pthread_mutex_lock(&server->lock);
+            ready[i] = has_ready_version(find_entry(server, names[i]));
+            pthread_mutex_unlock(&server->lock);
+            progress |= ready[i];
+        }
+    }
+    free(ready);
+}
+
 /* Loads models names[0..n) (borrowed); call with load_lock held.
- * Failures are logged and recorded, not returned. */
+ * Failures are logged and recorded, not returned. Ensembles load after
+ * the other models, which their steps may name. */
 static void load_models(osp_server *server, char *const *names, size_t n) {
+    char **plain = calloc(n + 1, sizeof(*plain));
+    char **ensembles = calloc(n + 1, sizeof(*ensembles));
+    size_t n_plain = 0, n_ensembles = 0;
+    if (!plain || !ensembles) {
+        free(plain);
+        free(ensembles);
+        load_plain_models(server, names, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (is_ensemble_folder(server, names[i]))
+            ensembles[n_ensembles++] = names[i];
+        else
+            plain[n_plain++] = names[i];
+    }
+    load_plain_models(server, plain, n_plain);
+    load_ensembles(server, ensembles, n_ensembles);
+    free(plain);
+    free(ensembles);
+}
+
+/* Loads models names[0..n) (borrowed) on up to load_threads threads; call
+ * with load_lock held. */
+static void load_plain_models(osp_server *server, char *const *names,
+                              size_t n) {
     pthread_mutex_lock(&server->lock);
     for (size_t i = 0; i < n; i++) {
         osp_error *unsafe = osp_repository_check_name(names[i]);
@@ -695,7 +855,11 @@ static void poll_repository(osp_server *server) {
         pthread_mutex_lock(&server->lock);
         model_entry *e = find_entry(server, names[i]);
         bool is_changed = !e || e->fingerprint != fp;
+        bool waiting = e && !has_ready_version(e);
         pthread_mutex_unlock(&server->lock);
+        /* An ensemble that is not ready may wait for a step model that
+         * this poll brings: it is tried again. */
+        is_changed |= waiting && is_ensemble_folder(server, names[i]);
         if (is_changed) {
             OSP_LOG_INFO("poll: loading '%s'", names[i]);
             changed[n_changed++] = names[i];
@@ -1154,8 +1318,11 @@ osp_error *osp_server_alloc_input_buffer(osp_server *server, size_t size,
     return NULL;
 }
 
-osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
-                                  osp_infer_complete_fn complete, void *user) {
+/* osp_server_infer_async; a step of an ensemble also reports its compute
+ * durations to `sink` (NULL for others). */
+static osp_error *submit(osp_server *server, osp_infer_request *req,
+                         osp_infer_complete_fn complete, void *user,
+                         stats_sink *sink) {
     uint64_t request_start = osp_now_ns();
     if (atomic_load(&server->shutting_down)) {
         osp_infer_request_free(req);
@@ -1181,13 +1348,29 @@ osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
     p->complete = complete;
     p->user = user;
     p->times.request_start = request_start;
+    p->secondary_stats = sink;
     if ((err = request_validate(model->config, p))) {
         pending_request_free(p);
         return err;
     }
     if (req->trace)
         trace_report_accepted(p);
+    if (model->ensemble) {
+        ensemble_start(model->ensemble, p);
+        return NULL;
+    }
     return model_enqueue(model, p);
+}
+
+osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
+                                  osp_infer_complete_fn complete, void *user) {
+    return submit(server, req, complete, user, NULL);
+}
+
+osp_error *server_infer_step(osp_server *server, osp_infer_request *req,
+                             osp_infer_complete_fn complete, void *user,
+                             stats_sink *sink) {
+    return submit(server, req, complete, user, sink);
 }
 
 /* ---- statistics -----------------------------------------------------------

@@ -76,6 +76,8 @@ void pending_request_finish(pending_request *p, osp_infer_response *resp) {
             };
             model_stats_record_success(&p->model->stats, &t, end_ns,
                                        p->batch_size);
+            if (p->secondary_stats)
+                stats_sink_add(p->secondary_stats, &t);
         } else {
             model_stats_record_failure(&p->model->stats, p->times.request_start,
                                        end_ns, p->failure_reason);

@@ -43,6 +43,9 @@ typedef struct pending_request {
     bool ordered;        /* delivered in queue order (preserve_ordering) */
     osp_infer_response *held_response; /* finished, waiting for its turn */
     osp_failure_reason failure_reason; /* statistics label if it fails */
+    /* A step of an ensemble also adds its compute durations here when it
+     * succeeds (borrowed; NULL for other requests). */
+    stats_sink *secondary_stats;
 } pending_request;
 
 /* Frees a pending request and everything it owns, releasing its model

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "osprey/stats.h"
@@ -28,6 +29,16 @@ typedef struct stats_stamps {
     uint64_t compute_output_start;
     uint64_t compute_end;
 } stats_stamps;
+
+/* Where a request's compute durations are also added when it succeeds
+ * (Triton's secondary statistics aggregator): an ensemble sums its steps'
+ * into its own compute stages. */
+typedef struct stats_sink {
+    atomic_uint_fast64_t input_ns, infer_ns, output_ns;
+} stats_sink;
+
+/* Adds t's compute stages to sink. */
+void stats_sink_add(stats_sink *sink, const stats_stamps *t);
 
 /* Sets up counters for batches of up to max_batch rows. */
 osp_error *model_stats_init(model_stats *s, int64_t max_batch);
