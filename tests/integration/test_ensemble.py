@@ -303,3 +303,34 @@ def test_step_traces_are_children_of_the_ensemble_trace(start_server, repo, tmp_
     assert sorted(c["model_name"] for c in children) == ["id_a", "id_b", "simple", "simple"]
     assert all(c["request_id"] == "t1" for c in children)
     assert len({c["id"] for c in children}) == 4
+
+
+def test_an_onnx_model_between_identity_steps(start_server, tmp_path):
+    import onnx
+    import onnx_models
+    repo = tmp_path / "repo"
+    model = onnx_models.mlp()
+    (repo / "mlp" / "1").mkdir(parents=True)
+    onnx.save(model, str(repo / "mlp" / "1" / "model.onnx"))  # auto-completed
+    harness.write_model(repo, "pre", harness.identity_config("pre", "TYPE_FP32", [16]))
+    harness.write_model(repo, "post", harness.identity_config("post", "TYPE_FP32", [4]))
+    # "x16" feeds the model and is returned as well: two readers, one copy.
+    harness.write_model(repo, "ens_mlp", (
+        'name: "ens_mlp"\nplatform: "ensemble"\nmax_batch_size: 4\n'
+        'input [ { name: "X" data_type: TYPE_FP32 dims: [ 16 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] },\n'
+        '         { name: "x16" data_type: TYPE_FP32 dims: [ 16 ] } ]\n'
+        "ensemble_scheduling {\n  step [\n" + ",\n".join([
+            step("pre", {"INPUT0": "X"}, {"OUTPUT0": "x16"}),
+            step("mlp", {"x": "x16"}, {"y": "logits"}),
+            step("post", {"INPUT0": "logits"}, {"OUTPUT0": "Y"})]) + "\n  ]\n}\n"))
+    srv = start_server(repo)
+    x = np.random.default_rng(3).standard_normal((3, 16)).astype(np.float32)
+    (want,) = onnx_models.reference(model, {"x": x})
+    for mod, client in ((httpclient, httpclient.InferenceServerClient(srv.hostport)),
+                        (grpcclient, grpcclient.InferenceServerClient(srv.grpc_url))):
+        i = mod.InferInput("X", [3, 16], "FP32")
+        i.set_data_from_numpy(x)
+        r = client.infer("ens_mlp", [i])
+        np.testing.assert_allclose(r.as_numpy("Y"), want, rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(r.as_numpy("x16"), x)
