@@ -24,6 +24,7 @@
 #include "osprey/log.h"
 #include "repository.h"
 #include "request_validate.h"
+#include "response_cache.h"
 #include "trace_report.h"
 
 typedef struct version_slot {
@@ -70,6 +71,7 @@ struct osp_server {
     bool poll_stop; /* under poll_mutex */
     pthread_mutex_t poll_mutex;
     pthread_cond_t poll_cond;
+    response_cache *cache; /* NULL: none (response_cache_bytes 0) */
 };
 
 /* The registered backend a config names (borrowed), or INVALID_ARG naming
@@ -565,7 +567,13 @@ static osp_error *load_versions(osp_server *server, const char *name,
          * versions independent). */
         osp_model_config *vcfg = NULL;
         osp_error *verr = read_config(name, &src, &vcfg);
-        if (!verr && vcfg->ensemble_scheduling.enabled)
+        if (!verr && vcfg->decoupled && vcfg->response_cache)
+            verr = osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "Response Cache does not currently support "
+                                 "model %s with 'decoupled' transaction "
+                                 "policy. Please disable the response cache.",
+                                 name);
+        else if (!verr && vcfg->ensemble_scheduling.enabled)
             verr = load_ensemble_version(server, vcfg, versions[i], vpath,
                                          &slot->model);
         else if (!verr)
@@ -1000,7 +1008,10 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
         free(server);
         return err;
     }
-    if ((err = copy_backend_settings(server, opts))) {
+    if ((err = copy_backend_settings(server, opts)) ||
+        (opts->response_cache_bytes &&
+         (err = response_cache_new(opts->response_cache_bytes,
+                                   &server->cache)))) {
         free_backend_settings(server->backend_settings,
                               server->n_backend_settings);
         free(server->repo_root);
@@ -1087,6 +1098,7 @@ void osp_server_free(osp_server *server) {
     pthread_mutex_destroy(&server->poll_mutex);
     pthread_cond_destroy(&server->poll_cond);
     free_backend_settings(server->backend_settings, server->n_backend_settings);
+    response_cache_free(server->cache);
     free(server->repo_root);
     free(server);
 }
@@ -1318,6 +1330,26 @@ osp_error *osp_server_alloc_input_buffer(osp_server *server, size_t size,
     return NULL;
 }
 
+/* Looks validated request p up in the response cache: a hit completes p
+ * (true; ownership of p moved); on a miss p remembers the key, so that its
+ * response is inserted when it succeeds. */
+static bool answer_from_cache(response_cache *cache, pending_request *p) {
+    uint64_t start = osp_now_ns();
+    osp_infer_response *resp = pending_request_response_new(p);
+    p->cache_key = response_cache_key(cache, p->model->config->name,
+                                      p->model->version, p->req);
+    bool hit = resp && response_cache_lookup(cache, p->cache_key, resp);
+    p->cache_lookup_ns = osp_now_ns() - start;
+    if (!hit) {
+        osp_infer_response_free(resp);
+        p->cache = cache;
+        return false;
+    }
+    p->cache_hit = true;
+    pending_request_finish(p, resp);
+    return true;
+}
+
 /* osp_server_infer_async; a step of an ensemble also reports its compute
  * durations to `sink` (NULL for others). */
 static osp_error *submit(osp_server *server, osp_infer_request *req,
@@ -1355,6 +1387,9 @@ static osp_error *submit(osp_server *server, osp_infer_request *req,
     }
     if (req->trace)
         trace_report_accepted(p);
+    if (server->cache && model->config->response_cache &&
+        answer_from_cache(server->cache, p))
+        return NULL;
     if (model->ensemble) {
         ensemble_start(model->ensemble, p);
         return NULL;
@@ -1406,6 +1441,7 @@ static osp_error *append_model(osp_server *server, const char *name,
                   : osp_error_out_of_memory();
     if (!err) {
         m->pending_requests = model_pending_count(model);
+        m->response_cache = server->cache && model->config->response_cache;
         (*n)++;
     } else {
         free(m->name);

@@ -255,6 +255,34 @@ static const struct model_family {
      "gauge", f_pending},
 };
 
+static uint64_t f_cache_hits(const osp_model_stats *m) {
+    return m->cache_hit.count;
+}
+static uint64_t f_cache_misses(const osp_model_stats *m) {
+    return m->cache_miss.count;
+}
+static uint64_t f_cache_hit_us(const osp_model_stats *m) {
+    return m->cache_hit.us;
+}
+static uint64_t f_cache_miss_us(const osp_model_stats *m) {
+    return m->cache_miss.us;
+}
+
+/* Triton's per-model cache families, for the models the response cache
+ * serves (none of them when no model uses it). */
+static const struct model_family cache_families[] = {
+    {"nv_cache_num_hits_per_model", "Number of cache hits per model", "counter",
+     f_cache_hits},
+    {"nv_cache_num_misses_per_model", "Number of cache misses per model",
+     "counter", f_cache_misses},
+    {"nv_cache_hit_duration_per_model",
+     "Total cache hit duration per model, in microseconds", "counter",
+     f_cache_hit_us},
+    {"nv_cache_miss_duration_per_model",
+     "Total cache miss (insert+lookup) duration per model, in microseconds",
+     "counter", f_cache_miss_us},
+};
+
 /* Triton's label order of the failure reasons. */
 static const osp_failure_reason failure_order[] = {
     OSP_FAILURE_REJECTED, OSP_FAILURE_CANCELED, OSP_FAILURE_BACKEND,
@@ -277,6 +305,19 @@ static void render_models(jbuf *b, const osp_model_stats *stats, size_t n) {
                              osp_failure_reason_name(reason));
                 value_u64(b, stats[i].failures[reason]);
             }
+        }
+    }
+    bool any_cache = false;
+    for (size_t i = 0; i < n; i++)
+        any_cache |= stats[i].response_cache;
+    for (size_t f = 0; any_cache && f < 4; f++) {
+        const struct model_family *fam = &cache_families[f];
+        family(b, fam->name, fam->help, fam->type);
+        for (size_t i = 0; i < n; i++) {
+            if (!stats[i].response_cache)
+                continue;
+            model_sample(b, fam->name, &stats[i], NULL);
+            value_u64(b, fam->field(&stats[i]));
         }
     }
 }

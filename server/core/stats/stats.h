@@ -47,6 +47,14 @@ void model_stats_destroy(model_stats *s);
 /* A request ended well at end_ns: one success of `rows` inferences. */
 void model_stats_record_success(model_stats *s, const stats_stamps *t,
                                 uint64_t end_ns, int64_t rows);
+/* A request answered from the response cache at end_ns: a success (its
+ * duration counted, as Triton counts it) and a cache hit whose lookup took
+ * lookup_ns; no inference, queue or compute time. */
+void model_stats_record_cache_hit(model_stats *s, uint64_t request_start_ns,
+                                  uint64_t end_ns, uint64_t lookup_ns);
+/* A cache miss whose lookup and insertion took ns together. */
+void model_stats_record_cache_miss(model_stats *s, uint64_t ns);
+
 /* A queued request failed at end_ns. */
 void model_stats_record_failure(model_stats *s, uint64_t request_start_ns,
                                 uint64_t end_ns, osp_failure_reason reason);
