@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Ensemble and response-cache benchmark (issue 22), on the CPU device.
+
+Writes a temporary model repository and starts build/osprey with
+--cache-config=local,size=64MiB, then drives pairs of models with
+build/tests/bench/load_client (closed loop, keep-alive, one binary request
+in flight per connection), alternating the two sides of each pair
+--repeat times, and prints a markdown table of infer/s, their ratio and
+p50/p99 latency:
+
+  ensemble   "ens_two": an ensemble of two identity steps (FP32 [1, N])
+             against "one": the same identity model called alone (goal of
+             the issue: ensemble / one >= 0.9)
+  cache      "simple_cached" (add_sub, response_cache on) sent the same
+             request every time, so every request after the first is a hit,
+             against "simple" (the same model without the cache) at c=16
+             (goal: hit / run >= 1.0; hit latency p50 < 50 us server time)
+
+The server time of a hit is read from the statistics endpoint: the mean
+request duration (success.ns / success.count) over the measured runs of the
+cached model, all of them hits after the first. Nothing is asserted; the
+exit status is 1 only when the server failed or a request got an error.
+Only the Python standard library is used.
+"""
+
+import argparse
+import array
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from http_bench import Server, median_run, wait_ready  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def identity(name, dtype, dims):
+    return ('name: "%s"\nbackend: "identity"\nmax_batch_size: 8\n'
+            'input [ { name: "INPUT0" data_type: %s dims: %s } ]\n'
+            'output [ { name: "OUTPUT0" data_type: %s dims: %s } ]\n'
+            % (name, dtype, dims, dtype, dims))
+
+
+def add_sub(name, cached):
+    text = ('name: "%s"\nbackend: "add_sub"\nmax_batch_size: 8\n'
+            'input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] },\n'
+            '        { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]\n'
+            'output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] },\n'
+            '         { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]\n' % name)
+    return text + ("response_cache { enable: true }\n" if cached else "")
+
+
+ENSEMBLE = '''name: "ens_two"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+ensemble_scheduling {
+  step [
+    { model_name: "step_a" model_version: -1
+      input_map { key: "INPUT0" value: "INPUT0" }
+      output_map { key: "OUTPUT0" value: "middle" } },
+    { model_name: "step_b" model_version: -1
+      input_map { key: "INPUT0" value: "middle" }
+      output_map { key: "OUTPUT0" value: "OUTPUT0" } }
+  ]
+}
+'''
+
+
+def make_repo(root):
+    models = {
+        "one": identity("one", "TYPE_FP32", "[ -1 ]"),
+        "step_a": identity("step_a", "TYPE_FP32", "[ -1 ]"),
+        "step_b": identity("step_b", "TYPE_FP32", "[ -1 ]"),
+        "ens_two": ENSEMBLE,
+        "simple": add_sub("simple", False),
+        "simple_cached": add_sub("simple_cached", True),
+    }
+    for name, text in models.items():
+        os.makedirs(os.path.join(root, name, "1"))
+        with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
+            f.write(text)
+
+
+def write_body(path, inputs):
+    """A binary request of `inputs` [(name, datatype, shape, bytes)]; returns
+    its Inference-Header-Content-Length."""
+    header = json.dumps({
+        "inputs": [{"name": n, "datatype": t, "shape": s,
+                    "parameters": {"binary_data_size": len(b)}} for n, t, s, b in inputs],
+    }, separators=(",", ":")).encode()
+    with open(path, "wb") as f:
+        f.write(header + b"".join(b for _, _, _, b in inputs))
+    return len(header)
+
+
+def model_stats(address, model):
+    with urllib.request.urlopen("http://%s/v2/models/%s/stats" % (address, model),
+                                timeout=10) as r:
+        return json.load(r)["model_stats"][0]
+
+
+def run_load(args, address, model, body, ihcl, concurrency):
+    argv = [args.load_client, "--url", address,
+            "--path", "/v2/models/%s/infer" % model,
+            "--body-file", body, "--ihcl", str(ihcl),
+            "--concurrency", str(concurrency), "--threads", str(args.client_threads),
+            "--duration", str(args.duration), "--warmup", str(args.warmup), "--json"]
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode not in (0, 1) or not p.stdout.strip():
+        raise RuntimeError("load_client failed (%d): %s" % (p.returncode, p.stderr.strip()))
+    r = json.loads(p.stdout)
+    if args.verbose:
+        print("  %-14s %9.1f infer/s  p50 %6.3f ms  p99 %6.3f ms  errors %d"
+              % (model, r["requests_per_s"], r["latency_ms"]["p50"],
+                 r["latency_ms"]["p99"], r["errors"]), file=sys.stderr, flush=True)
+    return r
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    p.add_argument("--osprey", help="server binary (default BUILD/osprey)")
+    p.add_argument("--load-client", help="default BUILD/tests/bench/load_client")
+    p.add_argument("--elements", type=int, default=1024,
+                   help="FP32 elements of the identity requests")
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--client-threads", type=int, default=1)
+    p.add_argument("--duration", type=float, default=3.0, help="measured s per run")
+    p.add_argument("--warmup", type=float, default=0.5)
+    p.add_argument("--repeat", type=int, default=3, help="alternating runs per side")
+    p.add_argument("--http-threads", type=int, default=8)
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args()
+    args.osprey = args.osprey or os.path.join(args.build_dir, "osprey")
+    args.load_client = args.load_client or os.path.join(
+        args.build_dir, "tests", "bench", "load_client")
+    return args
+
+
+def main():
+    args = parse_args()
+    for path in (args.osprey, args.load_client):
+        if not os.access(path, os.X_OK):
+            sys.exit("pipeline_bench: %s is missing; build first" % path)
+    work = tempfile.mkdtemp(prefix="osprey-pipeline-bench-")
+    repo = os.path.join(work, "repo")
+    make_repo(repo)
+    rng = random.Random(22)
+    floats = array.array("f", (rng.random() for _ in range(args.elements))).tobytes()
+    ints = array.array("i", range(16)).tobytes()
+    id_body = os.path.join(work, "identity.bin")
+    id_ihcl = write_body(id_body, [("INPUT0", "FP32", [1, args.elements], floats)])
+    simple_body = os.path.join(work, "simple.bin")
+    simple_ihcl = write_body(simple_body, [("INPUT0", "INT32", [1, 16], ints),
+                                           ("INPUT1", "INT32", [1, 16], ints)])
+    pairs = [("ensemble of 2 identity steps ÷ one identity model", "ens_two", "one",
+              id_body, id_ihcl, 0.9),
+             ("cache hit ÷ running `simple`", "simple_cached", "simple",
+              simple_body, simple_ihcl, 1.0)]
+    status = 0
+    server = Server("osprey", [
+        args.osprey, "--model-repository=" + repo, "--http-port=0",
+        "--http-address=127.0.0.1", "--metrics-port=0", "--grpc-port=0",
+        "--cache-config=local,size=67108864",
+        "--http-thread-count=%d" % args.http_threads], work)
+    try:
+        server.wait_started(60)
+        wait_ready(server.address, ["/v2/health/ready"], 60)
+        rows = []
+        for label, a, b, body, ihcl, goal in pairs:
+            runs = {a: [], b: []}
+            before = model_stats(server.address, a)["inference_stats"]["success"]
+            for _ in range(args.repeat):
+                for model in (a, b):
+                    r = run_load(args, server.address, model, body, ihcl,
+                                 args.concurrency)
+                    runs[model].append(r)
+                    if r["errors"] or r["requests"] == 0:
+                        status = 1
+                        print("ERROR in %s: %s" % (model, r.get("first_error")),
+                              file=sys.stderr)
+                    if not server.alive():
+                        raise RuntimeError("osprey died:\n" + server.log_tail())
+            after = model_stats(server.address, a)["inference_stats"]["success"]
+            server_us = (after["ns"] - before["ns"]) / max(1, after["count"] - before["count"]) / 1e3
+            ra, rb = median_run(runs[a]), median_run(runs[b])
+            rows.append((label, ra, rb, goal, server_us))
+        hits = model_stats(server.address, "simple_cached")["inference_stats"]
+        print("| pair | infer/s | infer/s (baseline) | ratio (goal) | p50 / p99 ms | "
+              "p50 / p99 ms (baseline) | mean server time of the first side |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for label, ra, rb, goal, server_us in rows:
+            ratio = ra["requests_per_s"] / rb["requests_per_s"] if rb["requests_per_s"] else 0
+            print("| %s | %.0f | %.0f | **%.2f** (%.1f) | %.3f / %.3f | %.3f / %.3f | %.1f µs |"
+                  % (label, ra["requests_per_s"], rb["requests_per_s"], ratio, goal,
+                     ra["latency_ms"]["p50"], ra["latency_ms"]["p99"],
+                     rb["latency_ms"]["p50"], rb["latency_ms"]["p99"], server_us))
+        print()
+        print("c=%d, %d FP32 elements per identity request, %d alternating runs of %.1f s "
+              "per side (median run shown); cache hits %d, misses %d; %d CPUs"
+              % (args.concurrency, args.elements, args.repeat, args.duration,
+                 hits["cache_hit"]["count"], hits["cache_miss"]["count"], os.cpu_count()))
+    finally:
+        rc = server.stop()
+        if rc not in (0, None):
+            print("osprey exited with %s" % rc, file=sys.stderr)
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
