@@ -334,3 +334,19 @@ def test_an_onnx_model_between_identity_steps(start_server, tmp_path):
         r = client.infer("ens_mlp", [i])
         np.testing.assert_allclose(r.as_numpy("Y"), want, rtol=1e-4, atol=1e-5)
         np.testing.assert_array_equal(r.as_numpy("x16"), x)
+
+
+def test_a_long_chain_of_steps(start_server, repo):
+    # 500 identity steps one after the other, each completing on the
+    # thread that submitted it (identity runs inline).
+    n = 500
+    steps = [step("id_a", {"INPUT0": "IN0" if k == 0 else f"t{k}"},
+                  {"OUTPUT0": "OUT" if k == n - 1 else f"t{k + 1}"}) for k in range(n)]
+    harness.write_model(repo, "ens_chain", ensemble_config("ens_chain", ["IN0"], ["OUT"], steps))
+    srv = start_server(repo)
+    client = grpcclient.InferenceServerClient(srv.grpc_url)
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    i = grpcclient.InferInput("IN0", [1, 16], "INT32")
+    i.set_data_from_numpy(a)
+    np.testing.assert_array_equal(client.infer("ens_chain", [i]).as_numpy("OUT"), a)
+    assert stats_of(srv, "id_a")["inference_stats"]["success"]["count"] == n

@@ -1,10 +1,13 @@
 /*
  * The ensemble scheduler (see ensemble.h). One `ensemble_run` per request:
  * the tensors made so far, which steps have started, how many are in
- * flight. Step completions arrive on the step models' threads (or inline,
- * inside the call that submitted the step); each takes the run's lock,
- * stores the step's outputs, picks the steps that became ready and submits
- * them after unlocking. The last completion builds the ensemble's response.
+ * flight, the steps ready to submit. Step completions arrive on the step
+ * models' threads, or inline inside the call that submitted the step; each
+ * stores the step's outputs under the run's lock and queues the steps that
+ * became ready. One thread at a time drives the run (drive_run): it submits
+ * what is queued and, when nothing is left in flight, answers the
+ * ensemble's request. A completion that finds a driver leaves the work to
+ * it, so a chain of steps that complete inline never nests calls.
  */
 #include "ensemble.h"
 
@@ -42,7 +45,7 @@ typedef struct run_step {
     ensemble_run *run;
     size_t index;
     bool started;
-    size_t next_ready; /* links steps to submit (SIZE_MAX ends the list) */
+    size_t next_ready; /* the ready queue's link (SIZE_MAX ends it) */
     osp_trace *trace;  /* the step's child trace, or NULL */
 } run_step;
 
@@ -52,9 +55,11 @@ struct ensemble_run {
     pthread_mutex_t lock;
     tensor_value *tensors;
     run_step *steps;
-    size_t in_flight;   /* steps submitted and not completed */
-    osp_error *error;   /* the first step error, already prefixed */
-    stats_sink compute; /* the steps' compute durations, summed */
+    size_t in_flight; /* steps queued or submitted, not completed */
+    size_t ready_head, ready_tail; /* steps to submit, FIFO; SIZE_MAX: none */
+    bool driving;                  /* a thread is in drive_run */
+    osp_error *error;              /* the first step error, already prefixed */
+    stats_sink compute;            /* the steps' compute durations, summed */
 };
 
 /* ---- buffers ----------------------------------------------------------- */
@@ -120,11 +125,11 @@ static void set_tensor(ensemble_run *run, size_t t, osp_datatype dtype,
     v->readers_left = plan->readers[t] + (plan->is_output[t] ? 1 : 0);
 }
 
-/* Links into *head every step not started whose inputs are all ready, and
- * counts them in flight. Lock held. */
-static void collect_ready(ensemble_run *run, size_t *head) {
+/* Queues every step not started whose inputs are all ready, in config
+ * order, and counts them in flight. Lock held. */
+static void collect_ready(ensemble_run *run) {
     const ensemble_plan *plan = run->ens->plan;
-    for (size_t s = plan->n_steps; s-- > 0;) {
+    for (size_t s = 0; s < plan->n_steps; s++) {
         run_step *rs = &run->steps[s];
         if (rs->started)
             continue;
@@ -134,8 +139,12 @@ static void collect_ready(ensemble_run *run, size_t *head) {
         if (!ready)
             continue;
         rs->started = true;
-        rs->next_ready = *head;
-        *head = s;
+        rs->next_ready = SIZE_MAX;
+        if (run->ready_head == SIZE_MAX)
+            run->ready_head = s;
+        else
+            run->steps[run->ready_tail].next_ready = s;
+        run->ready_tail = s;
         run->in_flight++;
     }
 }
@@ -217,14 +226,10 @@ static void run_finish(ensemble_run *run) {
     pthread_mutex_unlock(&ens->lock);
 }
 
-/* Records a step's end: its error (ownership moves; NULL when it worked)
- * becomes the run's unless one came first; then whatever became ready is
- * submitted, or the run finishes when nothing is left in flight. */
-static void submit_steps(ensemble_run *run, size_t head);
-
-static void step_ended(ensemble_run *run, osp_error *step_error) {
-    size_t head = SIZE_MAX;
-    pthread_mutex_lock(&run->lock);
+/* Records a step's end (lock held): its error (ownership moves; NULL when
+ * it worked) becomes the run's unless one came first; otherwise the steps
+ * it made ready are queued. */
+static void step_ended_locked(ensemble_run *run, osp_error *step_error) {
     if (step_error && !run->error)
         run->error = osp_error_new(
             osp_error_get_code(step_error), "in ensemble '%s', %s",
@@ -232,13 +237,21 @@ static void step_ended(ensemble_run *run, osp_error *step_error) {
     osp_error_free(step_error);
     run->in_flight--;
     if (!run->error)
-        collect_ready(run, &head);
-    bool done = run->in_flight == 0;
+        collect_ready(run);
+}
+
+static void drive_run(ensemble_run *run);
+
+/* A step's end from its completion: recorded, then the run is driven
+ * here unless a thread already drives it. */
+static void step_ended(ensemble_run *run, osp_error *step_error) {
+    pthread_mutex_lock(&run->lock);
+    step_ended_locked(run, step_error);
+    bool drive = !run->driving;
+    run->driving = true;
     pthread_mutex_unlock(&run->lock);
-    if (done)
-        run_finish(run);
-    else
-        submit_steps(run, head);
+    if (drive)
+        drive_run(run);
 }
 
 /* A step's completion callback: its outputs become ensemble tensors. */
@@ -314,29 +327,46 @@ static osp_error *step_request(ensemble_run *run, size_t s,
     return NULL;
 }
 
-/* Submits the linked steps from `head` (each counted in flight). The run
- * stays alive while one of them is not yet submitted: read the next link
- * before submitting. */
-static void submit_steps(ensemble_run *run, size_t head) {
-    while (head != SIZE_MAX) {
-        run_step *rs = &run->steps[head];
-        head = rs->next_ready;
-        osp_infer_request *req = NULL;
-        osp_error *err = step_request(run, rs->index, &req);
-        if (!err) {
-            osp_trace *parent = run->p->req->trace;
-            if (parent)
-                req->trace = rs->trace = trace_spawn_child(parent);
-            err = server_infer_step(run->ens->server, req, step_complete, rs,
-                                    &run->compute);
-            if (err) {
-                osp_trace_end(rs->trace);
-                rs->trace = NULL;
-            }
-        }
-        if (err)
-            step_ended(run, err);
+/* Submits step s, counted in flight; an error is its end. */
+static osp_error *submit_step(ensemble_run *run, size_t s) {
+    run_step *rs = &run->steps[s];
+    osp_infer_request *req = NULL;
+    osp_error *err = step_request(run, s, &req);
+    if (err)
+        return err;
+    osp_trace *parent = run->p->req->trace;
+    if (parent)
+        req->trace = rs->trace = trace_spawn_child(parent);
+    err = server_infer_step(run->ens->server, req, step_complete, rs,
+                            &run->compute);
+    if (err) {
+        osp_trace_end(rs->trace);
+        rs->trace = NULL;
     }
+    return err;
+}
+
+/* The driver's loop (run->driving set by the caller): submits queued steps
+ * until none is left, then finishes the run when nothing is in flight, or
+ * hands driving back. Completions meanwhile only queue work for it. */
+static void drive_run(ensemble_run *run) {
+    pthread_mutex_lock(&run->lock);
+    for (;;) {
+        size_t s = run->ready_head;
+        if (s == SIZE_MAX)
+            break;
+        run->ready_head = run->steps[s].next_ready;
+        pthread_mutex_unlock(&run->lock);
+        osp_error *err = submit_step(run, s);
+        pthread_mutex_lock(&run->lock);
+        if (err)
+            step_ended_locked(run, err);
+    }
+    bool done = run->in_flight == 0;
+    run->driving = false;
+    pthread_mutex_unlock(&run->lock);
+    if (done)
+        run_finish(run);
 }
 
 /* Moves the request's inputs into their tensors. */
@@ -383,14 +413,13 @@ void ensemble_start(ensemble *ens, pending_request *p) {
     ens->running++;
     pthread_mutex_unlock(&ens->lock);
 
-    size_t head = SIZE_MAX;
+    run->ready_head = SIZE_MAX;
+    run->driving = true;
     pthread_mutex_lock(&run->lock);
     take_request_inputs(run);
-    run->in_flight = 1; /* this call, until the first steps are out */
-    collect_ready(run, &head);
+    collect_ready(run);
     pthread_mutex_unlock(&run->lock);
-    submit_steps(run, head);
-    step_ended(run, NULL);
+    drive_run(run);
 }
 
 /* ---- lifetime ------------------------------------------------------------ */
