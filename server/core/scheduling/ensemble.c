@@ -23,9 +23,10 @@ struct ensemble {
     osp_model *model; /* borrowed: the model owns its ensemble */
     osp_server *server;
     ensemble_plan *plan;
-    pthread_mutex_t lock; /* running, and the wait for it to reach 0 */
+    pthread_mutex_t lock; /* running, stopping, and the wait for idle */
     pthread_cond_t idle;
     size_t running;
+    bool stopping; /* unloading: new requests are refused */
 };
 
 /* One tensor of a run. */
@@ -410,8 +411,20 @@ void ensemble_start(ensemble *ens, pending_request *p) {
     for (size_t s = 0; s < plan->n_steps; s++)
         run->steps[s] = (run_step){.run = run, .index = s};
     pthread_mutex_lock(&ens->lock);
-    ens->running++;
+    bool stopping = ens->stopping;
+    if (!stopping)
+        ens->running++;
     pthread_mutex_unlock(&ens->lock);
+    if (stopping) { /* as model_enqueue answers for a model being unloaded */
+        run_free(run);
+        pending_request_fail(
+            p, osp_error_new_reason(OSP_ERROR_UNAVAILABLE,
+                                    OSP_REASON_MODEL_NOT_READY,
+                                    "Request for unknown model: '%s' is not "
+                                    "at ready state",
+                                    ens->model->config->name));
+        return;
+    }
 
     run->ready_head = SIZE_MAX;
     run->driving = true;
@@ -446,6 +459,7 @@ osp_error *ensemble_attach(osp_model *model, osp_server *server,
 
 void ensemble_drain(ensemble *ens) {
     pthread_mutex_lock(&ens->lock);
+    ens->stopping = true;
     while (ens->running > 0)
         pthread_cond_wait(&ens->idle, &ens->lock);
     pthread_mutex_unlock(&ens->lock);

@@ -24,7 +24,8 @@ osp_error *ensemble_attach(osp_model *model, osp_server *server,
  * completion callback is called once, possibly before this returns. */
 void ensemble_start(ensemble *ens, pending_request *p);
 
-/* Waits until no request of the ensemble is running (its unload). */
+/* Refuses new requests and waits until none of the ensemble's is running
+ * (its unload). */
 void ensemble_drain(ensemble *ens);
 /* With the model's last reference. NULL is a no-op. */
 void ensemble_free(ensemble *ens);
