@@ -60,6 +60,55 @@ std::string CheckConfig(const std::string &text) {
     return m;
 }
 
+TEST(EnsembleConfig, StepsAndMapsAreParsed) {
+    osp_model_config *cfg = Parse(
+        "name: \"ens\" platform: \"ensemble\"\n"
+        "response_cache { enable: true }\n"
+        "ensemble_scheduling { step [ { model_name: \"a\" model_version: 3 "
+        "input_map { key: \"INPUT0\" value: \"IN\" } "
+        "input_map { key: \"INPUT1\" value: \"IN2\" } "
+        "output_map { key: \"OUTPUT0\" value: \"OUT\" } }, "
+        "{ model_name: \"b\" input_map { key: \"X\" value: \"OUT\" } "
+        "output_map { key: \"Y\" value: \"Z\" } } ] }\n");
+    ASSERT_NE(cfg, nullptr);
+    EXPECT_TRUE(cfg->response_cache);
+    const osp_ensemble_scheduling &es = cfg->ensemble_scheduling;
+    ASSERT_TRUE(es.enabled);
+    ASSERT_EQ(es.n_steps, 2u);
+    EXPECT_STREQ(es.steps[0].model_name, "a");
+    EXPECT_EQ(es.steps[0].model_version, 3);
+    ASSERT_EQ(es.steps[0].n_input_map, 2u);
+    EXPECT_STREQ(es.steps[0].input_map[1].key, "INPUT1");
+    EXPECT_STREQ(es.steps[0].input_map[1].value, "IN2");
+    EXPECT_STREQ(es.steps[0].output_map[0].value, "OUT");
+    EXPECT_EQ(es.steps[1].model_version, -1); // absent: the latest
+    osp_model_config_free(cfg);
+}
+
+TEST(EnsembleConfig, BadStepsAreParseErrors) {
+    auto error = [](const std::string &text) {
+        osp_model_config *cfg = nullptr;
+        std::string m = Message(osp_model_config_parse(text.data(), text.size(),
+                                                       "config.pbtxt", &cfg));
+        osp_model_config_free(cfg);
+        return m;
+    };
+    EXPECT_EQ(error("ensemble_scheduling { step { model: \"a\" } }"),
+              "config.pbtxt:1: ensemble_scheduling.step.model: unknown field "
+              "(not in model_config.proto)");
+    EXPECT_EQ(error("ensemble_scheduling { step { input_map { key: \"A\" "
+                    "value: \"x\" } input_map { key: \"A\" value: \"y\" "
+                    "} } }"),
+              "config.pbtxt:1: ensemble_scheduling.step.input_map.key: "
+              "duplicate key 'A'");
+    EXPECT_EQ(error("response_cache { enable: maybe }"),
+              "config.pbtxt:1: response_cache.enable: expected true or false, "
+              "got 'maybe'");
+    EXPECT_EQ(error("dynamic_batching { } ensemble_scheduling { }"),
+              "config.pbtxt:1: ensemble_scheduling: cannot be given together "
+              "with dynamic_batching");
+}
+
 const std::string kChain = Step("a", {{"INPUT0", "IN"}}, {{"OUTPUT0", "mid"}}) +
                            Step("b", {{"INPUT0", "mid"}}, {{"OUTPUT0", "OUT"}});
 
