@@ -6,6 +6,7 @@ the ensemble's trace. Configs are written as Triton's docs write them."""
 
 import concurrent.futures
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -350,3 +351,25 @@ def test_a_long_chain_of_steps(start_server, repo):
     i.set_data_from_numpy(a)
     np.testing.assert_array_equal(client.infer("ens_chain", [i]).as_numpy("OUT"), a)
     assert stats_of(srv, "id_a")["inference_stats"]["success"]["count"] == n
+
+
+FAKE_GPU_BIN = pathlib.Path(harness.osprey_bin()).parent / "osprey_fakegpu"
+
+
+@pytest.mark.skipif(not FAKE_GPU_BIN.exists(),
+                    reason="osprey_fakegpu is built only with the CUDA toolkit")
+def test_steps_on_another_instance_kind(start_server, repo):
+    # The first "simple" step and id_b on the (fake) GPUs, id_a on the CPU:
+    # outputs cross between the devices through host buffers.
+    for name in ("simple", "id_b"):
+        cfg = repo / name / "config.pbtxt"
+        cfg.write_text(cfg.read_text() + "instance_group [ { kind: KIND_GPU count: 1 } ]\n")
+    srv = start_server(repo, ["--strict-gpu"], binary=FAKE_GPU_BIN)
+    cfg = httpclient.InferenceServerClient(srv.hostport).get_model_config("simple")
+    assert cfg["instance_group"][0]["kind"] == "KIND_GPU"
+    client = httpclient.InferenceServerClient(srv.hostport)
+    a = np.arange(32, dtype=np.int32).reshape(2, 16)
+    b = np.full((2, 16), 5, dtype=np.int32)
+    r = client.infer("ens_diamond", diamond_inputs(httpclient, a, b))
+    np.testing.assert_array_equal(r.as_numpy("OUT_SUM"), 2 * a)
+    np.testing.assert_array_equal(r.as_numpy("OUT_DIFF"), 2 * b)
