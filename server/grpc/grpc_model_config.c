@@ -446,7 +446,8 @@ uint8_t *kgrpc_pack_model_config_response(const osp_model_config *c,
         cache.enable = true;
         mc.response_cache = &cache;
     }
-    mc.optimization = optimization(&a, &c->optimization);
+    if (!c->ensemble_scheduling.enabled) /* Triton sets none for one */
+        mc.optimization = optimization(&a, &c->optimization);
     mc.n_instance_group = c->n_instance_groups;
     mc.instance_group = instance_groups(&a, c);
     mc.default_model_filename = c->default_model_filename;

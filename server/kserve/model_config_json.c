@@ -309,8 +309,10 @@ void model_config_to_json(const osp_model_config *c, jbuf *b) {
     jbuf_puts(b, "[]");
     key(b, &first, "batch_output");
     jbuf_puts(b, "[]");
-    key(b, &first, "optimization");
-    write_optimization(b, &c->optimization);
+    if (!c->ensemble_scheduling.enabled) { /* Triton shows none for one */
+        key(b, &first, "optimization");
+        write_optimization(b, &c->optimization);
+    }
     if (c->dynamic_batching.enabled) {
         key(b, &first, "dynamic_batching");
         write_dynamic_batching(b, &c->dynamic_batching);

@@ -137,6 +137,7 @@ def test_config_shows_the_steps(start_server, repo):
     srv = start_server(repo)
     cfg = httpclient.InferenceServerClient(srv.hostport).get_model_config("ens_diamond")
     assert cfg["platform"] == "ensemble" and cfg["backend"] == ""
+    assert "optimization" not in cfg and cfg["instance_group"] == []
     steps = cfg["ensemble_scheduling"]["step"]
     assert [s["model_name"] for s in steps] == ["simple", "id_a", "id_b", "simple"]
     assert steps[0]["input_map"] == {"INPUT0": "IN0", "INPUT1": "IN1"}
@@ -144,6 +145,7 @@ def test_config_shows_the_steps(start_server, repo):
     assert steps[1]["model_version"] == -1
     gcfg = grpcclient.InferenceServerClient(srv.grpc_url).get_model_config(
         "ens_diamond", as_json=True)["config"]
+    assert "optimization" not in gcfg
     assert [s["model_name"] for s in gcfg["ensemble_scheduling"]["step"]] == \
         ["simple", "id_a", "id_b", "simple"]
     assert gcfg["ensemble_scheduling"]["step"][2]["input_map"] == {"INPUT0": "diff"}
