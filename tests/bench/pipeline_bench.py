@@ -16,6 +16,14 @@ p50/p99 latency:
              against "simple" (the same model without the cache) at c=16
              (goal: hit / run >= 1.0; hit latency p50 < 50 us server time)
 
+With --triton-python (the python of a virtual environment holding the
+nvidia-pytriton wheel, e.g. the one peer_bench.py makes), a third pair:
+
+  vs Triton  "ens_chain": an ensemble of --steps identity steps on Osprey
+             against the same ensemble on Triton (the wheel's tritonserver)
+             whose steps are python-backend identity models, one CPU
+             instance each (goal: Osprey / Triton >= 2)
+
 The server time of a hit is read from the statistics endpoint: the mean
 request duration (success.ns / success.count) over the measured runs of the
 cached model, all of them hits after the first. Nothing is asserted; the
@@ -36,6 +44,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from http_bench import Server, median_run, wait_ready  # noqa: E402
+import peer_bench  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -74,7 +83,42 @@ ensemble_scheduling {
 '''
 
 
-def make_repo(root):
+def chain(n):
+    """An ensemble of n steps step_0 .. step_<n-1>, one after the other."""
+    steps = []
+    for k in range(n):
+        src = "INPUT0" if k == 0 else "t%d" % k
+        dst = "OUTPUT0" if k == n - 1 else "t%d" % (k + 1)
+        steps.append('    { model_name: "step_%d" model_version: -1\n'
+                     '      input_map { key: "INPUT0" value: "%s" }\n'
+                     '      output_map { key: "OUTPUT0" value: "%s" } }' % (k, src, dst))
+    return ENSEMBLE.replace('"ens_two"', '"ens_chain"').split("ensemble_scheduling")[0] + (
+        "ensemble_scheduling {\n  step [\n" + ",\n".join(steps) + "\n  ]\n}\n")
+
+
+def write_models(root, models, files=None):
+    for name, text in models.items():
+        os.makedirs(os.path.join(root, name, "1"))
+        with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
+            f.write(text)
+        for fname, data in (files or {}).get(name, {}).items():
+            with open(os.path.join(root, name, "1", fname), "w") as f:
+                f.write(data)
+
+
+def triton_repo(root, n):
+    """The chain for Triton: python-backend identity steps."""
+    models, files = {"ens_chain": chain(n)}, {}
+    for k in range(n):
+        name = "step_%d" % k
+        models[name] = (identity(name, "TYPE_FP32", "[ -1 ]")
+                        .replace('backend: "identity"', 'backend: "python"')
+                        + "instance_group [ { count: 1 kind: KIND_CPU } ]\n")
+        files[name] = {"model.py": peer_bench.TRITON_IDENTITY_PY}
+    write_models(root, models, files)
+
+
+def make_repo(root, n_chain):
     models = {
         "one": identity("one", "TYPE_FP32", "[ -1 ]"),
         "step_a": identity("step_a", "TYPE_FP32", "[ -1 ]"),
@@ -82,11 +126,11 @@ def make_repo(root):
         "ens_two": ENSEMBLE,
         "simple": add_sub("simple", False),
         "simple_cached": add_sub("simple_cached", True),
+        "ens_chain": chain(n_chain),
     }
-    for name, text in models.items():
-        os.makedirs(os.path.join(root, name, "1"))
-        with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
-            f.write(text)
+    for k in range(n_chain):
+        models["step_%d" % k] = identity("step_%d" % k, "TYPE_FP32", "[ -1 ]")
+    write_models(root, models)
 
 
 def write_body(path, inputs):
@@ -105,6 +149,20 @@ def model_stats(address, model):
     with urllib.request.urlopen("http://%s/v2/models/%s/stats" % (address, model),
                                 timeout=10) as r:
         return json.load(r)["model_stats"][0]
+
+
+def start_triton(args, work, n):
+    """Triton serving the python-backend chain; returns its Server."""
+    root = os.path.join(work, "triton-repo")
+    triton_repo(root, n)
+    tritonserver, backends, env = peer_bench.triton_backends(
+        work, args.triton_python, None)
+    return Server("triton", [
+        "env", "LD_LIBRARY_PATH=" + env["LD_LIBRARY_PATH"], "PATH=" + env["PATH"],
+        tritonserver, "--model-repository=" + root, "--backend-directory=" + backends,
+        "--http-address=127.0.0.1", "--http-port=%d" % peer_bench.free_port(),
+        "--grpc-port=%d" % peer_bench.free_port(),
+        "--metrics-port=%d" % peer_bench.free_port(), "--log-verbose=0"], work)
 
 
 def run_load(args, address, model, body, ihcl, concurrency):
@@ -137,6 +195,9 @@ def parse_args():
     p.add_argument("--warmup", type=float, default=0.5)
     p.add_argument("--repeat", type=int, default=3, help="alternating runs per side")
     p.add_argument("--http-threads", type=int, default=8)
+    p.add_argument("--steps", type=int, default=4, help="steps of the chain against Triton")
+    p.add_argument("--triton-python",
+                   help="python of a venv with nvidia-pytriton: compare with Triton")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args()
     args.osprey = args.osprey or os.path.join(args.build_dir, "osprey")
@@ -152,7 +213,7 @@ def main():
             sys.exit("pipeline_bench: %s is missing; build first" % path)
     work = tempfile.mkdtemp(prefix="osprey-pipeline-bench-")
     repo = os.path.join(work, "repo")
-    make_repo(repo)
+    make_repo(repo, args.steps)
     rng = random.Random(22)
     floats = array.array("f", (rng.random() for _ in range(args.elements))).tobytes()
     ints = array.array("i", range(16)).tobytes()
@@ -193,6 +254,27 @@ def main():
             server_us = (after["ns"] - before["ns"]) / max(1, after["count"] - before["count"]) / 1e3
             ra, rb = median_run(runs[a]), median_run(runs[b])
             rows.append((label, ra, rb, goal, server_us))
+        if args.triton_python:
+            triton = start_triton(args, work, args.steps)
+            try:
+                triton.wait_started(120)
+                wait_ready(triton.address, ["/v2/models/ens_chain/ready"], 120)
+                runs = {"osprey": [], "triton": []}
+                for _ in range(args.repeat):
+                    for side, address in (("osprey", server.address),
+                                          ("triton", triton.address)):
+                        r = run_load(args, address, "ens_chain", id_body, id_ihcl,
+                                     args.concurrency)
+                        runs[side].append(r)
+                        if r["errors"] or r["requests"] == 0:
+                            status = 1
+                            print("ERROR in %s: %s" % (side, r.get("first_error")),
+                                  file=sys.stderr)
+                rows.append(("ensemble of %d identity steps: Osprey ÷ Triton (python "
+                             "steps)" % args.steps, median_run(runs["osprey"]),
+                             median_run(runs["triton"]), 2.0, float("nan")))
+            finally:
+                triton.stop()
         hits = model_stats(server.address, "simple_cached")["inference_stats"]
         print("| pair | infer/s | infer/s (baseline) | ratio (goal) | p50 / p99 ms | "
               "p50 / p99 ms (baseline) | mean server time of the first side |")
