@@ -441,14 +441,14 @@ static osp_error *load_model_locked(osp_server *server, const char *name,
 static _Thread_local int step_load_depth;
 #define MAX_STEP_LOAD_DEPTH 8
 
-/* A reference on the model of step `st` of ensemble `ens`, as Triton
- * resolves an ensemble's dependencies: in explicit mode a step model
- * that is not loaded is loaded first. */
-static osp_error *ensemble_step_model(osp_server *server, const char *ens,
-                                      const osp_ensemble_step *st,
-                                      osp_model **out) {
+/* A reference on the model of step `st` (NULL when none is ready): in
+ * explicit mode a step model that is not loaded is loaded first, as
+ * Triton loads an ensemble's dependencies. */
+static osp_model *ensemble_step_model(osp_server *server,
+                                      const osp_ensemble_step *st) {
+    osp_model *model = NULL;
     osp_error *err =
-        osp_server_model_get(server, st->model_name, st->model_version, out);
+        osp_server_model_get(server, st->model_name, st->model_version, &model);
     if (err && server->control_mode == OSP_MODEL_CONTROL_EXPLICIT &&
         step_load_depth < MAX_STEP_LOAD_DEPTH) {
         osp_error_free(err);
@@ -456,20 +456,107 @@ static osp_error *ensemble_step_model(osp_server *server, const char *ens,
         osp_error_free(load_model_locked(server, st->model_name, NULL));
         step_load_depth--;
         err = osp_server_model_get(server, st->model_name, st->model_version,
-                                   out);
+                                   &model);
     }
-    if (!err)
-        return NULL;
     osp_error_free(err);
+    return err ? NULL : model;
+}
+
+/* Triton's answer for step `st` of ensemble `ens` whose model is not
+ * ready though the repository has it. */
+static osp_error *step_not_loaded(osp_server *server, const char *ens,
+                                  const osp_ensemble_step *st) {
     if (st->model_version >= 0)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "ensemble '%s' depends on '%s' whose required "
                              "version %lld is not loaded.",
                              ens, st->model_name, (long long)st->model_version);
-    return osp_error_new(OSP_ERROR_INVALID_ARG,
-                         "ensemble '%s' depends on '%s' which has no loaded "
-                         "version.",
-                         ens, st->model_name);
+    char *reason = NULL;
+    pthread_mutex_lock(&server->lock);
+    model_entry *e = find_entry(server, st->model_name);
+    if (e && e->reason)
+        reason = strdup(e->reason);
+    pthread_mutex_unlock(&server->lock);
+    osp_error *err =
+        reason ? osp_error_new(OSP_ERROR_INVALID_ARG,
+                               "ensemble '%s' depends on '%s' which has no "
+                               "loaded version. Model '%s' loading failed "
+                               "with error: %s",
+                               ens, st->model_name, st->model_name, reason)
+               : osp_error_new(OSP_ERROR_INVALID_ARG,
+                               "ensemble '%s' depends on '%s' which has no "
+                               "loaded version.",
+                               ens, st->model_name);
+    free(reason);
+    return err;
+}
+
+/* References on the models of every step of ensemble `cfg` into steps[]
+ * (n_steps slots, zeroed; the caller unrefs them), or Triton's error: the
+ * step models the repository does not have, else the first one that is
+ * not ready. */
+static osp_error *resolve_steps(osp_server *server, const osp_model_config *cfg,
+                                osp_model **steps) {
+    const osp_ensemble_scheduling *es = &cfg->ensemble_scheduling;
+    osp_error *err = NULL;
+    char missing[1024] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < es->n_steps; i++) {
+        const osp_ensemble_step *st = &es->steps[i];
+        if ((steps[i] = ensemble_step_model(server, st)))
+            continue;
+        char *dir = NULL;
+        osp_error *absent =
+            osp_repository_model_dir(server->repo_root, st->model_name, &dir);
+        free(dir);
+        if (!absent) {
+            if (!err)
+                err = step_not_loaded(server, cfg->name, st);
+            continue;
+        }
+        osp_error_free(absent);
+        bool listed = false; /* each name once, in step order */
+        for (size_t k = 0; k < i && !listed; k++)
+            listed = !steps[k] &&
+                     strcmp(es->steps[k].model_name, st->model_name) == 0;
+        if (!listed && used < sizeof missing)
+            used += (size_t)snprintf(missing + used, sizeof missing - used,
+                                     "%s%s", used ? ", " : "", st->model_name);
+    }
+    if (used) {
+        osp_error_free(err);
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "ensemble %s contains models that are not "
+                            "available or ambiguous: %s",
+                            cfg->name, missing);
+    }
+    return err;
+}
+
+/* Resolves an ensemble's steps and checks them against their models'
+ * configs (ensemble_check_steps). On success *out_steps holds the
+ * references (caller unrefs each and frees the array). */
+static osp_error *ensemble_dependencies(osp_server *server,
+                                        const osp_model_config *cfg,
+                                        osp_model ***out_steps) {
+    size_t n = cfg->ensemble_scheduling.n_steps;
+    osp_model **steps = calloc(n + 1, sizeof(*steps));
+    const osp_model_config **step_cfgs = calloc(n + 1, sizeof(*step_cfgs));
+    osp_error *err = steps && step_cfgs ? resolve_steps(server, cfg, steps)
+                                        : osp_error_out_of_memory();
+    for (size_t i = 0; !err && i < n; i++)
+        step_cfgs[i] = osp_model_get_config(steps[i]);
+    if (!err)
+        err = ensemble_check_steps(cfg, step_cfgs);
+    free(step_cfgs);
+    if (err && steps) {
+        for (size_t i = 0; i < n; i++)
+            osp_model_unref(steps[i]);
+        free(steps);
+        steps = NULL;
+    }
+    *out_steps = steps;
+    return err;
 }
 
 /* Loads a version of an ensemble (cfg is taken over on success): a shell
@@ -479,15 +566,12 @@ static osp_error *load_ensemble_version(osp_server *server,
                                         osp_model_config *cfg, int64_t version,
                                         const char *vpath, osp_model **out) {
     size_t n = cfg->ensemble_scheduling.n_steps;
-    osp_model **steps = calloc(n + 1, sizeof(*steps));
+    osp_model **steps = NULL;
     const osp_model_config **step_cfgs = calloc(n + 1, sizeof(*step_cfgs));
-    osp_error *err = steps && step_cfgs ? NULL : osp_error_out_of_memory();
-    for (size_t i = 0; i < n && !err; i++) {
-        err = ensemble_step_model(
-            server, cfg->name, &cfg->ensemble_scheduling.steps[i], &steps[i]);
-        if (!err)
-            step_cfgs[i] = osp_model_get_config(steps[i]);
-    }
+    osp_error *err = step_cfgs ? ensemble_dependencies(server, cfg, &steps)
+                               : osp_error_out_of_memory();
+    for (size_t i = 0; !err && i < n; i++)
+        step_cfgs[i] = osp_model_get_config(steps[i]);
     if (!err && !(err = model_load_shell(cfg, version, vpath, out)) &&
         (err = ensemble_attach(*out, server, step_cfgs))) {
         (*out)->config = NULL; /* the caller keeps it on failure */
@@ -525,7 +609,8 @@ static osp_error *load_backend_version(osp_server *server,
  * per-version failures are recorded in the slots. */
 static osp_error *load_versions(osp_server *server, const char *name,
                                 const osp_load_override *ov,
-                                version_slot **slots_out, size_t *n_out) {
+                                version_slot **slots_out, size_t *n_out,
+                                bool *unlisted) {
     osp_error *err = NULL;
     load_source src = {0};
     osp_model_config *cfg = NULL;
@@ -544,13 +629,31 @@ static osp_error *load_versions(osp_server *server, const char *name,
             err = osp_load_override_error(name, err);
         goto out;
     }
+    /* Triton finds these when it polls the repository or builds its
+     * dependency graph: the model never gets as far as a version load,
+     * and the index lists its name alone. */
     if ((err = ensemble_check_config(cfg))) {
-        /* Triton finds these when it polls the repository: the model
-         * never gets as far as a load. */
-        OSP_LOG_ERROR("%s", osp_error_message(err));
+        OSP_LOG_ERROR("Poll failed for model directory '%s': %s", name,
+                      osp_error_message(err));
         osp_error_free(err);
         err = poll_failure(name);
+        *unlisted = true;
         goto out;
+    }
+    if (cfg->ensemble_scheduling.enabled) {
+        osp_model **steps = NULL;
+        if ((err = ensemble_dependencies(server, cfg, &steps))) {
+            osp_error *wrapped = osp_error_new(
+                osp_error_get_code(err), "load failed for model '%s': %s\n",
+                name, osp_error_message(err));
+            osp_error_free(err);
+            err = wrapped;
+            *unlisted = true;
+            goto out;
+        }
+        for (size_t i = 0; i < cfg->ensemble_scheduling.n_steps; i++)
+            osp_model_unref(steps[i]);
+        free(steps);
     }
     slots = calloc(n_versions, sizeof(*slots));
     if (!slots) {
@@ -636,8 +739,9 @@ static osp_error *load_model_locked(osp_server *server, const char *name,
     size_t n = 0, n_old = 0;
     uint64_t fingerprint =
         ov ? 0 : osp_repository_fingerprint(server->repo_root, name);
+    bool unlisted = false;
     osp_error *err = error_without_dirs(
-        server, load_versions(server, name, ov, &slots, &n), NULL);
+        server, load_versions(server, name, ov, &slots, &n, &unlisted), NULL);
     bool any_ready = false;
     for (size_t i = 0; i < n; i++)
         any_ready |= slots[i].state == OSP_MODEL_STATE_READY;
@@ -687,7 +791,7 @@ static osp_error *load_model_locked(osp_server *server, const char *name,
     e->wanted = true;
     e->fingerprint = fingerprint;
     free(e->reason);
-    e->reason = err ? strdup(osp_error_message(err)) : NULL;
+    e->reason = err && !unlisted ? strdup(osp_error_message(err)) : NULL;
     pthread_mutex_unlock(&server->lock);
 
     unload_slots(server, old, n_old);

@@ -249,30 +249,31 @@ BAD_ENSEMBLES = {
                  {"OUTPUT0": "OUT", "OUTPUT1": "spare"})]),
         500, "failed to load 'ens_unused', failed to poll from model repository",
         "ensemble tensor 'spare' is unused in ensemble 'ens_unused'"),
-    # Type and shape mismatches are found against the step models' configs.
+    # Type and shape mismatches are found against the step models' configs
+    # (messages as a running Triton 2.51 gives them, newline included).
     "ens_dtype": (
         ensemble_config("ens_dtype", ["IN0"], ["OUT"], [
             step("id_a", {"INPUT0": "IN0"}, {"OUTPUT0": "OUT"})], dtype="TYPE_FP32"),
-        400, "load failed for model 'ens_dtype': version 1 is at UNAVAILABLE state: "
+        400, "load failed for model 'ens_dtype': "
         "in ensemble ens_dtype, ensemble tensor IN0: inconsistent data type: TYPE_FP32 is "
-        "inferred from model ens_dtype while TYPE_INT32 is inferred from model id_a", None),
+        "inferred from model ens_dtype while TYPE_INT32 is inferred from model id_a\n", None),
     "ens_shape": (
         ensemble_config("ens_shape", ["IN0"], ["OUT"], [
             step("id_a", {"INPUT0": "IN0"}, {"OUTPUT0": "OUT"})], dims="[ 8 ]"),
-        400, "load failed for model 'ens_shape': version 1 is at UNAVAILABLE state: "
+        400, "load failed for model 'ens_shape': "
         "in ensemble ens_shape, ensemble tensor IN0: inconsistent shape: [-1,8] is "
-        "inferred from model ens_shape while [-1,16] is inferred from model id_a", None),
+        "inferred from model ens_shape while [-1,16] is inferred from model id_a\n", None),
     "ens_no_model": (
         ensemble_config("ens_no_model", ["IN0"], ["OUT"], [
             step("missing", {"INPUT0": "IN0"}, {"OUTPUT0": "OUT"})]),
-        400, "load failed for model 'ens_no_model': version 1 is at UNAVAILABLE state: "
-        "ensemble 'ens_no_model' depends on 'missing' which has no loaded version.", None),
+        400, "load failed for model 'ens_no_model': ensemble ens_no_model contains models "
+        "that are not available or ambiguous: missing\n", None),
     "ens_bad_input": (
         ensemble_config("ens_bad_input", ["IN0"], ["OUT"], [
             step("id_a", {"INPUT9": "IN0"}, {"OUTPUT0": "OUT"})]),
-        400, "load failed for model 'ens_bad_input': version 1 is at UNAVAILABLE state: "
+        400, "load failed for model 'ens_bad_input': "
         "in ensemble ens_bad_input, ensemble tensor IN0 is mapping to non-existing input "
-        "INPUT9 in model id_a", None),
+        "INPUT9 in model id_a\n", None),
 }
 
 
@@ -285,7 +286,10 @@ def test_load_checks_give_tritons_messages(start_server, repo, name):
     r = requests.post(f"{srv.url}/v2/repository/models/{name}/load", timeout=30)
     assert (r.status_code, r.json()["error"]) == (status, message)
     if logged:
-        assert logged in srv.log()
+        assert f"Poll failed for model directory '{name}': {logged}" in srv.log()
+    # As Triton's index shows a model that never got to a version load.
+    index = requests.post(f"{srv.url}/v2/repository/index", json={}, timeout=10).json()
+    assert {"name": name} in index
     # The server goes on serving its other models.
     assert requests.get(f"{srv.url}/v2/models/simple/ready", timeout=10).status_code == 200
 
@@ -375,3 +379,17 @@ def test_steps_on_another_instance_kind(start_server, repo):
     r = client.infer("ens_diamond", diamond_inputs(httpclient, a, b))
     np.testing.assert_array_equal(r.as_numpy("OUT_SUM"), 2 * a)
     np.testing.assert_array_equal(r.as_numpy("OUT_DIFF"), 2 * b)
+
+
+def test_a_step_model_that_fails_to_load(start_server, repo):
+    harness.write_model(repo, "broken", harness.model_config(
+        "broken", "no_such_backend", [("INPUT0", "TYPE_INT32", [16])],
+        [("OUTPUT0", "TYPE_INT32", [16])]))
+    harness.write_model(repo, "ens_broken", ensemble_config("ens_broken", ["IN0"], ["OUT"], [
+        step("broken", {"INPUT0": "IN0"}, {"OUTPUT0": "OUT"})]))
+    srv = start_server(repo, ["--model-control-mode=explicit"])
+    r = requests.post(f"{srv.url}/v2/repository/models/ens_broken/load", timeout=30)
+    assert r.status_code == 400
+    assert r.json()["error"].startswith(
+        "load failed for model 'ens_broken': ensemble 'ens_broken' depends on 'broken' "
+        "which has no loaded version. Model 'broken' loading failed with error: ")
