@@ -82,6 +82,16 @@ osp_error *osp_server_model_statistics(osp_server *server, const char *name,
                                        size_t *n);
 void osp_model_stats_free(osp_model_stats *stats, size_t n);
 
+/* The response cache as a whole (Triton's nv_cache_* gauges). */
+typedef struct osp_cache_stats {
+    uint64_t entries, lookups, hits, misses, evictions;
+    uint64_t lookup_us, insertion_us; /* summed durations */
+    double util;                      /* bytes used / capacity */
+} osp_cache_stats;
+
+/* False (out untouched) when the server has no response cache. */
+bool osp_server_cache_statistics(osp_server *server, osp_cache_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

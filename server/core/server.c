@@ -1554,6 +1554,24 @@ static osp_error *append_model(osp_server *server, const char *name,
     return err;
 }
 
+bool osp_server_cache_statistics(osp_server *server, osp_cache_stats *out) {
+    if (!server->cache)
+        return false;
+    response_cache_stats s;
+    response_cache_get_stats(server->cache, &s);
+    *out = (osp_cache_stats){
+        .entries = s.entries,
+        .lookups = s.lookups,
+        .hits = s.hits,
+        .misses = s.misses,
+        .evictions = s.evictions,
+        .lookup_us = s.lookup_ns / 1000,
+        .insertion_us = s.insertion_ns / 1000,
+        .util = (double)s.bytes / (double)s.capacity,
+    };
+    return true;
+}
+
 /* The ready versions of `name` to report, per the version asked for. */
 static osp_error *versions_to_report(osp_server *server, const char *name,
                                      int64_t version, int64_t **versions,

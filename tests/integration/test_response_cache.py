@@ -65,9 +65,11 @@ def test_a_repeated_request_is_answered_from_the_cache(start_server, repo):
     assert counts(srv, "simple") == (0, 1, 1, 1)
     second = raw_infer(srv, "simple", body)
     assert second == first  # byte for byte
-    # The hit counts as a success, not as an execution or an inference.
+    # The hit counts as a success and (as in a running Triton) as queued,
+    # not as an execution, an inference or a compute.
     assert counts(srv, "simple") == (1, 1, 2, 1)
     s = stats(srv, "simple")
+    assert s["inference_stats"]["queue"]["count"] == 2
     assert s["inference_count"] == 1
     assert s["inference_stats"]["compute_infer"]["count"] == 1
     assert s["inference_stats"]["cache_hit"]["ns"] > 0
@@ -103,6 +105,15 @@ def test_hits_over_grpc_and_http_match_the_model(start_server, repo):
     assert 'nv_cache_hit_duration_per_model{model="simple",version="1"}' in metrics
     assert 'nv_cache_miss_duration_per_model{model="simple",version="1"}' in metrics
     assert 'nv_cache_num_hits_per_model{model="simple_nocache"' not in metrics
+    # Triton's order of the per-model families, then the cache's gauges.
+    names = [line.split()[2] for line in metrics.splitlines() if line.startswith("# TYPE nv_cache")]
+    assert names == ["nv_cache_num_hits_per_model", "nv_cache_hit_duration_per_model",
+                     "nv_cache_num_misses_per_model", "nv_cache_miss_duration_per_model",
+                     "nv_cache_util", "nv_cache_num_entries", "nv_cache_num_hits",
+                     "nv_cache_num_misses", "nv_cache_num_lookups", "nv_cache_num_evictions",
+                     "nv_cache_lookup_duration", "nv_cache_insertion_duration"]
+    assert "nv_cache_num_entries 1\n" in metrics
+    assert "nv_cache_num_hits 3\n" in metrics and "nv_cache_num_lookups 4\n" in metrics
 
 
 def echo(srv, value, n=1000):

@@ -38,6 +38,7 @@ struct response_cache {
     cache_entry *newest, *oldest;
     size_t entries, bytes, capacity;
     uint64_t lookups, hits, misses, inserts, evictions;
+    uint64_t lookup_ns, insertion_ns;
 };
 
 /* ---- keys ---------------------------------------------------------------- */
@@ -249,6 +250,7 @@ static bool copy_out(const cache_entry *e, osp_infer_response *resp) {
 
 bool response_cache_lookup(response_cache *c, cache_key key,
                            osp_infer_response *resp) {
+    uint64_t start = osp_now_ns();
     pthread_mutex_lock(&c->lock);
     c->lookups++;
     cache_entry *e = find(c, key);
@@ -261,6 +263,7 @@ bool response_cache_lookup(response_cache *c, cache_key key,
         c->hits++;
     else
         c->misses++;
+    c->lookup_ns += osp_now_ns() - start;
     pthread_mutex_unlock(&c->lock);
     if (!hit) { /* a copy cut short by OOM leaves nothing behind */
         for (size_t i = 0; i < resp->n_outputs; i++) {
@@ -316,6 +319,7 @@ void response_cache_insert(response_cache *c, cache_key key,
                            const osp_infer_response *resp) {
     if (!resp || resp->error)
         return;
+    uint64_t start = osp_now_ns();
     cache_entry *e = entry_new(key, resp, c->capacity);
     if (!e)
         return;
@@ -337,6 +341,7 @@ void response_cache_insert(response_cache *c, cache_key key,
     c->bytes += e->size;
     c->inserts++;
     maybe_grow(c);
+    c->insertion_ns += osp_now_ns() - start;
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -351,6 +356,8 @@ void response_cache_get_stats(response_cache *c, response_cache_stats *out) {
         .misses = c->misses,
         .inserts = c->inserts,
         .evictions = c->evictions,
+        .lookup_ns = c->lookup_ns,
+        .insertion_ns = c->insertion_ns,
     };
     pthread_mutex_unlock(&c->lock);
 }

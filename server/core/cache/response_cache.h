@@ -31,6 +31,7 @@ typedef struct response_cache_stats {
     size_t bytes; /* what the entries take, as counted against capacity */
     size_t capacity;
     uint64_t lookups, hits, misses, inserts, evictions;
+    uint64_t lookup_ns, insertion_ns; /* summed, lock waits included */
 } response_cache_stats;
 
 /* A cache of `capacity` bytes (> 0, else INVALID_ARG). Caller owns *out. */

@@ -77,6 +77,7 @@ void model_stats_record_cache_hit(model_stats *s, uint64_t request_start_ns,
                                   uint64_t end_ns, uint64_t lookup_ns) {
     pthread_mutex_lock(&s->lock);
     add(&s->totals.success, 1, span(request_start_ns, end_ns));
+    add(&s->totals.queue, 1, 0); /* Triton counts a hit as queued, briefly */
     add(&s->totals.cache_hit, 1, lookup_ns);
     pthread_mutex_unlock(&s->lock);
 }

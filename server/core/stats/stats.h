@@ -48,8 +48,9 @@ void model_stats_destroy(model_stats *s);
 void model_stats_record_success(model_stats *s, const stats_stamps *t,
                                 uint64_t end_ns, int64_t rows);
 /* A request answered from the response cache at end_ns: a success (its
- * duration counted, as Triton counts it) and a cache hit whose lookup took
- * lookup_ns; no inference, queue or compute time. */
+ * duration counted) and a cache hit whose lookup took lookup_ns; as a
+ * running Triton counts it, also one queue entry (of no time here) and no
+ * inference, execution or compute. */
 void model_stats_record_cache_hit(model_stats *s, uint64_t request_start_ns,
                                   uint64_t end_ns, uint64_t lookup_ns);
 /* A cache miss whose lookup and insertion took ns together. */
