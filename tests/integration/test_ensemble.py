@@ -393,3 +393,14 @@ def test_a_step_model_that_fails_to_load(start_server, repo):
     assert r.json()["error"].startswith(
         "load failed for model 'ens_broken': ensemble 'ens_broken' depends on 'broken' "
         "which has no loaded version. Model 'broken' loading failed with error: ")
+
+
+def test_tf_serving_predict_on_an_ensemble(start_server, repo):
+    srv = start_server(repo)
+    a = list(range(16))
+    r = requests.post(f"{srv.url}/v1/models/ens_diamond:predict", timeout=10,
+                      json={"inputs": {"IN0": [a], "IN1": [[1] * 16]}})
+    assert r.status_code == 200, r.text
+    outputs = r.json()["outputs"]
+    assert outputs["OUT_SUM"] == [[2 * x for x in a]]
+    assert outputs["OUT_DIFF"] == [[2] * 16]
