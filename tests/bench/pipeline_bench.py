@@ -43,6 +43,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from batching_bench import process_cpu_s  # noqa: E402
 from http_bench import Server, median_run, wait_ready  # noqa: E402
 import peer_bench  # noqa: E402
 
@@ -151,6 +152,10 @@ def model_stats(address, model):
         return json.load(r)["model_stats"][0]
 
 
+def success_count(address, model):
+    return model_stats(address, model)["inference_stats"]["success"]["count"]
+
+
 def start_triton(args, work, n):
     """Triton serving the python-backend chain; returns its Server."""
     root = os.path.join(work, "triton-repo")
@@ -165,7 +170,12 @@ def start_triton(args, work, n):
         "--metrics-port=%d" % peer_bench.free_port(), "--log-verbose=0"], work)
 
 
-def run_load(args, address, model, body, ihcl, concurrency):
+def run_load(args, address, model, body, ihcl, concurrency, pid=None):
+    """One load_client run; with `pid`, also the server's CPU µs per request
+    the model answered, warm-up included on both sides of the division
+    (steadier than infer/s on a shared machine)."""
+    cpu_before = process_cpu_s(pid) if pid else 0.0
+    done_before = success_count(address, model) if pid else 0
     argv = [args.load_client, "--url", address,
             "--path", "/v2/models/%s/infer" % model,
             "--body-file", body, "--ihcl", str(ihcl),
@@ -175,11 +185,19 @@ def run_load(args, address, model, body, ihcl, concurrency):
     if p.returncode not in (0, 1) or not p.stdout.strip():
         raise RuntimeError("load_client failed (%d): %s" % (p.returncode, p.stderr.strip()))
     r = json.loads(p.stdout)
+    if pid:
+        r["cpu_us"] = ((process_cpu_s(pid) - cpu_before) * 1e6
+                       / max(1, success_count(address, model) - done_before))
     if args.verbose:
         print("  %-14s %9.1f infer/s  p50 %6.3f ms  p99 %6.3f ms  errors %d"
               % (model, r["requests_per_s"], r["latency_ms"]["p50"],
                  r["latency_ms"]["p99"], r["errors"]), file=sys.stderr, flush=True)
     return r
+
+
+def median(values):
+    v = sorted(values)
+    return v[len(v) // 2]
 
 
 def parse_args():
@@ -242,7 +260,7 @@ def main():
             for _ in range(args.repeat):
                 for model in (a, b):
                     r = run_load(args, server.address, model, body, ihcl,
-                                 args.concurrency)
+                                 args.concurrency, server.proc.pid)
                     runs[model].append(r)
                     if r["errors"] or r["requests"] == 0:
                         status = 1
@@ -253,7 +271,9 @@ def main():
             after = model_stats(server.address, a)["inference_stats"]["success"]
             server_us = (after["ns"] - before["ns"]) / max(1, after["count"] - before["count"]) / 1e3
             ra, rb = median_run(runs[a]), median_run(runs[b])
-            rows.append((label, ra, rb, goal, server_us))
+            cpu = (median([r["cpu_us"] for r in runs[a]]),
+                   median([r["cpu_us"] for r in runs[b]]))
+            rows.append((label, ra, rb, goal, server_us, cpu))
         if args.triton_python:
             triton = start_triton(args, work, args.steps)
             try:
@@ -272,19 +292,23 @@ def main():
                                   file=sys.stderr)
                 rows.append(("ensemble of %d identity steps: Osprey ÷ Triton (python "
                              "steps)" % args.steps, median_run(runs["osprey"]),
-                             median_run(runs["triton"]), 2.0, float("nan")))
+                             median_run(runs["triton"]), 2.0, float("nan"),
+                             None))
             finally:
                 triton.stop()
         hits = model_stats(server.address, "simple_cached")["inference_stats"]
         print("| pair | infer/s | infer/s (baseline) | ratio (goal) | p50 / p99 ms | "
-              "p50 / p99 ms (baseline) | mean server time of the first side |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        for label, ra, rb, goal, server_us in rows:
+              "p50 / p99 ms (baseline) | server CPU µs/request (baseline) | "
+              "mean server time of the first side |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for label, ra, rb, goal, server_us, cpu in rows:
             ratio = ra["requests_per_s"] / rb["requests_per_s"] if rb["requests_per_s"] else 0
-            print("| %s | %.0f | %.0f | **%.2f** (%.1f) | %.3f / %.3f | %.3f / %.3f | %.1f µs |"
+            print("| %s | %.0f | %.0f | **%.2f** (%.1f) | %.3f / %.3f | %.3f / %.3f | %s | %s |"
                   % (label, ra["requests_per_s"], rb["requests_per_s"], ratio, goal,
                      ra["latency_ms"]["p50"], ra["latency_ms"]["p99"],
-                     rb["latency_ms"]["p50"], rb["latency_ms"]["p99"], server_us))
+                     rb["latency_ms"]["p50"], rb["latency_ms"]["p99"],
+                     "%.1f (%.1f)" % cpu if cpu else "",
+                     "%.1f µs" % server_us if server_us == server_us else ""))
         print()
         print("c=%d, %d FP32 elements per identity request, %d alternating runs of %.1f s "
               "per side (median run shown); cache hits %d, misses %d; %d CPUs"
