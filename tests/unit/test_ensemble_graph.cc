@@ -181,6 +181,27 @@ TEST(EnsembleGraph, ACycleLeavesItsOutputUnwritten) {
               "output 'OUT' for ensemble 'ens' is not written");
 }
 
+TEST(EnsembleGraph, ALongChainInReverseOrderPasses) {
+    // Steps listed last-first: data reaches each only after all later
+    // ones in the list (a queue of ready tensors, not rounds over steps).
+    const int n = 4000;
+    std::string steps;
+    for (int k = n - 1; k >= 0; k--)
+        steps += Step(
+            "a", {{"INPUT0", k ? "t" + std::to_string(k) : "IN"}},
+            {{"OUTPUT0", k == n - 1 ? "OUT" : "t" + std::to_string(k + 1)}});
+    EXPECT_EQ(CheckConfig(Ensemble({"IN"}, {"OUT"}, steps)), "");
+}
+
+TEST(EnsembleGraph, TooManyMapEntriesAreRefused) {
+    std::string steps;
+    for (int k = 0; k < 8200; k++)
+        steps += Step("a", {{"INPUT0", "IN"}}, {{"OUTPUT0", "OUT"}});
+    EXPECT_EQ(CheckConfig(Ensemble({"IN"}, {"OUT"}, steps)),
+              "ensemble 'ens' has more than 16384 input_map and output_map "
+              "entries");
+}
+
 // A step model's config: inputs/outputs as "NAME:TYPE:dims".
 std::string Model(const std::string &name, int max_batch,
                   const std::vector<std::string> &inputs,

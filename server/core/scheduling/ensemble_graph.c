@@ -13,16 +13,25 @@
 
 #define NO_STEP SIZE_MAX
 
-/* The tensors named by an ensemble's steps, in order of first mention. */
+/* The tensors named by an ensemble's steps, in order of first mention,
+ * and each step's input_map and output_map entries as tensor indices. */
 typedef struct tensor_table {
     const char **names;
     size_t *producer; /* the step whose output_map writes it, or NO_STEP */
     size_t n, cap;
+    size_t **step_in, **step_out; /* per step, per map entry */
+    size_t n_steps;
 } tensor_table;
 
 static void table_free(tensor_table *t) {
     free(t->names);
     free(t->producer);
+    for (size_t s = 0; s < t->n_steps; s++) {
+        free(t->step_in ? t->step_in[s] : NULL);
+        free(t->step_out ? t->step_out[s] : NULL);
+    }
+    free(t->step_in);
+    free(t->step_out);
 }
 
 static size_t table_find(const tensor_table *t, const char *name) {
@@ -69,6 +78,19 @@ static size_t table_get(tensor_table *t, const char *name, const char *ens,
 static osp_error *build_table(const osp_model_config *cfg, tensor_table *t) {
     const osp_ensemble_scheduling *es = &cfg->ensemble_scheduling;
     osp_error *err = NULL;
+    size_t entries = 0;
+    for (size_t s = 0; s < es->n_steps; s++)
+        entries += es->steps[s].n_input_map + es->steps[s].n_output_map;
+    if (entries > ENSEMBLE_MAX_MAP_ENTRIES)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "ensemble '%s' has more than %d input_map and "
+                             "output_map entries",
+                             cfg->name, ENSEMBLE_MAX_MAP_ENTRIES);
+    t->step_in = calloc(es->n_steps + 1, sizeof(*t->step_in));
+    t->step_out = calloc(es->n_steps + 1, sizeof(*t->step_out));
+    if (!t->step_in || !t->step_out)
+        return osp_error_out_of_memory();
+    t->n_steps = es->n_steps;
     for (size_t s = 0; s < es->n_steps; s++) {
         const osp_ensemble_step *st = &es->steps[s];
         const char *missing = !st->model_name[0]  ? "model_name"
@@ -80,10 +102,15 @@ static osp_error *build_table(const osp_model_config *cfg, tensor_table *t) {
                                  "must specify '%s' in step %zu of ensemble "
                                  "'%s'",
                                  missing, s, cfg->name);
+        t->step_in[s] = calloc(st->n_input_map, sizeof(size_t));
+        t->step_out[s] = calloc(st->n_output_map, sizeof(size_t));
+        if (!t->step_in[s] || !t->step_out[s])
+            return osp_error_out_of_memory();
         for (size_t k = 0; k < st->n_output_map; k++) {
             size_t i = table_get(t, st->output_map[k].value, cfg->name, &err);
             if (i == SIZE_MAX)
                 return err;
+            t->step_out[s][k] = i;
             if (t->producer[i] != NO_STEP)
                 return osp_error_new(OSP_ERROR_INVALID_ARG,
                                      "ensemble tensor '%s' can appear in an "
@@ -93,41 +120,73 @@ static osp_error *build_table(const osp_model_config *cfg, tensor_table *t) {
             t->producer[i] = s;
         }
         for (size_t k = 0; k < st->n_input_map; k++)
-            if (table_get(t, st->input_map[k].value, cfg->name, &err) ==
-                SIZE_MAX)
+            if ((t->step_in[s][k] = table_get(t, st->input_map[k].value,
+                                              cfg->name, &err)) == SIZE_MAX)
                 return err;
     }
     return NULL;
 }
 
-/* Whether step s reads tensor i. */
-static bool step_reads(const osp_ensemble_step *st, const char *name) {
-    for (size_t k = 0; k < st->n_input_map; k++)
-        if (strcmp(st->input_map[k].value, name) == 0)
-            return true;
-    return false;
-}
-
-/* Marks ready every tensor that data from the ensemble's inputs reaches:
- * a step's outputs once all of its inputs are (Triton's ready queue). */
-static void mark_ready(const osp_model_config *cfg, const tensor_table *t,
-                       bool *ready) {
+/* Marks ready every tensor that data from the ensemble's inputs (ready[]
+ * already) reaches: a step's outputs once all of its inputs are (Triton's
+ * ready queue), in time linear in the map entries. readers[t] gets the
+ * number of input_map entries that read t. */
+static osp_error *mark_ready(const osp_model_config *cfg, const tensor_table *t,
+                             bool *ready, size_t *readers) {
     const osp_ensemble_scheduling *es = &cfg->ensemble_scheduling;
-    bool progress = true;
-    while (progress) {
-        progress = false;
-        for (size_t s = 0; s < es->n_steps; s++) {
-            const osp_ensemble_step *st = &es->steps[s];
-            bool all = true;
-            for (size_t k = 0; k < st->n_input_map && all; k++)
-                all = ready[table_find(t, st->input_map[k].value)];
-            for (size_t k = 0; k < st->n_output_map && all; k++) {
-                size_t o = table_find(t, st->output_map[k].value);
-                progress |= !ready[o];
-                ready[o] = true;
+    size_t entries = 0;
+    for (size_t s = 0; s < es->n_steps; s++)
+        entries += es->steps[s].n_input_map;
+    /* The steps reading each tensor, one slot per map entry: the slots of
+     * tensor i are reader_step[first[i] .. first[i + 1]). */
+    size_t *first = calloc(t->n + 1, sizeof(*first));
+    size_t *filled = calloc(t->n + 1, sizeof(*filled));
+    size_t *reader_step = calloc(entries + 1, sizeof(*reader_step));
+    size_t *waiting = calloc(es->n_steps + 1, sizeof(*waiting));
+    size_t *queue = calloc(t->n + 1, sizeof(*queue));
+    osp_error *err = NULL;
+    if (!first || !filled || !reader_step || !waiting || !queue) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    for (size_t s = 0; s < es->n_steps; s++)
+        for (size_t k = 0; k < es->steps[s].n_input_map; k++)
+            readers[t->step_in[s][k]]++;
+    for (size_t i = 0; i < t->n; i++)
+        first[i + 1] = first[i] + readers[i];
+    for (size_t s = 0; s < es->n_steps; s++) {
+        waiting[s] = es->steps[s].n_input_map;
+        for (size_t k = 0; k < es->steps[s].n_input_map; k++) {
+            size_t i = t->step_in[s][k];
+            reader_step[first[i] + filled[i]++] = s;
+        }
+    }
+    size_t head = 0, tail = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (ready[i])
+            queue[tail++] = i;
+    while (head < tail) {
+        size_t i = queue[head++];
+        for (size_t r = first[i]; r < first[i + 1]; r++) {
+            size_t s = reader_step[r];
+            if (--waiting[s] != 0)
+                continue;
+            for (size_t k = 0; k < es->steps[s].n_output_map; k++) {
+                size_t o = t->step_out[s][k];
+                if (!ready[o]) {
+                    ready[o] = true;
+                    queue[tail++] = o;
+                }
             }
         }
     }
+out:
+    free(first);
+    free(filled);
+    free(reader_step);
+    free(waiting);
+    free(queue);
+    return err;
 }
 
 /* Triton's "is not written" message for output `o`, naming the first
@@ -145,7 +204,7 @@ static osp_error *not_written(const osp_model_config *cfg,
             break;
         const osp_ensemble_step *st = &cfg->ensemble_scheduling.steps[step];
         for (size_t k = 0; k < st->n_input_map && next == SIZE_MAX; k++) {
-            size_t i = table_find(t, st->input_map[k].value);
+            size_t i = t->step_in[step][k];
             if (!ready[i] && !seen[i])
                 next = i;
         }
@@ -172,7 +231,8 @@ static osp_error *check_flow(const osp_model_config *cfg,
     osp_error *err = NULL;
     bool *ready = calloc(t->n + 1, sizeof(*ready));
     bool *is_output = calloc(t->n + 1, sizeof(*is_output));
-    if (!ready || !is_output) {
+    size_t *readers = calloc(t->n + 1, sizeof(*readers));
+    if (!ready || !is_output || !readers) {
         err = osp_error_out_of_memory();
         goto out;
     }
@@ -189,7 +249,8 @@ static osp_error *check_flow(const osp_model_config *cfg,
     }
     if (err)
         goto out;
-    mark_ready(cfg, t, ready);
+    if ((err = mark_ready(cfg, t, ready, readers)))
+        goto out;
     for (size_t i = 0; i < cfg->n_outputs && !err; i++) {
         size_t k = table_find(t, cfg->outputs[i].name);
         if (k == SIZE_MAX)
@@ -205,10 +266,7 @@ static osp_error *check_flow(const osp_model_config *cfg,
     for (size_t k = 0; k < t->n && !err; k++) {
         if (is_output[k])
             continue;
-        bool read = false;
-        for (size_t s = 0; s < cfg->ensemble_scheduling.n_steps && !read; s++)
-            read = step_reads(&cfg->ensemble_scheduling.steps[s], t->names[k]);
-        if (!ready[k] || !read)
+        if (!ready[k] || readers[k] == 0)
             err = osp_error_new(OSP_ERROR_INVALID_ARG,
                                 "ensemble tensor '%s' is unused in ensemble "
                                 "'%s'",
@@ -217,6 +275,7 @@ static osp_error *check_flow(const osp_model_config *cfg,
 out:
     free(ready);
     free(is_output);
+    free(readers);
     return err;
 }
 
@@ -472,21 +531,13 @@ osp_error *ensemble_plan_new(const osp_model_config *cfg, ensemble_plan **out) {
     }
     plan->n_steps = es->n_steps;
     for (size_t s = 0; s < es->n_steps; s++) {
-        const osp_ensemble_step *st = &es->steps[s];
         ensemble_plan_step *ps = &plan->steps[s];
-        ps->config = st;
-        ps->in_tensors = calloc(st->n_input_map + 1, sizeof(size_t));
-        ps->out_tensors = calloc(st->n_output_map + 1, sizeof(size_t));
-        if (!ps->in_tensors || !ps->out_tensors) {
-            err = osp_error_out_of_memory();
-            goto out;
-        }
-        for (size_t k = 0; k < st->n_input_map; k++) {
-            ps->in_tensors[k] = table_find(&t, st->input_map[k].value);
+        ps->config = &es->steps[s];
+        ps->in_tensors = t.step_in[s]; /* taken from the table */
+        ps->out_tensors = t.step_out[s];
+        t.step_in[s] = t.step_out[s] = NULL;
+        for (size_t k = 0; k < ps->config->n_input_map; k++)
             plan->readers[ps->in_tensors[k]]++;
-        }
-        for (size_t k = 0; k < st->n_output_map; k++)
-            ps->out_tensors[k] = table_find(&t, st->output_map[k].value);
     }
     for (size_t i = 0; i < cfg->n_inputs; i++)
         plan->input_tensors[i] = table_find(&t, cfg->inputs[i].name);

@@ -14,9 +14,10 @@
 extern "C" {
 #endif
 
-/* The most tensors an ensemble may name (keeps the checks cheap whatever
- * a config holds). */
+/* The most tensors an ensemble may name, and input_map plus output_map
+ * entries it may have: the checks stay cheap whatever a config holds. */
 #define ENSEMBLE_MAX_TENSORS 4096
+#define ENSEMBLE_MAX_MAP_ENTRIES 16384
 
 typedef struct ensemble_plan_step {
     const osp_ensemble_step *config; /* borrowed from the ensemble's config */
