@@ -16,7 +16,6 @@
 #include <time.h>
 
 #include "ensemble_graph.h"
-#include "osprey/log.h"
 #include "trace_report.h"
 
 struct ensemble {
@@ -170,10 +169,16 @@ static osp_error *build_response(ensemble_run *run, osp_infer_response **out) {
             osp_infer_response_free(resp);
             return osp_error_out_of_memory();
         }
+        if (!v->present) { /* a step left it out: nothing more can run */
+            osp_infer_response_free(resp);
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "in ensemble '%s', unexpected deadlock, at "
+                                 "least one output is not set while no more "
+                                 "ensemble steps can be made",
+                                 cfg->name);
+        }
         out_k->dtype = v->dtype;
         out_k->shape = v->shape;
-        if (!v->present)
-            continue;
         osp_error *err = NULL;
         out_k->data = take_for_reader(v, &err);
         if (err) {
