@@ -203,7 +203,7 @@ static void run_finish(ensemble_run *run) {
     if (!err)
         err = build_response(run, &resp);
     if (err) {
-        p->failure_reason = OSP_FAILURE_BACKEND;
+        p->failure_reason = OSP_FAILURE_OTHER; /* as Triton's ensemble */
         pending_request_fail(p, err);
     } else {
         request_times *t = &p->times;
