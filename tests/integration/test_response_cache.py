@@ -188,3 +188,23 @@ def test_an_ensemble_caches_its_own_responses(start_server, repo):
         np.testing.assert_array_equal(client.infer("ens", [i]).as_numpy("Y"), x)
     assert counts(srv, "ens")[:3] == (1, 1, 2)
     assert stats(srv, "echo")["execution_count"] == 1
+
+
+def test_concurrent_identical_requests_get_whole_answers(start_server, repo):
+    import concurrent.futures
+    srv = start_server(repo, ["--cache-config=local,size=1048576"])
+
+    def one(k):
+        client = httpclient.InferenceServerClient(srv.hostport)
+        a = np.full((1, 16), k % 4, dtype=np.int32)
+        b = np.arange(16, dtype=np.int32).reshape(1, 16)
+        r = client.infer("simple", simple_inputs(httpclient, a, b))
+        np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), a + b)
+        np.testing.assert_array_equal(r.as_numpy("OUTPUT1"), a - b)
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        list(pool.map(one, range(200)))
+    hits, misses, success, executions = counts(srv, "simple")
+    # Four keys: each missed at least once; concurrent misses may each run.
+    assert success == 200 and hits + misses == 200
+    assert misses >= 4 and executions == misses
