@@ -35,8 +35,9 @@ test: deps venv build
 # malformed-request cases, without the 64 MiB bodies, load overrides,
 # classification, the TF Serving REST surface, the models on fake GPUs
 # when the CUDA toolkit is there, and the queue service's raw HTTP/WebSocket
-# scenario and model services, the ONNX models, ensembles and the response cache); the harness fails a test whose
-# server log holds any sanitizer report or whose exit is not 0.
+# scenario and model services, the ONNX models, ensembles and the response
+# cache); the harness fails a test whose server log holds any sanitizer
+# report or whose exit is not 0.
 leakcheck: deps venv
 	cmake -S . -B $(BUILD)-asan -DOSPREY_SANITIZE=ON $(CMAKE_ARGS)
 	cmake --build $(BUILD)-asan -j $(JOBS) --target osprey \
