@@ -404,3 +404,14 @@ def test_tf_serving_predict_on_an_ensemble(start_server, repo):
     outputs = r.json()["outputs"]
     assert outputs["OUT_SUM"] == [[2 * x for x in a]]
     assert outputs["OUT_DIFF"] == [[2] * 16]
+
+
+def test_class_count_on_an_ensemble_output(start_server, repo):
+    srv = start_server(repo)
+    client = httpclient.InferenceServerClient(srv.hostport)
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    b = np.zeros((1, 16), dtype=np.int32)
+    out = httpclient.InferRequestedOutput("OUT_SUM", class_count=2)
+    r = client.infer("ens_diamond", diamond_inputs(httpclient, a, b), outputs=[out])
+    # The two largest of 2 * a, as "<value>:<index>".
+    assert r.as_numpy("OUT_SUM").tolist() == [[b"30:15", b"28:14"]]

@@ -149,7 +149,8 @@ static void collect_ready(ensemble_run *run) {
     }
 }
 
-/* The ensemble's response from its output tensors. */
+/* The ensemble's response from its output tensors, in the request's
+ * order (its top classes for an output asked for with a class count). */
 static osp_error *build_response(ensemble_run *run, osp_infer_response **out) {
     pending_request *p = run->p;
     const osp_model_config *cfg = p->model->config;
@@ -186,6 +187,16 @@ static osp_error *build_response(ensemble_run *run, osp_infer_response **out) {
             return err;
         }
         out_k->byte_size = out_k->data->size;
+        /* Triton's classification extension (the ensemble has no labels). */
+        uint32_t classes =
+            p->req->n_outputs ? p->req->output_class_counts[k] : 0;
+        static const class_labels no_labels = {0};
+        if (classes &&
+            (err = classification_apply(out_k, cfg->max_batch_size > 0, classes,
+                                        &no_labels))) {
+            osp_infer_response_free(resp);
+            return err;
+        }
     }
     *out = resp;
     return NULL;
