@@ -7,6 +7,7 @@ the ensemble's trace. Configs are written as Triton's docs write them."""
 import concurrent.futures
 import json
 import pathlib
+import time
 
 import numpy as np
 import pytest
@@ -415,3 +416,20 @@ def test_class_count_on_an_ensemble_output(start_server, repo):
     r = client.infer("ens_diamond", diamond_inputs(httpclient, a, b), outputs=[out])
     # The two largest of 2 * a, as "<value>:<index>".
     assert r.as_numpy("OUT_SUM").tolist() == [[b"30:15", b"28:14"]]
+
+
+def test_in_poll_mode_an_ensemble_waits_for_its_step_models(start_server, tmp_path):
+    repo = tmp_path / "repo"
+    harness.write_model(repo, "ens_diamond", DIAMOND)
+    srv = start_server(repo, ["--model-control-mode=poll", "--repository-poll-secs=1",
+                              "--exit-on-error=false"], wait="live")
+    client = httpclient.InferenceServerClient(srv.hostport)
+    assert not client.is_model_ready("ens_diamond")
+    write_step_models(repo)  # the step models arrive later
+    deadline = time.monotonic() + 30 * harness.timeout_scale()
+    while not client.is_model_ready("ens_diamond"):
+        assert time.monotonic() < deadline, "the ensemble never became ready"
+        time.sleep(0.2)
+    a = np.ones((1, 16), dtype=np.int32)
+    r = client.infer("ens_diamond", diamond_inputs(httpclient, a, a))
+    np.testing.assert_array_equal(r.as_numpy("OUT_SUM"), 2 * a)
