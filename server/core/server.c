@@ -604,6 +604,18 @@ static osp_error *load_backend_version(osp_server *server,
     return err;
 }
 
+/* Triton's refusal of the response cache for a decoupled model (its
+ * config validation, whether or not the server has a cache). */
+static osp_error *check_response_cache_config(const osp_model_config *cfg) {
+    if (!cfg->decoupled || !cfg->response_cache)
+        return NULL;
+    return osp_error_new(OSP_ERROR_INVALID_ARG,
+                         "Response Cache does not currently support model %s "
+                         "with 'decoupled' transaction policy. Please disable "
+                         "the response cache.",
+                         cfg->name);
+}
+
 /* Loads every selected version of model `name` into new slots. Returns an
  * error only when nothing could be tried (bad name, config, versions);
  * per-version failures are recorded in the slots. */
@@ -632,7 +644,8 @@ static osp_error *load_versions(osp_server *server, const char *name,
     /* Triton finds these when it polls the repository or builds its
      * dependency graph: the model never gets as far as a version load,
      * and the index lists its name alone. */
-    if ((err = ensemble_check_config(cfg))) {
+    if ((err = ensemble_check_config(cfg)) ||
+        (err = check_response_cache_config(cfg))) {
         OSP_LOG_ERROR("Poll failed for model directory '%s': %s", name,
                       osp_error_message(err));
         osp_error_free(err);
@@ -670,13 +683,7 @@ static osp_error *load_versions(osp_server *server, const char *name,
          * versions independent). */
         osp_model_config *vcfg = NULL;
         osp_error *verr = read_config(name, &src, &vcfg);
-        if (!verr && vcfg->decoupled && vcfg->response_cache)
-            verr = osp_error_new(OSP_ERROR_INVALID_ARG,
-                                 "Response Cache does not currently support "
-                                 "model %s with 'decoupled' transaction "
-                                 "policy. Please disable the response cache.",
-                                 name);
-        else if (!verr && vcfg->ensemble_scheduling.enabled)
+        if (!verr && vcfg->ensemble_scheduling.enabled)
             verr = load_ensemble_version(server, vcfg, versions[i], vpath,
                                          &slot->model);
         else if (!verr)

@@ -163,12 +163,15 @@ def test_a_decoupled_model_with_the_cache_is_refused(start_server, repo):
         extra="model_transaction_policy { decoupled: true }\n")))
     srv = start_server(repo, ["--cache-config=local,size=1048576",
                               "--model-control-mode=explicit"])
+    # As a running Triton 2.51: refused when the repository is polled.
     r = requests.post(f"{srv.url}/v2/repository/models/decoupled/load", timeout=30)
-    assert r.status_code == 400
-    assert r.json()["error"] == (
-        "load failed for model 'decoupled': version 1 is at UNAVAILABLE state: "
-        "Response Cache does not currently support model decoupled with "
-        "'decoupled' transaction policy. Please disable the response cache.")
+    assert (r.status_code, r.json()["error"]) == (
+        500, "failed to load 'decoupled', failed to poll from model repository")
+    assert ("Poll failed for model directory 'decoupled': Response Cache does not "
+            "currently support model decoupled with 'decoupled' transaction policy. "
+            "Please disable the response cache.") in srv.log()
+    index = requests.post(f"{srv.url}/v2/repository/index", json={}, timeout=10).json()
+    assert {"name": "decoupled"} in index
 
 
 def test_an_ensemble_caches_its_own_responses(start_server, repo):
