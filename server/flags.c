@@ -7,6 +7,7 @@
  */
 #include "flags.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -263,6 +264,35 @@ static bool apply_backend_config(osprey_flags *f, const char *value) {
     key[eq - setting] = '\0';
     f->backend_settings[f->n_backend_settings++] = (osp_backend_setting){
         .backend = block, .key = key, .value = key + (eq - setting) + 1};
+    return true;
+}
+
+/* Triton's --cache-config=<cache>,<key>=<value> for its "local" cache:
+ * local,size=BYTES. A cache of 0 bytes is refused. */
+static bool apply_cache_config(osprey_flags *f, const char *value) {
+    static const char prefix[] = "local,size=";
+    char *end = NULL;
+    if (strncmp(value, prefix, sizeof prefix - 1) != 0) {
+        fprintf(stderr,
+                "Error: --cache-config: only the local cache is supported, "
+                "as local,size=<bytes>. Got %s\n",
+                value);
+        return false;
+    }
+    const char *number = value + sizeof prefix - 1;
+    errno = 0;
+    unsigned long long size = strtoull(number, &end, 10);
+    if (!isdigit((unsigned char)number[0]) || *end || errno == ERANGE ||
+        size > SIZE_MAX) {
+        fprintf(stderr, "Error: --cache-config: invalid size '%s'\n", number);
+        return false;
+    }
+    if (size == 0) {
+        fprintf(stderr, "Error: --cache-config: the local cache needs a size "
+                        "greater than 0\n");
+        return false;
+    }
+    f->response_cache_bytes = (size_t)size;
     return true;
 }
 
@@ -750,6 +780,12 @@ static const flag_def flag_table[] = {
      .apply = apply_cuda_pool,
      .help = "device memory pool of one GPU (default 67108864);\n"
              "repeatable"},
+    {.name = "cache-config",
+     .arg = "local,size=BYTES",
+     .kind = FLAG_APPLY,
+     .apply = apply_cache_config,
+     .help = "a response cache of BYTES for the models whose config\n"
+             "enables response_cache (Triton's local cache)"},
     {.name = "trace-config",
      .arg = "[MODE,]KEY=VALUE",
      .kind = FLAG_APPLY,

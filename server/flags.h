@@ -44,6 +44,7 @@ typedef struct osprey_flags {
     osp_backend_setting *backend_settings;
     size_t n_backend_settings;
     osp_device_options devices;
+    size_t response_cache_bytes; /* --cache-config=local,size=N */
     osp_tracer_options trace;
     bool allow_metrics;
     bool allow_gpu_metrics;

@@ -146,6 +146,7 @@ static osp_error *core_start(app *a) {
     opts.backend_settings = f->backend_settings;
     opts.n_backend_settings = f->n_backend_settings;
     opts.devices = f->devices;
+    opts.response_cache_bytes = f->response_cache_bytes;
     opts.backends = backends_builtin;
     opts.n_backends = backends_builtin_count;
     static const osp_device_provider *providers[1];

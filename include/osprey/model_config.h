@@ -121,6 +121,25 @@ typedef struct osp_model_optimization {
     bool eager_batching;
 } osp_model_optimization;
 
+/* One step of ensemble_scheduling: a model and how its inputs and outputs
+ * map to the ensemble's tensors (map<string, string>: key = the step
+ * model's tensor, value = the ensemble tensor; config order). */
+typedef struct osp_ensemble_step {
+    char *model_name;
+    int64_t model_version; /* -1 = latest */
+    osp_model_parameter *input_map;
+    size_t n_input_map;
+    osp_model_parameter *output_map;
+    size_t n_output_map;
+} osp_ensemble_step;
+
+/* ensemble_scheduling { step [ ... ] } (ModelEnsembling). */
+typedef struct osp_ensemble_scheduling {
+    bool enabled; /* the block was present */
+    osp_ensemble_step *steps;
+    size_t n_steps;
+} osp_ensemble_scheduling;
+
 typedef struct osp_model_config {
     char *name;
     char *platform;               /* "" when absent, never NULL */
@@ -139,6 +158,8 @@ typedef struct osp_model_config {
     size_t n_parameters;
     bool decoupled; /* model_transaction_policy { decoupled } */
     osp_model_optimization optimization;
+    osp_ensemble_scheduling ensemble_scheduling; /* platform "ensemble" */
+    bool response_cache; /* response_cache { enable } */
     /* Not part of config.pbtxt: the --backend-config settings that apply to
      * this model's backend (Triton's backend command-line config), one per
      * key, a backend's own setting in place of a global one of the same

@@ -116,6 +116,9 @@ typedef struct osp_server_options {
     const osp_backend_setting *backend_settings;
     size_t n_backend_settings;
     osp_device_options devices; /* device providers included */
+    /* Bytes of the response cache (Triton's --cache-config=local,size=N);
+     * 0: no cache. Models opt in with response_cache { enable: true }. */
+    size_t response_cache_bytes;
 } osp_server_options;
 
 void osp_server_options_init(osp_server_options *opts);

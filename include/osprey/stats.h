@@ -7,6 +7,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,12 +61,14 @@ typedef struct osp_model_stats {
     osp_duration_stat compute_input;
     osp_duration_stat compute_infer;
     osp_duration_stat compute_output;
-    osp_duration_stat cache_hit; /* always 0: no response cache */
-    osp_duration_stat cache_miss;
+    osp_duration_stat cache_hit;  /* answered from the response cache */
+    osp_duration_stat cache_miss; /* lookup + insertion of the others */
     uint64_t failures[OSP_FAILURE_REASON_COUNT]; /* fail.count, by reason */
     osp_batch_stat *batch_stats; /* ascending batch size, executed only */
     size_t n_batch_stats;
     uint64_t pending_requests; /* queued now, waiting for an instance */
+    /* The response cache serves this model (its nv_cache_* metrics). */
+    bool response_cache;
 } osp_model_stats;
 
 /* Statistics of READY model versions, in name order, versions ascending.
@@ -78,6 +81,16 @@ osp_error *osp_server_model_statistics(osp_server *server, const char *name,
                                        int64_t version, osp_model_stats **stats,
                                        size_t *n);
 void osp_model_stats_free(osp_model_stats *stats, size_t n);
+
+/* The response cache as a whole (Triton's nv_cache_* gauges). */
+typedef struct osp_cache_stats {
+    uint64_t entries, lookups, hits, misses, evictions;
+    uint64_t lookup_us, insertion_us; /* summed durations */
+    double util;                      /* bytes used / capacity */
+} osp_cache_stats;
+
+/* False (out untouched) when the server has no response cache. */
+bool osp_server_cache_statistics(osp_server *server, osp_cache_stats *out);
 
 #ifdef __cplusplus
 }

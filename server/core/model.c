@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ensemble.h"
 #include "model_internal.h"
 #include "osprey/log.h"
 #include "request_validate.h"
@@ -27,6 +28,7 @@ void osp_model_unref(osp_model *model) {
     pthread_mutex_destroy(&model->order_lock);
     batcher_destroy(&model->batcher);
     model_stats_destroy(&model->stats);
+    ensemble_free(model->ensemble);
     osp_model_config_free(model->config);
     for (size_t i = 0; i < model->n_output_labels; i++)
         class_labels_free(&model->output_labels[i]);
@@ -449,13 +451,13 @@ static void stop_instances(osp_model *model) {
     model->backend_model = NULL;
 }
 
-osp_error *model_load(osp_model_config *config, const osp_backend *backend,
-                      int64_t version, const char *version_path,
-                      bool strict_gpu, osp_model **out) {
-    osp_error *err = NULL;
+/* The parts of a loaded model every model has: reference, locks, config,
+ * version and path, statistics. */
+static osp_model *model_new_shell(osp_model_config *config, int64_t version,
+                                  const char *version_path) {
     osp_model *model = calloc(1, sizeof(*model));
     if (!model)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return NULL;
     atomic_init(&model->refs, 1);
     pthread_mutex_init(&model->lock, NULL);
     pthread_mutex_init(&model->order_lock, NULL);
@@ -468,10 +470,32 @@ osp_error *model_load(osp_model_config *config, const osp_backend *backend,
     model->config = config;
     model->version = version;
     model->version_path = strdup(version_path);
-    if (!model->version_path) {
-        err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
-        goto out;
+    osp_error *err =
+        model->version_path
+            ? model_stats_init(&model->stats, config->max_batch_size)
+            : osp_error_out_of_memory();
+    if (err) {
+        osp_error_free(err);
+        model->config = NULL; /* the caller keeps the config on failure */
+        osp_model_unref(model);
+        return NULL;
     }
+    return model;
+}
+
+osp_error *model_load_shell(osp_model_config *config, int64_t version,
+                            const char *version_path, osp_model **out) {
+    *out = model_new_shell(config, version, version_path);
+    return *out ? NULL : osp_error_out_of_memory();
+}
+
+osp_error *model_load(osp_model_config *config, const osp_backend *backend,
+                      int64_t version, const char *version_path,
+                      bool strict_gpu, osp_model **out) {
+    osp_error *err = NULL;
+    osp_model *model = model_new_shell(config, version, version_path);
+    if (!model)
+        return osp_error_out_of_memory();
     if ((err = load_labels(model)))
         goto out;
     model->backend = backend;
@@ -480,8 +504,6 @@ osp_error *model_load(osp_model_config *config, const osp_backend *backend,
         goto out;
     if ((err = batcher_init(&model->batcher, config, requests_compatible,
                             config)))
-        goto out;
-    if ((err = model_stats_init(&model->stats, config->max_batch_size)))
         goto out;
     if ((err = place_instances(model, strict_gpu)))
         goto out;
@@ -529,6 +551,8 @@ out:
 }
 
 void model_unload(osp_model *model) {
+    if (model->ensemble)
+        ensemble_drain(model->ensemble);
     stop_instances(model);
     osp_model_unref(model);
 }

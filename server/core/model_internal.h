@@ -17,6 +17,7 @@
 #include "stats.h"
 
 typedef struct model_instance model_instance;
+struct ensemble;
 
 /* The most batches one caller runs inline before leaving what is queued
  * to the workers (model_enqueue). */
@@ -74,6 +75,9 @@ struct osp_model {
     reorder_buffer reorder;
 
     model_stats stats;
+    /* An ensemble's scheduler (ensemble.h): it runs requests instead of a
+     * backend and instances. NULL for other models. */
+    struct ensemble *ensemble;
 };
 
 /* Loads version `version` of the model whose config is `config` (the model
@@ -83,11 +87,23 @@ struct osp_model {
 osp_error *model_load(osp_model_config *config, const osp_backend *backend,
                       int64_t version, const char *version_path,
                       bool strict_gpu, osp_model **out);
+/* A model version without a backend or instances (a scheduler of the core
+ * runs its requests, as the ensemble's does): `config` is taken over on
+ * success. */
+osp_error *model_load_shell(osp_model_config *config, int64_t version,
+                            const char *version_path, osp_model **out);
+
 /* Stops accepting work, lets workers finish everything queued, frees the
  * instances and backend state, and drops the loader's reference. */
 void model_unload(osp_model *model);
 
 osp_model *model_ref(osp_model *model);
+
+/* osp_server_infer_async for a step of an ensemble: the request's compute
+ * durations also go to `sink` (borrowed until the callback runs). */
+osp_error *server_infer_step(osp_server *server, osp_infer_request *req,
+                             osp_infer_complete_fn complete, void *user,
+                             stats_sink *sink);
 
 /* Queues a validated request (ownership of p moves). Returns UNAVAILABLE if
  * the model is stopping (p is then freed without completing). When the

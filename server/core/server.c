@@ -17,12 +17,15 @@
 #include <sys/stat.h>
 
 #include "backend_fields.h"
+#include "ensemble.h"
+#include "ensemble_graph.h"
 #include "load_override.h"
 #include "model_internal.h"
 #include "osprey/log.h"
 #include "repository.h"
 #include "repository_set.h"
 #include "request_validate.h"
+#include "response_cache.h"
 #include "trace_report.h"
 
 typedef struct version_slot {
@@ -72,6 +75,7 @@ struct osp_server {
     bool poll_stop; /* under poll_mutex */
     pthread_mutex_t poll_mutex;
     pthread_cond_t poll_cond;
+    response_cache *cache; /* NULL: none (response_cache_bytes 0) */
 };
 
 /* The registered backend a config names (borrowed), or INVALID_ARG naming
@@ -441,12 +445,192 @@ static osp_error *normalize_config(osp_model_config *cfg) {
     return NULL;
 }
 
+static osp_error *load_model_locked(osp_server *server, const char *name,
+                                    const osp_load_override *ov);
+
+/* How deep explicit loads of ensembles' steps nest on this thread (a
+ * bound, so that ensembles naming each other end). */
+static _Thread_local int step_load_depth;
+#define MAX_STEP_LOAD_DEPTH 8
+
+/* A reference on the model of step `st` (NULL when none is ready): in
+ * explicit mode a step model that is not loaded is loaded first, as
+ * Triton loads an ensemble's dependencies. */
+static osp_model *ensemble_step_model(osp_server *server,
+                                      const osp_ensemble_step *st) {
+    osp_model *model = NULL;
+    osp_error *err =
+        osp_server_model_get(server, st->model_name, st->model_version, &model);
+    if (err && server->control_mode == OSP_MODEL_CONTROL_EXPLICIT &&
+        step_load_depth < MAX_STEP_LOAD_DEPTH) {
+        osp_error_free(err);
+        step_load_depth++;
+        osp_error_free(load_model_locked(server, st->model_name, NULL));
+        step_load_depth--;
+        err = osp_server_model_get(server, st->model_name, st->model_version,
+                                   &model);
+    }
+    osp_error_free(err);
+    return err ? NULL : model;
+}
+
+/* Triton's answer for step `st` of ensemble `ens` whose model is not
+ * ready though the repository has it. */
+static osp_error *step_not_loaded(osp_server *server, const char *ens,
+                                  const osp_ensemble_step *st) {
+    if (st->model_version >= 0)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "ensemble '%s' depends on '%s' whose required "
+                             "version %lld is not loaded.",
+                             ens, st->model_name, (long long)st->model_version);
+    char *reason = NULL;
+    pthread_mutex_lock(&server->lock);
+    model_entry *e = find_entry(server, st->model_name);
+    if (e && e->reason)
+        reason = strdup(e->reason);
+    pthread_mutex_unlock(&server->lock);
+    osp_error *err =
+        reason ? osp_error_new(OSP_ERROR_INVALID_ARG,
+                               "ensemble '%s' depends on '%s' which has no "
+                               "loaded version. Model '%s' loading failed "
+                               "with error: %s",
+                               ens, st->model_name, st->model_name, reason)
+               : osp_error_new(OSP_ERROR_INVALID_ARG,
+                               "ensemble '%s' depends on '%s' which has no "
+                               "loaded version.",
+                               ens, st->model_name);
+    free(reason);
+    return err;
+}
+
+/* References on the models of every step of ensemble `cfg` into steps[]
+ * (n_steps slots, zeroed; the caller unrefs them), or Triton's error: the
+ * step models the repository does not have, else the first one that is
+ * not ready. */
+static osp_error *resolve_steps(osp_server *server, const osp_model_config *cfg,
+                                osp_model **steps) {
+    const osp_ensemble_scheduling *es = &cfg->ensemble_scheduling;
+    osp_error *err = NULL;
+    char missing[1024] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < es->n_steps; i++) {
+        const osp_ensemble_step *st = &es->steps[i];
+        if ((steps[i] = ensemble_step_model(server, st)))
+            continue;
+        if (server->source->fingerprint(server->source->self,
+                                        st->model_name) != 0) {
+            if (!err)
+                err = step_not_loaded(server, cfg->name, st);
+            continue;
+        }
+        bool listed = false; /* each name once, in step order */
+        for (size_t k = 0; k < i && !listed; k++)
+            listed = !steps[k] &&
+                     strcmp(es->steps[k].model_name, st->model_name) == 0;
+        if (!listed && used < sizeof missing)
+            used += (size_t)snprintf(missing + used, sizeof missing - used,
+                                     "%s%s", used ? ", " : "", st->model_name);
+    }
+    if (used) {
+        osp_error_free(err);
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "ensemble %s contains models that are not "
+                            "available or ambiguous: %s",
+                            cfg->name, missing);
+    }
+    return err;
+}
+
+/* Resolves an ensemble's steps and checks them against their models'
+ * configs (ensemble_check_steps). On success *out_steps holds the
+ * references (caller unrefs each and frees the array). */
+static osp_error *ensemble_dependencies(osp_server *server,
+                                        const osp_model_config *cfg,
+                                        osp_model ***out_steps) {
+    size_t n = cfg->ensemble_scheduling.n_steps;
+    osp_model **steps = calloc(n + 1, sizeof(*steps));
+    const osp_model_config **step_cfgs = calloc(n + 1, sizeof(*step_cfgs));
+    osp_error *err = steps && step_cfgs ? resolve_steps(server, cfg, steps)
+                                        : osp_error_out_of_memory();
+    for (size_t i = 0; !err && i < n; i++)
+        step_cfgs[i] = osp_model_get_config(steps[i]);
+    if (!err)
+        err = ensemble_check_steps(cfg, step_cfgs);
+    free(step_cfgs);
+    if (err && steps) {
+        for (size_t i = 0; i < n; i++)
+            osp_model_unref(steps[i]);
+        free(steps);
+        steps = NULL;
+    }
+    *out_steps = steps;
+    return err;
+}
+
+/* Loads a version of an ensemble (cfg is taken over on success): a shell
+ * model whose scheduler runs the steps, checked against the configs of
+ * the step models loaded now. */
+static osp_error *load_ensemble_version(osp_server *server,
+                                        osp_model_config *cfg, int64_t version,
+                                        const char *vpath, osp_model **out) {
+    size_t n = cfg->ensemble_scheduling.n_steps;
+    osp_model **steps = NULL;
+    const osp_model_config **step_cfgs = calloc(n + 1, sizeof(*step_cfgs));
+    osp_error *err = step_cfgs ? ensemble_dependencies(server, cfg, &steps)
+                               : osp_error_out_of_memory();
+    for (size_t i = 0; !err && i < n; i++)
+        step_cfgs[i] = osp_model_get_config(steps[i]);
+    if (!err && !(err = model_load_shell(cfg, version, vpath, out)) &&
+        (err = ensemble_attach(*out, server, step_cfgs))) {
+        (*out)->config = NULL; /* the caller keeps it on failure */
+        osp_model_unref(*out);
+        *out = NULL;
+    }
+    for (size_t i = 0; steps && i < n; i++)
+        osp_model_unref(steps[i]);
+    free(steps);
+    free(step_cfgs);
+    return err;
+}
+
+/* Loads version `version` of a model that a backend serves (cfg is taken
+ * over on success). */
+static osp_error *load_backend_version(osp_server *server,
+                                       osp_model_config *cfg, int64_t version,
+                                       const char *vpath, osp_model **out) {
+    const osp_backend *backend = NULL;
+    osp_error *err = find_backend(server, cfg, &backend);
+    if (!err)
+        err = set_backend_config(server, backend->name, cfg);
+    if (!err && server->auto_complete && backend->auto_complete &&
+        (cfg->n_inputs == 0 || cfg->n_outputs == 0))
+        err = backend->auto_complete(cfg, vpath);
+    if (!err)
+        err = normalize_config(cfg);
+    if (!err)
+        err = model_load(cfg, backend, version, vpath, server->strict_gpu, out);
+    return err;
+}
+
+/* Triton's refusal of the response cache for a decoupled model (its
+ * config validation, whether or not the server has a cache). */
+static osp_error *check_response_cache_config(const osp_model_config *cfg) {
+    if (!cfg->decoupled || !cfg->response_cache)
+        return NULL;
+    return osp_error_new(OSP_ERROR_INVALID_ARG,
+                         "Response Cache does not currently support model %s "
+                         "with 'decoupled' transaction policy. Please disable "
+                         "the response cache.",
+                         cfg->name);
+}
+
 /* Loads every selected version of model `name` into new slots. Returns an
  * error only when nothing could be tried (bad name, config, versions);
  * per-version failures are recorded in the slots. */
 static osp_error *load_versions(osp_server *server, const char *name,
                                 const osp_load_override *ov,
-                                version_slot **slots_out, size_t *n_out) {
+                                version_slot **slots_out, size_t *n_out,
+                                bool *unlisted) {
     osp_error *err = NULL;
     load_source src = {0};
     osp_model_config *cfg = NULL;
@@ -465,6 +649,33 @@ static osp_error *load_versions(osp_server *server, const char *name,
                  : error_without_dirs(server, err, src.model_parent);
         goto out;
     }
+    /* Triton finds these when it polls the repository or builds its
+     * dependency graph: the model never gets as far as a version load,
+     * and the index lists its name alone. */
+    if ((err = ensemble_check_config(cfg)) ||
+        (err = check_response_cache_config(cfg))) {
+        OSP_LOG_ERROR("Poll failed for model directory '%s': %s", name,
+                      osp_error_message(err));
+        osp_error_free(err);
+        err = poll_failure(name);
+        *unlisted = true;
+        goto out;
+    }
+    if (cfg->ensemble_scheduling.enabled) {
+        osp_model **steps = NULL;
+        if ((err = ensemble_dependencies(server, cfg, &steps))) {
+            osp_error *wrapped = osp_error_new(
+                osp_error_get_code(err), "load failed for model '%s': %s\n",
+                name, osp_error_message(err));
+            osp_error_free(err);
+            err = wrapped;
+            *unlisted = true;
+            goto out;
+        }
+        for (size_t i = 0; i < cfg->ensemble_scheduling.n_steps; i++)
+            osp_model_unref(steps[i]);
+        free(steps);
+    }
     slots = calloc(n_versions, sizeof(*slots));
     if (!slots) {
         err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
@@ -480,19 +691,12 @@ static osp_error *load_versions(osp_server *server, const char *name,
          * versions independent). */
         osp_model_config *vcfg = NULL;
         osp_error *verr = read_config(name, &src, &vcfg);
-        const osp_backend *backend = NULL;
-        if (!verr)
-            verr = find_backend(server, vcfg, &backend);
-        if (!verr)
-            verr = set_backend_config(server, backend->name, vcfg);
-        if (!verr && server->auto_complete && backend->auto_complete &&
-            (vcfg->n_inputs == 0 || vcfg->n_outputs == 0))
-            verr = backend->auto_complete(vcfg, vpath);
-        if (!verr)
-            verr = normalize_config(vcfg);
-        if (!verr)
-            verr = model_load(vcfg, backend, versions[i], vpath,
-                              server->strict_gpu, &slot->model);
+        if (!verr && vcfg->ensemble_scheduling.enabled)
+            verr = load_ensemble_version(server, vcfg, versions[i], vpath,
+                                         &slot->model);
+        else if (!verr)
+            verr = load_backend_version(server, vcfg, versions[i], vpath,
+                                        &slot->model);
         verr = error_without_dirs(server, verr,
                                   src.override_dir ? src.override_dir
                                                    : src.model_parent);
@@ -552,8 +756,9 @@ static osp_error *load_model_locked(osp_server *server, const char *name,
     size_t n = 0, n_old = 0;
     uint64_t fingerprint =
         ov ? 0 : server->source->fingerprint(server->source->self, name);
+    bool unlisted = false;
     osp_error *err = error_without_dirs(
-        server, load_versions(server, name, ov, &slots, &n), NULL);
+        server, load_versions(server, name, ov, &slots, &n, &unlisted), NULL);
     bool any_ready = false;
     for (size_t i = 0; i < n; i++)
         any_ready |= slots[i].state == OSP_MODEL_STATE_READY;
@@ -603,7 +808,7 @@ static osp_error *load_model_locked(osp_server *server, const char *name,
     e->wanted = true;
     e->fingerprint = fingerprint;
     free(e->reason);
-    e->reason = err ? strdup(osp_error_message(err)) : NULL;
+    e->reason = err && !unlisted ? strdup(osp_error_message(err)) : NULL;
     pthread_mutex_unlock(&server->lock);
 
     unload_slots(server, old, n_old);
@@ -658,9 +863,83 @@ static void *parallel_load_worker(void *arg) {
     return NULL;
 }
 
+static void load_plain_models(osp_server *server, char *const *names, size_t n);
+
+/* Whether model folder `name` holds an ensemble's config. */
+static bool is_ensemble_folder(const osp_server *server, const char *name) {
+    char path[PATH_MAX], *dir = NULL;
+    osp_model_config *cfg = NULL;
+    osp_error *err = server->source->model_dir(server->source->self, name, &dir);
+    if (!err) {
+        snprintf(path, sizeof path, "%s/config.pbtxt", dir);
+        err = osp_model_config_load(path, &cfg);
+    }
+    free(dir);
+    bool yes = !err && (cfg->ensemble_scheduling.enabled ||
+                        strcmp(cfg->platform, "ensemble") == 0);
+    osp_error_free(err);
+    osp_model_config_free(cfg);
+    return yes;
+}
+
+static bool has_ready_version(const model_entry *e) {
+    for (size_t v = 0; e && v < e->n_versions; v++)
+        if (e->versions[v].state == OSP_MODEL_STATE_READY)
+            return true;
+    return false;
+}
+
+/* Loads the ensembles names[0..n) (borrowed) one at a time, again while a
+ * round makes one more ready: an ensemble of ensembles loads once the
+ * inner ones have. Call with load_lock held. */
+static void load_ensembles(osp_server *server, char *const *names, size_t n) {
+    bool *ready = calloc(n + 1, sizeof(*ready));
+    bool progress = true;
+    for (int round = 0; ready && progress && round <= MAX_STEP_LOAD_DEPTH;
+         round++) {
+        progress = false;
+        for (size_t i = 0; i < n; i++) {
+            if (ready[i])
+                continue;
+            osp_error_free(load_model_locked(server, names[i], NULL));
+            pthread_mutex_lock(&server->lock);
+            ready[i] = has_ready_version(find_entry(server, names[i]));
+            pthread_mutex_unlock(&server->lock);
+            progress |= ready[i];
+        }
+    }
+    free(ready);
+}
+
 /* Loads models names[0..n) (borrowed); call with load_lock held.
- * Failures are logged and recorded, not returned. */
+ * Failures are logged and recorded, not returned. Ensembles load after
+ * the other models, which their steps may name. */
 static void load_models(osp_server *server, char *const *names, size_t n) {
+    char **plain = calloc(n + 1, sizeof(*plain));
+    char **ensembles = calloc(n + 1, sizeof(*ensembles));
+    size_t n_plain = 0, n_ensembles = 0;
+    if (!plain || !ensembles) {
+        free(plain);
+        free(ensembles);
+        load_plain_models(server, names, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (is_ensemble_folder(server, names[i]))
+            ensembles[n_ensembles++] = names[i];
+        else
+            plain[n_plain++] = names[i];
+    }
+    load_plain_models(server, plain, n_plain);
+    load_ensembles(server, ensembles, n_ensembles);
+    free(plain);
+    free(ensembles);
+}
+
+/* Loads models names[0..n) (borrowed) on up to load_threads threads; call
+ * with load_lock held. */
+static void load_plain_models(osp_server *server, char *const *names,
+                              size_t n) {
     pthread_mutex_lock(&server->lock);
     for (size_t i = 0; i < n; i++) {
         osp_error *unsafe = osp_repository_check_name(names[i]);
@@ -710,7 +989,11 @@ static void poll_repository(osp_server *server) {
         pthread_mutex_lock(&server->lock);
         model_entry *e = find_entry(server, names[i]);
         bool is_changed = !e || e->fingerprint != fp;
+        bool waiting = e && !has_ready_version(e);
         pthread_mutex_unlock(&server->lock);
+        /* An ensemble that is not ready may wait for a step model that
+         * this poll brings: it is tried again. */
+        is_changed |= waiting && is_ensemble_folder(server, names[i]);
         if (is_changed) {
             OSP_LOG_INFO("poll: loading '%s'", names[i]);
             changed[n_changed++] = names[i];
@@ -869,7 +1152,10 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
         free(server);
         return err;
     }
-    if ((err = copy_backend_settings(server, opts))) {
+    if ((err = copy_backend_settings(server, opts)) ||
+        (opts->response_cache_bytes &&
+         (err = response_cache_new(opts->response_cache_bytes,
+                                   &server->cache)))) {
         free_backend_settings(server->backend_settings,
                               server->n_backend_settings);
         repository_set_free(server->set);
@@ -958,6 +1244,7 @@ void osp_server_free(osp_server *server) {
     pthread_cond_destroy(&server->poll_cond);
     free_backend_settings(server->backend_settings, server->n_backend_settings);
     repository_set_free(server->set);
+    response_cache_free(server->cache);
     free(server->repo_root);
     free(server);
 }
@@ -1190,8 +1477,31 @@ osp_error *osp_server_alloc_input_buffer(osp_server *server, size_t size,
     return NULL;
 }
 
-osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
-                                  osp_infer_complete_fn complete, void *user) {
+/* Looks validated request p up in the response cache: a hit completes p
+ * (true; ownership of p moved); on a miss p remembers the key, so that its
+ * response is inserted when it succeeds. */
+static bool answer_from_cache(response_cache *cache, pending_request *p) {
+    uint64_t start = osp_now_ns();
+    osp_infer_response *resp = pending_request_response_new(p);
+    p->cache_key = response_cache_key(cache, p->model->config->name,
+                                      p->model->version, p->req);
+    bool hit = resp && response_cache_lookup(cache, p->cache_key, resp);
+    p->cache_lookup_ns = osp_now_ns() - start;
+    if (!hit) {
+        osp_infer_response_free(resp);
+        p->cache = cache;
+        return false;
+    }
+    p->cache_hit = true;
+    pending_request_finish(p, resp);
+    return true;
+}
+
+/* osp_server_infer_async; a step of an ensemble also reports its compute
+ * durations to `sink` (NULL for others). */
+static osp_error *submit(osp_server *server, osp_infer_request *req,
+                         osp_infer_complete_fn complete, void *user,
+                         stats_sink *sink) {
     uint64_t request_start = osp_now_ns();
     if (atomic_load(&server->shutting_down)) {
         osp_infer_request_free(req);
@@ -1217,13 +1527,32 @@ osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
     p->complete = complete;
     p->user = user;
     p->times.request_start = request_start;
+    p->secondary_stats = sink;
     if ((err = request_validate(model->config, p))) {
         pending_request_free(p);
         return err;
     }
     if (req->trace)
         trace_report_accepted(p);
+    if (server->cache && model->config->response_cache &&
+        answer_from_cache(server->cache, p))
+        return NULL;
+    if (model->ensemble) {
+        ensemble_start(model->ensemble, p);
+        return NULL;
+    }
     return model_enqueue(model, p);
+}
+
+osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
+                                  osp_infer_complete_fn complete, void *user) {
+    return submit(server, req, complete, user, NULL);
+}
+
+osp_error *server_infer_step(osp_server *server, osp_infer_request *req,
+                             osp_infer_complete_fn complete, void *user,
+                             stats_sink *sink) {
+    return submit(server, req, complete, user, sink);
 }
 
 /* ---- statistics -----------------------------------------------------------
@@ -1259,12 +1588,31 @@ static osp_error *append_model(osp_server *server, const char *name,
                   : osp_error_out_of_memory();
     if (!err) {
         m->pending_requests = model_pending_count(model);
+        m->response_cache = server->cache && model->config->response_cache;
         (*n)++;
     } else {
         free(m->name);
     }
     osp_model_unref(model);
     return err;
+}
+
+bool osp_server_cache_statistics(osp_server *server, osp_cache_stats *out) {
+    if (!server->cache)
+        return false;
+    response_cache_stats s;
+    response_cache_get_stats(server->cache, &s);
+    *out = (osp_cache_stats){
+        .entries = s.entries,
+        .lookups = s.lookups,
+        .hits = s.hits,
+        .misses = s.misses,
+        .evictions = s.evictions,
+        .lookup_us = s.lookup_ns / 1000,
+        .insertion_us = s.insertion_ns / 1000,
+        .util = (double)s.bytes / (double)s.capacity,
+    };
+    return true;
 }
 
 /* The ready versions of `name` to report, per the version asked for. */

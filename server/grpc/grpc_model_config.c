@@ -358,6 +358,60 @@ optimization(arena *a, const osp_model_optimization *o) {
     return p;
 }
 
+typedef Inference__ModelEnsembling__Step step_msg;
+typedef Inference__ModelEnsembling__Step__InputMapEntry input_map_msg;
+typedef Inference__ModelEnsembling__Step__OutputMapEntry output_map_msg;
+
+/* A step's input_map and output_map entries (two message types of one
+ * layout, hence the macro). */
+#define STEP_MAP_ENTRIES(a, map, n, type, init_fn, out)                        \
+    do {                                                                       \
+        (out) = arena_calloc((a), (n), sizeof *(out));                         \
+        for (size_t k = 0; (out) && k < (n); k++) {                            \
+            type *e = arena_calloc((a), 1, sizeof *e);                         \
+            if (!e) {                                                          \
+                (out) = NULL;                                                  \
+                break;                                                         \
+            }                                                                  \
+            init_fn(e);                                                        \
+            e->key = (map)[k].key;                                             \
+            e->value = (map)[k].value;                                         \
+            (out)[k] = e;                                                      \
+        }                                                                      \
+    } while (0)
+
+static Inference__ModelEnsembling *
+ensemble_scheduling(arena *a, const osp_ensemble_scheduling *es) {
+    Inference__ModelEnsembling *msg = arena_calloc(a, 1, sizeof *msg);
+    step_msg **steps = arena_calloc(a, es->n_steps, sizeof *steps);
+    if (!msg || !steps)
+        return NULL;
+    inference__model_ensembling__init(msg);
+    for (size_t i = 0; i < es->n_steps; i++) {
+        const osp_ensemble_step *st = &es->steps[i];
+        step_msg *s = arena_calloc(a, 1, sizeof *s);
+        if (!s)
+            return NULL;
+        inference__model_ensembling__step__init(s);
+        s->model_name = st->model_name;
+        s->model_version = st->model_version;
+        s->n_input_map = st->n_input_map;
+        STEP_MAP_ENTRIES(
+            a, st->input_map, st->n_input_map, input_map_msg,
+            inference__model_ensembling__step__input_map_entry__init,
+            s->input_map);
+        s->n_output_map = st->n_output_map;
+        STEP_MAP_ENTRIES(
+            a, st->output_map, st->n_output_map, output_map_msg,
+            inference__model_ensembling__step__output_map_entry__init,
+            s->output_map);
+        steps[i] = s;
+    }
+    msg->n_step = es->n_steps;
+    msg->step = steps;
+    return msg;
+}
+
 uint8_t *kgrpc_pack_model_config_response(const osp_model_config *c,
                                           size_t *len) {
     arena a = {0};
@@ -381,7 +435,19 @@ uint8_t *kgrpc_pack_model_config_response(const osp_model_config *c,
             INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING;
         mc.dynamic_batching = dynamic_batching(&a, &c->dynamic_batching);
     }
-    mc.optimization = optimization(&a, &c->optimization);
+    if (c->ensemble_scheduling.enabled) {
+        mc.scheduling_choice_case =
+            INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING;
+        mc.ensemble_scheduling =
+            ensemble_scheduling(&a, &c->ensemble_scheduling);
+    }
+    Inference__ModelResponseCache cache = INFERENCE__MODEL_RESPONSE_CACHE__INIT;
+    if (c->response_cache) {
+        cache.enable = true;
+        mc.response_cache = &cache;
+    }
+    if (!c->ensemble_scheduling.enabled) /* Triton sets none for one */
+        mc.optimization = optimization(&a, &c->optimization);
     mc.n_instance_group = c->n_instance_groups;
     mc.instance_group = instance_groups(&a, c);
     mc.default_model_filename = c->default_model_filename;

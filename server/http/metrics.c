@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,6 +256,34 @@ static const struct model_family {
      "gauge", f_pending},
 };
 
+static uint64_t f_cache_hits(const osp_model_stats *m) {
+    return m->cache_hit.count;
+}
+static uint64_t f_cache_misses(const osp_model_stats *m) {
+    return m->cache_miss.count;
+}
+static uint64_t f_cache_hit_us(const osp_model_stats *m) {
+    return m->cache_hit.us;
+}
+static uint64_t f_cache_miss_us(const osp_model_stats *m) {
+    return m->cache_miss.us;
+}
+
+/* Triton's per-model cache families (in its order), for the models the
+ * response cache serves (none of them when no model uses it). */
+static const struct model_family cache_families[] = {
+    {"nv_cache_num_hits_per_model", "Number of cache hits per model", "counter",
+     f_cache_hits},
+    {"nv_cache_hit_duration_per_model",
+     "Total cache hit duration per model, in microseconds", "counter",
+     f_cache_hit_us},
+    {"nv_cache_num_misses_per_model", "Number of cache misses per model",
+     "counter", f_cache_misses},
+    {"nv_cache_miss_duration_per_model",
+     "Total cache miss (insert+lookup) duration per model, in microseconds",
+     "counter", f_cache_miss_us},
+};
+
 /* Triton's label order of the failure reasons. */
 static const osp_failure_reason failure_order[] = {
     OSP_FAILURE_REJECTED, OSP_FAILURE_CANCELED, OSP_FAILURE_BACKEND,
@@ -277,6 +306,19 @@ static void render_models(jbuf *b, const osp_model_stats *stats, size_t n) {
                              osp_failure_reason_name(reason));
                 value_u64(b, stats[i].failures[reason]);
             }
+        }
+    }
+    bool any_cache = false;
+    for (size_t i = 0; i < n; i++)
+        any_cache |= stats[i].response_cache;
+    for (size_t f = 0; any_cache && f < 4; f++) {
+        const struct model_family *fam = &cache_families[f];
+        family(b, fam->name, fam->help, fam->type);
+        for (size_t i = 0; i < n; i++) {
+            if (!stats[i].response_cache)
+                continue;
+            model_sample(b, fam->name, &stats[i], NULL);
+            value_u64(b, fam->field(&stats[i]));
         }
     }
 }
@@ -581,6 +623,47 @@ static void render_queues(metrics_exporter *ms, jbuf *b) {
     }
 }
 
+/* Triton's gauges of the response cache as a whole, when there is one.
+ * (Triton 2.51 shows 0 for all but nv_cache_util; these are the real
+ * values.) */
+static void render_cache(metrics_exporter *ms, jbuf *b) {
+    osp_cache_stats c;
+    if (!osp_server_cache_statistics(ms->core, &c))
+        return;
+    family(b, "nv_cache_util", "Cache utilization [0.0 - 1.0]", "gauge");
+    jbuf_puts(b, "nv_cache_util ");
+    value_double(b, c.util);
+    static const struct {
+        const char *name, *help;
+        size_t offset;
+    } gauges[] = {
+        {"nv_cache_num_entries", "Number of responses stored in response cache",
+         offsetof(osp_cache_stats, entries)},
+        {"nv_cache_num_hits", "Number of cache hits in response cache",
+         offsetof(osp_cache_stats, hits)},
+        {"nv_cache_num_misses", "Number of cache misses in response cache",
+         offsetof(osp_cache_stats, misses)},
+        {"nv_cache_num_lookups", "Number of cache lookups in response cache",
+         offsetof(osp_cache_stats, lookups)},
+        {"nv_cache_num_evictions",
+         "Number of cache evictions in response cache",
+         offsetof(osp_cache_stats, evictions)},
+        {"nv_cache_lookup_duration",
+         "Total cache lookup duration (hit and miss), in microseconds",
+         offsetof(osp_cache_stats, lookup_us)},
+        {"nv_cache_insertion_duration",
+         "Total cache insertion duration, in microseconds",
+         offsetof(osp_cache_stats, insertion_us)},
+    };
+    for (size_t g = 0; g < sizeof gauges / sizeof gauges[0]; g++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&c + gauges[g].offset, sizeof v);
+        family(b, gauges[g].name, gauges[g].help, "gauge");
+        jbuf_printf(b, "%s ", gauges[g].name);
+        value_u64(b, v);
+    }
+}
+
 osp_error *metrics_render(metrics_exporter *ms, char **text, size_t *len) {
     osp_model_stats *stats = NULL;
     size_t n = 0;
@@ -592,6 +675,7 @@ osp_error *metrics_render(metrics_exporter *ms, char **text, size_t *len) {
     jbuf_init(&b);
     render_models(&b, stats, n);
     osp_model_stats_free(stats, n);
+    render_cache(ms, &b);
     render_pinned(&b);
     if (ms->queues)
         render_queues(ms, &b);

@@ -245,6 +245,40 @@ static void write_optimization(jbuf *b, const osp_model_optimization *o) {
     jbuf_putc(b, '}');
 }
 
+/* A map<string, string> as a JSON object, config order. */
+static void write_string_map(jbuf *b, const osp_model_parameter *map,
+                             size_t n) {
+    jbuf_putc(b, '{');
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            jbuf_putc(b, ',');
+        jbuf_json_cstr(b, map[i].key);
+        jbuf_putc(b, ':');
+        jbuf_json_cstr(b, map[i].value);
+    }
+    jbuf_putc(b, '}');
+}
+
+static void write_ensemble_scheduling(jbuf *b,
+                                      const osp_ensemble_scheduling *es) {
+    jbuf_puts(b, "{\"step\":[");
+    for (size_t i = 0; i < es->n_steps; i++) {
+        const osp_ensemble_step *st = &es->steps[i];
+        bool first = true;
+        jbuf_puts(b, i ? ",{" : "{");
+        str_field(b, &first, "model_name", st->model_name);
+        key(b, &first, "model_version");
+        jbuf_printf(b, "%lld", (long long)st->model_version);
+        key(b, &first, "input_map");
+        write_string_map(b, st->input_map, st->n_input_map);
+        key(b, &first, "output_map");
+        write_string_map(b, st->output_map, st->n_output_map);
+        str_field(b, &first, "model_namespace", "");
+        jbuf_putc(b, '}');
+    }
+    jbuf_puts(b, "]}");
+}
+
 void model_config_to_json(const osp_model_config *c, jbuf *b) {
     bool first = true;
     jbuf_putc(b, '{');
@@ -275,11 +309,17 @@ void model_config_to_json(const osp_model_config *c, jbuf *b) {
     jbuf_puts(b, "[]");
     key(b, &first, "batch_output");
     jbuf_puts(b, "[]");
-    key(b, &first, "optimization");
-    write_optimization(b, &c->optimization);
+    if (!c->ensemble_scheduling.enabled) { /* Triton shows none for one */
+        key(b, &first, "optimization");
+        write_optimization(b, &c->optimization);
+    }
     if (c->dynamic_batching.enabled) {
         key(b, &first, "dynamic_batching");
         write_dynamic_batching(b, &c->dynamic_batching);
+    }
+    if (c->ensemble_scheduling.enabled) {
+        key(b, &first, "ensemble_scheduling");
+        write_ensemble_scheduling(b, &c->ensemble_scheduling);
     }
     key(b, &first, "instance_group");
     jbuf_putc(b, '[');
@@ -309,5 +349,9 @@ void model_config_to_json(const osp_model_config *c, jbuf *b) {
     jbuf_puts(b, "[]");
     key(b, &first, "model_transaction_policy");
     jbuf_printf(b, "{\"decoupled\":%s}", c->decoupled ? "true" : "false");
+    if (c->response_cache) {
+        key(b, &first, "response_cache");
+        jbuf_puts(b, "{\"enable\":true}");
+    }
     jbuf_putc(b, '}');
 }

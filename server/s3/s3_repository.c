@@ -33,6 +33,7 @@ typedef struct model_record {
     char *name;
     uint64_t fingerprint; /* of the last full listing; 0: not in it */
     unsigned long current, previous; /* download folders; 0: none */
+    uint64_t current_fingerprint;    /* of the objects `current` holds */
 } model_record;
 
 struct s3_repository {
@@ -299,7 +300,7 @@ static osp_error *download_all(s3_repository *r, const s3_object *objs,
  * before the previous (no load uses it any more: loads of one model are
  * serialised, and the previous one may still be serving). */
 static osp_error *record_download(s3_repository *r, const char *name,
-                                  unsigned long n) {
+                                  unsigned long n, uint64_t fingerprint) {
     pthread_mutex_lock(&r->lock);
     model_record *m = get_record(r, name);
     unsigned long stale = 0;
@@ -307,6 +308,7 @@ static osp_error *record_download(s3_repository *r, const char *name,
         stale = m->previous;
         m->previous = m->current;
         m->current = n;
+        m->current_fingerprint = fingerprint;
     }
     pthread_mutex_unlock(&r->lock);
     if (!m)
@@ -335,6 +337,25 @@ static osp_error *repo_model_dir(void *self, const char *name, char **dir_out) {
         return osp_error_new(OSP_ERROR_NOT_FOUND, "no model '%s' in %s", name,
                              where);
     }
+    /* The objects unchanged since the current download: that folder
+     * again (the server reads a model's config before it loads it). */
+    uint64_t fingerprint = 14695981039346656037ull;
+    for (size_t i = 0; i < n_objs; i++)
+        fingerprint = fingerprint_object(fingerprint, &objs[i]);
+    pthread_mutex_lock(&r->lock);
+    const model_record *known = find_record(r, name);
+    unsigned long current = known && known->current_fingerprint == fingerprint
+                                ? known->current
+                                : 0;
+    pthread_mutex_unlock(&r->lock);
+    if (current) {
+        s3_objects_free(objs, n_objs);
+        char done[PATH_MAX];
+        snprintf(done, sizeof done, "%s/%lu/%s", r->cache_root, current, name);
+        if (!(*dir_out = strdup(done)))
+            return osp_error_out_of_memory();
+        return NULL;
+    }
     unsigned long n = atomic_fetch_add(&r->next_download, 1) + 1;
     /* Fits: open() keeps cache_root under CACHE_ROOT_MAX. */
     char partial[PATH_MAX], model_dir[PATH_MAX + NAME_MAX + 2], done[PATH_MAX];
@@ -359,7 +380,7 @@ static osp_error *repo_model_dir(void *self, const char *name, char **dir_out) {
         return osp_error_wrap(err, "failed to download model '%s'", name);
     }
     char *dir = malloc(strlen(done) + strlen(name) + 2);
-    if (!dir || (err = record_download(r, name, n))) {
+    if (!dir || (err = record_download(r, name, n, fingerprint))) {
         free(dir);
         remove_tree(done);
         return err ? err : osp_error_out_of_memory();

@@ -1,5 +1,6 @@
 /*
- * libFuzzer target for the config.pbtxt parser (pbtxt.c + model_config.c).
+ * libFuzzer target for the config.pbtxt parser (pbtxt.c + model_config.c)
+ * and, on what parses, an ensemble's graph checks (ensemble_graph.c).
  * Any input must give either a config or an INVALID_ARG error, without
  * crashing, leaking or reading out of bounds. Build: see README.md.
  */
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ensemble_graph.h"
 #include "osprey/model_config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -43,6 +45,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!cfg->name || !cfg->platform || !cfg->backend)
             abort();
         osp_model_config_parameter(cfg, "key");
+        /* An ensemble's graph checks; a graph that passes gets a plan. */
+        osp_error *graph = ensemble_check_config(cfg);
+        ensemble_plan *plan = NULL;
+        if (!graph && cfg->ensemble_scheduling.enabled) {
+            graph = ensemble_plan_new(cfg, &plan);
+            ensemble_plan_free(plan);
+        }
+        osp_error_free(graph);
         osp_model_config_free(cfg);
     }
     free(text);

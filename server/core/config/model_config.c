@@ -34,13 +34,11 @@ static const char *const ignored_config_fields[] = {
     "batch_input",
     "batch_output",
     "sequence_batching",
-    "ensemble_scheduling",
     "cc_model_filenames",
     "metric_tags",
     "model_warmup",
     "model_operations",
     "model_repository_agents",
-    "response_cache",
     "model_metrics",
     NULL,
 };
@@ -996,6 +994,119 @@ static osp_error *map_transaction_policy(const mapper *m, const pbtxt_node *n,
     return NULL;
 }
 
+/* One map<string, string> field of an ensemble step (input_map or
+ * output_map): entries appended to *list, keys checked unique. */
+static osp_error *map_step_map(const mapper *m, const char *prefix,
+                               const pbtxt_node *step, const char *field,
+                               osp_model_parameter **list, size_t *n) {
+    osp_error *err = NULL;
+    size_t count = pbtxt_count(step, field);
+    key_ref *keys = NULL;
+    if (count == 0)
+        return NULL;
+    *list = calloc(count, sizeof(**list));
+    keys = calloc(count, sizeof(*keys));
+    if (!*list || !keys) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    for (const pbtxt_node *f = step->first_child; f; f = f->next) {
+        if (strcmp(f->name, field) != 0)
+            continue;
+        size_t i = (*n)++;
+        if ((err = map_string_entry(m, prefix, f, &(*list)[i])))
+            goto out;
+        keys[i] = (key_ref){.str = (*list)[i].key, .index = i};
+    }
+    long dup = first_duplicate(keys, *n, false);
+    if (dup >= 0) {
+        char sub[160];
+        snprintf(sub, sizeof(sub), "%s.%s", prefix, field);
+        err = config_error(m, nth_field(step, field, (size_t)dup)->line, sub,
+                           "key", "duplicate key '%.64s'", (*list)[dup].key);
+    }
+out:
+    free(keys);
+    return err;
+}
+
+/* `ensemble_scheduling { step [ { model_name model_version input_map
+ * output_map } ] }`. Whether the steps make a graph is checked at load
+ * (ensemble_graph.c), with Triton's messages. */
+static osp_error *map_ensemble_scheduling(const mapper *m, const pbtxt_node *n,
+                                          osp_ensemble_scheduling *es) {
+    osp_error *err = NULL;
+    const char *prefix = "ensemble_scheduling";
+    if ((err = expect_kind(m, "", n, PBTXT_MESSAGE, "a message")))
+        return err;
+    es->enabled = true;
+    size_t count = pbtxt_count(n, "step");
+    if (count > 0 && !(es->steps = calloc(count, sizeof(*es->steps))))
+        return osp_error_out_of_memory();
+    for (const pbtxt_node *f = n->first_child; f; f = f->next) {
+        if (!strcmp(f->name, "max_inflight_requests")) {
+            uint64_t ignored = 0;
+            if ((err = get_uint(m, prefix, f, UINT32_MAX, &ignored)))
+                return err;
+            continue;
+        }
+        if (strcmp(f->name, "step") != 0)
+            return unknown_field(m, prefix, f);
+        const char *sp = "ensemble_scheduling.step";
+        if ((err = expect_kind(m, prefix, f, PBTXT_MESSAGE, "a message")))
+            return err;
+        osp_ensemble_step *st = &es->steps[es->n_steps++];
+        st->model_version = -1;
+        unsigned seen = 0;
+        for (const pbtxt_node *g = f->first_child; g; g = g->next) {
+            if (!strcmp(g->name, "model_name")) {
+                if ((err = once(m, sp, g, &seen, 1)) ||
+                    (err = get_string(m, sp, g, &st->model_name)))
+                    return err;
+            } else if (!strcmp(g->name, "model_version")) {
+                if ((err = once(m, sp, g, &seen, 2)) ||
+                    (err = get_int(m, sp, g, INT64_MIN, INT64_MAX,
+                                   &st->model_version)))
+                    return err;
+            } else if (!strcmp(g->name, "model_namespace")) {
+                char *ns = NULL;
+                err = get_string(m, sp, g, &ns);
+                free(ns);
+                if (err)
+                    return err;
+            } else if (strcmp(g->name, "input_map") &&
+                       strcmp(g->name, "output_map")) {
+                return unknown_field(m, sp, g);
+            }
+        }
+        if ((err = map_step_map(m, sp, f, "input_map", &st->input_map,
+                                &st->n_input_map)) ||
+            (err = map_step_map(m, sp, f, "output_map", &st->output_map,
+                                &st->n_output_map)))
+            return err;
+        if (!st->model_name && !(st->model_name = strdup("")))
+            return osp_error_out_of_memory();
+    }
+    return NULL;
+}
+
+/* `response_cache { enable: true }`. */
+static osp_error *map_response_cache(const mapper *m, const pbtxt_node *n,
+                                     bool *enable) {
+    osp_error *err = NULL;
+    unsigned seen = 0;
+    if ((err = expect_kind(m, "", n, PBTXT_MESSAGE, "a message")))
+        return err;
+    for (const pbtxt_node *f = n->first_child; f; f = f->next) {
+        if (strcmp(f->name, "enable") != 0)
+            return unknown_field(m, "response_cache", f);
+        if ((err = once(m, "response_cache", f, &seen, 1)) ||
+            (err = get_bool(m, "response_cache", f, enable)))
+            return err;
+    }
+    return NULL;
+}
+
 /* The top-level fields. max_batch_size is read first because input/output
  * dims and preferred batch sizes are checked against it. */
 static osp_error *map_config(const mapper *m, const pbtxt_node *root,
@@ -1083,6 +1194,15 @@ static osp_error *map_config(const mapper *m, const pbtxt_node *root,
         } else if (!strcmp(name, "optimization")) {
             if ((err = once(m, "", f, &seen, 256)) ||
                 (err = map_optimization(m, f, &cfg->optimization)))
+                return err;
+        } else if (!strcmp(name, "ensemble_scheduling")) {
+            if ((err = once(m, "", f, &seen, 512)) ||
+                (err =
+                     map_ensemble_scheduling(m, f, &cfg->ensemble_scheduling)))
+                return err;
+        } else if (!strcmp(name, "response_cache")) {
+            if ((err = once(m, "", f, &seen, 1024)) ||
+                (err = map_response_cache(m, f, &cfg->response_cache)))
                 return err;
         } else if (!strcmp(name, "input") || !strcmp(name, "output") ||
                    !strcmp(name, "parameters")) {
@@ -1289,6 +1409,13 @@ void osp_model_config_free(osp_model_config *cfg) {
     free_accelerators(cfg->optimization.cpu_accelerators,
                       cfg->optimization.n_cpu_accelerators);
     free_parameters(cfg->backend_config, cfg->n_backend_config);
+    for (size_t i = 0; i < cfg->ensemble_scheduling.n_steps; i++) {
+        osp_ensemble_step *st = &cfg->ensemble_scheduling.steps[i];
+        free(st->model_name);
+        free_parameters(st->input_map, st->n_input_map);
+        free_parameters(st->output_map, st->n_output_map);
+    }
+    free(cfg->ensemble_scheduling.steps);
     free(cfg);
 }
 

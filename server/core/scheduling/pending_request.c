@@ -65,7 +65,18 @@ void pending_request_finish(pending_request *p, osp_infer_response *resp) {
         trace_report_finish(p);
     if (p->model) {
         uint64_t end_ns = osp_now_ns();
-        if (resp && !resp->error) {
+        if (resp && !resp->error && p->cache_hit) {
+            model_stats_record_cache_hit(&p->model->stats,
+                                         p->times.request_start, end_ns,
+                                         p->cache_lookup_ns);
+        } else if (resp && !resp->error) {
+            if (p->cache) {
+                response_cache_insert(p->cache, p->cache_key, resp);
+                uint64_t inserted = osp_now_ns();
+                model_stats_record_cache_miss(
+                    &p->model->stats, p->cache_lookup_ns + (inserted - end_ns));
+                end_ns = inserted;
+            }
             stats_stamps t = {
                 .request_start = p->times.request_start,
                 .queue_start = p->times.queue_start,
@@ -76,6 +87,8 @@ void pending_request_finish(pending_request *p, osp_infer_response *resp) {
             };
             model_stats_record_success(&p->model->stats, &t, end_ns,
                                        p->batch_size);
+            if (p->secondary_stats)
+                stats_sink_add(p->secondary_stats, &t);
         } else {
             model_stats_record_failure(&p->model->stats, p->times.request_start,
                                        end_ns, p->failure_reason);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "batcher.h"
+#include "response_cache.h"
 #include "osprey/infer.h"
 #include "osprey/server.h"
 #include "stats.h"
@@ -43,6 +44,17 @@ typedef struct pending_request {
     bool ordered;        /* delivered in queue order (preserve_ordering) */
     osp_infer_response *held_response; /* finished, waiting for its turn */
     osp_failure_reason failure_reason; /* statistics label if it fails */
+    /* A step of an ensemble also adds its compute durations here when it
+     * succeeds (borrowed; NULL for other requests). */
+    stats_sink *secondary_stats;
+    /* Response cache (borrowed; NULL when it does not serve this model):
+     * a successful response is inserted under cache_key before it is
+     * delivered. cache_lookup_ns: the lookup's time; cache_hit: the
+     * response came from the cache. */
+    response_cache *cache;
+    cache_key cache_key;
+    uint64_t cache_lookup_ns;
+    bool cache_hit;
 } pending_request;
 
 /* Frees a pending request and everything it owns, releasing its model

@@ -73,6 +73,30 @@ void model_stats_record_success(model_stats *s, const stats_stamps *t,
     pthread_mutex_unlock(&s->lock);
 }
 
+void model_stats_record_cache_hit(model_stats *s, uint64_t request_start_ns,
+                                  uint64_t end_ns, uint64_t lookup_ns) {
+    pthread_mutex_lock(&s->lock);
+    add(&s->totals.success, 1, span(request_start_ns, end_ns));
+    add(&s->totals.queue, 1, 0); /* Triton counts a hit as queued, briefly */
+    add(&s->totals.cache_hit, 1, lookup_ns);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void model_stats_record_cache_miss(model_stats *s, uint64_t ns) {
+    pthread_mutex_lock(&s->lock);
+    add(&s->totals.cache_miss, 1, ns);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void stats_sink_add(stats_sink *sink, const stats_stamps *t) {
+    atomic_fetch_add(&sink->input_ns,
+                     span(t->compute_start, t->compute_input_end));
+    atomic_fetch_add(&sink->infer_ns,
+                     span(t->compute_input_end, t->compute_output_start));
+    atomic_fetch_add(&sink->output_ns,
+                     span(t->compute_output_start, t->compute_end));
+}
+
 void model_stats_record_failure(model_stats *s, uint64_t request_start_ns,
                                 uint64_t end_ns, osp_failure_reason reason) {
     if ((unsigned)reason >= OSP_FAILURE_REASON_COUNT)

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "osprey/stats.h"
@@ -29,6 +30,16 @@ typedef struct stats_stamps {
     uint64_t compute_end;
 } stats_stamps;
 
+/* Where a request's compute durations are also added when it succeeds
+ * (Triton's secondary statistics aggregator): an ensemble sums its steps'
+ * into its own compute stages. */
+typedef struct stats_sink {
+    atomic_uint_fast64_t input_ns, infer_ns, output_ns;
+} stats_sink;
+
+/* Adds t's compute stages to sink. */
+void stats_sink_add(stats_sink *sink, const stats_stamps *t);
+
 /* Sets up counters for batches of up to max_batch rows. */
 osp_error *model_stats_init(model_stats *s, int64_t max_batch);
 void model_stats_destroy(model_stats *s);
@@ -36,6 +47,15 @@ void model_stats_destroy(model_stats *s);
 /* A request ended well at end_ns: one success of `rows` inferences. */
 void model_stats_record_success(model_stats *s, const stats_stamps *t,
                                 uint64_t end_ns, int64_t rows);
+/* A request answered from the response cache at end_ns: a success (its
+ * duration counted) and a cache hit whose lookup took lookup_ns; as a
+ * running Triton counts it, also one queue entry (of no time here) and no
+ * inference, execution or compute. */
+void model_stats_record_cache_hit(model_stats *s, uint64_t request_start_ns,
+                                  uint64_t end_ns, uint64_t lookup_ns);
+/* A cache miss whose lookup and insertion took ns together. */
+void model_stats_record_cache_miss(model_stats *s, uint64_t ns);
+
 /* A queued request failed at end_ns. */
 void model_stats_record_failure(model_stats *s, uint64_t request_start_ns,
                                 uint64_t end_ns, osp_failure_reason reason);

@@ -642,6 +642,21 @@ static osp_trace *sample_slow(osp_tracer *t, const char *model) {
     return trace;
 }
 
+osp_trace *trace_spawn_child(osp_trace *parent) {
+    osp_trace *child = calloc(1, sizeof(*child));
+    if (!child)
+        return NULL;
+    trace_setting *s = parent->setting;
+    atomic_fetch_add(&s->refs, 1);
+    child->job.kind = TRACE_JOB_TRACE;
+    child->setting = s;
+    child->level = parent->level;
+    child->id = atomic_fetch_add(&s->tracer->next_id, 1) + 1;
+    child->parent_id = parent->id;
+    child->bytes = sizeof(*child);
+    return child;
+}
+
 osp_trace *osp_tracer_sample(osp_tracer *tracer, const char *model) {
     if (!tracer || !atomic_load_explicit(&tracer->active, memory_order_relaxed))
         return NULL;

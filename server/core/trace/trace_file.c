@@ -416,6 +416,10 @@ static bool format_trace(tbuf *b, const osp_trace *tr) {
                 tbuf_json_chars(b, tr->request_id, strlen(tr->request_id));
                 tbuf_putc(b, '"');
             }
+            if (tr->parent_id) {
+                PUT_LITERAL(b, ",\"parent_id\":");
+                put_i64(b, (int64_t)tr->parent_id);
+            }
             tbuf_putc(b, '}');
         }
         if (stamps && tr->ns[a] != 0) {

@@ -120,6 +120,7 @@ struct osp_trace {
     trace_job job;          /* first */
     trace_setting *setting; /* holds a reference */
     uint64_t id;
+    uint64_t parent_id; /* the ensemble's trace of a step's; 0 = none */
     unsigned level;
     uint64_t ns[OSP_TRACE_ACTIVITY_COUNT_];
     char *model_name; /* NULL until set */

@@ -11,6 +11,12 @@
 
 #include "model_internal.h"
 
+/* A new trace for a request that `parent`'s request makes (a step of an
+ * ensemble, Triton's SpawnChildTrace): the same setting and level, its own
+ * id, `parent_id` the parent's. NULL on OOM. The caller owns it
+ * (osp_trace_end). Defined in trace.c. */
+osp_trace *trace_spawn_child(osp_trace *parent);
+
 /* A validated request about to be queued: TENSOR_QUEUE_INPUT captures
  * (level TENSORS). */
 void trace_report_accepted(const pending_request *p);

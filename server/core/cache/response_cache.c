@@ -1,0 +1,363 @@
+/*
+ * The response cache (see response_cache.h): a hash table of entries on a
+ * doubly linked LRU list, under one mutex. An entry is one allocation: the
+ * struct, its outputs' descriptions, names and bytes; its size counts
+ * against the capacity.
+ */
+#include "response_cache.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "osprey/clock.h"
+
+typedef struct cached_output {
+    char *name; /* inside the entry */
+    osp_datatype dtype;
+    osp_shape shape;
+    unsigned char *data; /* inside the entry */
+    size_t byte_size;
+} cached_output;
+
+typedef struct cache_entry {
+    cache_key key;
+    struct cache_entry *chain;         /* next in its bucket */
+    struct cache_entry *newer, *older; /* LRU list */
+    size_t size;                       /* counted against capacity */
+    size_t n_outputs;
+    cached_output outputs[];
+} cache_entry;
+
+struct response_cache {
+    pthread_mutex_t lock;
+    uint64_t seed[2];
+    cache_entry **buckets;
+    size_t n_buckets; /* a power of two */
+    cache_entry *newest, *oldest;
+    size_t entries, bytes, capacity;
+    uint64_t lookups, hits, misses, inserts, evictions;
+    uint64_t lookup_ns, insertion_ns;
+};
+
+/* ---- keys ---------------------------------------------------------------- */
+
+/* A two-lane streaming hash over 8-byte words, keyed by the cache's seed;
+ * each field ends with its length, so fields cannot run into each other. */
+typedef struct hasher {
+    uint64_t a, b;
+} hasher;
+
+static uint64_t rotl(uint64_t x, int r) {
+    return (x << r) | (x >> (64 - r));
+}
+
+static void absorb(hasher *h, uint64_t w) {
+    h->a = rotl(h->a ^ (w * 0x87c37b91114253d5ull), 31) * 0x4cf5ad432745937full;
+    h->b = (rotl(h->b + (w * 0x9e3779b97f4a7c15ull), 27) ^ h->a) *
+           0xff51afd7ed558ccdull;
+}
+
+static void absorb_bytes(hasher *h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        absorb(h, w);
+    }
+    uint64_t tail = 0;
+    memcpy(&tail, p + i, n - i);
+    absorb(h, tail);
+    absorb(h, (uint64_t)n);
+}
+
+static void absorb_string(hasher *h, const char *s) {
+    absorb_bytes(h, s, strlen(s));
+}
+
+static uint64_t finish(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+cache_key response_cache_key(const response_cache *cache, const char *model,
+                             int64_t version, const osp_infer_request *req) {
+    hasher h = {cache->seed[0], cache->seed[1]};
+    absorb_string(&h, model);
+    absorb(&h, (uint64_t)version);
+    /* Inputs in name order (Triton hashes its map of inputs). */
+    size_t n = req->n_inputs;
+    size_t *order = malloc((n + 1) * sizeof(*order));
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i;
+        if (order) {
+            while (j > 0 && strcmp(req->inputs[order[j - 1]].name,
+                                   req->inputs[i].name) > 0) {
+                order[j] = order[j - 1];
+                j--;
+            }
+            order[j] = i;
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        const osp_infer_input *in = &req->inputs[order ? order[k] : k];
+        absorb_string(&h, in->name ? in->name : "");
+        absorb(&h, (uint64_t)in->dtype);
+        absorb(&h, (uint64_t)in->shape.rank);
+        for (int d = 0; d < in->shape.rank; d++)
+            absorb(&h, (uint64_t)in->shape.dims[d]);
+        if (in->data)
+            absorb_bytes(&h, in->data->data, in->data->size);
+        else
+            absorb(&h, UINT64_MAX);
+    }
+    free(order);
+    absorb(&h, (uint64_t)req->n_outputs);
+    for (size_t k = 0; k < req->n_outputs; k++) {
+        absorb_string(&h, req->outputs[k]);
+        absorb(&h, req->output_class_counts ? req->output_class_counts[k] : 0);
+    }
+    return (cache_key){finish(h.a ^ rotl(h.b, 17)), finish(h.b + h.a)};
+}
+
+/* ---- the table ----------------------------------------------------------- */
+
+static size_t bucket_of(const response_cache *c, cache_key key) {
+    return (size_t)key.lo & (c->n_buckets - 1);
+}
+
+static cache_entry *find(response_cache *c, cache_key key) {
+    for (cache_entry *e = c->buckets[bucket_of(c, key)]; e; e = e->chain)
+        if (e->key.lo == key.lo && e->key.hi == key.hi)
+            return e;
+    return NULL;
+}
+
+static void lru_unlink(response_cache *c, cache_entry *e) {
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        c->newest = e->older;
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        c->oldest = e->newer;
+    e->newer = e->older = NULL;
+}
+
+static void lru_push_newest(response_cache *c, cache_entry *e) {
+    e->older = c->newest;
+    e->newer = NULL;
+    if (c->newest)
+        c->newest->newer = e;
+    c->newest = e;
+    if (!c->oldest)
+        c->oldest = e;
+}
+
+static void remove_entry(response_cache *c, cache_entry *e) {
+    cache_entry **link = &c->buckets[bucket_of(c, e->key)];
+    while (*link != e)
+        link = &(*link)->chain;
+    *link = e->chain;
+    lru_unlink(c, e);
+    c->entries--;
+    c->bytes -= e->size;
+    free(e);
+}
+
+/* Doubles the buckets when there are more entries than buckets; staying
+ * as it is when memory is short only makes chains longer. */
+static void maybe_grow(response_cache *c) {
+    if (c->entries < c->n_buckets)
+        return;
+    size_t n = c->n_buckets * 2;
+    cache_entry **grown = calloc(n, sizeof(*grown));
+    if (!grown)
+        return;
+    for (size_t b = 0; b < c->n_buckets; b++) {
+        cache_entry *e = c->buckets[b];
+        while (e) {
+            cache_entry *next = e->chain;
+            size_t to = (size_t)e->key.lo & (n - 1);
+            e->chain = grown[to];
+            grown[to] = e;
+            e = next;
+        }
+    }
+    free(c->buckets);
+    c->buckets = grown;
+    c->n_buckets = n;
+}
+
+osp_error *response_cache_new(size_t capacity, response_cache **out) {
+    if (capacity == 0)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "the response cache needs a size greater than 0");
+    response_cache *c = calloc(1, sizeof(*c));
+    if (!c || !(c->buckets = calloc(64, sizeof(*c->buckets)))) {
+        free(c);
+        return osp_error_out_of_memory();
+    }
+    c->n_buckets = 64;
+    c->capacity = capacity;
+    if (getrandom(c->seed, sizeof(c->seed), 0) != (ssize_t)sizeof(c->seed)) {
+        c->seed[0] = osp_now_ns() * 0x9e3779b97f4a7c15ull;
+        c->seed[1] = (uint64_t)(uintptr_t)c ^ rotl(c->seed[0], 23);
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    *out = c;
+    return NULL;
+}
+
+void response_cache_free(response_cache *c) {
+    if (!c)
+        return;
+    while (c->oldest)
+        remove_entry(c, c->oldest);
+    free(c->buckets);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* ---- lookup and insert --------------------------------------------------- */
+
+/* Copies e's outputs into resp. False when out of memory. */
+static bool copy_out(const cache_entry *e, osp_infer_response *resp) {
+    resp->outputs = calloc(e->n_outputs + 1, sizeof(*resp->outputs));
+    if (!resp->outputs)
+        return false;
+    for (size_t i = 0; i < e->n_outputs; i++) {
+        const cached_output *from = &e->outputs[i];
+        osp_infer_output *to = &resp->outputs[i];
+        resp->n_outputs = i + 1;
+        to->name = strdup(from->name);
+        to->data = osp_buffer_new_host(from->byte_size);
+        if (!to->name || !to->data)
+            return false;
+        to->dtype = from->dtype;
+        to->shape = from->shape;
+        to->byte_size = from->byte_size;
+        memcpy(to->data->data, from->data, from->byte_size);
+    }
+    return true;
+}
+
+bool response_cache_lookup(response_cache *c, cache_key key,
+                           osp_infer_response *resp) {
+    uint64_t start = osp_now_ns();
+    pthread_mutex_lock(&c->lock);
+    c->lookups++;
+    cache_entry *e = find(c, key);
+    bool hit = e && copy_out(e, resp);
+    if (e) { /* most recently used */
+        lru_unlink(c, e);
+        lru_push_newest(c, e);
+    }
+    if (hit)
+        c->hits++;
+    else
+        c->misses++;
+    c->lookup_ns += osp_now_ns() - start;
+    pthread_mutex_unlock(&c->lock);
+    if (!hit) { /* a copy cut short by OOM leaves nothing behind */
+        for (size_t i = 0; i < resp->n_outputs; i++) {
+            free(resp->outputs[i].name);
+            osp_buffer_free(resp->outputs[i].data);
+        }
+        free(resp->outputs);
+        resp->outputs = NULL;
+        resp->n_outputs = 0;
+    }
+    return hit;
+}
+
+/* A new entry holding copies of resp's outputs, or NULL (OOM, or larger
+ * than `limit`). */
+static cache_entry *entry_new(cache_key key, const osp_infer_response *resp,
+                              size_t limit) {
+    size_t size = sizeof(cache_entry) + resp->n_outputs * sizeof(cached_output);
+    for (size_t i = 0; i < resp->n_outputs; i++) {
+        const osp_infer_output *o = &resp->outputs[i];
+        size_t need = (o->data ? o->byte_size : 0) + strlen(o->name) + 1;
+        if (need > limit || size > limit - need)
+            return NULL;
+        size += need;
+    }
+    if (size > limit)
+        return NULL;
+    cache_entry *e = malloc(size);
+    if (!e)
+        return NULL;
+    memset(e, 0, sizeof(*e));
+    e->key = key;
+    e->size = size;
+    e->n_outputs = resp->n_outputs;
+    unsigned char *p = (unsigned char *)&e->outputs[resp->n_outputs];
+    for (size_t i = 0; i < resp->n_outputs; i++) {
+        const osp_infer_output *o = &resp->outputs[i];
+        cached_output *to = &e->outputs[i];
+        to->dtype = o->dtype;
+        to->shape = o->shape;
+        to->byte_size = o->data ? o->byte_size : 0;
+        to->data = p;
+        memcpy(p, o->data ? o->data->data : "", to->byte_size);
+        p += to->byte_size;
+        to->name = (char *)p;
+        memcpy(p, o->name, strlen(o->name) + 1);
+        p += strlen(o->name) + 1;
+    }
+    return e;
+}
+
+void response_cache_insert(response_cache *c, cache_key key,
+                           const osp_infer_response *resp) {
+    if (!resp || resp->error)
+        return;
+    uint64_t start = osp_now_ns();
+    cache_entry *e = entry_new(key, resp, c->capacity);
+    if (!e)
+        return;
+    pthread_mutex_lock(&c->lock);
+    if (find(c, key)) { /* a concurrent identical miss came first */
+        pthread_mutex_unlock(&c->lock);
+        free(e);
+        return;
+    }
+    while (c->bytes + e->size > c->capacity && c->oldest) {
+        remove_entry(c, c->oldest);
+        c->evictions++;
+    }
+    size_t b = bucket_of(c, key);
+    e->chain = c->buckets[b];
+    c->buckets[b] = e;
+    lru_push_newest(c, e);
+    c->entries++;
+    c->bytes += e->size;
+    c->inserts++;
+    maybe_grow(c);
+    c->insertion_ns += osp_now_ns() - start;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void response_cache_get_stats(response_cache *c, response_cache_stats *out) {
+    pthread_mutex_lock(&c->lock);
+    *out = (response_cache_stats){
+        .entries = c->entries,
+        .bytes = c->bytes,
+        .capacity = c->capacity,
+        .lookups = c->lookups,
+        .hits = c->hits,
+        .misses = c->misses,
+        .inserts = c->inserts,
+        .evictions = c->evictions,
+        .lookup_ns = c->lookup_ns,
+        .insertion_ns = c->insertion_ns,
+    };
+    pthread_mutex_unlock(&c->lock);
+}
