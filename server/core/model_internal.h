@@ -14,6 +14,7 @@
 #include "osprey/clock.h"
 #include "osprey/server.h"
 #include "pending_request.h"
+#include "sequence_batcher.h"
 #include "stats.h"
 
 typedef struct model_instance model_instance;
@@ -74,6 +75,10 @@ struct osp_model {
     reorder_buffer reorder;
 
     model_stats stats;
+
+    /* sequence_batching: requests pass through it on their way to the
+     * queue (model_enqueue). NULL for other models. Owned. */
+    sequence_batcher *sequences;
 };
 
 /* Loads version `version` of the model whose config is `config` (the model
@@ -96,6 +101,9 @@ osp_model *model_ref(osp_model *model);
  * callback included), with up to MODEL_INLINE_MAX_BATCHES - 1 more batches
  * that were queued meanwhile; otherwise an instance worker runs it. */
 osp_error *model_enqueue(osp_model *model, pending_request *p);
+/* model_enqueue without the sequence batcher in front, for the sequence
+ * batcher itself: on error p stays the caller's. */
+osp_error *model_enqueue_keep(osp_model *model, pending_request *p);
 
 /* Runs one batch of requests on an instance and completes each of them.
  * Consumes the array's entries. */

@@ -43,6 +43,9 @@ typedef struct pending_request {
     bool ordered;        /* delivered in queue order (preserve_ordering) */
     osp_infer_response *held_response; /* finished, waiting for its turn */
     osp_failure_reason failure_reason; /* statistics label if it fails */
+    /* Its place in a sequence (sequence_batcher.h); NULL for a model
+     * without sequence_batching. Owned. */
+    struct sequence_step *sequence;
 } pending_request;
 
 /* Frees a pending request and everything it owns, releasing its model
