@@ -11,6 +11,7 @@
 #include "model_internal.h"
 #include "osprey/log.h"
 #include "request_validate.h"
+#include "warmup.h"
 
 osp_model *model_ref(osp_model *model) {
     atomic_fetch_add(&model->refs, 1);
@@ -546,6 +547,10 @@ osp_error *model_load(osp_model_config *config, const osp_backend *backend,
      * long sequence would nest one batch inside another. */
     if (model->sequences)
         model->run_inline = false;
+    /* Hook: model_warmup runs on the instances before their workers
+     * start and before the model is ready. */
+    if (!err)
+        err = warmup_run(model);
     for (size_t i = 0; i < model->n_instances && !err; i++) {
         model_instance *inst = &model->instances[i];
         if (pthread_create(&inst->thread, NULL, instance_worker, inst) != 0)
