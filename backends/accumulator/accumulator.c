@@ -12,10 +12,16 @@
  * Every further output must be named "<control input>_OUT" and carries that
  * control input's value as the request saw it (START, END, READY, CORRID
  * with their configured datatypes), so tests can watch the control inputs.
+ *
+ * Parameter "execute_delay_us" (default 0) makes each batch cost that much
+ * more, however many requests it holds: a stand-in for a model whose cost
+ * is per execution (the sequence batcher's benchmark).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../builtin.h"
 
@@ -24,6 +30,7 @@ typedef struct accumulator_model {
     osp_datatype dtype;
     const char *state_in, *state_out; /* borrowed from the config */
     size_t n_outputs;
+    long delay_us; /* execute_delay_us */
     /* Per output from the second on: the control input it echoes. */
     const char **echo;
 } accumulator_model;
@@ -93,6 +100,21 @@ static osp_error *accumulator_model_new(const osp_model_config *config,
         accumulator_model_free(model);
         return osp_error_out_of_memory();
     }
+    const char *delay = osp_model_config_parameter(config, "execute_delay_us");
+    if (delay) {
+        char *end = NULL;
+        errno = 0;
+        model->delay_us = strtol(delay, &end, 10);
+        if (errno || end == delay || *end || model->delay_us < 0 ||
+            model->delay_us > 10000000) {
+            accumulator_model_free(model);
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "accumulator model '%s': parameter "
+                                 "'execute_delay_us' must be an integer in "
+                                 "[0, 10000000], got '%s'",
+                                 config->name, delay);
+        }
+    }
     model->dtype = dt;
     model->state_in = st->input_name;
     model->state_out = st->output_name;
@@ -158,6 +180,12 @@ static osp_error *accumulator_execute(void *instance, osp_execute_ctx *ctx) {
                              "accumulator model '%s': input '%s' must match "
                              "state '%s' in datatype and size",
                              model->name, in->name, model->state_in);
+    if (model->delay_us > 0) {
+        struct timespec pause = {.tv_sec = model->delay_us / 1000000,
+                                 .tv_nsec = model->delay_us % 1000000 * 1000};
+        while (nanosleep(&pause, &pause) != 0 && errno == EINTR)
+            ;
+    }
     size_t n = in->byte_size / osp_datatype_byte_size(model->dtype);
     void *sum = NULL;
     osp_error *err =
