@@ -153,3 +153,13 @@ def test_bad_sample_fails_the_load(warm_server, warm_repo, name, expected):
     assert str(warm_repo) not in msg  # no server path in a reply
     # the server goes on serving
     load(warm_server, "warm_random")
+
+
+def test_grpc_config_shows_warmup(warm_server):
+    import tritonclient.grpc as grpcclient
+    load(warm_server, "warm_file")
+    c = grpcclient.InferenceServerClient(warm_server.grpc_url)
+    (w,) = c.get_model_config("warm_file", as_json=True)["config"]["model_warmup"]
+    assert w["name"] == "file sample" and w["batch_size"] == 2 and w["count"] == 1
+    assert w["inputs"]["INPUT0"] == {"data_type": "TYPE_INT32", "dims": ["16"],
+                                     "input_data_file": "ones"}

@@ -241,3 +241,22 @@ def test_config_shows_sequence_batching(seq_server):
     assert sb["control_input"][3]["control"][0]["data_type"] == "TYPE_UINT64"
     assert sb["state"][0]["input_name"] == "INPUT_STATE"
     assert sb["state"][0]["dims"] == [1]
+
+
+def test_grpc_config_shows_sequence_batching(seq_server):
+    c = grpcclient.InferenceServerClient(seq_server.grpc_url)
+    sb = c.get_model_config("seq_oldest", as_json=True)["config"]["sequence_batching"]
+    assert sb["oldest"]["preferred_batch_size"] == [4]
+    assert sb["max_sequence_idle_microseconds"] == "5000000"
+    # protobuf's JSON leaves out enum values that are the default (START)
+    kinds = [ci["control"][0].get("kind", "CONTROL_SEQUENCE_START")
+             for ci in sb["control_input"]]
+    assert kinds == ["CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END",
+                     "CONTROL_SEQUENCE_READY", "CONTROL_SEQUENCE_CORRID"]
+    assert sb["control_input"][1]["control"][0]["fp32_false_true"] == [0, 1]
+    assert sb["control_input"][2]["control"][0]["bool_false_true"] == [False, True]
+    assert sb["control_input"][3]["control"][0]["data_type"] == "TYPE_UINT64"
+    assert sb["state"][0]["initial_state"][0]["zero_data"] is True
+    direct = c.get_model_config("seq_file", as_json=True)["config"]["sequence_batching"]
+    assert direct["direct"] == {}
+    assert direct["state"][0]["initial_state"][0]["data_file"] == "hundred"
