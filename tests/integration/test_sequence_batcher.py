@@ -260,3 +260,37 @@ def test_grpc_config_shows_sequence_batching(seq_server):
     direct = c.get_model_config("seq_file", as_json=True)["config"]["sequence_batching"]
     assert direct["direct"] == {}
     assert direct["state"][0]["initial_state"][0]["data_file"] == "hundred"
+
+
+def test_unload_with_sequences_in_flight(start_server, tmp_path):
+    """Requests queued behind their sequence's step when the model unloads
+    all get an answer (a sum or an error), and the server exits cleanly."""
+    import harness
+    repo = tmp_path / "repo"
+    harness.write_model(repo, "seq_slow", sequence_models.accumulator_config(
+        "seq_slow", sequence_models.DIRECT, corrid=None, extra=(
+            'parameters [ { key: "execute_delay_us" value: { string_value: "20000" } } ]\n')))
+    server = start_server(repo, ["--model-control-mode=explicit", "--load-model=seq_slow"])
+    c = httpclient.InferenceServerClient(server.hostport, concurrency=32)
+    pending = []
+    for cid in range(1, 9):
+        for step in range(4):
+            inp = httpclient.InferInput("INPUT", [1, 1], "INT32")
+            inp.set_data_from_numpy(np.array([[1]], dtype=np.int32))
+            pending.append(c.async_infer("seq_slow", [inp], sequence_id=cid,
+                                         sequence_start=step == 0))
+    # wait until the model has run something, so that steps are in flight
+    deadline = time.monotonic() + 30
+    while (c.get_inference_statistics("seq_slow")["model_stats"][0]["execution_count"] == 0
+           and time.monotonic() < deadline):
+        time.sleep(0.01)
+    c.unload_model("seq_slow")
+    answered = 0
+    for p in pending:
+        try:
+            assert out(p.get_result()) in (1, 2, 3, 4)
+        except InferenceServerException:
+            pass
+        answered += 1
+    assert answered == 32
+    c.close()
