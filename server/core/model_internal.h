@@ -81,6 +81,14 @@ struct osp_model {
     sequence_batcher *sequences;
 };
 
+/* Inputs of a batch of this model: the config's, then the sequence
+ * batcher's control and state inputs. */
+static inline size_t model_batch_input_count(const osp_model *model) {
+    return model->config->n_inputs +
+           (model->sequences ? sequence_batcher_extra_inputs(model->sequences)
+                             : 0);
+}
+
 /* Loads version `version` of the model whose config is `config` (the model
  * takes ownership on success; the caller keeps it on failure) with
  * `backend` (borrowed, a static table). Creates instances per

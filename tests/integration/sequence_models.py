@@ -53,7 +53,8 @@ DIRECT = "direct { max_queue_delay_microseconds: 0 }"
 def write_repo(path):
     path = pathlib.Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    harness.write_model(path, "seq_oldest", accumulator_config("seq_oldest"))
+    # two instances: a sequence's steps may run on either
+    harness.write_model(path, "seq_oldest", accumulator_config("seq_oldest", instances=2))
     harness.write_model(path, "seq_direct",
                         accumulator_config("seq_direct", DIRECT, corrid="TYPE_STRING"))
     harness.write_model(path, "seq_nobatch",

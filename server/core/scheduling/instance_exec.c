@@ -326,10 +326,7 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
                             size_t n) {
     osp_model *model = inst->model;
     const osp_model_config *cfg = model->config;
-    size_t n_in =
-        cfg->n_inputs + (model->sequences
-                             ? sequence_batcher_extra_inputs(model->sequences)
-                             : 0);
+    size_t n_in = model_batch_input_count(model);
     size_t n_out = batch_output_count(model);
     batch_state bs = {0};
     osp_error *err = NULL;

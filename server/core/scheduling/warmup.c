@@ -151,10 +151,7 @@ static osp_error *make_request(osp_model *model, const osp_model_warmup *w,
     int64_t rows = cfg->max_batch_size > 0 && w->batch_size > 1
                        ? (int64_t)w->batch_size
                        : 1;
-    size_t n_map =
-        cfg->n_inputs + (model->sequences
-                             ? sequence_batcher_extra_inputs(model->sequences)
-                             : 0);
+    size_t n_map = model_batch_input_count(model);
     pending_request *p = calloc(1, sizeof(*p));
     if (!p)
         return osp_error_out_of_memory();
