@@ -60,6 +60,10 @@ def write_repo(path):
     harness.write_model(path, "seq_nobatch",
                         accumulator_config("seq_nobatch", DIRECT, max_batch_size=0,
                                            corrid="TYPE_INT64", dtype="TYPE_FP32"))
+    # the table bound: sequences that stay open for the test's length
+    harness.write_model(path, "seq_bounded",
+                        accumulator_config("seq_bounded", DIRECT, max_batch_size=0,
+                                           corrid=None, idle_us=600000000))
     harness.write_model(path, "seq_idle",
                         accumulator_config("seq_idle", DIRECT, idle_us=200000))
     # initial_state from a file: the sum starts at 100

@@ -294,3 +294,35 @@ def test_unload_with_sequences_in_flight(start_server, tmp_path):
         answered += 1
     assert answered == 32
     c.close()
+
+
+def test_full_sequence_table_refuses_new_sequences(seq_server):
+    """4096 live sequences fill a model's table: the next START gets 503,
+    and once one sequence ends a new one fits. The starts go down one gRPC
+    stream, which keeps them quick."""
+    g = grpcclient.InferenceServerClient(seq_server.grpc_url)
+    answers, done = [], threading.Event()
+
+    def callback(result, error):
+        answers.append(error if error else out(result))
+        if len(answers) == 4096:
+            done.set()
+
+    g.start_stream(callback=callback)
+    one = grpcclient.InferInput("INPUT", [1], "INT32")
+    one.set_data_from_numpy(np.array([1], dtype=np.int32))
+    for i in range(1, 4097):
+        g.async_stream_infer("seq_bounded", [one], sequence_id=i, sequence_start=True)
+    assert done.wait(120)
+    g.stop_stream()
+    assert answers == [1] * 4096
+
+    c = httpclient.InferenceServerClient(seq_server.hostport)
+    inp = httpclient.InferInput("INPUT", [1], "INT32")
+    inp.set_data_from_numpy(np.array([1], dtype=np.int32))
+    with pytest.raises(InferenceServerException) as e:
+        c.infer("seq_bounded", [inp], sequence_id=5000, sequence_start=True)
+    assert e.value.status() == "503"
+    assert e.value.message() == "the sequence table is full (4096 sequences in progress)"
+    assert out(c.infer("seq_bounded", [inp], sequence_id=7, sequence_end=True)) == 2
+    assert out(c.infer("seq_bounded", [inp], sequence_id=5000, sequence_start=True)) == 1
