@@ -163,3 +163,15 @@ def test_grpc_config_shows_warmup(warm_server):
     assert w["name"] == "file sample" and w["batch_size"] == 2 and w["count"] == 1
     assert w["inputs"]["INPUT0"] == {"data_type": "TYPE_INT32", "dims": ["16"],
                                      "input_data_file": "ones"}
+
+
+def test_config_round_trips_through_the_load_api(warm_server):
+    """What GET .../config returns loads again as a load override (Triton's
+    qa tests edit and send it back), warmup and sequence batching kept."""
+    import json
+    c = httpclient.InferenceServerClient(warm_server.hostport)
+    for name in ("warm_zero", "warm_seq"):
+        load(warm_server, name)
+        before = c.get_model_config(name)
+        c.load_model(name, config=json.dumps(before))
+        assert c.get_model_config(name) == before

@@ -1100,6 +1100,9 @@ static osp_error *map_control(const mapper *m, const char *name,
                 (err = get_enum(m, prefix, f, control_kind_names, 4, &kind)))
                 return err;
         } else if (!strcmp(f->name, "data_type")) {
+            /* TYPE_INVALID is the unset default (GET .../config shows it) */
+            if (f->kind == PBTXT_IDENT && !strcmp(f->str, "TYPE_INVALID"))
+                continue;
             if ((err = once(m, prefix, f, &seen, 2)) ||
                 (err = get_data_type(m, prefix, f, &ctl->dtype)))
                 return err;
