@@ -273,7 +273,7 @@ static osp_error *attach_inputs(sequence_batcher *sb, pending_request *p) {
     const osp_model_config *cfg = sb->config;
     const osp_sequence_batching *seq = &cfg->sequence_batching;
     sequence_step *step = p->sequence;
-    size_t n_map = cfg->n_inputs + sequence_batcher_extra_inputs(sb);
+    size_t n_map = model_batch_input_count(p->model);
     int *map = realloc(p->input_map, sizeof(int) * (n_map + 1));
     if (!map)
         return osp_error_out_of_memory();
