@@ -326,3 +326,34 @@ def test_full_sequence_table_refuses_new_sequences(seq_server):
     assert e.value.message() == "the sequence table is full (4096 sequences in progress)"
     assert out(c.infer("seq_bounded", [inp], sequence_id=7, sequence_end=True)) == 2
     assert out(c.infer("seq_bounded", [inp], sequence_id=5000, sequence_start=True)) == 1
+
+
+def test_queue_service_items_carry_sequences(start_server, tmp_path):
+    """The queue service's worker runs each item as a KServe v2 request, so
+    an item's `parameters.sequence_*` reach the sequence batcher too."""
+    import json
+
+    import queue_util as qu
+    repo = sequence_models.write_repo(tmp_path / "repo")
+    # one item at a time: the items' order is the sequence's order
+    server = start_server(repo, ["--model-control-mode=none"] + qu.queue_args(
+        "embedded", extra=["--queue-worker-window=1"]))
+    inq = qu.RawQueue(server.url + "/api/predict/seq_direct")
+    sink = qu.RawQueue(server.url + "/api/predict/seq_direct/sink")
+    rids = []
+    for step, value in enumerate((1, 2, 3)):
+        body = {"parameters": {"sequence_id": "queued", "sequence_start": step == 0,
+                               "sequence_end": step == 2},
+                "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1],
+                            "data": [value]}],
+                "outputs": [{"name": "OUTPUT"}]}
+        rids.append(inq.put(json.dumps(body).encode()).headers["X-Eas-Queueservice-Request-Id"])
+    sums = []
+    for rid in rids:
+        deadline = time.monotonic() + 30
+        got = []
+        while not got and time.monotonic() < deadline:
+            got = sink.get(request_id=rid, timeout="2s", auto_delete=False)
+        assert got, f"no sink item for {rid}"
+        sums.append(json.loads(got[0]["data"])["outputs"][0]["data"][0])
+    assert sums == [1, 3, 6]
