@@ -357,3 +357,13 @@ def test_queue_service_items_carry_sequences(start_server, tmp_path):
         assert got, f"no sink item for {rid}"
         sums.append(json.loads(got[0]["data"])["outputs"][0]["data"][0])
     assert sums == [1, 3, 6]
+
+
+def test_tfserving_predict_has_no_correlation_id(seq_server):
+    """TF Serving's REST API cannot name a sequence: 400 with Triton's text."""
+    import requests
+    r = requests.post(seq_server.url + "/v1/models/seq_direct:predict",
+                      json={"instances": [[1]]})
+    assert r.status_code == 400
+    assert r.json() == {"error": "inference request to model 'seq_direct' must specify "
+                                 "a non-zero or non-empty correlation ID"}
