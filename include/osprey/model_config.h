@@ -184,7 +184,8 @@ typedef struct osp_sequence_batching {
 
 /* model_warmup[].inputs: one input of a warmup sample. */
 typedef enum osp_warmup_data {
-    OSP_WARMUP_ZERO_DATA = 0,
+    OSP_WARMUP_DATA_UNSET = 0, /* none given: the sample fails at load */
+    OSP_WARMUP_ZERO_DATA,
     OSP_WARMUP_RANDOM_DATA,
     OSP_WARMUP_INPUT_DATA_FILE,
 } osp_warmup_data;
@@ -199,7 +200,7 @@ typedef struct osp_warmup_input {
 
 typedef struct osp_model_warmup {
     char *name;
-    uint32_t batch_size; /* 0 is taken as 1 */
+    uint32_t batch_size; /* 0: the sample is skipped, as Triton does */
     uint32_t count;      /* 0 is taken as 1 */
     osp_warmup_input *inputs;
     size_t n_inputs;

@@ -430,7 +430,7 @@ static Inference__ModelWarmup **warmups(arena *a, const osp_model_config *c) {
                 v->input_data_type_case =
                     INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_RANDOM_DATA;
                 v->random_data = true;
-            } else {
+            } else if (in->data == OSP_WARMUP_ZERO_DATA) {
                 v->input_data_type_case =
                     INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_ZERO_DATA;
                 v->zero_data = true;

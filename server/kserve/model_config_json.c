@@ -318,7 +318,9 @@ static void write_sequence_batching(jbuf *b, const osp_sequence_batching *sb) {
 }
 
 static void write_warmups(jbuf *b, const osp_model_config *c) {
-    static const char *const sources[] = {"zero_data", "random_data"};
+    static const char *const sources[] = {[OSP_WARMUP_ZERO_DATA] = "zero_data",
+                                          [OSP_WARMUP_RANDOM_DATA] =
+                                              "random_data"};
     jbuf_putc(b, '[');
     for (size_t w = 0; w < c->n_warmups; w++) {
         const osp_model_warmup *mw = &c->warmups[w];
@@ -341,7 +343,7 @@ static void write_warmups(jbuf *b, const osp_model_config *c) {
             dims_field(b, &f, "dims", &in->dims);
             if (in->data == OSP_WARMUP_INPUT_DATA_FILE)
                 str_field(b, &f, "input_data_file", in->input_data_file);
-            else
+            else if (in->data != OSP_WARMUP_DATA_UNSET)
                 bool_field(b, &f, sources[in->data], true);
             jbuf_putc(b, '}');
         }

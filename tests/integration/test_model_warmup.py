@@ -50,6 +50,17 @@ def warm_repo(tmp_path_factory):
         "warm_short_file", [warmup("short", both_inputs('input_data_file: "short"'))]))
     (mdir / "warmup").mkdir()
     (mdir / "warmup" / "short").write_bytes(b"\0" * 12)
+    mdir = harness.write_model(repo, "warm_long_file", simple_with(
+        "warm_long_file", [warmup("long", both_inputs('input_data_file: "long"'))]))
+    (mdir / "warmup").mkdir()
+    (mdir / "warmup" / "long").write_bytes(b"\1" * 100)  # the first 64 bytes are used
+    harness.write_model(repo, "warm_no_data", simple_with(
+        "warm_no_data", [warmup("none", both_inputs(""))]))
+    harness.write_model(repo, "warm_variable_dims", simple_with(
+        "warm_variable_dims", [warmup("var", [("INPUT0", "TYPE_INT32", [-1], "zero_data: true")])]))
+    # batch_size 0: Triton skips the sample (this one would fail)
+    harness.write_model(repo, "warm_batch0", simple_with(
+        "warm_batch0", [warmup("skipped", both_inputs(""), batch_size=0)]))
     harness.write_model(repo, "warm_missing_file", simple_with(
         "warm_missing_file", [warmup("missing", both_inputs('input_data_file: "nope"'))]))
     harness.write_model(repo, "warm_wrong_input", simple_with(
@@ -98,6 +109,7 @@ def load_error(server, name):
     ("warm_random", "random sample", "1 time(s) on each of 1 instance(s)"),
     ("warm_string", "strings", "1 time(s) on each of 1 instance(s)"),
     ("warm_file", "file sample", "1 time(s) on each of 1 instance(s)"),
+    ("warm_long_file", "long", "1 time(s) on each of 1 instance(s)"),
     ("warm_seq", "with state", "1 time(s) on each of 1 instance(s)"),
 ])
 def test_samples_run_before_ready_and_do_not_count(warm_server, name, sample, times):
@@ -110,6 +122,11 @@ def test_samples_run_before_ready_and_do_not_count(warm_server, name, sample, ti
     assert stats["execution_count"] == 0 and stats["inference_count"] == 0
     cfg = c.get_model_config(name)
     assert cfg["model_warmup"][0]["name"] == sample
+
+
+def test_batch_size_0_sample_is_skipped(warm_server):
+    load(warm_server, "warm_batch0")
+    assert "warmup sample 'skipped' ran" not in warm_server.log()
 
 
 def test_model_serves_after_warmup(warm_server):
@@ -140,8 +157,12 @@ def test_failing_sample_fails_the_load(warm_server):
 
 
 @pytest.mark.parametrize("name,expected", [
-    ("warm_short_file", "failed to run warmup sample 'short': input data file "
-                        "'warmup/short' of input 'INPUT0' has 12 bytes, expected 64"),
+    ("warm_short_file", "failed to run warmup sample 'short': warmup setting expects "
+                        "64 bytes, but the data provided from shortonly has 12 bytes"),
+    ("warm_no_data", "failed to run warmup sample 'none': warmup setting expects "
+                     "input 'INPUT0' to have input_data_type set"),
+    ("warm_variable_dims", "failed to run warmup sample 'var': warmup setting expects "
+                           "all variable-size dimensions are specified for input 'INPUT0'"),
     ("warm_missing_file", "failed to run warmup sample 'missing': failed to read "
                           "input data file 'warmup/nope' of input 'INPUT0'"),
     ("warm_wrong_input", "failed to run warmup sample 'typo': unexpected inference "

@@ -125,8 +125,9 @@ model_warmup [
     EXPECT_STREQ(p.cfg->warmups[1].inputs[0].input_data_file, "in.bin");
 
     EXPECT_NE(Parsed(kHead + "model_warmup { name: \"w\" inputs { key: \"IN\" "
-                             "value { data_type: TYPE_INT32 dims: [ 1 ] } } }")
-                  .error.find("needs exactly one of zero_data"),
+                             "value { data_type: TYPE_INT32 dims: [ 1 ] "
+                             "zero_data: true random_data: true } } }")
+                  .error.find("may have only one of zero_data"),
               std::string::npos);
 }
 

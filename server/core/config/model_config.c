@@ -1400,15 +1400,12 @@ static osp_error *map_warmup_input(const mapper *m, const pbtxt_node *n,
             err = unknown_field(m, prefix, f);
         }
     }
-    if (!err && sources != 1)
+    /* None given (or -1 dims) fails the sample at load, as in Triton. */
+    if (!err && sources > 1)
         err = config_error(m, value->line, prefix, "",
-                           "input '%.64s' needs exactly one of zero_data, "
+                           "input '%.64s' may have only one of zero_data, "
                            "random_data and input_data_file",
                            in->key);
-    for (int d = 0; !err && d < in->dims.rank; d++)
-        if (in->dims.dims[d] < 0)
-            err = config_error(m, value->line, prefix, "dims",
-                               "input '%.64s' must have fixed dims", in->key);
     return err;
 }
 

@@ -93,51 +93,65 @@ static osp_error *read_warmup_file(const osp_model *model,
     return err;
 }
 
-/* One batch row of input `in`: zeros, pseudo-random bytes (a fixed seed,
- * so every load warms up alike) or the file's bytes, checked against the
- * input's dims (BYTES: elements of length 0 for zeros, 1 for random). */
+/* One batch row of input `in`, as Triton builds it: zeros; random bytes
+ * (a fixed seed, so every load warms up alike; BYTES get zeros: empty
+ * elements); or the file's first bytes (BYTES: the whole file). Triton's
+ * messages for dims left variable, no data kind, and a short file. */
 static osp_error *make_row(const osp_model *model, const osp_warmup_input *in,
                            osp_buffer **out) {
     int64_t elements = 1;
-    for (int d = 0; d < in->dims.rank; d++)
+    for (int d = 0; d < in->dims.rank; d++) {
+        if (in->dims.dims[d] < 0)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "warmup setting expects all variable-size "
+                                 "dimensions are specified for input '%s'",
+                                 in->key);
         elements *= in->dims.dims[d];
-    if (elements > (int64_t)WARMUP_FILE_MAX_BYTES)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "warmup input '%s' is too large", in->key);
+        if (elements > (int64_t)WARMUP_FILE_MAX_BYTES)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "warmup input '%s' is larger than 64 MiB",
+                                 in->key);
+    }
     bool bytes = in->dtype == OSP_TYPE_BYTES;
     size_t size =
-        (size_t)elements * (bytes ? (in->data == OSP_WARMUP_RANDOM_DATA ? 5 : 4)
-                                  : osp_datatype_byte_size(in->dtype));
+        (size_t)elements * (bytes ? 4 : osp_datatype_byte_size(in->dtype));
+    if (in->data == OSP_WARMUP_DATA_UNSET)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "warmup setting expects input '%s' to have "
+                             "input_data_type set",
+                             in->key);
     if (in->data == OSP_WARMUP_INPUT_DATA_FILE) {
-        osp_error *err = read_warmup_file(model, in, out);
-        if (!err && !bytes && (*out)->size != size) {
-            err =
-                osp_error_new(OSP_ERROR_INVALID_ARG,
-                              "input data file 'warmup/%s' of input '%s' "
-                              "has %zu bytes, expected %zu",
-                              in->input_data_file, in->key, (*out)->size, size);
-            osp_buffer_free(*out);
-            *out = NULL;
+        osp_buffer *file = NULL;
+        osp_error *err = read_warmup_file(model, in, &file);
+        if (err || bytes) {
+            *out = file;
+            return err;
         }
+        if (file->size < size) {
+            /* Triton's words, its missing space included */
+            err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                                "warmup setting expects %zu bytes, but the "
+                                "data provided from %sonly has %zu bytes",
+                                size, in->input_data_file, file->size);
+        } else if (!(*out = osp_buffer_new_host(size))) {
+            err = osp_error_out_of_memory();
+        } else if (size) {
+            memcpy((*out)->data, file->data, size);
+        }
+        osp_buffer_free(file);
         return err;
     }
     if (!(*out = osp_buffer_new_host(size)))
         return osp_error_out_of_memory();
     unsigned char *p = (*out)->data;
     memset(p, 0, size);
-    if (in->data != OSP_WARMUP_RANDOM_DATA)
-        return NULL;
     uint32_t x = 2463534242u;
-    for (size_t i = 0; i < size; i++) {
+    for (size_t i = 0; in->data == OSP_WARMUP_RANDOM_DATA && !bytes && i < size;
+         i++) {
         x ^= x << 13;
         x ^= x >> 17;
         x ^= x << 5;
-        if (!bytes)
-            p[i] = (unsigned char)x;
-        else if (i % 5 == 0)
-            p[i] = 1; /* little-endian length 1, then a printable byte */
-        else if (i % 5 == 4)
-            p[i] = (unsigned char)('a' + x % 26);
+        p[i] = (unsigned char)x;
     }
     return NULL;
 }
@@ -148,9 +162,7 @@ static osp_error *make_request(osp_model *model, const osp_model_warmup *w,
                                const warmup_tensor *tensors,
                                warmup_outcome *outcome, pending_request **out) {
     const osp_model_config *cfg = model->config;
-    int64_t rows = cfg->max_batch_size > 0 && w->batch_size > 1
-                       ? (int64_t)w->batch_size
-                       : 1;
+    int64_t rows = cfg->max_batch_size > 0 ? (int64_t)w->batch_size : 1;
     size_t n_map = model_batch_input_count(model);
     pending_request *p = calloc(1, sizeof(*p));
     if (!p)
@@ -254,6 +266,11 @@ osp_error *warmup_run(osp_model *model) {
     osp_error *err = NULL;
     for (size_t w = 0; w < cfg->n_warmups && !err; w++) {
         const osp_model_warmup *sample = &cfg->warmups[w];
+        if (sample->batch_size == 0) {
+            OSP_LOG_VERBOSE("skipping batch 0 warmup sample '%s'",
+                            sample->name);
+            continue;
+        }
         if ((err = run_sample(model, sample)))
             err = osp_error_wrap(err, "failed to run warmup sample '%s'",
                                  sample->name);

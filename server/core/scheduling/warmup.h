@@ -13,9 +13,9 @@ typedef struct osp_model osp_model;
  * (borrowed; its instances exist and their workers have not started), one
  * request of the sample's batch_size at a time, straight on the instance
  * (no queue, no sequence batcher: a sequence model's sample names its
- * control and state inputs itself). Inputs are zeros, random bytes, or
- * the bytes of a file in the model's warmup/ folder, repeated for each
- * batch row. What the samples ran is not counted in the model's
+ * control and state inputs itself; a sample of batch_size 0 is skipped).
+ * Inputs are zeros, random bytes, or the bytes of a file in the model's
+ * warmup/ folder, repeated for each batch row. What the samples ran is not counted in the model's
  * statistics. The first failure is returned as Triton words it:
  * "failed to run warmup sample '<name>': <why>". */
 osp_error *warmup_run(osp_model *model);
