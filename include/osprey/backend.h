@@ -43,7 +43,9 @@ osp_stream *osp_execute_stream(const osp_execute_ctx *ctx);
 /* Batch size (sum of the requests' batch dims); 0 when the model does not
  * batch (max_batch_size 0). */
 int64_t osp_execute_batch_size(const osp_execute_ctx *ctx);
-/* Inputs in config order (index i is config input i). Borrowed. */
+/* Inputs in config order (index i is config input i), followed, for a
+ * model with sequence_batching, by the inputs the core adds (see
+ * osp_execute_input_by_name). Borrowed. */
 size_t osp_execute_input_count(const osp_execute_ctx *ctx);
 const osp_backend_tensor *osp_execute_input(const osp_execute_ctx *ctx,
                                             size_t index);
