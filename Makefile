@@ -36,9 +36,9 @@ test: deps venv build
 # malformed-request cases, without the 64 MiB bodies, load overrides,
 # classification, the TF Serving REST surface, the models on fake GPUs
 # when the CUDA toolkit is there, and the queue service's raw HTTP/WebSocket
-# scenario and model services, the ONNX models, ensembles and the response
-# cache); the harness fails a test whose server log holds any sanitizer
-# report or whose exit is not 0.
+# scenario and model services, the ONNX models, ensembles, the response
+# cache, the sequence batcher and model warmup); the harness fails a test
+# whose server log holds any sanitizer report or whose exit is not 0.
 leakcheck: deps venv
 	cmake -S . -B $(BUILD)-asan -DOSPREY_SANITIZE=ON $(CMAKE_ARGS)
 	cmake --build $(BUILD)-asan -j $(JOBS) --target osprey \
@@ -52,7 +52,8 @@ leakcheck: deps venv
 	  tests/integration/test_kserve_http_cuda_shm.py tests/integration/test_kserve_grpc_cuda_shm.py \
 	  tests/integration/test_queue_http.py tests/integration/test_queue_models.py \
 	  tests/integration/test_kserve_grpc_protocol.py tests/integration/test_onnx_models.py \
-	  tests/integration/test_ensemble.py tests/integration/test_response_cache.py
+	  tests/integration/test_ensemble.py tests/integration/test_response_cache.py \
+	  tests/integration/test_sequence_batcher.py tests/integration/test_model_warmup.py
 
 # The libFuzzer targets of tests/fuzz, built with clang (make test only
 # replays their corpora); run a campaign as tests/fuzz/README.md shows.

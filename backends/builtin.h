@@ -18,6 +18,8 @@ extern const osp_backend osp_backend_dense;    /* dense/dense.c */
 extern const osp_backend osp_backend_affine;   /* affine/affine.c */
 /* onnx/onnx_backend.c: Triton's "onnxruntime" models on Osprey's runtime */
 extern const osp_backend osp_backend_onnxruntime;
+/* accumulator/accumulator.c: a stateful model for the sequence batcher */
+extern const osp_backend osp_backend_accumulator;
 /* string_add_sub/string_add_sub.c */
 extern const osp_backend osp_backend_string_add_sub;
 

@@ -43,7 +43,9 @@ osp_stream *osp_execute_stream(const osp_execute_ctx *ctx);
 /* Batch size (sum of the requests' batch dims); 0 when the model does not
  * batch (max_batch_size 0). */
 int64_t osp_execute_batch_size(const osp_execute_ctx *ctx);
-/* Inputs in config order (index i is config input i). Borrowed. */
+/* Inputs in config order (index i is config input i), followed, for a
+ * model with sequence_batching, by the inputs the core adds (see
+ * osp_execute_input_by_name). Borrowed. */
 size_t osp_execute_input_count(const osp_execute_ctx *ctx);
 const osp_backend_tensor *osp_execute_input(const osp_execute_ctx *ctx,
                                             size_t index);
@@ -67,6 +69,17 @@ osp_error *osp_execute_output_alloc(osp_execute_ctx *ctx, size_t index,
  * stays readable through osp_execute_input either way. */
 bool osp_execute_output_take_input(osp_execute_ctx *ctx, size_t index,
                                    size_t input, void **data);
+
+/* Sequence batching: the inputs the core adds to a batch of a model with
+ * sequence_batching (its control inputs, then its states' input_name
+ * tensors) come after the config's inputs. The input named `name` (config
+ * or added), or NULL. Borrowed. */
+const osp_backend_tensor *osp_execute_input_by_name(const osp_execute_ctx *ctx,
+                                                    const char *name);
+/* Index for osp_execute_output_alloc of the output named `name`: a config
+ * output, or a state's output_name (the next state, which the core keeps
+ * for the sequence); -1 if none. */
+int osp_execute_output_index(const osp_execute_ctx *ctx, const char *name);
 
 typedef struct osp_backend {
     const char *name; /* matches `backend:` in config.pbtxt */

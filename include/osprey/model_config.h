@@ -139,6 +139,90 @@ typedef struct osp_ensemble_scheduling {
     osp_ensemble_step *steps;
     size_t n_steps;
 } osp_ensemble_scheduling;
+/* sequence_batching.control_input: one Control of a ControlInput, flattened
+ * (a control input naming several controls gives one entry each). */
+typedef enum osp_sequence_control_kind {
+    OSP_SEQUENCE_CONTROL_START = 0,
+    OSP_SEQUENCE_CONTROL_END,
+    OSP_SEQUENCE_CONTROL_READY,
+    OSP_SEQUENCE_CONTROL_CORRID,
+} osp_sequence_control_kind;
+
+typedef struct osp_sequence_control {
+    char *name; /* the tensor the core fills in */
+    osp_sequence_control_kind kind;
+    /* The tensor's datatype: FP32, INT32 or BOOL from whichever
+     * *_false_true list is given; CORRID: its data_type (UINT64, INT64,
+     * UINT32, INT32 or STRING). */
+    osp_datatype dtype;
+    /* false and true values, [0] and [1], of the list that is given. */
+    int32_t int32_false_true[2];
+    float fp32_false_true[2];
+    bool bool_false_true[2];
+} osp_sequence_control;
+
+/* sequence_batching.state: an implicit state tensor the core keeps per
+ * sequence, fed as input `input_name`, taken back from output
+ * `output_name`. Its initial value is zeros, or the bytes of
+ * `initial_data_file` in the version folder's initial_state/ folder. */
+typedef struct osp_sequence_state {
+    char *input_name;
+    char *output_name;
+    osp_datatype dtype;
+    osp_shape dims;          /* without the batch dim */
+    char *initial_name;      /* initial_state.name; NULL without one */
+    char *initial_data_file; /* NULL: zero_data (or no initial_state) */
+} osp_sequence_state;
+
+typedef enum osp_sequence_strategy {
+    OSP_SEQUENCE_DIRECT = 0, /* the default when neither is given */
+    OSP_SEQUENCE_OLDEST,
+} osp_sequence_strategy;
+
+typedef struct osp_sequence_batching {
+    bool enabled; /* the block was present */
+    osp_sequence_strategy strategy;
+    bool strategy_given;           /* direct {} or oldest {} was written */
+    uint64_t max_sequence_idle_us; /* Triton's default: 1000000 */
+    osp_sequence_control *controls;
+    size_t n_controls;
+    osp_sequence_state *states;
+    size_t n_states;
+    /* direct { max_queue_delay_microseconds minimum_slot_utilization } */
+    uint64_t direct_max_queue_delay_us;
+    float direct_minimum_slot_utilization;
+    /* oldest { max_candidate_sequences preferred_batch_size
+     * max_queue_delay_microseconds preserve_ordering } */
+    int32_t max_candidate_sequences;
+    int32_t *preferred_batch_sizes;
+    size_t n_preferred_batch_sizes;
+    uint64_t oldest_max_queue_delay_us;
+    bool oldest_preserve_ordering;
+} osp_sequence_batching;
+
+/* model_warmup[].inputs: one input of a warmup sample. */
+typedef enum osp_warmup_data {
+    OSP_WARMUP_DATA_UNSET = 0, /* none given: the sample fails at load */
+    OSP_WARMUP_ZERO_DATA,
+    OSP_WARMUP_RANDOM_DATA,
+    OSP_WARMUP_INPUT_DATA_FILE,
+} osp_warmup_data;
+
+typedef struct osp_warmup_input {
+    char *key; /* the input's name */
+    osp_datatype dtype;
+    osp_shape dims; /* without the batch dim */
+    osp_warmup_data data;
+    char *input_data_file; /* INPUT_DATA_FILE: a file in warmup/ */
+} osp_warmup_input;
+
+typedef struct osp_model_warmup {
+    char *name;
+    uint32_t batch_size; /* 0: the sample is skipped, as Triton does */
+    uint32_t count;      /* 0 is taken as 1 */
+    osp_warmup_input *inputs;
+    size_t n_inputs;
+} osp_model_warmup;
 
 typedef struct osp_model_config {
     char *name;
@@ -154,6 +238,9 @@ typedef struct osp_model_config {
     osp_instance_group *instance_groups;
     size_t n_instance_groups;
     osp_dynamic_batching dynamic_batching;
+    osp_sequence_batching sequence_batching;
+    osp_model_warmup *warmups; /* model_warmup, in config order */
+    size_t n_warmups;
     osp_model_parameter *parameters;
     size_t n_parameters;
     bool decoupled; /* model_transaction_policy { decoupled } */

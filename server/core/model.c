@@ -12,6 +12,7 @@
 #include "model_internal.h"
 #include "osprey/log.h"
 #include "request_validate.h"
+#include "warmup.h"
 
 osp_model *model_ref(osp_model *model) {
     atomic_fetch_add(&model->refs, 1);
@@ -27,6 +28,7 @@ void osp_model_unref(osp_model *model) {
     pthread_cond_destroy(&model->work_ready);
     pthread_mutex_destroy(&model->order_lock);
     batcher_destroy(&model->batcher);
+    sequence_batcher_free(model->sequences);
     model_stats_destroy(&model->stats);
     ensemble_free(model->ensemble);
     osp_model_config_free(model->config);
@@ -244,10 +246,19 @@ static void run_inline_batches(osp_model *model, model_instance *inst) {
 }
 
 osp_error *model_enqueue(osp_model *model, pending_request *p) {
+    /* Hook: a sequence model's requests wait for their sequence's turn. */
+    if (model->sequences)
+        return sequence_batcher_submit(model->sequences, model, p);
+    osp_error *err = model_enqueue_keep(model, p);
+    if (err)
+        pending_request_free(p);
+    return err;
+}
+
+osp_error *model_enqueue_keep(osp_model *model, pending_request *p) {
     pthread_mutex_lock(&model->lock);
     if (model->stopping) {
         pthread_mutex_unlock(&model->lock);
-        pending_request_free(p);
         return osp_error_new_reason(OSP_ERROR_UNAVAILABLE,
                                     OSP_REASON_MODEL_NOT_READY,
                                     "Request for unknown model: '%s' is not "
@@ -286,9 +297,7 @@ osp_error *model_enqueue(osp_model *model, pending_request *p) {
         osp_model_unref(model);
     if (err) {
         /* Triton prefixes the queue's refusal with the request id. */
-        err = request_error(p->req, err);
-        pending_request_free(p);
-        return err;
+        return request_error(p->req, err);
     }
     return NULL;
 }
@@ -451,6 +460,32 @@ static void stop_instances(osp_model *model) {
     model->backend_model = NULL;
 }
 
+/* The model's queue: the dynamic batcher, behind a sequence batcher for
+ * sequence_batching, whose strategy sets the batching (oldest: its
+ * preferred sizes and delay; direct: its delay, any batch size). */
+static osp_error *init_queue(osp_model *model, const char *version_path) {
+    const osp_model_config *config = model->config;
+    const osp_sequence_batching *seq = &config->sequence_batching;
+    if (!seq->enabled)
+        return batcher_init(&model->batcher, config, requests_compatible,
+                            (void *)config);
+    osp_error *err =
+        sequence_batcher_new(config, version_path, &model->sequences);
+    if (err)
+        return err;
+    osp_model_config queue = *config;
+    bool oldest = seq->strategy == OSP_SEQUENCE_OLDEST;
+    queue.dynamic_batching = (osp_dynamic_batching){
+        .enabled = true,
+        .preferred_batch_sizes = oldest ? seq->preferred_batch_sizes : NULL,
+        .n_preferred_batch_sizes = oldest ? seq->n_preferred_batch_sizes : 0,
+        .max_queue_delay_us = oldest ? seq->oldest_max_queue_delay_us
+                                     : seq->direct_max_queue_delay_us,
+    };
+    return batcher_init(&model->batcher, &queue, requests_compatible,
+                        (void *)config);
+}
+
 /* The parts of a loaded model every model has: reference, locks, config,
  * version and path, statistics. */
 static osp_model *model_new_shell(osp_model_config *config, int64_t version,
@@ -502,8 +537,7 @@ osp_error *model_load(osp_model_config *config, const osp_backend *backend,
     if ((err = model->backend->model_new(config, version_path,
                                          &model->backend_model)))
         goto out;
-    if ((err = batcher_init(&model->batcher, config, requests_compatible,
-                            config)))
+    if ((err = init_queue(model, version_path)))
         goto out;
     if ((err = place_instances(model, strict_gpu)))
         goto out;
@@ -531,6 +565,14 @@ osp_error *model_load(osp_model_config *config, const osp_backend *backend,
         if (info.type != OSP_DEVICE_CPU)
             model->run_inline = false; /* a GPU batch waits for its stream */
     }
+    /* A finished step queues its sequence's next one: never inline, or a
+     * long sequence would nest one batch inside another. */
+    if (model->sequences)
+        model->run_inline = false;
+    /* Hook: model_warmup runs on the instances before their workers
+     * start and before the model is ready. */
+    if (!err)
+        err = warmup_run(model);
     for (size_t i = 0; i < model->n_instances && !err; i++) {
         model_instance *inst = &model->instances[i];
         if (pthread_create(&inst->thread, NULL, instance_worker, inst) != 0)

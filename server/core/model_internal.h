@@ -14,6 +14,7 @@
 #include "osprey/clock.h"
 #include "osprey/server.h"
 #include "pending_request.h"
+#include "sequence_batcher.h"
 #include "stats.h"
 
 typedef struct model_instance model_instance;
@@ -78,7 +79,19 @@ struct osp_model {
     /* An ensemble's scheduler (ensemble.h): it runs requests instead of a
      * backend and instances. NULL for other models. */
     struct ensemble *ensemble;
+
+    /* sequence_batching: requests pass through it on their way to the
+     * queue (model_enqueue). NULL for other models. Owned. */
+    sequence_batcher *sequences;
 };
+
+/* Inputs of a batch of this model: the config's, then the sequence
+ * batcher's control and state inputs. */
+static inline size_t model_batch_input_count(const osp_model *model) {
+    return model->config->n_inputs +
+           (model->sequences ? sequence_batcher_extra_inputs(model->sequences)
+                             : 0);
+}
 
 /* Loads version `version` of the model whose config is `config` (the model
  * takes ownership on success; the caller keeps it on failure) with
@@ -112,6 +125,9 @@ osp_error *server_infer_step(osp_server *server, osp_infer_request *req,
  * callback included), with up to MODEL_INLINE_MAX_BATCHES - 1 more batches
  * that were queued meanwhile; otherwise an instance worker runs it. */
 osp_error *model_enqueue(osp_model *model, pending_request *p);
+/* model_enqueue without the sequence batcher in front, for the sequence
+ * batcher itself: on error p stays the caller's. */
+osp_error *model_enqueue_keep(osp_model *model, pending_request *p);
 
 /* Runs one batch of requests on an instance and completes each of them.
  * Consumes the array's entries. */

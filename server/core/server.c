@@ -1483,9 +1483,9 @@ osp_error *osp_server_alloc_input_buffer(osp_server *server, size_t size,
 static bool answer_from_cache(response_cache *cache, pending_request *p) {
     uint64_t start = osp_now_ns();
     osp_infer_response *resp = pending_request_response_new(p);
-    p->cache_key = response_cache_key(cache, p->model->config->name,
+    p->cache_request_key = response_cache_key(cache, p->model->config->name,
                                       p->model->version, p->req);
-    bool hit = resp && response_cache_lookup(cache, p->cache_key, resp);
+    bool hit = resp && response_cache_lookup(cache, p->cache_request_key, resp);
     p->cache_lookup_ns = osp_now_ns() - start;
     if (!hit) {
         osp_infer_response_free(resp);

@@ -256,6 +256,196 @@ dynamic_batching(arena *a, const osp_dynamic_batching *db) {
     return p;
 }
 
+/* A two-element *_false_true list. */
+static void *false_true(arena *a, const void *pair, size_t elem) {
+    void *p = arena_calloc(a, 2, elem);
+    if (p)
+        memcpy(p, pair, 2 * elem);
+    return p;
+}
+
+static Inference__ModelSequenceBatching__Control *
+sequence_control(arena *a, const osp_sequence_control *c) {
+    static const Inference__ModelSequenceBatching__Control__Kind kinds[] = {
+        [OSP_SEQUENCE_CONTROL_START] =
+            INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_START,
+        [OSP_SEQUENCE_CONTROL_END] =
+            INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_END,
+        [OSP_SEQUENCE_CONTROL_READY] =
+            INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_READY,
+        [OSP_SEQUENCE_CONTROL_CORRID] =
+            INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_CORRID,
+    };
+    Inference__ModelSequenceBatching__Control *p =
+        arena_calloc(a, 1, sizeof *p);
+    if (!p)
+        return NULL;
+    inference__model_sequence_batching__control__init(p);
+    p->kind = kinds[c->kind];
+    if (c->kind == OSP_SEQUENCE_CONTROL_CORRID) {
+        p->data_type = data_type(c->dtype);
+    } else if (c->dtype == OSP_TYPE_INT32) {
+        p->n_int32_false_true = 2;
+        p->int32_false_true =
+            false_true(a, c->int32_false_true, sizeof(int32_t));
+    } else if (c->dtype == OSP_TYPE_FP32) {
+        p->n_fp32_false_true = 2;
+        p->fp32_false_true = false_true(a, c->fp32_false_true, sizeof(float));
+    } else {
+        protobuf_c_boolean pair[2] = {c->bool_false_true[0],
+                                      c->bool_false_true[1]};
+        p->n_bool_false_true = 2;
+        p->bool_false_true = false_true(a, pair, sizeof pair[0]);
+    }
+    return p;
+}
+
+/* One ControlInput per run of controls of the same name (the parser
+ * flattens them in config order). */
+static void sequence_controls(arena *a, const osp_sequence_batching *sb,
+                              Inference__ModelSequenceBatching *p) {
+    p->control_input = arena_calloc(a, sb->n_controls, sizeof(void *));
+    for (size_t i = 0; p->control_input && i < sb->n_controls;) {
+        Inference__ModelSequenceBatching__ControlInput *ci =
+            arena_calloc(a, 1, sizeof *ci);
+        if (!ci)
+            return;
+        inference__model_sequence_batching__control_input__init(ci);
+        ci->name = sb->controls[i].name;
+        ci->control = arena_calloc(a, sb->n_controls, sizeof(void *));
+        while (ci->control && i < sb->n_controls &&
+               !strcmp(sb->controls[i].name, ci->name))
+            ci->control[ci->n_control++] =
+                sequence_control(a, &sb->controls[i++]);
+        p->control_input[p->n_control_input++] = ci;
+        if (!ci->control)
+            return;
+    }
+}
+
+static Inference__ModelSequenceBatching__State *
+sequence_state(arena *a, const osp_sequence_state *s) {
+    Inference__ModelSequenceBatching__State *p = arena_calloc(a, 1, sizeof *p);
+    if (!p)
+        return NULL;
+    inference__model_sequence_batching__state__init(p);
+    p->input_name = s->input_name;
+    p->output_name = s->output_name;
+    p->data_type = data_type(s->dtype);
+    p->dims = dims_of(a, &s->dims, &p->n_dims);
+    if (!s->initial_name && !s->initial_data_file)
+        return p;
+    Inference__ModelSequenceBatching__InitialState *init =
+        arena_calloc(a, 1, sizeof *init);
+    p->initial_state = arena_calloc(a, 1, sizeof(void *));
+    if (!init || !p->initial_state)
+        return NULL;
+    inference__model_sequence_batching__initial_state__init(init);
+    init->data_type = p->data_type;
+    init->dims = dims_of(a, &s->dims, &init->n_dims);
+    init->name = s->initial_name ? s->initial_name : "";
+    if (s->initial_data_file) {
+        init->state_data_case =
+            INFERENCE__MODEL_SEQUENCE_BATCHING__INITIAL_STATE__STATE_DATA_DATA_FILE;
+        init->data_file = s->initial_data_file;
+    } else {
+        init->state_data_case =
+            INFERENCE__MODEL_SEQUENCE_BATCHING__INITIAL_STATE__STATE_DATA_ZERO_DATA;
+        init->zero_data = true;
+    }
+    p->initial_state[0] = init;
+    p->n_initial_state = 1;
+    return p;
+}
+
+static Inference__ModelSequenceBatching *
+sequence_batching(arena *a, const osp_sequence_batching *sb) {
+    Inference__ModelSequenceBatching *p = arena_calloc(a, 1, sizeof *p);
+    if (!p)
+        return NULL;
+    inference__model_sequence_batching__init(p);
+    p->max_sequence_idle_microseconds = sb->max_sequence_idle_us;
+    if (sb->strategy == OSP_SEQUENCE_OLDEST) {
+        Inference__ModelSequenceBatching__StrategyOldest *o =
+            arena_calloc(a, 1, sizeof *o);
+        if (!o)
+            return NULL;
+        inference__model_sequence_batching__strategy_oldest__init(o);
+        o->max_candidate_sequences = sb->max_candidate_sequences;
+        o->n_preferred_batch_size = sb->n_preferred_batch_sizes;
+        o->preferred_batch_size = sb->preferred_batch_sizes;
+        o->max_queue_delay_microseconds = sb->oldest_max_queue_delay_us;
+        o->preserve_ordering = sb->oldest_preserve_ordering;
+        p->strategy_choice_case =
+            INFERENCE__MODEL_SEQUENCE_BATCHING__STRATEGY_CHOICE_OLDEST;
+        p->oldest = o;
+    } else if (sb->strategy_given) {
+        Inference__ModelSequenceBatching__StrategyDirect *d =
+            arena_calloc(a, 1, sizeof *d);
+        if (!d)
+            return NULL;
+        inference__model_sequence_batching__strategy_direct__init(d);
+        d->max_queue_delay_microseconds = sb->direct_max_queue_delay_us;
+        d->minimum_slot_utilization = sb->direct_minimum_slot_utilization;
+        p->strategy_choice_case =
+            INFERENCE__MODEL_SEQUENCE_BATCHING__STRATEGY_CHOICE_DIRECT;
+        p->direct = d;
+    }
+    sequence_controls(a, sb, p);
+    p->state = arena_calloc(a, sb->n_states, sizeof(void *));
+    for (size_t i = 0; p->state && i < sb->n_states; i++)
+        p->state[p->n_state++] = sequence_state(a, &sb->states[i]);
+    return p;
+}
+
+static Inference__ModelWarmup **warmups(arena *a, const osp_model_config *c) {
+    Inference__ModelWarmup **list = arena_calloc(a, c->n_warmups, sizeof *list);
+    for (size_t w = 0; list && w < c->n_warmups; w++) {
+        const osp_model_warmup *mw = &c->warmups[w];
+        Inference__ModelWarmup *p = arena_calloc(a, 1, sizeof *p);
+        Inference__ModelWarmup__InputsEntry **entries =
+            arena_calloc(a, mw->n_inputs, sizeof *entries);
+        if (!p || !entries)
+            return NULL;
+        inference__model_warmup__init(p);
+        p->name = mw->name;
+        p->batch_size = mw->batch_size;
+        p->count = mw->count;
+        for (size_t i = 0; i < mw->n_inputs; i++) {
+            const osp_warmup_input *in = &mw->inputs[i];
+            Inference__ModelWarmup__InputsEntry *e =
+                arena_calloc(a, 1, sizeof *e);
+            Inference__ModelWarmup__Input *v = arena_calloc(a, 1, sizeof *v);
+            if (!e || !v)
+                return NULL;
+            inference__model_warmup__inputs_entry__init(e);
+            inference__model_warmup__input__init(v);
+            v->data_type = data_type(in->dtype);
+            v->dims = dims_of(a, &in->dims, &v->n_dims);
+            if (in->data == OSP_WARMUP_INPUT_DATA_FILE) {
+                v->input_data_type_case =
+                    INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_INPUT_DATA_FILE;
+                v->input_data_file = in->input_data_file;
+            } else if (in->data == OSP_WARMUP_RANDOM_DATA) {
+                v->input_data_type_case =
+                    INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_RANDOM_DATA;
+                v->random_data = true;
+            } else if (in->data == OSP_WARMUP_ZERO_DATA) {
+                v->input_data_type_case =
+                    INFERENCE__MODEL_WARMUP__INPUT__INPUT_DATA_TYPE_ZERO_DATA;
+                v->zero_data = true;
+            }
+            e->key = in->key;
+            e->value = v;
+            entries[i] = e;
+        }
+        p->n_inputs = mw->n_inputs;
+        p->inputs = entries;
+        list[w] = p;
+    }
+    return list;
+}
+
 static Inference__ModelConfig__ParametersEntry **
 parameters(arena *a, const osp_model_config *c) {
     Inference__ModelConfig__ParametersEntry **list =
@@ -446,6 +636,11 @@ uint8_t *kgrpc_pack_model_config_response(const osp_model_config *c,
         cache.enable = true;
         mc.response_cache = &cache;
     }
+    if (c->sequence_batching.enabled) {
+        mc.scheduling_choice_case =
+            INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING;
+        mc.sequence_batching = sequence_batching(&a, &c->sequence_batching);
+    }
     if (!c->ensemble_scheduling.enabled) /* Triton sets none for one */
         mc.optimization = optimization(&a, &c->optimization);
     mc.n_instance_group = c->n_instance_groups;
@@ -453,6 +648,8 @@ uint8_t *kgrpc_pack_model_config_response(const osp_model_config *c,
     mc.default_model_filename = c->default_model_filename;
     mc.n_parameters = c->n_parameters;
     mc.parameters = parameters(&a, c);
+    mc.n_model_warmup = c->n_warmups;
+    mc.model_warmup = warmups(&a, c);
     tp.decoupled = c->decoupled;
     mc.model_transaction_policy = &tp;
     resp.config = &mc;

@@ -3,7 +3,7 @@
  * prints a ModelConfig (proto field names, declaration order, every
  * primitive and repeated field printed with its default, enums as strings,
  * 64-bit integers as JSON numbers). Message fields that Osprey does not model
- * (reshape, sequence_batching, optimization.cuda, ...) are left out, as
+ * (reshape, optimization.cuda, ...) are left out, as
  * protobuf leaves out unset messages. `optimization` is always there: Triton
  * normalises every config to have one, with pinned memory enabled.
  */
@@ -185,6 +185,175 @@ static void write_dynamic_batching(jbuf *b, const osp_dynamic_batching *db) {
     jbuf_putc(b, '}');
 }
 
+static void ints_field(jbuf *b, bool *first, const char *name, const int32_t *v,
+                       size_t n) {
+    key(b, first, name);
+    jbuf_putc(b, '[');
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            jbuf_putc(b, ',');
+        jbuf_json_int(b, v[i]);
+    }
+    jbuf_putc(b, ']');
+}
+
+/* One ControlInput per run of controls of the same name (the parser
+ * flattens them in config order). */
+static void write_control_inputs(jbuf *b, const osp_sequence_batching *sb) {
+    static const char *const kinds[] = {
+        "CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END",
+        "CONTROL_SEQUENCE_READY", "CONTROL_SEQUENCE_CORRID"};
+    jbuf_putc(b, '[');
+    for (size_t i = 0; i < sb->n_controls;) {
+        const char *name = sb->controls[i].name;
+        if (i)
+            jbuf_putc(b, ',');
+        jbuf_puts(b, "{\"name\":");
+        jbuf_json_cstr(b, name);
+        jbuf_puts(b, ",\"control\":[");
+        for (size_t k = i;
+             i < sb->n_controls && strcmp(sb->controls[i].name, name) == 0;
+             i++) {
+            const osp_sequence_control *c = &sb->controls[i];
+            bool first = true, is_i = c->dtype == OSP_TYPE_INT32,
+                 is_f = c->dtype == OSP_TYPE_FP32,
+                 is_b = c->dtype == OSP_TYPE_BOOL,
+                 corrid = c->kind == OSP_SEQUENCE_CONTROL_CORRID;
+            if (i > k)
+                jbuf_putc(b, ',');
+            jbuf_putc(b, '{');
+            str_field(b, &first, "kind", kinds[c->kind]);
+            ints_field(b, &first, "int32_false_true", c->int32_false_true,
+                       is_i && !corrid ? 2 : 0);
+            key(b, &first, "fp32_false_true");
+            if (is_f && !corrid)
+                jbuf_printf(b, "[%.9g,%.9g]", c->fp32_false_true[0],
+                            c->fp32_false_true[1]);
+            else
+                jbuf_puts(b, "[]");
+            key(b, &first, "bool_false_true");
+            if (is_b && !corrid)
+                jbuf_printf(b, "[%s,%s]",
+                            c->bool_false_true[0] ? "true" : "false",
+                            c->bool_false_true[1] ? "true" : "false");
+            else
+                jbuf_puts(b, "[]");
+            str_field(b, &first, "data_type",
+                      corrid ? osp_datatype_config_name(c->dtype)
+                             : "TYPE_INVALID");
+            jbuf_putc(b, '}');
+        }
+        jbuf_puts(b, "]}");
+    }
+    jbuf_putc(b, ']');
+}
+
+static void write_states(jbuf *b, const osp_sequence_batching *sb) {
+    jbuf_putc(b, '[');
+    for (size_t i = 0; i < sb->n_states; i++) {
+        const osp_sequence_state *s = &sb->states[i];
+        bool first = true;
+        if (i)
+            jbuf_putc(b, ',');
+        jbuf_putc(b, '{');
+        str_field(b, &first, "input_name", s->input_name);
+        str_field(b, &first, "output_name", s->output_name);
+        str_field(b, &first, "data_type", osp_datatype_config_name(s->dtype));
+        dims_field(b, &first, "dims", &s->dims);
+        key(b, &first, "initial_state");
+        if (s->initial_name || s->initial_data_file) {
+            bool in = true;
+            jbuf_puts(b, "[{");
+            str_field(b, &in, "data_type", osp_datatype_config_name(s->dtype));
+            dims_field(b, &in, "dims", &s->dims);
+            if (s->initial_data_file)
+                str_field(b, &in, "data_file", s->initial_data_file);
+            else
+                bool_field(b, &in, "zero_data", true);
+            str_field(b, &in, "name", s->initial_name);
+            jbuf_puts(b, "}]");
+        } else {
+            jbuf_puts(b, "[]");
+        }
+        bool_field(b, &first, "use_same_buffer_for_input_output", false);
+        bool_field(b, &first, "use_growable_memory", false);
+        jbuf_putc(b, '}');
+    }
+    jbuf_putc(b, ']');
+}
+
+static void write_sequence_batching(jbuf *b, const osp_sequence_batching *sb) {
+    bool first = true;
+    jbuf_putc(b, '{');
+    if (sb->strategy == OSP_SEQUENCE_OLDEST) {
+        bool in = true;
+        key(b, &first, "oldest");
+        jbuf_putc(b, '{');
+        int_field(b, &in, "max_candidate_sequences",
+                  sb->max_candidate_sequences);
+        ints_field(b, &in, "preferred_batch_size", sb->preferred_batch_sizes,
+                   sb->n_preferred_batch_sizes);
+        int_field(b, &in, "max_queue_delay_microseconds",
+                  (int64_t)sb->oldest_max_queue_delay_us);
+        bool_field(b, &in, "preserve_ordering", sb->oldest_preserve_ordering);
+        jbuf_putc(b, '}');
+    } else if (sb->strategy_given) {
+        bool in = true;
+        key(b, &first, "direct");
+        jbuf_putc(b, '{');
+        int_field(b, &in, "max_queue_delay_microseconds",
+                  (int64_t)sb->direct_max_queue_delay_us);
+        key(b, &in, "minimum_slot_utilization");
+        jbuf_printf(b, "%.9g", sb->direct_minimum_slot_utilization);
+        jbuf_putc(b, '}');
+    }
+    int_field(b, &first, "max_sequence_idle_microseconds",
+              (int64_t)sb->max_sequence_idle_us);
+    key(b, &first, "control_input");
+    write_control_inputs(b, sb);
+    key(b, &first, "state");
+    write_states(b, sb);
+    bool_field(b, &first, "iterative_sequence", false);
+    jbuf_putc(b, '}');
+}
+
+static void write_warmups(jbuf *b, const osp_model_config *c) {
+    static const char *const sources[] = {[OSP_WARMUP_ZERO_DATA] = "zero_data",
+                                          [OSP_WARMUP_RANDOM_DATA] =
+                                              "random_data"};
+    jbuf_putc(b, '[');
+    for (size_t w = 0; w < c->n_warmups; w++) {
+        const osp_model_warmup *mw = &c->warmups[w];
+        bool first = true;
+        if (w)
+            jbuf_putc(b, ',');
+        jbuf_putc(b, '{');
+        str_field(b, &first, "name", mw->name);
+        int_field(b, &first, "batch_size", mw->batch_size);
+        key(b, &first, "inputs");
+        jbuf_putc(b, '{');
+        for (size_t i = 0; i < mw->n_inputs; i++) {
+            const osp_warmup_input *in = &mw->inputs[i];
+            bool f = true;
+            if (i)
+                jbuf_putc(b, ',');
+            jbuf_json_cstr(b, in->key);
+            jbuf_puts(b, ":{");
+            str_field(b, &f, "data_type", osp_datatype_config_name(in->dtype));
+            dims_field(b, &f, "dims", &in->dims);
+            if (in->data == OSP_WARMUP_INPUT_DATA_FILE)
+                str_field(b, &f, "input_data_file", in->input_data_file);
+            else if (in->data != OSP_WARMUP_DATA_UNSET)
+                bool_field(b, &f, sources[in->data], true);
+            jbuf_putc(b, '}');
+        }
+        jbuf_putc(b, '}');
+        int_field(b, &first, "count", mw->count);
+        jbuf_putc(b, '}');
+    }
+    jbuf_putc(b, ']');
+}
+
 static const char *priority_name(osp_model_priority p) {
     switch (p) {
     case OSP_MODEL_PRIORITY_MAX:
@@ -321,6 +490,10 @@ void model_config_to_json(const osp_model_config *c, jbuf *b) {
         key(b, &first, "ensemble_scheduling");
         write_ensemble_scheduling(b, &c->ensemble_scheduling);
     }
+    if (c->sequence_batching.enabled) {
+        key(b, &first, "sequence_batching");
+        write_sequence_batching(b, &c->sequence_batching);
+    }
     key(b, &first, "instance_group");
     jbuf_putc(b, '[');
     for (size_t i = 0; i < c->n_instance_groups; i++) {
@@ -346,7 +519,7 @@ void model_config_to_json(const osp_model_config *c, jbuf *b) {
     }
     jbuf_putc(b, '}');
     key(b, &first, "model_warmup");
-    jbuf_puts(b, "[]");
+    write_warmups(b, c);
     key(b, &first, "model_transaction_policy");
     jbuf_printf(b, "{\"decoupled\":%s}", c->decoupled ? "true" : "false");
     if (c->response_cache) {

@@ -33,10 +33,8 @@ static const char *const ignored_config_fields[] = {
     "runtime",
     "batch_input",
     "batch_output",
-    "sequence_batching",
     "cc_model_filenames",
     "metric_tags",
-    "model_warmup",
     "model_operations",
     "model_repository_agents",
     "model_metrics",
@@ -1107,6 +1105,467 @@ static osp_error *map_response_cache(const mapper *m, const pbtxt_node *n,
     return NULL;
 }
 
+/* ---- sequence_batching and model_warmup ---------------------------------
+ */
+
+/* A float field: an integer or floating-point literal. */
+static osp_error *get_float(const mapper *m, const char *prefix,
+                            const pbtxt_node *n, float *out) {
+    char buf[64];
+    if (n->kind == PBTXT_FLOAT) {
+        *out = (float)n->fval;
+        return NULL;
+    }
+    if (n->kind == PBTXT_INT && n->magnitude <= (1ull << 24)) {
+        *out = n->negative ? -(float)n->magnitude : (float)n->magnitude;
+        return NULL;
+    }
+    return config_error(m, n->line, prefix, n->name,
+                        "expected a number, got %s",
+                        describe(n, buf, sizeof(buf)));
+}
+
+/* A data_type enum value (TYPE_FP32, ...) into *out. */
+static osp_error *get_data_type(const mapper *m, const char *prefix,
+                                const pbtxt_node *n, osp_datatype *out) {
+    osp_error *err = expect_kind(m, prefix, n, PBTXT_IDENT, "a data type");
+    if (err)
+        return err;
+    *out = osp_datatype_from_config_name(n->str);
+    if (*out == OSP_TYPE_INVALID)
+        return config_error(m, n->line, prefix, n->name,
+                            "unknown data type '%.64s'", n->str);
+    return NULL;
+}
+
+/* One `dims: N` element appended to *dims (each -1 or > 0). */
+static osp_error *add_dim(const mapper *m, const char *prefix,
+                          const pbtxt_node *n, osp_shape *dims) {
+    int64_t dim = 0;
+    osp_error *err = get_int(m, prefix, n, -1, INT64_MAX, &dim);
+    if (err)
+        return err;
+    if (dim == 0)
+        return config_error(m, n->line, prefix, n->name,
+                            "dimension must be -1 or > 0, got 0");
+    if (dims->rank >= OSP_MAX_DIMS - 1)
+        return config_error(m, n->line, prefix, n->name,
+                            "more than %d dimensions", OSP_MAX_DIMS - 1);
+    dims->dims[dims->rank++] = dim;
+    return NULL;
+}
+
+static const char *const control_kind_names[] = {
+    [OSP_SEQUENCE_CONTROL_START] = "CONTROL_SEQUENCE_START",
+    [OSP_SEQUENCE_CONTROL_END] = "CONTROL_SEQUENCE_END",
+    [OSP_SEQUENCE_CONTROL_READY] = "CONTROL_SEQUENCE_READY",
+    [OSP_SEQUENCE_CONTROL_CORRID] = "CONTROL_SEQUENCE_CORRID",
+};
+
+/* Reads a two-element *_false_true list of field `list` of control c. */
+static osp_error *map_false_true(const mapper *m, const char *prefix,
+                                 const pbtxt_node *c, const char *list,
+                                 osp_sequence_control *ctl) {
+    osp_error *err = NULL;
+    size_t i = 0;
+    int line = c->line;
+    for (const pbtxt_node *f = c->first_child; f; f = f->next) {
+        if (strcmp(f->name, list) != 0)
+            continue;
+        line = f->line;
+        if (i >= 2)
+            break;
+        if (list[0] == 'i') {
+            err = get_i32(m, prefix, f, INT32_MIN, &ctl->int32_false_true[i]);
+        } else if (list[0] == 'f') {
+            err = get_float(m, prefix, f, &ctl->fp32_false_true[i]);
+        } else {
+            err = get_bool(m, prefix, f, &ctl->bool_false_true[i]);
+        }
+        if (err)
+            return err;
+        i++;
+    }
+    if (i != 2 || pbtxt_count(c, list) != 2)
+        return config_error(m, line, prefix, list,
+                            "must have exactly 2 entries for control '%.64s'",
+                            ctl->name);
+    return NULL;
+}
+
+/* One `control { kind ... }` of control input `name` into *ctl. */
+static osp_error *map_control(const mapper *m, const char *name,
+                              const pbtxt_node *c, osp_sequence_control *ctl) {
+    const char *prefix = "sequence_batching.control_input.control";
+    osp_error *err = NULL;
+    unsigned seen = 0;
+    int kind = -1;
+    if ((err = expect_kind(m, prefix, c, PBTXT_MESSAGE, "a message")))
+        return err;
+    if (!(ctl->name = strdup(name)))
+        return osp_error_out_of_memory();
+    const char *list = NULL;
+    for (const pbtxt_node *f = c->first_child; f; f = f->next) {
+        if (!strcmp(f->name, "kind")) {
+            if ((err = once(m, prefix, f, &seen, 1)) ||
+                (err = get_enum(m, prefix, f, control_kind_names, 4, &kind)))
+                return err;
+        } else if (!strcmp(f->name, "data_type")) {
+            /* TYPE_INVALID is the unset default (GET .../config shows it) */
+            if (f->kind == PBTXT_IDENT && !strcmp(f->str, "TYPE_INVALID"))
+                continue;
+            if ((err = once(m, prefix, f, &seen, 2)) ||
+                (err = get_data_type(m, prefix, f, &ctl->dtype)))
+                return err;
+        } else if (!strcmp(f->name, "int32_false_true") ||
+                   !strcmp(f->name, "fp32_false_true") ||
+                   !strcmp(f->name, "bool_false_true")) {
+            if (list && strcmp(list, f->name) != 0)
+                return config_error(m, f->line, prefix, f->name,
+                                    "only one of int32_false_true, "
+                                    "fp32_false_true and bool_false_true "
+                                    "may be given for control '%.64s'",
+                                    name);
+            list = f->name;
+        } else {
+            return unknown_field(m, prefix, f);
+        }
+    }
+    if (kind < 0)
+        return config_error(m, c->line, prefix, "kind",
+                            "is required for control input '%.64s'", name);
+    ctl->kind = (osp_sequence_control_kind)kind;
+    if (ctl->kind == OSP_SEQUENCE_CONTROL_CORRID) {
+        osp_datatype dt = ctl->dtype;
+        if (list || (dt != OSP_TYPE_UINT64 && dt != OSP_TYPE_INT64 &&
+                     dt != OSP_TYPE_UINT32 && dt != OSP_TYPE_INT32 &&
+                     dt != OSP_TYPE_BYTES))
+            return config_error(
+                m, c->line, prefix, "data_type",
+                "control '%.64s' of kind CONTROL_SEQUENCE_CORRID needs a "
+                "data_type of TYPE_UINT64, TYPE_INT64, TYPE_UINT32, "
+                "TYPE_INT32 or TYPE_STRING and no *_false_true list",
+                name);
+        return NULL;
+    }
+    if (!list || (seen & 2))
+        return config_error(m, c->line, prefix, "kind",
+                            "control '%.64s' needs exactly one of "
+                            "int32_false_true, fp32_false_true and "
+                            "bool_false_true, and no data_type",
+                            name);
+    ctl->dtype = list[0] == 'i'   ? OSP_TYPE_INT32
+                 : list[0] == 'f' ? OSP_TYPE_FP32
+                                  : OSP_TYPE_BOOL;
+    return map_false_true(m, prefix, c, list, ctl);
+}
+
+/* One `control_input { name control [...] }`: appends its controls. */
+static osp_error *map_control_input(const mapper *m, const pbtxt_node *n,
+                                    osp_sequence_batching *sb) {
+    const char *prefix = "sequence_batching.control_input";
+    osp_error *err = NULL;
+    char *name = NULL;
+    if ((err = expect_kind(m, prefix, n, PBTXT_MESSAGE, "a message")))
+        return err;
+    for (const pbtxt_node *f = n->first_child; f && !err; f = f->next) {
+        if (!strcmp(f->name, "name"))
+            err = get_string(m, prefix, f, &name);
+        else if (strcmp(f->name, "control") != 0)
+            err = unknown_field(m, prefix, f);
+    }
+    if (!err && (!name || !name[0]))
+        err = config_error(m, n->line, prefix, "name", "is required");
+    for (const pbtxt_node *f = n->first_child; f && !err; f = f->next) {
+        if (strcmp(f->name, "control") != 0)
+            continue;
+        osp_sequence_control *bigger =
+            realloc(sb->controls, (sb->n_controls + 1) * sizeof(*sb->controls));
+        if (!bigger) {
+            err = osp_error_out_of_memory();
+            break;
+        }
+        sb->controls = bigger;
+        memset(&sb->controls[sb->n_controls], 0, sizeof(*bigger));
+        err = map_control(m, name, f, &sb->controls[sb->n_controls++]);
+    }
+    free(name);
+    return err;
+}
+
+/* One `initial_state { data_type dims zero_data | data_file name }`. */
+static osp_error *map_initial_state(const mapper *m, const pbtxt_node *n,
+                                    osp_sequence_state *st) {
+    const char *prefix = "sequence_batching.state.initial_state";
+    osp_error *err = NULL;
+    bool zero = false;
+    if ((err = expect_kind(m, prefix, n, PBTXT_MESSAGE, "a message")))
+        return err;
+    for (const pbtxt_node *f = n->first_child; f && !err; f = f->next) {
+        if (!strcmp(f->name, "name")) {
+            err = get_string(m, prefix, f, &st->initial_name);
+        } else if (!strcmp(f->name, "zero_data")) {
+            err = get_bool(m, prefix, f, &zero);
+        } else if (!strcmp(f->name, "data_file")) {
+            err = get_string(m, prefix, f, &st->initial_data_file);
+            if (!err && !is_plain_file_name(st->initial_data_file))
+                err = config_error(m, f->line, prefix, f->name,
+                                   "must be a file name in the "
+                                   "initial_state folder, got '%.64s'",
+                                   st->initial_data_file);
+        } else if (!strcmp(f->name, "data_type") || !strcmp(f->name, "dims")) {
+            /* the state's own data_type and dims are the ones used */
+        } else {
+            err = unknown_field(m, prefix, f);
+        }
+    }
+    if (!err && zero == (st->initial_data_file != NULL))
+        err = config_error(m, n->line, prefix, "",
+                           "exactly one of zero_data and data_file must be "
+                           "given for state '%.64s'",
+                           st->input_name ? st->input_name : "");
+    return err;
+}
+
+/* One `state { input_name output_name data_type dims initial_state }`. */
+static osp_error *map_state(const mapper *m, const pbtxt_node *n,
+                            osp_sequence_state *st) {
+    const char *prefix = "sequence_batching.state";
+    osp_error *err = NULL;
+    const pbtxt_node *initial = NULL;
+    if ((err = expect_kind(m, prefix, n, PBTXT_MESSAGE, "a message")))
+        return err;
+    for (const pbtxt_node *f = n->first_child; f && !err; f = f->next) {
+        if (!strcmp(f->name, "input_name"))
+            err = get_string(m, prefix, f, &st->input_name);
+        else if (!strcmp(f->name, "output_name"))
+            err = get_string(m, prefix, f, &st->output_name);
+        else if (!strcmp(f->name, "data_type"))
+            err = get_data_type(m, prefix, f, &st->dtype);
+        else if (!strcmp(f->name, "dims"))
+            err = add_dim(m, prefix, f, &st->dims);
+        else if (!strcmp(f->name, "initial_state")) {
+            if (initial)
+                err = config_error(m, f->line, prefix, f->name,
+                                   "only one initial_state is supported");
+            initial = f;
+        } else if (strcmp(f->name, "use_same_buffer_for_input_output") &&
+                   strcmp(f->name, "use_growable_memory"))
+            err = unknown_field(m, prefix, f);
+    }
+    if (err)
+        return err;
+    if (!st->input_name || !st->input_name[0] || !st->output_name ||
+        !st->output_name[0])
+        return config_error(m, n->line, prefix, "",
+                            "input_name and output_name are required");
+    if (st->dtype == OSP_TYPE_INVALID || st->dtype == OSP_TYPE_BYTES)
+        return config_error(m, n->line, prefix, "data_type",
+                            "state '%.64s' needs a fixed-size data_type",
+                            st->input_name);
+    if (st->dims.rank == 0)
+        return config_error(m, n->line, prefix, "dims",
+                            "is required for state '%.64s'", st->input_name);
+    for (int d = 0; d < st->dims.rank; d++)
+        if (st->dims.dims[d] < 0)
+            return config_error(m, n->line, prefix, "dims",
+                                "state '%.64s' must have fixed dims (Osprey "
+                                "keeps no growable state)",
+                                st->input_name);
+    return initial ? map_initial_state(m, initial, st) : NULL;
+}
+
+/* oldest { ... } or direct { ... }. */
+static osp_error *map_sequence_strategy(const mapper *m, const pbtxt_node *n,
+                                        int32_t max_batch_size,
+                                        osp_sequence_batching *sb) {
+    bool oldest = !strcmp(n->name, "oldest");
+    const char *prefix =
+        oldest ? "sequence_batching.oldest" : "sequence_batching.direct";
+    osp_error *err = NULL;
+    if (sb->strategy_given)
+        return config_error(m, n->line, "sequence_batching", n->name,
+                            "only one of direct and oldest may be given");
+    if ((err = expect_kind(m, prefix, n, PBTXT_MESSAGE, "a message")))
+        return err;
+    sb->strategy_given = true;
+    sb->strategy = oldest ? OSP_SEQUENCE_OLDEST : OSP_SEQUENCE_DIRECT;
+    size_t n_sizes = pbtxt_count(n, "preferred_batch_size");
+    if (oldest && n_sizes &&
+        !(sb->preferred_batch_sizes = calloc(n_sizes, sizeof(int32_t))))
+        return osp_error_out_of_memory();
+    for (const pbtxt_node *f = n->first_child; f && !err; f = f->next) {
+        if (!strcmp(f->name, "max_queue_delay_microseconds")) {
+            err = get_uint(m, prefix, f, UINT64_MAX,
+                           oldest ? &sb->oldest_max_queue_delay_us
+                                  : &sb->direct_max_queue_delay_us);
+        } else if (!oldest && !strcmp(f->name, "minimum_slot_utilization")) {
+            err = get_float(m, prefix, f, &sb->direct_minimum_slot_utilization);
+        } else if (oldest && !strcmp(f->name, "max_candidate_sequences")) {
+            err = get_i32(m, prefix, f, 0, &sb->max_candidate_sequences);
+        } else if (oldest && !strcmp(f->name, "preserve_ordering")) {
+            err = get_bool(m, prefix, f, &sb->oldest_preserve_ordering);
+        } else if (oldest && !strcmp(f->name, "preferred_batch_size")) {
+            int32_t *size =
+                &sb->preferred_batch_sizes[sb->n_preferred_batch_sizes];
+            err = get_i32(m, prefix, f, 1, size);
+            if (!err && max_batch_size > 0 && *size > max_batch_size)
+                err = config_error(m, f->line, prefix, f->name,
+                                   "%d is larger than max_batch_size %d", *size,
+                                   max_batch_size);
+            if (!err)
+                sb->n_preferred_batch_sizes++;
+        } else {
+            err = unknown_field(m, prefix, f);
+        }
+    }
+    return err;
+}
+
+static osp_error *map_sequence_batching(const mapper *m, const pbtxt_node *n,
+                                        int32_t max_batch_size,
+                                        osp_sequence_batching *sb) {
+    const char *prefix = "sequence_batching";
+    osp_error *err = NULL;
+    if ((err = expect_kind(m, "", n, PBTXT_MESSAGE, "a message")))
+        return err;
+    sb->enabled = true;
+    sb->max_sequence_idle_us = 1000000;
+    size_t n_states = pbtxt_count(n, "state");
+    if (n_states && !(sb->states = calloc(n_states, sizeof(*sb->states))))
+        return osp_error_out_of_memory();
+    for (const pbtxt_node *f = n->first_child; f && !err; f = f->next) {
+        if (!strcmp(f->name, "max_sequence_idle_microseconds")) {
+            err = get_uint(m, prefix, f, UINT64_MAX / 1000,
+                           &sb->max_sequence_idle_us);
+        } else if (!strcmp(f->name, "control_input")) {
+            err = map_control_input(m, f, sb);
+        } else if (!strcmp(f->name, "state")) {
+            err = map_state(m, f, &sb->states[sb->n_states++]);
+        } else if (!strcmp(f->name, "direct") || !strcmp(f->name, "oldest")) {
+            err = map_sequence_strategy(m, f, max_batch_size, sb);
+        } else if (strcmp(f->name, "iterative_sequence") &&
+                   strcmp(f->name, "generative_sequence")) {
+            err = unknown_field(m, prefix, f);
+        }
+    }
+    /* Triton's normalisation: oldest without preferred sizes prefers
+     * max_batch_size. */
+    if (!err && sb->strategy == OSP_SEQUENCE_OLDEST &&
+        !sb->n_preferred_batch_sizes && max_batch_size > 0) {
+        if (!(sb->preferred_batch_sizes = calloc(1, sizeof(int32_t))))
+            return osp_error_out_of_memory();
+        sb->preferred_batch_sizes[0] = max_batch_size;
+        sb->n_preferred_batch_sizes = 1;
+    }
+    return err;
+}
+
+/* One `inputs { key: "IN" value { data_type dims zero_data | ... } }`. */
+static osp_error *map_warmup_input(const mapper *m, const pbtxt_node *n,
+                                   osp_warmup_input *in) {
+    const char *prefix = "model_warmup.inputs";
+    osp_error *err = NULL;
+    const pbtxt_node *value = NULL;
+    int sources = 0;
+    if ((err = expect_kind(m, prefix, n, PBTXT_MESSAGE, "a map entry message")))
+        return err;
+    for (const pbtxt_node *f = n->first_child; f && !err; f = f->next) {
+        if (!strcmp(f->name, "key"))
+            err = get_string(m, prefix, f, &in->key);
+        else if (!strcmp(f->name, "value"))
+            err =
+                expect_kind(m, prefix, (value = f), PBTXT_MESSAGE, "a message");
+        else
+            err = unknown_field(m, prefix, f);
+    }
+    if (err)
+        return err;
+    if (!in->key || !value)
+        return config_error(m, n->line, prefix, "",
+                            "key and value are required");
+    for (const pbtxt_node *f = value->first_child; f && !err; f = f->next) {
+        bool flag = false;
+        if (!strcmp(f->name, "data_type")) {
+            err = get_data_type(m, prefix, f, &in->dtype);
+        } else if (!strcmp(f->name, "dims")) {
+            err = add_dim(m, prefix, f, &in->dims);
+        } else if (!strcmp(f->name, "zero_data") ||
+                   !strcmp(f->name, "random_data")) {
+            err = get_bool(m, prefix, f, &flag);
+            if (flag) {
+                in->data = f->name[0] == 'z' ? OSP_WARMUP_ZERO_DATA
+                                             : OSP_WARMUP_RANDOM_DATA;
+                sources++;
+            }
+        } else if (!strcmp(f->name, "input_data_file")) {
+            err = get_string(m, prefix, f, &in->input_data_file);
+            if (!err && !is_plain_file_name(in->input_data_file))
+                err = config_error(m, f->line, prefix, f->name,
+                                   "must be a file name in the warmup "
+                                   "folder, got '%.64s'",
+                                   in->input_data_file);
+            in->data = OSP_WARMUP_INPUT_DATA_FILE;
+            sources++;
+        } else {
+            err = unknown_field(m, prefix, f);
+        }
+    }
+    /* None given (or -1 dims) fails the sample at load, as in Triton. */
+    if (!err && sources > 1)
+        err = config_error(m, value->line, prefix, "",
+                           "input '%.64s' may have only one of zero_data, "
+                           "random_data and input_data_file",
+                           in->key);
+    return err;
+}
+
+/* One `model_warmup { name batch_size inputs count }`. */
+static osp_error *map_warmup(const mapper *m, const pbtxt_node *n,
+                             osp_model_warmup *w) {
+    const char *prefix = "model_warmup";
+    osp_error *err = NULL;
+    if ((err = expect_kind(m, "", n, PBTXT_MESSAGE, "a message")))
+        return err;
+    size_t n_inputs = pbtxt_count(n, "inputs");
+    if (n_inputs && !(w->inputs = calloc(n_inputs, sizeof(*w->inputs))))
+        return osp_error_out_of_memory();
+    for (const pbtxt_node *f = n->first_child; f && !err; f = f->next) {
+        uint64_t v = 0;
+        if (!strcmp(f->name, "name")) {
+            err = get_string(m, prefix, f, &w->name);
+        } else if (!strcmp(f->name, "batch_size") ||
+                   !strcmp(f->name, "count")) {
+            err = get_uint(m, prefix, f, 1u << 20, &v);
+            *(f->name[0] == 'b' ? &w->batch_size : &w->count) = (uint32_t)v;
+        } else if (!strcmp(f->name, "inputs")) {
+            err = map_warmup_input(m, f, &w->inputs[w->n_inputs++]);
+        } else {
+            err = unknown_field(m, prefix, f);
+        }
+    }
+    if (!err && !w->name && !(w->name = strdup("")))
+        err = osp_error_out_of_memory();
+    return err;
+}
+
+static osp_error *map_warmups(const mapper *m, const pbtxt_node *root,
+                              osp_model_config *cfg) {
+    size_t n = pbtxt_count(root, "model_warmup");
+    if (n == 0)
+        return NULL;
+    if (!(cfg->warmups = calloc(n, sizeof(*cfg->warmups))))
+        return osp_error_out_of_memory();
+    for (const pbtxt_node *f = root->first_child; f; f = f->next) {
+        if (strcmp(f->name, "model_warmup") != 0)
+            continue;
+        osp_error *err = map_warmup(m, f, &cfg->warmups[cfg->n_warmups++]);
+        if (err)
+            return err;
+    }
+    return NULL;
+}
+
 /* The top-level fields. max_batch_size is read first because input/output
  * dims and preferred batch sizes are checked against it. */
 static osp_error *map_config(const mapper *m, const pbtxt_node *root,
@@ -1120,7 +1579,8 @@ static osp_error *map_config(const mapper *m, const pbtxt_node *root,
                        &cfg->n_inputs)) ||
         (err = map_ios(m, root, false, cfg->max_batch_size, &cfg->outputs,
                        &cfg->n_outputs)) ||
-        (err = map_parameters(m, root, cfg)))
+        (err = map_parameters(m, root, cfg)) ||
+        (err = map_warmups(m, root, cfg)))
         return err;
 
     size_t n_groups = pbtxt_count(root, "instance_group");
@@ -1176,6 +1636,11 @@ static osp_error *map_config(const mapper *m, const pbtxt_node *root,
                 (err = map_dynamic_batching(m, f, cfg->max_batch_size,
                                             &cfg->dynamic_batching)))
                 return err;
+        } else if (!strcmp(name, "sequence_batching")) {
+            if ((err = once(m, "", f, &seen, 512)) ||
+                (err = map_sequence_batching(m, f, cfg->max_batch_size,
+                                             &cfg->sequence_batching)))
+                return err;
         } else if (!strcmp(name, "model_transaction_policy")) {
             if ((err = once(m, "", f, &seen, 64)) ||
                 (err = map_transaction_policy(m, f, &cfg->decoupled)))
@@ -1205,7 +1670,8 @@ static osp_error *map_config(const mapper *m, const pbtxt_node *root,
                 (err = map_response_cache(m, f, &cfg->response_cache)))
                 return err;
         } else if (!strcmp(name, "input") || !strcmp(name, "output") ||
-                   !strcmp(name, "parameters")) {
+                   !strcmp(name, "parameters") ||
+                   !strcmp(name, "model_warmup")) {
             /* mapped above */
         } else if (!is_one_of(name, ignored_config_fields)) {
             return unknown_field(m, "", f);
@@ -1416,6 +1882,27 @@ void osp_model_config_free(osp_model_config *cfg) {
         free_parameters(st->output_map, st->n_output_map);
     }
     free(cfg->ensemble_scheduling.steps);
+    osp_sequence_batching *sb = &cfg->sequence_batching;
+    for (size_t i = 0; i < sb->n_controls; i++)
+        free(sb->controls[i].name);
+    free(sb->controls);
+    for (size_t i = 0; i < sb->n_states; i++) {
+        free(sb->states[i].input_name);
+        free(sb->states[i].output_name);
+        free(sb->states[i].initial_name);
+        free(sb->states[i].initial_data_file);
+    }
+    free(sb->states);
+    free(sb->preferred_batch_sizes);
+    for (size_t w = 0; w < cfg->n_warmups; w++) {
+        for (size_t i = 0; i < cfg->warmups[w].n_inputs; i++) {
+            free(cfg->warmups[w].inputs[i].key);
+            free(cfg->warmups[w].inputs[i].input_data_file);
+        }
+        free(cfg->warmups[w].inputs);
+        free(cfg->warmups[w].name);
+    }
+    free(cfg->warmups);
     free(cfg);
 }
 

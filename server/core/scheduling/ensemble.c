@@ -219,11 +219,14 @@ static void run_finish(ensemble_run *run) {
     } else {
         request_times *t = &p->times;
         t->compute_input_end =
-            t->compute_start + atomic_load(&run->compute.input_ns);
+            t->compute_start +
+            __atomic_load_n(&run->compute.input_ns, __ATOMIC_SEQ_CST);
         t->compute_output_start =
-            t->compute_input_end + atomic_load(&run->compute.infer_ns);
+            t->compute_input_end +
+            __atomic_load_n(&run->compute.infer_ns, __ATOMIC_SEQ_CST);
         t->compute_end =
-            t->compute_output_start + atomic_load(&run->compute.output_ns);
+            t->compute_output_start +
+            __atomic_load_n(&run->compute.output_ns, __ATOMIC_SEQ_CST);
         stats_stamps s = {.compute_start = t->compute_start,
                           .compute_input_end = t->compute_input_end,
                           .compute_output_start = t->compute_output_start,

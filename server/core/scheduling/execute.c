@@ -1,6 +1,8 @@
 /* The accessors backends use on an osp_execute_ctx (see execute_ctx.h). */
 #include "execute_ctx.h"
 
+#include <string.h>
+
 osp_device *osp_execute_device(const osp_execute_ctx *ctx) {
     return ctx->device;
 }
@@ -20,6 +22,21 @@ size_t osp_execute_input_count(const osp_execute_ctx *ctx) {
 const osp_backend_tensor *osp_execute_input(const osp_execute_ctx *ctx,
                                             size_t index) {
     return index < ctx->n_inputs ? &ctx->inputs[index] : NULL;
+}
+
+const osp_backend_tensor *osp_execute_input_by_name(const osp_execute_ctx *ctx,
+                                                    const char *name) {
+    for (size_t i = 0; i < ctx->n_inputs; i++)
+        if (ctx->inputs[i].name && strcmp(ctx->inputs[i].name, name) == 0)
+            return &ctx->inputs[i];
+    return NULL;
+}
+
+int osp_execute_output_index(const osp_execute_ctx *ctx, const char *name) {
+    for (size_t i = 0; i < ctx->n_outputs; i++)
+        if (ctx->outputs[i].name && strcmp(ctx->outputs[i].name, name) == 0)
+            return (int)i;
+    return -1;
 }
 
 bool osp_execute_output_requested(const osp_execute_ctx *ctx, size_t index) {

@@ -87,6 +87,27 @@ static void batch_state_free(batch_state *bs, size_t n_inputs) {
     free(bs->block);
 }
 
+/* Name and datatype of batch input i: config input i, or past them the
+ * sequence batcher's control and state inputs. */
+static void batch_input_desc(const osp_model *model, size_t i,
+                             const char **name, osp_datatype *dtype) {
+    const osp_model_config *cfg = model->config;
+    if (i < cfg->n_inputs) {
+        *name = cfg->inputs[i].name;
+        *dtype = cfg->inputs[i].dtype;
+    } else {
+        sequence_batcher_extra_input(model->sequences, i - cfg->n_inputs, name,
+                                     dtype);
+    }
+}
+
+/* Batch outputs: the config's, then one per implicit state. */
+static size_t batch_output_count(const osp_model *model) {
+    return model->config->n_outputs +
+           (model->sequences ? sequence_batcher_extra_outputs(model->sequences)
+                             : 0);
+}
+
 /* Builds device input i from every request's bytes. A single request on
  * a host-memory device is passed through without a copy. */
 static osp_error *gather_input(model_instance *inst, batch_state *bs,
@@ -94,8 +115,7 @@ static osp_error *gather_input(model_instance *inst, batch_state *bs,
                                int64_t total_batch) {
     const osp_model_config *cfg = inst->model->config;
     osp_backend_tensor *t = &bs->inputs[i];
-    t->name = cfg->inputs[i].name;
-    t->dtype = cfg->inputs[i].dtype;
+    batch_input_desc(inst->model, i, &t->name, &t->dtype);
     const osp_infer_input *first = NULL;
     size_t total = 0, present = 0;
     for (size_t r = 0; r < n; r++) {
@@ -224,6 +244,16 @@ static osp_error *scatter_output(model_instance *inst, batch_state *bs,
             memcpy(mine->data, (char *)host->data + offset, size);
         }
         offset += size;
+        if (o >= cfg->n_outputs) { /* a state: the sequence's next value */
+            sequence_step *step = batch[r]->sequence;
+            if (step) { /* else a warmup sample: nobody keeps it */
+                osp_buffer_free(step->next_state[o - cfg->n_outputs]);
+                step->next_state[o - cfg->n_outputs] = mine;
+                mine = NULL;
+            }
+            osp_buffer_free(mine);
+            continue;
+        }
         /* Attach to the request's response at its position. */
         for (size_t k = 0; k < batch[r]->n_response_outputs; k++) {
             if (batch[r]->response_outputs[k] != o)
@@ -296,7 +326,8 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
                             size_t n) {
     osp_model *model = inst->model;
     const osp_model_config *cfg = model->config;
-    size_t n_in = cfg->n_inputs, n_out = cfg->n_outputs;
+    size_t n_in = model_batch_input_count(model);
+    size_t n_out = batch_output_count(model);
     batch_state bs = {0};
     osp_error *err = NULL;
     int64_t total_batch = 0;
@@ -311,12 +342,19 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
     staged = bs.staged;
     for (size_t r = 0; r < n; r++) {
         total_batch += batch[r]->batch_size;
-        for (size_t o = 0; o < n_out; o++)
+        for (size_t o = 0; o < cfg->n_outputs; o++)
             bs.output_requested[o] |= batch[r]->output_requested[o];
     }
-    for (size_t o = 0; o < n_out; o++) {
+    for (size_t o = 0; o < cfg->n_outputs; o++) {
         bs.outputs[o].name = cfg->outputs[o].name;
         bs.outputs[o].dtype = cfg->outputs[o].dtype;
+    }
+    for (size_t o = cfg->n_outputs; o < n_out; o++) {
+        const osp_sequence_state *st =
+            sequence_batcher_state(model->sequences, o - cfg->n_outputs);
+        bs.outputs[o].name = st->output_name;
+        bs.outputs[o].dtype = st->dtype;
+        bs.output_requested[o] = true; /* the next state, always */
     }
     uint64_t compute_start = osp_now_ns();
     err = osp_event_record(inst->marks[0], inst->stream);
@@ -351,7 +389,7 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
         if (!bs.output_buffers[o])
             err = osp_error_new(OSP_ERROR_INTERNAL,
                                 "backend '%s' produced no output '%s'",
-                                model->backend->name, cfg->outputs[o].name);
+                                model->backend->name, bs.outputs[o].name);
         else
             err = stage_output(inst, &bs, o, &staged[o]);
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model_internal.h"
+#include "sequence_batcher.h"
 #include "trace_report.h"
 
 void pending_request_free(pending_request *p) {
@@ -16,6 +17,7 @@ void pending_request_free(pending_request *p) {
     free(p->input_map);
     free(p->output_requested);
     free(p->response_outputs);
+    sequence_step_free(p->sequence);
     if (p->model)
         osp_model_unref(p->model);
     free(p);
@@ -61,6 +63,9 @@ static void deliver(pending_request *p, osp_infer_response *resp) {
 }
 
 void pending_request_finish(pending_request *p, osp_infer_response *resp) {
+    /* Hook: the sequence's next request may go now (sequence_batcher.c). */
+    if (p->sequence)
+        sequence_batcher_step_finished(p, resp && !resp->error);
     if (p->req->trace)
         trace_report_finish(p);
     if (p->model) {
@@ -71,7 +76,7 @@ void pending_request_finish(pending_request *p, osp_infer_response *resp) {
                                          p->cache_lookup_ns);
         } else if (resp && !resp->error) {
             if (p->cache) {
-                response_cache_insert(p->cache, p->cache_key, resp);
+                response_cache_insert(p->cache, p->cache_request_key, resp);
                 uint64_t inserted = osp_now_ns();
                 model_stats_record_cache_miss(
                     &p->model->stats, p->cache_lookup_ns + (inserted - end_ns));

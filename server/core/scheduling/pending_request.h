@@ -9,9 +9,9 @@
 #include <stdint.h>
 
 #include "batcher.h"
-#include "response_cache.h"
 #include "osprey/infer.h"
 #include "osprey/server.h"
+#include "response_cache.h"
 #include "stats.h"
 
 /* Monotonic timestamps (ns) of one request's stages, as Triton's
@@ -48,13 +48,16 @@ typedef struct pending_request {
      * succeeds (borrowed; NULL for other requests). */
     stats_sink *secondary_stats;
     /* Response cache (borrowed; NULL when it does not serve this model):
-     * a successful response is inserted under cache_key before it is
+     * a successful response is inserted under cache_request_key before it is
      * delivered. cache_lookup_ns: the lookup's time; cache_hit: the
      * response came from the cache. */
     response_cache *cache;
-    cache_key cache_key;
+    cache_key cache_request_key;
     uint64_t cache_lookup_ns;
     bool cache_hit;
+    /* Its place in a sequence (sequence_batcher.h); NULL for a model
+     * without sequence_batching. Owned. */
+    struct sequence_step *sequence;
 } pending_request;
 
 /* Frees a pending request and everything it owns, releasing its model

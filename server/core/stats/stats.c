@@ -89,12 +89,15 @@ void model_stats_record_cache_miss(model_stats *s, uint64_t ns) {
 }
 
 void stats_sink_add(stats_sink *sink, const stats_stamps *t) {
-    atomic_fetch_add(&sink->input_ns,
-                     span(t->compute_start, t->compute_input_end));
-    atomic_fetch_add(&sink->infer_ns,
-                     span(t->compute_input_end, t->compute_output_start));
-    atomic_fetch_add(&sink->output_ns,
-                     span(t->compute_output_start, t->compute_end));
+    __atomic_fetch_add(&sink->input_ns,
+                       span(t->compute_start, t->compute_input_end),
+                       __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&sink->infer_ns,
+                       span(t->compute_input_end, t->compute_output_start),
+                       __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&sink->output_ns,
+                       span(t->compute_output_start, t->compute_end),
+                       __ATOMIC_SEQ_CST);
 }
 
 void model_stats_record_failure(model_stats *s, uint64_t request_start_ns,

@@ -34,7 +34,9 @@ typedef struct stats_stamps {
  * (Triton's secondary statistics aggregator): an ensemble sums its steps'
  * into its own compute stages. */
 typedef struct stats_sink {
-    atomic_uint_fast64_t input_ns, infer_ns, output_ns;
+    /* Added to and read with __atomic builtins (the header is also read
+     * by C++ tests, where stdatomic.h's types do not exist). */
+    uint64_t input_ns, infer_ns, output_ns;
 } stats_sink;
 
 /* Adds t's compute stages to sink. */

@@ -1,0 +1,488 @@
+/*
+ * The sequence batcher (see sequence_batcher.h): correlation ids, the
+ * per-sequence backlog, control inputs and implicit state, in front of the
+ * model's queue.
+ */
+#include "sequence_batcher.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model_internal.h"
+#include "osprey/clock.h"
+#include "sequence_table.h"
+
+struct sequence_batcher {
+    pthread_mutex_t lock; /* guards the table and every slot in it */
+    sequence_table table;
+    const osp_model_config *config;     /* borrowed: the model owns it */
+    osp_buffer **initial;               /* per state: its initial bytes */
+    size_t *state_bytes;                /* per state: bytes of one row */
+    const osp_sequence_control *corrid; /* NULL without CORRID */
+};
+
+/* State k's bytes per sequence (dims are fixed: the parser checks). */
+static size_t state_row_bytes(const osp_sequence_state *st) {
+    size_t n = osp_datatype_byte_size(st->dtype);
+    for (int d = 0; d < st->dims.rank; d++)
+        n *= (size_t)st->dims.dims[d];
+    return n;
+}
+
+/* Reads initial_state/<file> of the version folder into a host buffer of
+ * exactly `bytes` bytes. Messages name the file, never the server path. */
+static osp_error *read_initial_state(const char *version_path,
+                                     const osp_sequence_state *st, size_t bytes,
+                                     osp_buffer **out) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/initial_state/%s", version_path,
+             st->initial_data_file);
+    osp_error *err = NULL;
+    FILE *f = fopen(path, "rb");
+    struct stat info;
+    if (!f || fstat(fileno(f), &info) != 0) {
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "failed to read initial state file "
+                            "'initial_state/%s' of state '%s': %s",
+                            st->initial_data_file, st->input_name,
+                            strerror(errno));
+        goto out;
+    }
+    if ((size_t)info.st_size != bytes) {
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "initial state file 'initial_state/%s' of state "
+                            "'%s' has %lld bytes, expected %zu",
+                            st->initial_data_file, st->input_name,
+                            (long long)info.st_size, bytes);
+        goto out;
+    }
+    *out = osp_buffer_new_host(bytes);
+    if (!*out) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    if (bytes && fread((*out)->data, 1, bytes, f) != bytes) {
+        osp_buffer_free(*out);
+        *out = NULL;
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "failed to read initial state file "
+                            "'initial_state/%s' of state '%s'",
+                            st->initial_data_file, st->input_name);
+    }
+out:
+    if (f)
+        fclose(f);
+    return err;
+}
+
+/* Load checks: the tensors the batcher adds must not clash with the
+ * config's own inputs and outputs. */
+static osp_error *check_names(const osp_model_config *cfg) {
+    const osp_sequence_batching *sb = &cfg->sequence_batching;
+    for (size_t i = 0; i < sb->n_controls; i++)
+        if (osp_model_config_input_index(cfg, sb->controls[i].name) >= 0)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "sequence_batching control input '%s' is "
+                                 "also an input of model '%s'",
+                                 sb->controls[i].name, cfg->name);
+    for (size_t i = 0; i < sb->n_states; i++) {
+        if (osp_model_config_input_index(cfg, sb->states[i].input_name) >= 0)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "state input '%s' is also an input of "
+                                 "model '%s'",
+                                 sb->states[i].input_name, cfg->name);
+        if (osp_model_config_output_index(cfg, sb->states[i].output_name) >= 0)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "state output '%s' is also an output of "
+                                 "model '%s'",
+                                 sb->states[i].output_name, cfg->name);
+    }
+    return NULL;
+}
+
+osp_error *sequence_batcher_new(const osp_model_config *config,
+                                const char *version_path,
+                                sequence_batcher **out) {
+    const osp_sequence_batching *seq = &config->sequence_batching;
+    osp_error *err = check_names(config);
+    if (err)
+        return err;
+    sequence_batcher *sb = calloc(1, sizeof(*sb));
+    if (!sb)
+        return osp_error_out_of_memory();
+    pthread_mutex_init(&sb->lock, NULL);
+    sb->config = config;
+    for (size_t i = 0; i < seq->n_controls; i++)
+        if (seq->controls[i].kind == OSP_SEQUENCE_CONTROL_CORRID)
+            sb->corrid = &seq->controls[i];
+    /* Triton normalises an idle limit of 0 to its default, 1 s. */
+    uint64_t idle_us =
+        seq->max_sequence_idle_us ? seq->max_sequence_idle_us : 1000000;
+    sb->initial = calloc(seq->n_states + 1, sizeof(*sb->initial));
+    sb->state_bytes = calloc(seq->n_states + 1, sizeof(*sb->state_bytes));
+    if (!sb->initial || !sb->state_bytes)
+        err = osp_error_out_of_memory();
+    if (!err)
+        err = sequence_table_init(&sb->table, SEQUENCE_TABLE_CAPACITY,
+                                  seq->n_states, idle_us * 1000u);
+    for (size_t k = 0; k < seq->n_states && !err; k++) {
+        const osp_sequence_state *st = &seq->states[k];
+        sb->state_bytes[k] = state_row_bytes(st);
+        if (st->initial_data_file) {
+            err = read_initial_state(version_path, st, sb->state_bytes[k],
+                                     &sb->initial[k]);
+        } else if (!(sb->initial[k] =
+                         osp_buffer_new_host(sb->state_bytes[k]))) {
+            err = osp_error_out_of_memory();
+        } else {
+            memset(sb->initial[k]->data, 0, sb->state_bytes[k]);
+        }
+    }
+    if (err) {
+        sequence_batcher_free(sb);
+        return err;
+    }
+    *out = sb;
+    return NULL;
+}
+
+void sequence_batcher_free(sequence_batcher *sb) {
+    if (!sb)
+        return;
+    size_t n_states = sb->config->sequence_batching.n_states;
+    for (size_t k = 0; sb->initial && k < n_states; k++)
+        osp_buffer_free(sb->initial[k]);
+    free(sb->initial);
+    free(sb->state_bytes);
+    if (sb->table.slots)
+        sequence_table_destroy(&sb->table);
+    pthread_mutex_destroy(&sb->lock);
+    free(sb);
+}
+
+size_t sequence_batcher_extra_inputs(const sequence_batcher *sb) {
+    const osp_sequence_batching *seq = &sb->config->sequence_batching;
+    return seq->n_controls + seq->n_states;
+}
+
+void sequence_batcher_extra_input(const sequence_batcher *sb, size_t k,
+                                  const char **name, osp_datatype *dtype) {
+    const osp_sequence_batching *seq = &sb->config->sequence_batching;
+    if (k < seq->n_controls) {
+        *name = seq->controls[k].name;
+        *dtype = seq->controls[k].dtype;
+    } else {
+        *name = seq->states[k - seq->n_controls].input_name;
+        *dtype = seq->states[k - seq->n_controls].dtype;
+    }
+}
+
+size_t sequence_batcher_extra_outputs(const sequence_batcher *sb) {
+    return sb->config->sequence_batching.n_states;
+}
+
+const osp_sequence_state *sequence_batcher_state(const sequence_batcher *sb,
+                                                 size_t k) {
+    return &sb->config->sequence_batching.states[k];
+}
+
+void sequence_step_free(sequence_step *step) {
+    if (!step)
+        return;
+    size_t n_states = step->batcher->config->sequence_batching.n_states;
+    for (size_t k = 0; step->next_state && k < n_states; k++)
+        osp_buffer_free(step->next_state[k]);
+    free(step->next_state);
+    free(step);
+}
+
+/* ---- one request's control and state tensors ----------------------------
+ */
+
+/* The value of control c for a request of the sequence `id` with flags
+ * `step`, as a one-element tensor. NULL on OOM. */
+static osp_buffer *control_tensor(const osp_sequence_control *c,
+                                  const sequence_step *step,
+                                  const sequence_id *id) {
+    char text[32];
+    if (c->kind == OSP_SEQUENCE_CONTROL_CORRID && c->dtype == OSP_TYPE_BYTES) {
+        const char *s =
+            id->is_string ? id->string : sequence_id_format(id, text, 32);
+        uint32_t len = (uint32_t)strlen(s);
+        osp_buffer *buf = osp_buffer_new_host(4 + (size_t)len);
+        if (buf) {
+            memcpy(buf->data, &len, 4);
+            memcpy((char *)buf->data + 4, s, len);
+        }
+        return buf;
+    }
+    osp_buffer *buf = osp_buffer_new_host(osp_datatype_byte_size(c->dtype));
+    if (!buf)
+        return NULL;
+    if (c->kind == OSP_SEQUENCE_CONTROL_CORRID) {
+        uint64_t v = id->number; /* numeric CORRID: the submit checked */
+        if (c->dtype == OSP_TYPE_UINT64 || c->dtype == OSP_TYPE_INT64) {
+            memcpy(buf->data, &v, 8);
+        } else {
+            uint32_t v32 = (uint32_t)v;
+            memcpy(buf->data, &v32, 4);
+        }
+        return buf;
+    }
+    bool on = c->kind == OSP_SEQUENCE_CONTROL_START ? step->start
+              : c->kind == OSP_SEQUENCE_CONTROL_END ? step->end
+                                                    : true; /* READY */
+    if (c->dtype == OSP_TYPE_INT32)
+        memcpy(buf->data, &c->int32_false_true[on], 4);
+    else if (c->dtype == OSP_TYPE_FP32)
+        memcpy(buf->data, &c->fp32_false_true[on], 4);
+    else
+        *(uint8_t *)buf->data = c->bool_false_true[on] ? 1 : 0;
+    return buf;
+}
+
+/* Adds `buf` (ownership moves, also on error) to p's request as extra
+ * input k, and routes it (input_map). */
+static osp_error *add_extra_input(const sequence_batcher *sb,
+                                  pending_request *p, size_t k,
+                                  const osp_shape *shape, osp_buffer *buf) {
+    const char *name;
+    osp_datatype dtype;
+    if (!buf)
+        return osp_error_out_of_memory();
+    sequence_batcher_extra_input(sb, k, &name, &dtype);
+    osp_error *err =
+        osp_infer_request_add_input(p->req, name, dtype, shape, buf);
+    if (err) {
+        osp_buffer_free(buf);
+        return err;
+    }
+    p->input_map[sb->config->n_inputs + k] = (int)(p->req->n_inputs - 1);
+    return NULL;
+}
+
+/* Gives p (the request of its sequence now in flight) its control inputs
+ * and its state inputs. Reads the slot's state without the lock: only the
+ * step in flight, this one, changes it. */
+static osp_error *attach_inputs(sequence_batcher *sb, pending_request *p) {
+    const osp_model_config *cfg = sb->config;
+    const osp_sequence_batching *seq = &cfg->sequence_batching;
+    sequence_step *step = p->sequence;
+    size_t n_map = model_batch_input_count(p->model);
+    int *map = realloc(p->input_map, sizeof(int) * (n_map + 1));
+    if (!map)
+        return osp_error_out_of_memory();
+    p->input_map = map;
+    bool batching = cfg->max_batch_size > 0;
+    osp_shape one = {.rank = batching ? 2 : 1, .dims = {1, 1}};
+    osp_error *err = NULL;
+    for (size_t k = 0; k < seq->n_controls && !err; k++)
+        err = add_extra_input(
+            sb, p, k, &one,
+            control_tensor(&seq->controls[k], step, &step->slot->id));
+    for (size_t k = 0; k < seq->n_states && !err; k++) {
+        const osp_sequence_state *st = &seq->states[k];
+        osp_shape shape = {.rank = 0};
+        if (batching)
+            shape.dims[shape.rank++] = 1;
+        for (int d = 0; d < st->dims.rank; d++)
+            shape.dims[shape.rank++] = st->dims.dims[d];
+        const osp_buffer *from = step->slot->state[k] && !step->start
+                                     ? step->slot->state[k]
+                                     : sb->initial[k];
+        osp_buffer *copy = osp_buffer_new_host(sb->state_bytes[k]);
+        if (copy)
+            memcpy(copy->data, from->data, sb->state_bytes[k]);
+        err = add_extra_input(sb, p, seq->n_controls + k, &shape, copy);
+    }
+    return err;
+}
+
+/* ---- the flow of requests -------------------------------------------------
+ */
+
+/* Lock held. The slot's request in flight has finished or was refused:
+ * returns the next waiting request, which is then in flight, or NULL;
+ * after the sequence's END (ended) with nothing waiting, releases the
+ * slot. */
+static pending_request *leave_flight_locked(sequence_batcher *sb,
+                                            sequence_slot *slot, bool ended) {
+    slot->in_flight = false;
+    slot->last_active_ns = osp_now_ns();
+    pending_request *next = slot->backlog_head;
+    if (next) {
+        slot->backlog_head = next->next;
+        if (!slot->backlog_head)
+            slot->backlog_tail = NULL;
+        next->next = NULL;
+        slot->in_flight = true;
+        return next;
+    }
+    if (ended)
+        sequence_table_release(&sb->table, slot);
+    return NULL;
+}
+
+/* Hands p, its sequence's request now in flight, to the model's queue.
+ * When the queue refuses it the sequence moves on to its next request,
+ * and so on. callers_own: p is the submitter's own request, whose refusal
+ * is returned (p freed); every other refused request is failed through
+ * its completion callback. */
+static osp_error *dispatch(sequence_batcher *sb, osp_model *model,
+                           pending_request *p, bool callers_own) {
+    osp_error *result = NULL;
+    while (p) {
+        osp_error *err = attach_inputs(sb, p);
+        if (!err)
+            err = model_enqueue_keep(model, p);
+        if (!err)
+            break;
+        sequence_step *step = p->sequence;
+        pthread_mutex_lock(&sb->lock);
+        pending_request *next = leave_flight_locked(sb, step->slot, step->end);
+        pthread_mutex_unlock(&sb->lock);
+        step->slot = NULL; /* its outcome is recorded */
+        if (callers_own) {
+            result = err;
+            pending_request_free(p);
+            callers_own = false;
+        } else {
+            pending_request_fail(p, err);
+        }
+        p = next;
+    }
+    return result;
+}
+
+/* Reads the request's sequence_id, sequence_start and sequence_end
+ * parameters (the frontends checked their types). */
+static void read_sequence_parameters(const osp_infer_request *req,
+                                     sequence_id *id, bool *start, bool *end) {
+    for (size_t i = 0; i < req->n_parameters; i++) {
+        const osp_parameter *prm = &req->parameters[i];
+        if (!strcmp(prm->key, "sequence_id")) {
+            id->is_string = prm->type == OSP_PARAM_STRING;
+            id->string = id->is_string ? prm->value.s : NULL;
+            id->number = id->is_string ? 0 : (uint64_t)prm->value.i;
+        } else if (!strcmp(prm->key, "sequence_start") &&
+                   prm->type == OSP_PARAM_BOOL) {
+            *start = prm->value.b;
+        } else if (!strcmp(prm->key, "sequence_end") &&
+                   prm->type == OSP_PARAM_BOOL) {
+            *end = prm->value.b;
+        }
+    }
+}
+
+osp_error *sequence_batcher_submit(sequence_batcher *sb, osp_model *model,
+                                   pending_request *p) {
+    const char *name = sb->config->name;
+    sequence_id id = {0};
+    bool start = false, end = false;
+    osp_error *err = NULL;
+    sequence_step *step = NULL;
+    read_sequence_parameters(p->req, &id, &start, &end);
+    if (id.is_string ? !id.string[0] : id.number == 0)
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "inference request to model '%s' must specify a "
+                            "non-zero or non-empty correlation ID",
+                            name);
+    else if (p->batch_size > 1)
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "inference request to model '%s' must specify "
+                            "batch-size 1 due to requirements of sequence "
+                            "batcher",
+                            name);
+    else if (id.is_string && sb->corrid && sb->corrid->dtype != OSP_TYPE_BYTES)
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "sequence ID '%s' of a request to model '%s' is "
+                            "a string but its CORRID control input is %s",
+                            id.string, name,
+                            osp_datatype_config_name(sb->corrid->dtype));
+    if (err)
+        goto fail;
+    step = calloc(1, sizeof(*step));
+    size_t n_states = sequence_batcher_extra_outputs(sb);
+    if (!step ||
+        !(step->next_state = calloc(n_states + 1, sizeof(*step->next_state)))) {
+        free(step);
+        step = NULL;
+        err = osp_error_out_of_memory();
+        goto fail;
+    }
+    step->batcher = sb;
+    step->start = start;
+    step->end = end;
+
+    pthread_mutex_lock(&sb->lock);
+    uint64_t now = osp_now_ns();
+    sequence_slot *slot = sequence_table_find(&sb->table, &id, now);
+    if (!slot && !start) {
+        char text[64];
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "inference request for sequence %s to model '%s' "
+                            "must specify the START flag on the first "
+                            "request of the sequence",
+                            id.is_string
+                                ? id.string
+                                : sequence_id_format(&id, text, sizeof text),
+                            name);
+    } else if (!slot) {
+        err = sequence_table_open(&sb->table, &id, now, &slot);
+    }
+    if (err) {
+        pthread_mutex_unlock(&sb->lock);
+        goto fail;
+    }
+    step->slot = slot;
+    p->sequence = step;
+    p->next = NULL;
+    slot->last_active_ns = now;
+    if (end)
+        slot->ending = true;
+    bool run_now = !slot->in_flight;
+    if (run_now) {
+        slot->in_flight = true;
+    } else if (slot->backlog_tail) {
+        slot->backlog_tail->next = p;
+        slot->backlog_tail = p;
+    } else {
+        slot->backlog_head = slot->backlog_tail = p;
+    }
+    pthread_mutex_unlock(&sb->lock);
+    return run_now ? dispatch(sb, model, p, true) : NULL;
+
+fail:
+    /* Triton answers these without the request-id prefix. */
+    sequence_step_free(step);
+    pending_request_free(p);
+    return err;
+}
+
+void sequence_batcher_step_finished(pending_request *p, bool succeeded) {
+    sequence_step *step = p->sequence;
+    if (!step || !step->slot)
+        return;
+    sequence_batcher *sb = step->batcher;
+    sequence_slot *slot = step->slot;
+    size_t n_states = sequence_batcher_extra_outputs(sb);
+    pthread_mutex_lock(&sb->lock);
+    for (size_t k = 0; k < n_states; k++) {
+        /* A failed START leaves the initial value, not the old state. */
+        if (succeeded ? step->next_state[k] != NULL : step->start) {
+            osp_buffer_free(slot->state[k]);
+            slot->state[k] = succeeded ? step->next_state[k] : NULL;
+            step->next_state[k] = NULL;
+        }
+    }
+    pending_request *next = leave_flight_locked(sb, slot, step->end);
+    pthread_mutex_unlock(&sb->lock);
+    step->slot = NULL;
+    if (next)
+        osp_error_free(dispatch(sb, p->model, next, false));
+}

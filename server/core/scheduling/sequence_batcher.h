@@ -1,0 +1,90 @@
+/*
+ * Triton's sequence batcher (sequence_batching in config.pbtxt), in front
+ * of a model's queue: correlation ids, control inputs, implicit state.
+ *
+ * - Every request names its sequence with the `sequence_id` parameter (a
+ *   uint64 or a string; 0 and "" mean none) and flags its first and last
+ *   requests with `sequence_start` / `sequence_end`.
+ * - At most one request of a sequence is queued or running; later ones
+ *   wait in the sequence's backlog and run in arrival order, each after
+ *   the previous one has finished (so each sees the state the previous one
+ *   left).
+ * - Each request gets the model's control inputs (START, END, READY,
+ *   CORRID with the values of their *_false_true lists) and each state's
+ *   input tensor: its value after the sequence's previous request, or the
+ *   initial value (zeros or initial_state's data_file) on START. The
+ *   backend's state outputs become the sequence's next state.
+ * - Requests of different sequences batch together in the model's queue:
+ *   `oldest` with its preferred_batch_size and max_queue_delay, `direct`
+ *   with its max_queue_delay (a batch is whatever is ready, up to
+ *   max_batch_size).
+ * - A sequence idle for max_sequence_idle_microseconds is released; a
+ *   request that is not START for an unknown, ended or released sequence
+ *   fails with Triton's message. The table of live sequences is bounded
+ *   (SEQUENCE_TABLE_CAPACITY); a full table refuses new sequences.
+ *
+ * Threading: one mutex guards the table. Requests enter through
+ * model_enqueue; a finished request (pending_request_finish) hands the
+ * next one of its sequence to the model's queue.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "osprey/error.h"
+#include "osprey/memory.h"
+#include "osprey/model_config.h"
+
+typedef struct osp_model osp_model;
+typedef struct sequence_batcher sequence_batcher;
+typedef struct sequence_slot sequence_slot;
+struct pending_request;
+
+/* Live sequences per model version. */
+#define SEQUENCE_TABLE_CAPACITY 4096
+
+/* What a request of a sequence carries (pending_request.sequence). */
+typedef struct sequence_step {
+    sequence_batcher *batcher; /* borrowed: the model owns it */
+    sequence_slot *slot;       /* NULL once its outcome has been recorded */
+    bool start, end;
+    /* Per state: the state output rows of this request, set by the batch
+     * that ran it. Owned. */
+    osp_buffer **next_state;
+} sequence_step;
+
+/* The sequence batcher for `config` (borrowed; it must outlive the
+ * batcher), loading initial_state files from `version_path`/initial_state.
+ * Load errors name the state or control. Caller owns *out. */
+osp_error *sequence_batcher_new(const osp_model_config *config,
+                                const char *version_path,
+                                sequence_batcher **out);
+void sequence_batcher_free(sequence_batcher *sb);
+
+/* Inputs the batcher adds to every request beyond the config's: the
+ * control inputs, then the states' inputs. extra_input gives the k-th one's
+ * name (borrowed) and datatype. */
+size_t sequence_batcher_extra_inputs(const sequence_batcher *sb);
+void sequence_batcher_extra_input(const sequence_batcher *sb, size_t k,
+                                  const char **name, osp_datatype *dtype);
+/* Outputs the backend produces beyond the config's: one per state. */
+size_t sequence_batcher_extra_outputs(const sequence_batcher *sb);
+const osp_sequence_state *sequence_batcher_state(const sequence_batcher *sb,
+                                                 size_t k);
+
+/* Takes a validated request of the model (ownership of p moves, also on
+ * error, as model_enqueue): checks its correlation id and flags, queues it
+ * behind its sequence's earlier requests, and hands it to the model's
+ * queue when its turn comes. */
+osp_error *sequence_batcher_submit(sequence_batcher *sb, osp_model *model,
+                                   struct pending_request *p);
+
+/* Called by pending_request_finish for a request of a sequence before it
+ * is delivered: on success its state outputs become the sequence's state;
+ * either way the sequence's next request goes to the queue (or, after its
+ * END, the sequence is released). */
+void sequence_batcher_step_finished(struct pending_request *p, bool succeeded);
+
+/* Frees a step and the state rows it holds. */
+void sequence_step_free(sequence_step *step);
