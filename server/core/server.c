@@ -1534,7 +1534,10 @@ static osp_error *submit(osp_server *server, osp_infer_request *req,
     }
     if (req->trace)
         trace_report_accepted(p);
+    /* A sequence's answer depends on its state, not only on its inputs:
+     * Triton's sequence batcher never reads the cache either. */
     if (server->cache && model->config->response_cache &&
+        !model->config->sequence_batching.enabled &&
         answer_from_cache(server->cache, p))
         return NULL;
     if (model->ensemble) {
