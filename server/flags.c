@@ -910,6 +910,46 @@ static const flag_def *find_flag(const char *name, size_t len) {
     return NULL;
 }
 
+/* The flag or ignored Triton flag that name[0..len) names, as getopt_long
+ * resolves it: an exact name, or else a prefix of exactly one name
+ * ("--log-warn" for --log-warning). Returns the number of candidates: 1
+ * with *def or *ignored set, 0 for an unknown name, more when the prefix is
+ * ambiguous (each candidate then printed to `err`). */
+static size_t resolve_option(const char *name, size_t len,
+                             const flag_def **def, const ignored_flag **ignored,
+                             FILE *err) {
+    *def = find_flag(name, len);
+    *ignored = *def ? NULL : find_ignored(name, len);
+    if (*def || *ignored)
+        return 1;
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < N_FLAGS + N_IGNORED; i++) {
+            const char *candidate = i < N_FLAGS
+                                        ? flag_table[i].name
+                                        : ignored_flags[i - N_FLAGS].name;
+            if (strncmp(candidate, name, len) != 0)
+                continue;
+            if (pass == 1) {
+                fprintf(err, " '--%s'", candidate);
+            } else if (n++ == 0) {
+                *def = i < N_FLAGS ? &flag_table[i] : NULL;
+                *ignored = i < N_FLAGS ? NULL : &ignored_flags[i - N_FLAGS];
+            }
+        }
+        if (n <= 1)
+            return n;
+        if (pass == 0) {
+            *def = NULL;
+            *ignored = NULL;
+            fprintf(err, "Error: option '--%.*s' is ambiguous; possibilities:",
+                    (int)len, name);
+        }
+    }
+    fputc('\n', err);
+    return n;
+}
+
 /* Stores `value` in the flag's field. false when it is not valid. */
 static bool apply_flag(osprey_flags *f, const flag_def *def,
                        const char *value) {
@@ -1018,8 +1058,14 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
         const char *name = arg + 2;
         const char *eq = strchr(name, '=');
         size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
-        const flag_def *def = find_flag(name, name_len);
-        const ignored_flag *ignored = def ? NULL : find_ignored(name, name_len);
+        const flag_def *def;
+        const ignored_flag *ignored;
+        size_t candidates =
+            resolve_option(name, name_len, &def, &ignored, stderr);
+        if (candidates > 1) {
+            flags_usage(stderr);
+            return 2;
+        }
         if (ignored) {
             /* Triton gives every one of these a value. */
             if (!eq && ++i >= argc) {

@@ -135,8 +135,10 @@ static void core_quiesce(app *a) {
 }
 
 static bool core_stop(app *a, bool abandoned) {
-    if (!abandoned)
+    if (!abandoned) {
+        OSP_LOG_INFO("All models are stopped, unloading models");
         osp_server_free(a->core);
+    }
     return true;
 }
 
@@ -532,8 +534,10 @@ int main(int argc, char **argv) {
         int sig = 0;
         while (sigwait(&stop_signals, &sig) != 0)
             ;
-        OSP_LOG_INFO("received %s, shutting down",
-                     sig == SIGINT ? "SIGINT" : "SIGTERM");
+        /* Triton's words: the first on stdout, the rest as log records */
+        printf("Signal (%d) received.\n", sig);
+        fflush(stdout);
+        OSP_LOG_INFO("Waiting for in-flight requests to complete.");
         status = 0;
     }
     stop_services(&a, started);

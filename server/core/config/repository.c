@@ -266,8 +266,14 @@ static osp_error *list_versions(const char *model_dir, int64_t **versions_out,
             break;
         }
         int64_t version;
-        if (!parse_version(ent->d_name, &version))
+        if (!parse_version(ent->d_name, &version)) {
+            if (ent->d_name[0] == '0' && ent->d_name[1] &&
+                strspn(ent->d_name, "0123456789") == strlen(ent->d_name))
+                OSP_LOG_WARN("ignore version directory '%s' which contains "
+                             "leading zeros in its directory name",
+                             ent->d_name);
             continue;
+        }
         char *real = resolve_child_dir(real_dir, ent->d_name);
         if (!real) {
             OSP_LOG_VERBOSE("skipping version '%s' of '%s': not a folder "
