@@ -829,9 +829,10 @@ static const flag_def flag_table[] = {
      .arg = "DIR",
      .kind = FLAG_STRING,
      .offset = FIELD(queue_dir),
-     .default_value = "osprey-queue",
      .help = "directory of the embedded queue store (created;\n"
-             "relative to the working directory)"},
+             "relative to the working directory; one server at a\n"
+             "time). Default: osprey-queue-<http-port>, so servers\n"
+             "on other ports share a working directory"},
     {.name = "queue-fsync",
      .osprey_only = true,
      .arg = "POLICY",

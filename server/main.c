@@ -150,13 +150,28 @@ static bool address_is_loopback(const char *address) {
            strcmp(address, "localhost") == 0;
 }
 
+/* The embedded store's directory when --queue-dir is not given: keyed by
+ * the HTTP port, so that servers on other ports started from one working
+ * directory do not contend for one store's lock, and a restart on the same
+ * port finds its queues again. With --http-port=0 (any free port) there is
+ * no port to key by yet: the process id keys it. */
+static const char *default_queue_dir(const osprey_flags *f) {
+    static char dir[64];
+    if (f->http_port > 0)
+        snprintf(dir, sizeof dir, "osprey-queue-%lld", f->http_port);
+    else
+        snprintf(dir, sizeof dir, "osprey-queue-0-%ld", (long)getpid());
+    return dir;
+}
+
 static osp_error *queue_start(app *a) {
     const osprey_flags *f = &a->flags;
+    const char *queue_dir = f->queue_dir ? f->queue_dir : default_queue_dir(f);
     queue_services_options opts = {
         .core = a->core,
         .tracer = a->tracer,
         .store = {.url = f->queue_store,
-                  .dir = f->queue_dir,
+                  .dir = queue_dir,
                   .fsync = f->queue_fsync,
                   .max_payload_bytes = (uint64_t)f->queue_max_payload_bytes,
                   .max_length = (uint64_t)f->queue_max_length,
@@ -178,7 +193,7 @@ static osp_error *queue_start(app *a) {
     OSP_LOG_INFO("Started queue service (%s store%s%s)",
                  f->queue_store ? "Redis" : "embedded",
                  f->queue_store ? " at " : " in ",
-                 f->queue_store ? f->queue_store : f->queue_dir);
+                 f->queue_store ? f->queue_store : queue_dir);
     return NULL;
 }
 

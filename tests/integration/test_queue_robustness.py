@@ -196,3 +196,29 @@ def test_hostile_websocket_clients(svc):
     assert w.next() is not None
     w.drop()
     assert requests.get(server.url + "/v2/health/ready").status_code == 200
+
+
+def test_servers_on_other_ports_share_a_working_directory(tmp_path):
+    """The default embedded store is keyed by the HTTP port: two servers
+    started from one working directory both start, each with its own
+    store; an explicit --queue-dir stays one server's at a time."""
+    repo = harness.make_repo(tmp_path / "repo", ["simple"])
+    work = tmp_path / "work"
+    servers = []
+    try:
+        for _ in range(2):
+            port = qu.free_port()
+            srv = harness.OspreyServer(repo, [f"--http-port={port}"], workdir=work)
+            servers.append(srv.start())
+            assert (work / f"osprey-queue-{port}" / "LOCK").exists()
+            r = requests.post(f"{srv.url}/api/predict/simple", data=b"x", timeout=10)
+            assert r.status_code == 200, r.text
+        shared = ["--queue-dir=" + str(tmp_path / "one")]
+        first = harness.OspreyServer(repo, shared, workdir=tmp_path / "a")
+        servers.append(first.start())
+        second = harness.OspreyServer(repo, shared, workdir=tmp_path / "b")
+        assert second.run_to_exit() != 0
+        assert "is locked" in second.stderr()
+    finally:
+        for srv in servers:
+            assert srv.stop() == 0, srv.log_tail()
