@@ -92,6 +92,9 @@ osp_error *osp_queue_store_queue(osp_queue_store *store, const char *name,
 void osp_queue_store_foreach(osp_queue_store *store,
                              void (*fn)(void *ctx, osp_queue *queue),
                              void *ctx);
+/* Records the store found damaged and skipped when it opened (its intact
+ * records kept); 0 for a store that keeps no log of its own (Redis). */
+uint64_t osp_queue_store_lost_records(osp_queue_store *store);
 const char *osp_queue_name(const osp_queue *queue);
 
 /* ---- items ---- */
