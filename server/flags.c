@@ -291,13 +291,38 @@ static bool apply_queue_fsync(osprey_flags *f, const char *value) {
     return true;
 }
 
+/* Reads the Redis password from the first line of the file `value`
+ * (the file's name may be logged, never what it holds). */
+static bool apply_queue_store_password_file(osprey_flags *f,
+                                            const char *value) {
+    FILE *fp = fopen(value, "r");
+    if (!fp) {
+        fprintf(stderr, "Error: cannot read --queue-store-password-file: %s\n",
+                strerror(errno));
+        return false;
+    }
+    char line[512];
+    bool ok = fgets(line, sizeof line, fp) != NULL;
+    fclose(fp);
+    if (!ok) {
+        fprintf(stderr, "Error: --queue-store-password-file is empty\n");
+        return false;
+    }
+    line[strcspn(line, "\r\n")] = '\0';
+    free(f->queue_store_password);
+    f->queue_store_password = strdup(line);
+    memset(line, 0, sizeof line);
+    return f->queue_store_password != NULL;
+}
+
 static bool apply_queue_store(osprey_flags *f, const char *value) {
     if (value[0] == '\0') { /* the embedded store */
         f->queue_store = NULL;
         return true;
     }
     if (strncmp(value, "redis://", 8) != 0 || value[8] == '\0') {
-        fprintf(stderr, "Error: --queue-store takes redis://HOST:PORT[/DB]\n");
+        fprintf(stderr, "Error: --queue-store takes "
+                        "redis://[USER:PASSWORD@]HOST:PORT[/DB]\n");
         return false;
     }
     f->queue_store = value;
@@ -849,6 +874,14 @@ static const flag_def flag_table[] = {
      .apply = apply_queue_store,
      .help = "redis://HOST:PORT[/DB]: queues in Redis Streams, shared\n"
              "by replicas (default: the embedded store in --queue-dir)"},
+    {.name = "queue-store-password-file",
+     .osprey_only = true,
+     .arg = "FILE",
+     .kind = FLAG_APPLY,
+     .apply = apply_queue_store_password_file,
+     .help = "the Redis password (AUTH) from the file's first line;\n"
+             "else $OSPREY_QUEUE_STORE_PASSWORD, else the URL's\n"
+             "redis://USER:PASSWORD@... Never logged"},
     {.name = "queue-worker-window",
      .osprey_only = true,
      .arg = "N",
@@ -1106,6 +1139,8 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
 
 void flags_free(osprey_flags *f) {
     osp_log_close_file();
+    free(f->queue_store_password);
+    f->queue_store_password = NULL;
     kserve_restrictions_free(f->restricted_apis);
     free(f->queue_services);
     f->queue_services = NULL;

@@ -167,6 +167,12 @@ static const char *default_queue_dir(const osprey_flags *f) {
 static osp_error *queue_start(app *a) {
     const osprey_flags *f = &a->flags;
     const char *queue_dir = f->queue_dir ? f->queue_dir : default_queue_dir(f);
+    const char *password = f->queue_store_password
+                               ? f->queue_store_password
+                               : getenv("OSPREY_QUEUE_STORE_PASSWORD");
+    /* The store's URL as logged: from the host on (no USER:PASSWORD@) */
+    const char *shown = f->queue_store ? strchr(f->queue_store, '@') : NULL;
+    shown = shown ? shown + 1 : f->queue_store;
     queue_services_options opts = {
         .core = a->core,
         .tracer = a->tracer,
@@ -176,7 +182,8 @@ static osp_error *queue_start(app *a) {
                   .max_payload_bytes = (uint64_t)f->queue_max_payload_bytes,
                   .max_length = (uint64_t)f->queue_max_length,
                   .consumer_grace_ns =
-                      (uint64_t)f->queue_consumer_grace_ms * 1000000},
+                      (uint64_t)f->queue_consumer_grace_ms * 1000000,
+                  .password = password},
         .queue_only = f->queue_services,
         .n_queue_only = f->n_queue_services,
         .worker_window = (unsigned)f->queue_worker_window,
@@ -193,7 +200,7 @@ static osp_error *queue_start(app *a) {
     OSP_LOG_INFO("Started queue service (%s store%s%s)",
                  f->queue_store ? "Redis" : "embedded",
                  f->queue_store ? " at " : " in ",
-                 f->queue_store ? f->queue_store : queue_dir);
+                 f->queue_store ? shown : queue_dir);
     return NULL;
 }
 

@@ -73,6 +73,9 @@ typedef struct osp_queue_store_options {
      * coming back wait for the same gid.uid before they return to its
      * group; 0 = 10 s. Tests shorten it. */
     uint64_t consumer_grace_ns;
+    /* Redis: the password AUTH sends (borrowed; wins over the URL's);
+     * NULL: the URL's, if any. Never logged. */
+    const char *password;
 } osp_queue_store_options;
 
 /* Opens (and for the embedded store recovers: a torn or corrupt log tail
