@@ -30,7 +30,8 @@ TEST(Log, RecordPrefixAndEscapedMessage) {
     std::smatch m;
     ASSERT_TRUE(std::regex_match(
         record, m,
-        std::regex(R"(W\d{4} \d\d:\d\d:\d\d\.\d{6} (\d+) test_log\.cc:\d+\] (.*))")))
+        std::regex(
+            R"(W\d{4} \d\d:\d\d:\d\d\.\d{6} (\d+) test_log\.cc:\d+\] (.*))")))
         << record;
     EXPECT_EQ(std::stoul(m[1]), (unsigned long)getpid());
     EXPECT_EQ(m[2].str(), "\"a\\\"b\\\\c\\nd\\te\\u0001 caf\xc3\xa9\"");
@@ -41,7 +42,8 @@ TEST(Log, RecordPrefixAndEscapedMessage) {
     record = last_record(path);
     EXPECT_TRUE(std::regex_match(
         record,
-        std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I \d+ test_log\.cc:\d+\] "v")")))
+        std::regex(
+            R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I \d+ test_log\.cc:\d+\] "v")")))
         << record;
     osp_log_set_format(OSP_LOG_FORMAT_DEFAULT);
     osp_log_set_verbose(0);
