@@ -320,13 +320,38 @@ static bool apply_queue_fsync(osprey_flags *f, const char *value) {
     return true;
 }
 
+/* Reads the Redis password from the first line of the file `value`
+ * (the file's name may be logged, never what it holds). */
+static bool apply_queue_store_password_file(osprey_flags *f,
+                                            const char *value) {
+    FILE *fp = fopen(value, "r");
+    if (!fp) {
+        fprintf(stderr, "Error: cannot read --queue-store-password-file: %s\n",
+                strerror(errno));
+        return false;
+    }
+    char line[512];
+    bool ok = fgets(line, sizeof line, fp) != NULL;
+    fclose(fp);
+    if (!ok) {
+        fprintf(stderr, "Error: --queue-store-password-file is empty\n");
+        return false;
+    }
+    line[strcspn(line, "\r\n")] = '\0';
+    free(f->queue_store_password);
+    f->queue_store_password = strdup(line);
+    memset(line, 0, sizeof line);
+    return f->queue_store_password != NULL;
+}
+
 static bool apply_queue_store(osprey_flags *f, const char *value) {
     if (value[0] == '\0') { /* the embedded store */
         f->queue_store = NULL;
         return true;
     }
     if (strncmp(value, "redis://", 8) != 0 || value[8] == '\0') {
-        fprintf(stderr, "Error: --queue-store takes redis://HOST:PORT[/DB]\n");
+        fprintf(stderr, "Error: --queue-store takes "
+                        "redis://[USER:PASSWORD@]HOST:PORT[/DB]\n");
         return false;
     }
     f->queue_store = value;
@@ -880,9 +905,10 @@ static const flag_def flag_table[] = {
      .arg = "DIR",
      .kind = FLAG_STRING,
      .offset = FIELD(queue_dir),
-     .default_value = "osprey-queue",
      .help = "directory of the embedded queue store (created;\n"
-             "relative to the working directory)"},
+             "relative to the working directory; one server at a\n"
+             "time). Default: osprey-queue-<http-port>, so servers\n"
+             "on other ports share a working directory"},
     {.name = "queue-fsync",
      .osprey_only = true,
      .arg = "POLICY",
@@ -899,6 +925,14 @@ static const flag_def flag_table[] = {
      .apply = apply_queue_store,
      .help = "redis://HOST:PORT[/DB]: queues in Redis Streams, shared\n"
              "by replicas (default: the embedded store in --queue-dir)"},
+    {.name = "queue-store-password-file",
+     .osprey_only = true,
+     .arg = "FILE",
+     .kind = FLAG_APPLY,
+     .apply = apply_queue_store_password_file,
+     .help = "the Redis password (AUTH) from the file's first line;\n"
+             "else $OSPREY_QUEUE_STORE_PASSWORD, else the URL's\n"
+             "redis://USER:PASSWORD@... Never logged"},
     {.name = "queue-worker-window",
      .osprey_only = true,
      .arg = "N",
@@ -959,6 +993,46 @@ static const flag_def *find_flag(const char *name, size_t len) {
             strncmp(flag_table[i].name, name, len) == 0)
             return &flag_table[i];
     return NULL;
+}
+
+/* The flag or ignored Triton flag that name[0..len) names, as getopt_long
+ * resolves it: an exact name, or else a prefix of exactly one name
+ * ("--log-warn" for --log-warning). Returns the number of candidates: 1
+ * with *def or *ignored set, 0 for an unknown name, more when the prefix is
+ * ambiguous (each candidate then printed to `err`). */
+static size_t resolve_option(const char *name, size_t len,
+                             const flag_def **def, const ignored_flag **ignored,
+                             FILE *err) {
+    *def = find_flag(name, len);
+    *ignored = *def ? NULL : find_ignored(name, len);
+    if (*def || *ignored)
+        return 1;
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < N_FLAGS + N_IGNORED; i++) {
+            const char *candidate = i < N_FLAGS
+                                        ? flag_table[i].name
+                                        : ignored_flags[i - N_FLAGS].name;
+            if (strncmp(candidate, name, len) != 0)
+                continue;
+            if (pass == 1) {
+                fprintf(err, " '--%s'", candidate);
+            } else if (n++ == 0) {
+                *def = i < N_FLAGS ? &flag_table[i] : NULL;
+                *ignored = i < N_FLAGS ? NULL : &ignored_flags[i - N_FLAGS];
+            }
+        }
+        if (n <= 1)
+            return n;
+        if (pass == 0) {
+            *def = NULL;
+            *ignored = NULL;
+            fprintf(err, "Error: option '--%.*s' is ambiguous; possibilities:",
+                    (int)len, name);
+        }
+    }
+    fputc('\n', err);
+    return n;
 }
 
 /* Stores `value` in the flag's field. false when it is not valid. */
@@ -1117,8 +1191,14 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
         const char *name = arg + 2;
         const char *eq = strchr(name, '=');
         size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
-        const flag_def *def = find_flag(name, name_len);
-        const ignored_flag *ignored = def ? NULL : find_ignored(name, name_len);
+        const flag_def *def;
+        const ignored_flag *ignored;
+        size_t candidates =
+            resolve_option(name, name_len, &def, &ignored, stderr);
+        if (candidates > 1) {
+            flags_usage(stderr);
+            return 2;
+        }
         if (ignored) {
             /* Triton gives every one of these a value. */
             if (!eq && ++i >= argc) {
@@ -1158,6 +1238,8 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
 
 void flags_free(osprey_flags *f) {
     osp_log_close_file();
+    free(f->queue_store_password);
+    f->queue_store_password = NULL;
     kserve_restrictions_free(f->restricted_apis);
     free(f->queue_services);
     f->queue_services = NULL;

@@ -58,6 +58,9 @@ typedef struct osprey_flags {
                                     strings */
     size_t n_queue_services;
     const char *queue_token; /* NULL: no Authorization needed */
+    /* --queue-store-password-file's first line (owned), NULL when not
+     * given */
+    char *queue_store_password;
     long long queue_max_payload_bytes;
     long long queue_max_length;
     const char *queue_dir; /* embedded store directory */

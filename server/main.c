@@ -189,6 +189,7 @@ static void core_quiesce(app *a) {
 
 static bool core_stop(app *a, bool abandoned) {
     if (!abandoned) {
+        OSP_LOG_INFO("All models are stopped, unloading models");
         osp_server_free(a->core);
         s3_repositories_close(a); /* after the models are gone */
     }
@@ -203,18 +204,40 @@ static bool address_is_loopback(const char *address) {
            strcmp(address, "localhost") == 0;
 }
 
+/* The embedded store's directory when --queue-dir is not given: keyed by
+ * the HTTP port, so that servers on other ports started from one working
+ * directory do not contend for one store's lock, and a restart on the same
+ * port finds its queues again. With --http-port=0 (any free port) there is
+ * no port to key by yet: the process id keys it. */
+static const char *default_queue_dir(const osprey_flags *f) {
+    static char dir[64];
+    if (f->http_port > 0)
+        snprintf(dir, sizeof dir, "osprey-queue-%lld", f->http_port);
+    else
+        snprintf(dir, sizeof dir, "osprey-queue-0-%ld", (long)getpid());
+    return dir;
+}
+
 static osp_error *queue_start(app *a) {
     const osprey_flags *f = &a->flags;
+    const char *queue_dir = f->queue_dir ? f->queue_dir : default_queue_dir(f);
+    const char *password = f->queue_store_password
+                               ? f->queue_store_password
+                               : getenv("OSPREY_QUEUE_STORE_PASSWORD");
+    /* The store's URL as logged: from the host on (no USER:PASSWORD@) */
+    const char *shown = f->queue_store ? strchr(f->queue_store, '@') : NULL;
+    shown = shown ? shown + 1 : f->queue_store;
     queue_services_options opts = {
         .core = a->core,
         .tracer = a->tracer,
         .store = {.url = f->queue_store,
-                  .dir = f->queue_dir,
+                  .dir = queue_dir,
                   .fsync = f->queue_fsync,
                   .max_payload_bytes = (uint64_t)f->queue_max_payload_bytes,
                   .max_length = (uint64_t)f->queue_max_length,
                   .consumer_grace_ns =
-                      (uint64_t)f->queue_consumer_grace_ms * 1000000},
+                      (uint64_t)f->queue_consumer_grace_ms * 1000000,
+                  .password = password},
         .queue_only = f->queue_services,
         .n_queue_only = f->n_queue_services,
         .worker_window = (unsigned)f->queue_worker_window,
@@ -231,7 +254,7 @@ static osp_error *queue_start(app *a) {
     OSP_LOG_INFO("Started queue service (%s store%s%s)",
                  f->queue_store ? "Redis" : "embedded",
                  f->queue_store ? " at " : " in ",
-                 f->queue_store ? f->queue_store : f->queue_dir);
+                 f->queue_store ? shown : queue_dir);
     return NULL;
 }
 
@@ -587,8 +610,10 @@ int main(int argc, char **argv) {
         int sig = 0;
         while (sigwait(&stop_signals, &sig) != 0)
             ;
-        OSP_LOG_INFO("received %s, shutting down",
-                     sig == SIGINT ? "SIGINT" : "SIGTERM");
+        /* Triton's words: the first on stdout, the rest as log records */
+        printf("Signal (%d) received.\n", sig);
+        fflush(stdout);
+        OSP_LOG_INFO("Waiting for in-flight requests to complete.");
         status = 0;
     }
     stop_services(&a, started);

@@ -33,7 +33,8 @@ typedef enum osp_datatype {
 /* Bytes per element; 0 for BYTES (variable: 4-byte LE length + bytes each)
  * and for INVALID. */
 size_t osp_datatype_byte_size(osp_datatype dt);
-/* "FP32", "BYTES", ...; "INVALID" for anything else. Static string. */
+/* "FP32", "BYTES", ...; "<invalid>" (TRITONSERVER_DataTypeString's
+ * word) for anything else. Static string. */
 const char *osp_datatype_wire_name(osp_datatype dt);
 /* "TYPE_FP32", "TYPE_STRING", ...; "TYPE_INVALID" otherwise. */
 const char *osp_datatype_config_name(osp_datatype dt);

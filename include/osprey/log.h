@@ -26,8 +26,10 @@ int osp_log_verbose(void);
 void osp_log_set_enabled(osp_log_level level, bool on);
 bool osp_log_enabled(osp_log_level level);
 
-/* Record prefix: "I1202 18:30:00.123456] " (default, Triton's glog style)
- * or "2026-12-02T18:30:00Z I] " (ISO8601). */
+/* Record prefix, as Triton's: "I1202 18:30:00.123456 <pid> <file>:<line>] "
+ * (default, UTC) or "2026-12-02T18:30:00Z I <pid> <file>:<line>] "
+ * (ISO8601). The message follows as a JSON string unless the environment
+ * sets TRITON_SERVER_ESCAPE_LOG_MESSAGES to 0 or false. */
 typedef enum osp_log_format {
     OSP_LOG_FORMAT_DEFAULT = 0,
     OSP_LOG_FORMAT_ISO8601,
@@ -44,16 +46,21 @@ const char *osp_log_file(void);
 /* Closes the log file; records go to stderr again. */
 void osp_log_close_file(void);
 
-void osp_log(osp_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* One record written at `file` (borrowed; its last path component is
+ * shown) and `line`; use the macros below. */
+void osp_log_at(osp_log_level level, const char *file, int line,
+                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-#define OSP_LOG_ERROR(...) osp_log(OSP_LOG_ERROR, __VA_ARGS__)
-#define OSP_LOG_WARN(...) osp_log(OSP_LOG_WARNING, __VA_ARGS__)
-#define OSP_LOG_INFO(...) osp_log(OSP_LOG_INFO, __VA_ARGS__)
+#define OSP_LOG_ERROR(...)                                                     \
+    osp_log_at(OSP_LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
+#define OSP_LOG_WARN(...)                                                      \
+    osp_log_at(OSP_LOG_WARNING, __FILE__, __LINE__, __VA_ARGS__)
+#define OSP_LOG_INFO(...)                                                      \
+    osp_log_at(OSP_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
 #define OSP_LOG_VERBOSE(...)                                                   \
     do {                                                                       \
         if (osp_log_verbose() > 0)                                             \
-            osp_log(OSP_LOG_VERBOSE, __VA_ARGS__);                             \
+            osp_log_at(OSP_LOG_VERBOSE, __FILE__, __LINE__, __VA_ARGS__);      \
     } while (0)
 
 #ifdef __cplusplus

@@ -73,6 +73,9 @@ typedef struct osp_queue_store_options {
      * coming back wait for the same gid.uid before they return to its
      * group; 0 = 10 s. Tests shorten it. */
     uint64_t consumer_grace_ns;
+    /* Redis: the password AUTH sends (borrowed; wins over the URL's);
+     * NULL: the URL's, if any. Never logged. */
+    const char *password;
 } osp_queue_store_options;
 
 /* Opens (and for the embedded store recovers: a torn or corrupt log tail
@@ -92,6 +95,9 @@ osp_error *osp_queue_store_queue(osp_queue_store *store, const char *name,
 void osp_queue_store_foreach(osp_queue_store *store,
                              void (*fn)(void *ctx, osp_queue *queue),
                              void *ctx);
+/* Records the store found damaged and skipped when it opened (its intact
+ * records kept); 0 for a store that keeps no log of its own (Redis). */
+uint64_t osp_queue_store_lost_records(osp_queue_store *store);
 const char *osp_queue_name(const osp_queue *queue);
 
 /* ---- items ---- */

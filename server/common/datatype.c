@@ -8,7 +8,7 @@ static const struct {
     const char *wire;
     const char *config;
 } type_table[OSP_TYPE_COUNT_] = {
-    [OSP_TYPE_INVALID] = {0, "INVALID", "TYPE_INVALID"},
+    [OSP_TYPE_INVALID] = {0, "<invalid>", "TYPE_INVALID"},
     [OSP_TYPE_BOOL] = {1, "BOOL", "TYPE_BOOL"},
     [OSP_TYPE_UINT8] = {1, "UINT8", "TYPE_UINT8"},
     [OSP_TYPE_UINT16] = {2, "UINT16", "TYPE_UINT16"},
@@ -34,7 +34,7 @@ size_t osp_datatype_byte_size(osp_datatype dt) {
 }
 
 const char *osp_datatype_wire_name(osp_datatype dt) {
-    return valid_type(dt) ? type_table[dt].wire : "INVALID";
+    return valid_type(dt) ? type_table[dt].wire : "<invalid>";
 }
 
 const char *osp_datatype_config_name(osp_datatype dt) {

@@ -13,7 +13,7 @@ struct osp_error {
 };
 
 /* Returned when even the error cannot be allocated; never freed. */
-static osp_error out_of_memory_error = {OSP_ERROR_INTERNAL, OSP_REASON_NONE,
+static osp_error out_of_memory_error = {OSP_ERROR_UNAVAILABLE, OSP_REASON_NONE,
                                         (char *)"out of memory"};
 
 static osp_error *error_new_va(osp_error_code code, osp_error_reason reason,

@@ -45,7 +45,7 @@ static osp_error *load_labels(osp_model *model) {
     const osp_model_config *cfg = model->config;
     model->output_labels = calloc(cfg->n_outputs + 1, sizeof(class_labels));
     if (!model->output_labels)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     model->n_output_labels = cfg->n_outputs;
     const char *slash = strrchr(model->version_path, '/');
     int dir_len = slash ? (int)(slash - model->version_path) : 1;
@@ -324,7 +324,7 @@ static osp_error *add_instance(osp_model *model, osp_device *dev) {
     model_instance *bigger =
         realloc(model->instances, sizeof(*bigger) * (model->n_instances + 1));
     if (!bigger)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     model->instances = bigger;
     model_instance *inst = &model->instances[model->n_instances];
     memset(inst, 0, sizeof(*inst));
@@ -364,7 +364,7 @@ static osp_error *place_instances(osp_model *model, bool strict_gpu) {
     bool warned = false;
     osp_error *err = NULL;
     if (!placed)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
 
     for (size_t g = 0; g < n_groups && !err; g++) {
         const osp_instance_group *grp = &groups[g];
@@ -380,7 +380,7 @@ static osp_error *place_instances(osp_model *model, bool strict_gpu) {
         eff->name = strdup(name);
         eff->count = count;
         if (!eff->name) {
-            err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            err = osp_error_out_of_memory();
             break;
         }
         if (want_gpu && gpus == 0) {
@@ -409,7 +409,7 @@ static osp_error *place_instances(osp_model *model, bool strict_gpu) {
         size_t n_ids = grp->n_gpus ? grp->n_gpus : (size_t)gpus;
         eff->gpus = calloc(n_ids + 1, sizeof(*eff->gpus));
         if (!eff->gpus) {
-            err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            err = osp_error_out_of_memory();
             break;
         }
         for (size_t k = 0; k < n_ids && !err; k++) {
@@ -547,7 +547,7 @@ osp_error *model_load(osp_model_config *config, const osp_backend *backend,
         inst->batch = calloc(slots, sizeof(*inst->batch));
         inst->entries = calloc(slots, sizeof(*inst->entries));
         if (!inst->batch || !inst->entries) {
-            err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            err = osp_error_out_of_memory();
             break;
         }
         err = osp_stream_new(inst->device, &inst->stream);

@@ -237,7 +237,7 @@ static osp_error *read_config(const char *name, const load_source *src,
         cfg->name = strdup(name);
         if (!cfg->name) {
             osp_model_config_free(cfg);
-            return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            return osp_error_out_of_memory();
         }
     } else if (strcmp(cfg->name, name) != 0) {
         err = osp_error_new(OSP_ERROR_INVALID_ARG,
@@ -328,7 +328,7 @@ static osp_error *load_source_open(osp_server *server, const char *name,
     } else if (ov && ov->n_files > 0) {
         if (!(err = load_override_write(ov, &src->override_dir)) &&
             !(src->model_dir = strdup(src->override_dir)))
-            err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            err = osp_error_out_of_memory();
     } else {
         err = server->source->model_dir(server->source->self, name,
                                         &src->model_dir);
@@ -352,7 +352,7 @@ static osp_error *load_source_open(osp_server *server, const char *name,
                  name);
         src->len = strlen(ov->config_pbtxt);
         if (!(src->text = strdup(ov->config_pbtxt)))
-            err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            err = osp_error_out_of_memory();
         if (!err && server->auto_complete && !src->override_dir) {
             /* The repository's config completes a partial override; a
              * folder without one leaves the override on its own. */
@@ -678,7 +678,7 @@ static osp_error *load_versions(osp_server *server, const char *name,
     }
     slots = calloc(n_versions, sizeof(*slots));
     if (!slots) {
-        err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     for (size_t i = 0; i < n_versions; i++) {
@@ -785,7 +785,7 @@ static osp_error *load_model_locked(osp_server *server, const char *name,
         unload_slots(server, slots, n);
         versions_free(slots, n);
         osp_error_free(err);
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     }
     bool old_serving = false;
     for (size_t i = 0; i < e->n_versions; i++)
@@ -1131,7 +1131,7 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
         return err;
     osp_server *server = calloc(1, sizeof(*server));
     if (!server)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     if (opts->n_model_repositories > 1) {
         if ((err = repository_set_new(
                  opts->model_repositories, opts->repository_sources,
@@ -1334,7 +1334,7 @@ osp_error *osp_model_ready_versions(osp_server *server, const char *name,
     }
     *versions = malloc(sizeof(int64_t) * (e->n_versions + 1));
     if (!*versions) {
-        err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     *n = 0;
@@ -1413,7 +1413,7 @@ osp_error *osp_server_repository_index(osp_server *server, bool ready_only,
     free(names);
     if (!ok) {
         osp_repository_index_free(list, count);
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     }
     *entries = list;
     *n = count;

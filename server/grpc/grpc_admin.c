@@ -44,13 +44,31 @@ static bool server_ready(const kgrpc_server *s) {
 
 /* ---- health ---- */
 
+/* Unpacks a request that carries no fields only to check that it parses
+ * (Triton answers "Unable to parse request" otherwise). False after
+ * replying. */
+static bool fieldless_request_parses(kgrpc_call *call,
+                                     const ProtobufCMessageDescriptor *desc) {
+    ProtobufCMessage *req = kgrpc_call_unpack(call, desc);
+    if (!req)
+        return false;
+    protobuf_c_message_free_unpacked(req, NULL);
+    return true;
+}
+
 void kgrpc_server_live(kgrpc_call *call) {
+    if (!fieldless_request_parses(
+            call, &inference__server_live_request__descriptor))
+        return;
     Inference__ServerLiveResponse resp = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
     resp.live = osp_server_is_live(call->server->opts.core);
     kgrpc_call_reply(call, &resp.base);
 }
 
 void kgrpc_server_ready(kgrpc_call *call) {
+    if (!fieldless_request_parses(
+            call, &inference__server_ready_request__descriptor))
+        return;
     Inference__ServerReadyResponse resp =
         INFERENCE__SERVER_READY_RESPONSE__INIT;
     resp.ready = server_ready(call->server);
@@ -101,20 +119,19 @@ void kgrpc_model_ready(kgrpc_call *call) {
 /* ---- metadata ---- */
 
 void kgrpc_server_metadata(kgrpc_call *call) {
+    if (!fieldless_request_parses(
+            call, &inference__server_metadata_request__descriptor))
+        return;
     const kgrpc_server *s = call->server;
     Inference__ServerMetadataResponse resp =
         INFERENCE__SERVER_METADATA_RESPONSE__INIT;
-    char *extensions[32];
     size_t n = 0;
-    bool shm = s->opts.shm && s->opts.allow_client_shm;
-    for (size_t i = 0; kserve_extensions[i] && n < 32; i++)
-        if (kserve_extension_reported(kserve_extensions[i], shm,
-                                      kserve_shm_cuda_supported()))
-            extensions[n++] = (char *)kserve_extensions[i];
+    while (kserve_extensions[n])
+        n++;
     resp.name = (char *)(s->opts.server_id ? s->opts.server_id : "triton");
     resp.version = (char *)kserve_server_version();
     resp.n_extensions = n;
-    resp.extensions = extensions;
+    resp.extensions = (char **)kserve_extensions;
     kgrpc_call_reply(call, &resp.base);
 }
 

@@ -4,6 +4,8 @@
 #include "grpc_convert.h"
 
 #include <inttypes.h>
+#include <malloc.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +21,12 @@ static osp_error *parse_error(void) {
 
 /* protobuf-c allocates per field while unpacking; a message of tiny
  * repeated submessages could otherwise expand a hundredfold. The budget
- * counts every allocation (frees are not credited back: unpacking only
- * grows) and fails the unpack once it is spent. */
+ * bounds the bytes live at once (a free is credited back with the
+ * block's usable size: protobuf-c frees its scan tables after each
+ * submessage; the blocks are plain malloc, so callers free the message
+ * with the default allocator) and fails the unpack once it is spent. It grows
+ * with the message, never with an element count: ten million one-byte
+ * bytes_contents elements (30 MB on the wire) decode, as on Triton. */
 typedef struct budget {
     size_t left;
     bool exceeded;
@@ -32,21 +38,97 @@ static void *budget_alloc(void *data, size_t size) {
         b->exceeded = true;
         return NULL;
     }
-    b->left -= size;
-    return malloc(size);
+    void *p = malloc(size);
+    size_t got = p ? malloc_usable_size(p) : 0;
+    if (got > b->left) {
+        free(p);
+        b->exceeded = true;
+        return NULL;
+    }
+    b->left -= got;
+    return p;
 }
 
 static void budget_free(void *data, void *ptr) {
-    (void)data;
+    budget *b = data;
+    b->left += malloc_usable_size(ptr);
     free(ptr);
 }
 
-/* Unpacked memory allowed for `len` bytes of message: 16 bytes per byte
- * (every repeated scalar widens at most 8 times; submessages carry their
- * headers) and a floor for small messages. */
+/* Live unpacked memory allowed for `len` bytes of message. The worst
+ * valid expansion is an empty repeated element: 2 bytes on the wire, a
+ * 32-byte scan entry (in tables that double), its value slot and
+ * malloc's rounding: under 64 bytes per wire byte. A floor covers small
+ * messages. */
 static size_t unpack_budget(size_t len) {
-    size_t cap = (size_t)1 << 62;
-    return len > cap / 16 ? cap : len * 16 + 65536;
+    size_t cap = (size_t)1 << 56;
+    return len > cap / 64 ? cap : len * 64 + 65536;
+}
+
+/* UTF-8 as proto3 `string` fields must hold it (C++ protobuf refuses a
+ * message whose string field does not): no overlong forms, no
+ * surrogates, nothing past U+10FFFF. */
+static bool utf8_valid(const char *text) {
+    const unsigned char *s = (const unsigned char *)text;
+    while (*s) {
+        unsigned c = *s;
+        size_t n;
+        unsigned min;
+        if (c < 0x80) {
+            s++;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) {
+            n = 1, min = 0x80, c &= 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            n = 2, min = 0x800, c &= 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            n = 3, min = 0x10000, c &= 0x07;
+        } else {
+            return false;
+        }
+        for (size_t i = 1; i <= n; i++) {
+            if ((s[i] & 0xC0) != 0x80)
+                return false;
+            c = (c << 6) | (s[i] & 0x3F);
+        }
+        if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+            return false;
+        s += n + 1;
+    }
+    return true;
+}
+
+/* Every `string` field of m (borrowed), nested messages and map entries
+ * included, is valid UTF-8. protobuf-c copies a string's bytes without
+ * looking at them; Triton's runtime refuses such a message as unparsable. */
+static bool strings_valid(const ProtobufCMessage *m) {
+    const ProtobufCMessageDescriptor *desc = m->descriptor;
+    for (unsigned i = 0; i < desc->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &desc->fields[i];
+        if (f->type != PROTOBUF_C_TYPE_STRING &&
+            f->type != PROTOBUF_C_TYPE_MESSAGE)
+            continue;
+        const char *at = (const char *)m + f->offset;
+        void *const *values = (void *const *)at;
+        size_t n = 1;
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            n = *(const size_t *)((const char *)m + f->quantifier_offset);
+            values = *(void *const *const *)at;
+        } else if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+            uint32_t which =
+                *(const uint32_t *)((const char *)m + f->quantifier_offset);
+            if (which != f->id)
+                continue;
+        }
+        for (size_t k = 0; k < n; k++) {
+            if (!values[k])
+                continue;
+            if (f->type == PROTOBUF_C_TYPE_STRING ? !utf8_valid(values[k])
+                                                  : !strings_valid(values[k]))
+                return false;
+        }
+    }
+    return true;
 }
 
 ProtobufCMessage *kgrpc_unpack_bounded(const ProtobufCMessageDescriptor *desc,
@@ -57,6 +139,10 @@ ProtobufCMessage *kgrpc_unpack_bounded(const ProtobufCMessageDescriptor *desc,
     ProtobufCMessage *m = protobuf_c_message_unpack(
         desc, &allocator, len, data ? data : (const uint8_t *)"");
     *too_large = !m && b.exceeded;
+    if (m && !strings_valid(m)) {
+        protobuf_c_message_free_unpacked(m, &allocator);
+        return NULL;
+    }
     return m;
 }
 
@@ -514,14 +600,10 @@ static osp_error *add_inputs(const Inference__ModelInferRequest *m,
                                  "input '%s' for model '%s' has %zu "
                                  "dimensions; at most %d are supported",
                                  name, model, in->n_shape, OSP_MAX_DIMS);
-        for (size_t k = 0; k < in->n_shape; k++) {
-            if (in->shape[k] < 0)
-                return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                     "invalid shape for input '%s' for model "
-                                     "'%s': dimension %zu is %" PRId64,
-                                     name, model, k, in->shape[k]);
+        /* A negative dimension goes on to the core, which answers it with
+         * Triton's words once the shape has met the model's. */
+        for (size_t k = 0; k < in->n_shape; k++)
             shape.dims[shape.rank++] = in->shape[k];
-        }
         shm_params sp;
         osp_error *err = PARSE_SHM_PARAMS(in, name, &sp);
         if (err)
@@ -662,6 +744,10 @@ osp_error *kgrpc_decode_infer_request(const kgrpc_message *msg,
                                "than %zu bytes once decoded",
                                msg->total, unpack_budget(msg->total))
                          : parse_error();
+        goto out;
+    }
+    if (!strings_valid(&m->base)) {
+        err = parse_error();
         goto out;
     }
     d->model_name = strdup(m->model_name ? m->model_name : "");

@@ -137,16 +137,10 @@ static osp_error *server_metadata(http_request *req, simple_ctx *ctx) {
     jbuf_json_cstr(&b, surface->server_id ? surface->server_id : "triton");
     jbuf_puts(&b, ",\"version\":");
     jbuf_json_cstr(&b, kserve_server_version());
-    bool shm = surface->shm && surface->allow_client_shm;
     jbuf_puts(&b, ",\"extensions\":[");
-    bool first = true;
     for (size_t i = 0; kserve_extensions[i]; i++) {
-        if (!kserve_extension_reported(kserve_extensions[i], shm,
-                                       surface->cuda_shm))
-            continue;
-        if (!first)
+        if (i > 0)
             jbuf_putc(&b, ',');
-        first = false;
         jbuf_json_cstr(&b, kserve_extensions[i]);
     }
     jbuf_puts(&b, "]}");

@@ -584,9 +584,16 @@ static void render_queues(metrics_exporter *ms, jbuf *b) {
         {"osprey_queue_consumers", "Consumers of the queue now", "gauge",
          q_consumers},
     };
+    osp_queue_store *store = queue_services_store(ms->queues);
+    family(b, "osprey_queue_store_lost_records",
+           "Damaged records the embedded queue store skipped when it opened "
+           "(the intact records after them kept; the bytes moved to "
+           "queue.log.damaged)",
+           "counter");
+    jbuf_printf(b, "osprey_queue_store_lost_records %llu\n",
+                (unsigned long long)osp_queue_store_lost_records(store));
     queue_samples qs = {0};
-    osp_queue_store_foreach(queue_services_store(ms->queues), collect_queue,
-                            &qs);
+    osp_queue_store_foreach(store, collect_queue, &qs);
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
         family(b, families[f].name, families[f].help, families[f].type);
         for (size_t i = 0; i < qs.n; i++) {

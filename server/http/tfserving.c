@@ -285,12 +285,11 @@ osp_error *tfserving_servable(osp_server *server, const tfserving_target *t,
         /* Labels are part of the model's config: read them from the
          * latest version, which is usually the one the label names. */
         osp_error *lookup = osp_server_model_get(server, t->name, -1, &m);
-        if (lookup) {
+        if (lookup) /* TF Serving resolves the label first: unknown too */
             osp_error_free(lookup);
-            goto not_found;
-        }
-        err = tfs_model_view_new(osp_model_get_config(m), &v);
-        bool known = !err && tfs_model_view_label(v, t->label, &version);
+        else
+            err = tfs_model_view_new(osp_model_get_config(m), &v);
+        bool known = m && !err && tfs_model_view_label(v, t->label, &version);
         if (known && version == osp_model_get_version(m)) {
             *model = m;
             *view = v;

@@ -93,7 +93,8 @@ static osp_error *check_signature(const tfs_signature *sig,
     if (!classify && sig->n_outputs != 1)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "Expected one output Tensor.");
-    if (strcmp(sig->inputs[0].key, "inputs") != 0 || sig->inputs[0].tensor)
+    if (strcmp(sig->inputs[0].key, "inputs") != 0 ||
+        (sig->inputs[0].tensor && sig->n_features == 0))
         return signature_error(sig, classify ? "No classification inputs"
                                              : "No regression inputs");
     if (classify && !find_info(sig->outputs, sig->n_outputs, "classes") &&

@@ -11,12 +11,13 @@
 
 const char *const kserve_extensions[] = {
     "classification",
+    "sequence",
     "model_repository",
-    "model_repository(unload_dependents)", /* accepted; no ensembles */
-    "schedule_policy", /* request priority and timeout parameters */
+    "model_repository(unload_dependents)",
+    "schedule_policy",
     "model_configuration",
-    "system_shared_memory", /* with --allow-client-shm */
-    "cuda_shared_memory",   /* with it and a GPU that opens IPC handles */
+    "system_shared_memory",
+    "cuda_shared_memory",
     "binary_tensor_data",
     "parameters",
     "statistics",
@@ -24,14 +25,6 @@ const char *const kserve_extensions[] = {
     "logging",
     NULL,
 };
-
-bool kserve_extension_reported(const char *name, bool shm, bool cuda_shm) {
-    if (strcmp(name, "system_shared_memory") == 0)
-        return shm;
-    if (strcmp(name, "cuda_shared_memory") == 0)
-        return shm && cuda_shm;
-    return true;
-}
 
 const char *kserve_server_version(void) {
     return OSPREY_VERSION;

@@ -4,22 +4,15 @@
  */
 #pragma once
 
-#include <stdbool.h>
-
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Extensions in Triton's order, NULL-terminated; exactly what Osprey
- * implements ("system_shared_memory" only with --allow-client-shm,
- * "cuda_shared_memory" only with it and a GPU that opens IPC handles: see
- * kserve_extension_reported). */
+/* Extensions in Triton's order, NULL-terminated: the list Triton 2.51
+ * reports whatever its flags, so clients that look for a name find it; a
+ * disabled one (client shared memory without --allow-client-shm, CUDA
+ * regions without a GPU) answers its own error when used. */
 extern const char *const kserve_extensions[];
-
-/* Whether extension `name` (borrowed) is reported when client shared
- * memory is (shm) or is not allowed, and CUDA regions can (cuda_shm) or
- * cannot be opened. */
-bool kserve_extension_reported(const char *name, bool shm, bool cuda_shm);
 
 /* The server version string (static). */
 const char *kserve_server_version(void);

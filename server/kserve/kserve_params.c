@@ -27,11 +27,21 @@ osp_error *kserve_parse_version(const char *s, int64_t *out) {
         *out = -1;
         return NULL;
     }
-    /* The URL pattern only admits digits; std::stol's range still applies. */
+    /* std::stol: leading blanks, a sign, digits, and whatever follows
+     * ignored; no digits or out of range throws. */
+    const char *p = s;
+    while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+        p++;
+    const char *digits = p + (*p == '+' || *p == '-');
     errno = 0;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < 0)
+    long long v = strtoll(p, NULL, 10);
+    if (*digits < '0' || *digits > '9' || errno == ERANGE)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "failed to get model version from specified "
+                             "version string '%s' (details: stol), version "
+                             "should be an integral value > 0",
+                             s);
+    if (v < 0)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "invalid model version specified '%s' , version "
                              "should be an integral value > 0",

@@ -247,7 +247,7 @@ static osp_error *put_field(jbuf *b, const char *json_name,
                             struct json_object *v) {
     char *name = proto_name(json_name);
     if (!name)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     osp_error *err = put_proto_field(b, name, v);
     free(name);
     return err;
@@ -298,6 +298,6 @@ osp_error *model_config_json_to_pbtxt(const char *json, size_t len,
     size_t n;
     *pbtxt = jbuf_take(&b, &n);
     if (!*pbtxt)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     return NULL;
 }

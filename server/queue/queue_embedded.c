@@ -873,8 +873,15 @@ queue_log *queue_embedded_log(osp_queue_store *store) {
     return ((embedded_store *)store)->log;
 }
 
+static uint64_t embedded_lost_records(osp_queue_store *store) {
+    queue_log_stats stats;
+    queue_log_get_stats(((embedded_store *)store)->log, &stats);
+    return stats.lost_records;
+}
+
 static const queue_store_ops embedded_ops = {
     .name = "embedded",
+    .store_lost_records = embedded_lost_records,
     .store_free = embedded_store_free,
     .store_queue = embedded_store_queue,
     .store_foreach = embedded_store_foreach,

@@ -979,39 +979,117 @@ static void save_cut_bytes(queue_log *log, const uint8_t *p, size_t n) {
     free(cut);
 }
 
-/* Replays the file; sets *valid_end to the end of the last good record. */
+static bool all_zero(const uint8_t *p, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++)
+        if (p[i] != 0)
+            return false;
+    return true;
+}
+
+/* Whether a whole record that checks starts at file[at] (size bytes in
+ * all): a length within the limit and the file, a known type, a matching
+ * CRC and a payload that decodes. Sets *why when not, and *rec. */
+static bool record_at(const uint8_t *file, uint64_t size, uint64_t at,
+                      log_record *rec, const char **why) {
+    if (size - at < LOG_RECORD_HEADER_BYTES) {
+        *why = "a torn record header";
+        return false;
+    }
+    const uint8_t *h = file + at;
+    uint32_t payload = get_u32(h);
+    if (payload > QUEUE_LOG_MAX_RECORD_BYTES) {
+        *why = "a record length over the limit";
+        return false;
+    }
+    if (payload > size - at - LOG_RECORD_HEADER_BYTES) {
+        *why = "a torn record";
+        return false;
+    }
+    if (h[8] < LOG_PUT || h[8] > LOG_STATE) {
+        *why = "a malformed record";
+        return false;
+    }
+    const uint8_t *body = h + LOG_RECORD_HEADER_BYTES;
+    uLong crc = crc32(0L, h + 8, 1);
+    crc = crc32(crc, body, payload);
+    if ((uint32_t)crc != get_u32(h + 4)) {
+        *why = "a record whose checksum does not match";
+        return false;
+    }
+    if (!record_decode(h[8], body, payload, rec)) {
+        *why = "a malformed record";
+        return false;
+    }
+    return true;
+}
+
+/* The offset of the first record that checks after the damaged one at
+ * `at`, or `size` when none does (then the damage is the log's tail).
+ * Cheap checks come before the CRC, so random bytes cost little; a false
+ * match needs a 32-bit CRC to agree as well. */
+static uint64_t resync(const uint8_t *file, uint64_t size, uint64_t at) {
+    log_record rec;
+    const char *why;
+    for (uint64_t o = at + 1; o + LOG_RECORD_HEADER_BYTES <= size; o++)
+        if (record_at(file, size, o, &rec, &why))
+            return o;
+    return size;
+}
+
+/* Appends the damaged bytes to queue.log.damaged next to the log, for a
+ * person to look at (best effort). */
+static void save_damaged_bytes(queue_log *log, const uint8_t *p, size_t n) {
+    char *path = NULL;
+    if (asprintf(&path, "%s.damaged", log->path) < 0)
+        return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        for (size_t done = 0; done < n;) {
+            ssize_t w = write(fd, p + done, n - done);
+            if (w <= 0)
+                break;
+            done += (size_t)w;
+        }
+        fsync(fd);
+        close(fd);
+    }
+    free(path);
+}
+
+/* Replays the file; sets *valid_end to the end of the last good record.
+ * A damaged record with good records after it is skipped (its bytes are
+ * saved aside and counted as a lost record): every intact record after
+ * it still counts. Damage with nothing good after it is the tail. */
 static void replay(queue_log *log, const uint8_t *file, uint64_t size,
                    const log_replay_ops *ops, void *ctx, uint64_t *valid_end,
                    const char **why) {
     uint64_t at = LOG_HEADER_BYTES;
     *why = NULL;
     while (at < size) {
-        if (size - at < LOG_RECORD_HEADER_BYTES) {
-            *why = "a torn record header";
-            break;
-        }
-        const uint8_t *h = file + at;
-        uint32_t payload = get_u32(h);
-        if (payload > QUEUE_LOG_MAX_RECORD_BYTES) {
-            *why = "a record length over the limit";
-            break;
-        }
-        if (payload > size - at - LOG_RECORD_HEADER_BYTES) {
-            *why = "a torn record";
-            break;
-        }
-        const uint8_t *body = h + LOG_RECORD_HEADER_BYTES;
-        uLong crc = crc32(0L, h + 8, 1);
-        crc = crc32(crc, body, payload);
-        if ((uint32_t)crc != get_u32(h + 4)) {
-            *why = "a record whose checksum does not match";
-            break;
-        }
         log_record rec;
-        if (!record_decode(h[8], body, payload, &rec)) {
-            *why = "a malformed record";
-            break;
+        if (!record_at(file, size, at, &rec, why)) {
+            /* A zeroed header is the writer's preallocated space (or a
+             * write the crash left unpersisted): whatever follows was
+             * never acknowledged, so it is the tail, not damage. */
+            if (size - at >= LOG_RECORD_HEADER_BYTES &&
+                all_zero(file + at, LOG_RECORD_HEADER_BYTES))
+                break;
+            uint64_t next = resync(file, size, at);
+            if (next == size)
+                break; /* the tail */
+            OSP_LOG_ERROR("queue log %s: %s at byte %llu; skipped %llu "
+                          "damaged bytes to the next intact record (kept "
+                          "in %s.damaged)",
+                          log->path, *why, (unsigned long long)at,
+                          (unsigned long long)(next - at), log->path);
+            save_damaged_bytes(log, file + at, (size_t)(next - at));
+            log->stats.lost_records++;
+            log->stats.damaged_bytes += next - at;
+            *why = NULL;
+            at = next;
+            continue;
         }
+        uint32_t payload = get_u32(file + at);
         switch (rec.type) {
         case LOG_PUT: {
             osp_queue_item *item = record_item(&rec);
@@ -1062,12 +1140,6 @@ static osp_error *write_header(queue_log *log) {
     return NULL;
 }
 
-static bool all_zero(const uint8_t *p, uint64_t n) {
-    for (uint64_t i = 0; i < n; i++)
-        if (p[i] != 0)
-            return false;
-    return true;
-}
 
 /* Reads the file at open: header checks, replay, and the cut. */
 static osp_error *recover(queue_log *log, const log_replay_ops *ops,
@@ -1177,6 +1249,8 @@ osp_error *queue_log_open(const char *dir, osp_queue_fsync fsync_policy,
         goto out;
     }
     err = recover(log, ops, ctx);
+    if (err == NULL && log->stats.damaged_bytes > 0)
+        err = writer_compact(log); /* the damaged bytes leave the log */
     if (err != NULL)
         goto out;
     log->stats.file_bytes = log->file_size;

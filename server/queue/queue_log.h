@@ -113,6 +113,10 @@ typedef struct queue_log_stats {
     uint64_t writes;
     uint64_t compactions;
     uint64_t cut_bytes; /* cut at open */
+    /* damaged records skipped at open (intact ones after them kept) and
+     * their bytes, moved to queue.log.damaged */
+    uint64_t lost_records;
+    uint64_t damaged_bytes;
 } queue_log_stats;
 void queue_log_get_stats(queue_log *log, queue_log_stats *out);
 /* Compaction runs when the file is over min_bytes and dead records are

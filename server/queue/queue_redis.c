@@ -1183,7 +1183,10 @@ static void redis_store_free(osp_queue_store *store) {
 
 /* One PING at open, so that a wrong address is told at start; a Redis
  * that is down does not stop the server (the store reconnects). */
-static void check_reachable(redis_store *rs) {
+/* Pings Redis at start: unreachable is a warning (queue requests answer
+ * 503 until it answers), a refused password an error that stops the
+ * start. */
+static osp_error *check_reachable(redis_store *rs) {
     redis_args a;
     redis_args_init(&a);
     redis_args_str(&a, "PING");
@@ -1192,6 +1195,14 @@ static void check_reachable(redis_store *rs) {
     redis_args_destroy(&a);
     if (r != NULL)
         freeReplyObject(r);
+    if (err != NULL && rs->conns[0].auth_refused) {
+        osp_error *refused = osp_error_new(
+            OSP_ERROR_INVALID_ARG,
+            "redis queue store %s:%d refused the password: %s", rs->url.host,
+            rs->url.port, rs->conns[0].last_error);
+        osp_error_free(err);
+        return refused;
+    }
     if (err != NULL) {
         OSP_LOG_WARN("redis queue store: %s (queue requests fail with 503 "
                      "until it answers)",
@@ -1202,6 +1213,7 @@ static void check_reachable(redis_store *rs) {
                      "'%s')",
                      rs->url.host, rs->url.port, rs->url.db, rs->url.prefix);
     }
+    return NULL;
 }
 
 osp_error *queue_redis_open(const osp_queue_store_options *opts,
@@ -1211,6 +1223,17 @@ osp_error *queue_redis_open(const osp_queue_store_options *opts,
         return osp_error_out_of_memory();
     rs->wake_pipe[0] = rs->wake_pipe[1] = -1;
     osp_error *err = redis_url_parse(opts->url, &rs->url);
+    if (err == NULL && opts->password != NULL) {
+        if (strlen(opts->password) >= sizeof rs->url.password)
+            err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                                "the queue store password is longer than "
+                                "%zu bytes",
+                                sizeof rs->url.password - 1);
+        else {
+            strcpy(rs->url.password, opts->password);
+            rs->url.has_password = true;
+        }
+    }
     if (err != NULL) {
         free(rs);
         return err;
@@ -1241,7 +1264,8 @@ osp_error *queue_redis_open(const osp_queue_store_options *opts,
                             strerror(errno));
         goto fail;
     }
-    check_reachable(rs);
+    if ((err = check_reachable(rs)) != NULL)
+        goto fail;
     for (int i = 0; i < REDIS_WORKERS; i++) {
         worker_arg *wa = malloc(sizeof *wa);
         if (wa == NULL) {

@@ -75,6 +75,34 @@ static osp_error *url_apply_param(const char *p, const char *end,
                          (int)klen, p);
 }
 
+/* Percent-decodes src[0..n) into dst (cap bytes with the NUL); false
+ * when it does not fit or an escape is malformed. */
+static int hex_value(char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+static bool percent_decode(const char *src, size_t n, char *dst, size_t cap) {
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = src[i];
+        if (c == '%') {
+            if (n - i < 3 || hex_value(src[i + 1]) < 0 ||
+                hex_value(src[i + 2]) < 0)
+                return false;
+            c = (char)(hex_value(src[i + 1]) * 16 + hex_value(src[i + 2]));
+            i += 2;
+        }
+        if (w + 1 >= cap)
+            return false;
+        dst[w++] = c;
+    }
+    dst[w] = '\0';
+    return true;
+}
+
 osp_error *redis_url_parse(const char *url, redis_url *out) {
     memset(out, 0, sizeof *out);
     out->claim_idle_ms = QUEUE_CONSUMER_GRACE_NS / 1000000;
@@ -83,6 +111,24 @@ osp_error *redis_url_parse(const char *url, redis_url *out) {
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "a Redis queue store URL starts with redis://");
     const char *host = url + 8;
+    /* USER:PASSWORD@ before the host; the messages below show the URL
+     * from the host on, so no password reaches a log. */
+    const char *at = strchr(host, '@');
+    if (at != NULL) {
+        const char *colon = memchr(host, ':', (size_t)(at - host));
+        if (colon == NULL ||
+            !percent_decode(host, (size_t)(colon - host), out->user,
+                            sizeof out->user) ||
+            !percent_decode(colon + 1, (size_t)(at - colon - 1), out->password,
+                            sizeof out->password))
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "redis URL: the part before '@' is "
+                                 "USER:PASSWORD (percent-encoded; USER may "
+                                 "be empty)");
+        out->has_password = true;
+        host = at + 1;
+        url = host; /* what the messages below show */
+    }
     const char *query = strchr(host, '?');
     const char *end = query != NULL ? query : host + strlen(host);
     const char *slash = memchr(host, '/', (size_t)(end - host));
@@ -235,6 +281,21 @@ osp_error *redis_conn_ensure(redis_conn *conn) {
         redisSetTimeout(conn->ctx, ct);
     }
     redisEnableKeepAlive(conn->ctx);
+    conn->auth_refused = false;
+    if (conn->url->has_password) {
+        redis_args a;
+        redis_args_init(&a);
+        redis_args_str(&a, "AUTH");
+        if (conn->url->user[0])
+            redis_args_str(&a, conn->url->user);
+        redis_args_str(&a, conn->url->password);
+        bool ok = setup_command(conn, &a, NULL);
+        redis_args_destroy(&a);
+        if (!ok) {
+            conn->auth_refused = true;
+            return unavailable(conn);
+        }
+    }
     if (conn->url->db != 0) {
         redis_args a;
         redis_args_init(&a);

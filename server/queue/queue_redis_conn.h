@@ -34,10 +34,17 @@ typedef struct redis_url {
     /* ?prefix=P: the first part of every key and channel (default
      * "osprey"), so that several deployments can share one Redis. */
     char prefix[64];
+    /* redis://USER:PASSWORD@HOST... (percent-decoded), or the store
+     * options' password: sent with AUTH on every (re)connect, never
+     * logged. USER may be empty (Redis's requirepass). */
+    char user[128];
+    char password[512];
+    bool has_password;
 } redis_url;
 
-/* Parses "redis://HOST:PORT[/DB][?claim_idle_ms=N&prefix=P]" (borrowed)
- * into *out. INVALID_ARG naming what is wrong. */
+/* Parses "redis://[USER:PASSWORD@]HOST:PORT[/DB][?claim_idle_ms=N&prefix=P]"
+ * (borrowed) into *out. INVALID_ARG naming what is wrong (never the
+ * password). */
 osp_error *redis_url_parse(const char *url, redis_url *out);
 
 typedef struct redis_conn {
@@ -48,6 +55,7 @@ typedef struct redis_conn {
     char last_error[192];         /* why the last attempt failed */
     char shas[REDIS_SCRIPTS][41]; /* loaded on every connect */
     bool subscriber; /* SUBSCRIBE connection: no scripts, no timeout */
+    bool auth_refused; /* the last connect's AUTH was answered an error */
 } redis_conn;
 
 /* A disconnected connection to url (borrowed; must outlive it). */

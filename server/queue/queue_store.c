@@ -53,6 +53,12 @@ void osp_queue_store_foreach(osp_queue_store *store,
     store->ops->store_foreach(store, fn, ctx);
 }
 
+uint64_t osp_queue_store_lost_records(osp_queue_store *store) {
+    return store->ops->store_lost_records
+               ? store->ops->store_lost_records(store)
+               : 0;
+}
+
 const char *osp_queue_name(const osp_queue *queue) {
     return queue->name;
 }

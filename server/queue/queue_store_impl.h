@@ -48,6 +48,8 @@ struct queue_store_ops {
                               osp_queue **out);
     void (*store_foreach)(osp_queue_store *store,
                           void (*fn)(void *ctx, osp_queue *queue), void *ctx);
+    /* (optional) osp_queue_store_lost_records; NULL answers 0 */
+    uint64_t (*store_lost_records)(osp_queue_store *store);
 
     void (*put)(osp_queue *queue, const osp_queue_put_args *args,
                 osp_queue_put_fn done, void *ctx);

@@ -314,12 +314,21 @@ static osp_error *parse_tensor_info(const decl_ctx *ctx, const char *sig,
         (err = only_keys(ctx, v, where, keys)))
         return err;
     if (json_object_object_get_ex(v, "tensor", &m)) {
-        if (role == ROLE_EXAMPLES_INPUT)
+        /* A classify/regress input of another dtype than DT_STRING is a
+         * tensor inside the graph (half_plus_two's x2:0): :predict feeds
+         * it directly, :classify and :regress still go through the
+         * features. */
+        struct json_object *d;
+        if (role == ROLE_EXAMPLES_INPUT &&
+            (!json_object_object_get_ex(v, "dtype", &d) ||
+             !json_object_is_type(d, json_type_string) ||
+             strcmp(json_object_get_string(d), "DT_STRING") == 0))
             return decl_error(ctx,
                               "%s: the input of a classify or regress "
                               "signature takes serialized tf.Examples; its "
                               "features say which inputs they fill, so it "
-                              "names no \"tensor\"",
+                              "names no \"tensor\" unless its \"dtype\" "
+                              "is another than DT_STRING",
                               where);
         if ((err = want_string(ctx, m, where, &tensor)))
             return err;
@@ -568,11 +577,6 @@ static osp_error *parse_signature(const decl_ctx *ctx, const char *name,
                               &sig->n_outputs)))
         return err;
     if (json_object_object_get_ex(v, "elementwise", &m)) {
-        if (!predict)
-            return decl_error(ctx,
-                              "%s: \"elementwise\" is for predict "
-                              "signatures only",
-                              where);
         if (!json_object_is_type(m, json_type_boolean))
             return decl_error(ctx,
                               "%s: \"elementwise\" must be true or "

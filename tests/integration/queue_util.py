@@ -253,20 +253,20 @@ def free_port():
 class RedisServer:
     """redis-server on a free loopback port, its files in a temp dir."""
 
-    def __init__(self):
+    def __init__(self, args=()):
         exe = shutil.which("redis-server") or "/usr/bin/redis-server"
         self.dir = tempfile.mkdtemp(prefix="osprey-redis-")
         self.port = free_port()
         self.proc = subprocess.Popen(
             [exe, "--port", str(self.port), "--bind", "127.0.0.1",
-             "--dir", self.dir, "--save", "", "--appendonly", "no"],
+             "--dir", self.dir, "--save", "", "--appendonly", "no", *args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while True:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), 0.2) as s:
                     s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
+                    if s.recv(16).startswith((b"+PONG", b"-NOAUTH")):
                         break
             except OSError:
                 pass

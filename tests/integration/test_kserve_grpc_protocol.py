@@ -109,8 +109,12 @@ def test_health_rpcs(stub, models_server):
 
 def test_metadata_and_config(stub):
     meta = stub.ServerMetadata(service_pb2.ServerMetadataRequest())
-    assert meta.name == "triton" and "statistics" in meta.extensions
-    assert "system_shared_memory" not in meta.extensions  # no --allow-client-shm
+    # Triton 2.51's list whatever the flags (no --allow-client-shm here).
+    assert meta.name == "triton" and list(meta.extensions) == [
+        "classification", "sequence", "model_repository",
+        "model_repository(unload_dependents)", "schedule_policy", "model_configuration",
+        "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
+        "statistics", "trace", "logging"]
     mm = stub.ModelMetadata(service_pb2.ModelMetadataRequest(name="half_plus_two"))
     assert mm.versions == ["123"] and mm.platform == "affine"
     assert list(mm.inputs[0].shape) == [-1]  # no batch dim: max_batch_size 0
@@ -211,16 +215,84 @@ def test_contents_errors(stub):
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert "input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 64, got 60" in msg
 
-    req = simple_raw_request()
+    # Negative dimensions reach the model's checks, worded as Triton's.
+    req = simple_raw_request(id="n1")
     req.inputs[0].shape[:] = [1, -16]
     code, msg = rpc_error(stub.ModelInfer, req)
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and "INPUT0" in msg
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert msg.startswith("[request id: n1] unexpected shape for input 'INPUT0' for model "
+                          "'simple'. Expected [-1,16], got [1,-16]. NOTE: ")
+    req = simple_raw_request(id="n2")
+    for t in req.inputs:
+        t.shape[:] = [-1, 16]
+    code, msg = rpc_error(stub.ModelInfer, req)
+    assert (code, msg) == (grpc.StatusCode.INVALID_ARGUMENT,
+                           "[request id: n2] All input dimensions should be specified for "
+                           "input 'INPUT0' for model 'simple', got [-1,16]")
+
+    # An unknown datatype name reads '<invalid>', as TRITONSERVER_DataTypeString.
+    req = simple_raw_request()
+    req.inputs[0].datatype = "FOO"
+    code, msg = rpc_error(stub.ModelInfer, req)
+    assert (code, msg) == (grpc.StatusCode.INVALID_ARGUMENT,
+                           "[request id: <id_unknown>] inference input 'INPUT0' data-type is "
+                           "'<invalid>', but model 'simple' expects 'INT32'")
 
     # The model is checked first, as in Triton.
     req = simple_raw_request()
     req.model_name = "nope"
     del req.raw_input_contents[:]
     assert rpc_error(stub.ModelInfer, req)[0] == grpc.StatusCode.NOT_FOUND
+
+
+def test_version_strings_as_std_stol(stub):
+    """Triton reads a version with std::stol: text after the digits is
+    ignored, no digits or out of range is one message, a negative number
+    another (observed on Triton 2.51)."""
+    assert stub.ModelInfer(simple_raw_request(model_version="1x")).model_version == "1"
+    assert stub.ModelInfer(simple_raw_request(model_version=" 1")).model_version == "1"
+    for version in ("abc", "99999999999999999999"):
+        code, msg = rpc_error(stub.ModelInfer, simple_raw_request(model_version=version))
+        assert (code, msg) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"failed to get model version from specified version string '{version}' "
+            "(details: stol), version should be an integral value > 0")
+    code, msg = rpc_error(stub.ModelReady,
+                          service_pb2.ModelReadyRequest(name="simple", version="x"))
+    assert msg.startswith("failed to get model version from specified version string 'x'")
+    code, msg = rpc_error(stub.ModelInfer, simple_raw_request(model_version="-3"))
+    assert (code, msg) == (grpc.StatusCode.INVALID_ARGUMENT,
+                           "invalid model version specified '-3' , version should be an "
+                           "integral value > 0")
+
+
+def bytes_request(model, elements, id=""):
+    req = service_pb2.ModelInferRequest(model_name=model, id=id)
+    req.inputs.append(tensor("INPUT0", "BYTES", [1, len(elements)]))
+    return req
+
+
+def test_bytes_elements_bounded_by_message_size(qa_server):
+    """A million one-byte bytes_contents elements (3 MB on the wire)
+    decode: the decoder's memory is bounded by the message, not by the
+    number of elements (Triton takes ten million)."""
+    n = 1_000_000
+    req = bytes_request("simple_identity", [b"x"] * n)
+    req.inputs[0].contents.bytes_contents.extend([b"x"] * n)
+    opts = [("grpc.max_receive_message_length", -1)]
+    with grpc.insecure_channel(qa_server.grpc_url, options=opts) as ch:
+        resp = service_pb2_grpc.GRPCInferenceServiceStub(ch).ModelInfer(req, timeout=60)
+    assert list(resp.outputs[0].shape) == [1, n]
+    assert resp.raw_output_contents[0] == b"\x01\x00\x00\x00x" * n
+
+
+def test_incomplete_string_data(qa_stub):
+    req = bytes_request("simple_identity", [None] * 2, id="s1")
+    req.raw_input_contents.append(b"\x01\x00\x00\x00a\x05\x00\x00\x00ab")
+    code, msg = rpc_error(qa_stub.ModelInfer, req)
+    assert (code, msg) == (grpc.StatusCode.INVALID_ARGUMENT,
+                           "incomplete string data for inference input 'INPUT0', expecting "
+                           "string of length 5 but only 2 bytes available")
 
 
 def test_request_parameters(stub):
@@ -277,6 +349,32 @@ def test_malformed_and_unknown(models_server):
         assert (code, msg) == (grpc.StatusCode.INTERNAL, "Unable to parse request")
     code, msg, _ = raw_call(models_server, SERVICE + "ModelConfig", b"\x0a")
     assert (code, msg) == (grpc.StatusCode.INTERNAL, "Unable to parse request")
+    # Every RPC parses its request, fieldless ones included, and a proto3
+    # string that is not UTF-8 does not parse (C++ protobuf's rule).
+    bad_utf8 = b"\x0a\x02\xff\xfe"  # field 1, a string on each method below
+    for method in ("ServerLive", "ServerReady", "ServerMetadata", "ModelReady",
+                   "ModelMetadata", "ModelConfig", "ModelStatistics", "ModelInfer",
+                   "RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload",
+                   "SystemSharedMemoryStatus", "SystemSharedMemoryRegister",
+                   "CudaSharedMemoryStatus", "CudaSharedMemoryRegister",
+                   "TraceSetting", "LogSettings"):
+        code, msg, _ = raw_call(models_server, SERVICE + method, b"\xff\xff")
+        assert (code, msg) == (grpc.StatusCode.INTERNAL, "Unable to parse request"), method
+        if method.startswith("Server"):
+            continue  # no fields: field 1 is unknown and skipped
+        code, msg, _ = raw_call(models_server, SERVICE + method, bad_utf8)
+        assert (code, msg) == (grpc.StatusCode.INTERNAL, "Unable to parse request"), method
+    code, _, _ = raw_call(models_server, SERVICE + "ServerLive", bad_utf8)
+    assert code == grpc.StatusCode.OK
+    # nested: an input tensor's name
+    req = simple_raw_request()
+    payload = req.SerializeToString().replace(b"INPUT1", b"INPUT\xc0")
+    code, msg, _ = raw_call(models_server, SERVICE + "ModelInfer", payload)
+    assert (code, msg) == (grpc.StatusCode.INTERNAL, "Unable to parse request")
+    # well-formed multi-byte UTF-8 parses
+    code, msg, _ = raw_call(models_server, SERVICE + "ModelReady",
+                            service_pb2.ModelReadyRequest(name="mod\u00e8le").SerializeToString())
+    assert code == grpc.StatusCode.OK
     code, msg, _ = raw_call(models_server, SERVICE + "NoSuchRpc", b"")
     assert code == grpc.StatusCode.UNIMPLEMENTED and "NoSuchRpc" in msg
     code, _, _ = raw_call(models_server, "/other.Service/Call", b"")
@@ -463,7 +561,9 @@ def test_system_shared_memory_inference(start_server, example_repo_copy):
             assert e.value.status() == "StatusCode.ALREADY_EXISTS"
             with pytest.raises(InferenceServerException) as e:
                 c.register_cuda_shared_memory("g", b"\x00" * 64, 0, 8)
-            assert "GPUs not supported" in e.value.message()
+            assert e.value.status() == "StatusCode.INVALID_ARGUMENT"
+            assert e.value.message() == ("failed to register CUDA shared memory region: "
+                                         "'g', GPUs not supported")
             c.unregister_system_shared_memory()
             assert len(c.get_system_shared_memory_status().regions) == 0
     finally:

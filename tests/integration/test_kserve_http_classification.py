@@ -69,11 +69,12 @@ def infer(client, model, x, dtype, k, binary=True):
 
 
 def test_server_metadata_extensions_in_tritons_order(server):
-    """Triton's list (protocol reference §1) less what Osprey lacks:
-    sequence, system_shared_memory and cuda_shared_memory."""
+    """Triton 2.51's list whatever the flags (protocol reference §1): a
+    disabled extension answers its own error when used."""
     assert requests.get(server.url + "/v2").json()["extensions"] == [
-        "classification", "model_repository", "model_repository(unload_dependents)",
-        "schedule_policy", "model_configuration", "binary_tensor_data", "parameters",
+        "classification", "sequence", "model_repository",
+        "model_repository(unload_dependents)", "schedule_policy", "model_configuration",
+        "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
         "statistics", "trace", "logging"]
 
 

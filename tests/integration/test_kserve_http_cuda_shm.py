@@ -269,10 +269,11 @@ def test_server_metadata_lists_cuda_shared_memory_when_it_works(server, start_se
     ext = requests.get(server.url + "/v2").json()["extensions"]
     i = ext.index("system_shared_memory")
     assert ext[i + 1] == "cuda_shared_memory"
-    # without --allow-client-shm neither is listed, and register is refused
+    # without --allow-client-shm both are still listed (as Triton lists
+    # them whatever its flags), and register is refused
     off = start_server(repo, ["--strict-gpu"], binary=FAKE_GPU_BIN)
     ext = requests.get(off.url + "/v2").json()["extensions"]
-    assert "cuda_shared_memory" not in ext and "system_shared_memory" not in ext
+    assert "cuda_shared_memory" in ext and "system_shared_memory" in ext
     r = requests.post(off.url + "/v2/cudasharedmemory/region/g/register",
                       json={"raw_handle": {"b64": ""}, "device_id": 0, "byte_size": 8})
     assert r.status_code == 501

@@ -752,8 +752,9 @@ def test_flag_log_file(tmp_path, example_repo_copy):
     assert "Started HTTPService" in text
     assert "--grpc-max-response-pool-size has no effect in Osprey" in text
     assert "Started GRPCInferenceService" in text
-    assert "received SIGTERM" in text
+    assert "Waiting for in-flight requests to complete." in text
     assert "Started HTTPService" not in srv.stderr()
+    assert "Signal (15) received." in srv.stdout()  # Triton prints it there
 
 
 def test_flag_deprecated_trace_flags(start_server, example_repo_copy):

@@ -12,6 +12,15 @@ import tritonclient.http as httpclient
 
 import harness
 
+# Triton's record formats (qa/L0_logging/log_format_test.py's default
+# pattern, and the ISO8601 one a running Triton 2.51 writes).
+DEFAULT_RECORD = re.compile(
+    r"(?P<level>[EWI])(?P<month>\d{2})(?P<day>\d{2}) (?P<time>\d{2}:\d{2}:\d{2}\.\d{6}) "
+    r"(?P<pid>\d+) (?P<file>[\w\.]+):(?P<line>\d+)\] (?P<message>.*)$")
+ISO8601_RECORD = re.compile(
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ (?P<level>[EWI]) (?P<pid>\d+) "
+    r"(?P<file>[\w\.]+):(?P<line>\d+)\] (?P<message>.*)$")
+
 INITIAL = {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
            "log_verbose_level": 0, "log_format": "default"}
 
@@ -84,13 +93,15 @@ def test_settings_change_the_log(server):
     time.sleep(0.2)
     lines = server.log().splitlines()
     verbose = [l for l in lines if "HTTP request: GET /v2/health/ready" in l]
-    assert verbose and re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ V\] ", verbose[-1])
+    assert verbose and ISO8601_RECORD.match(verbose[-1])
+    assert ISO8601_RECORD.match(verbose[-1]).group("level") == "I"  # verbose reads I
     client.update_log_settings({"log_info": False, "log_verbose_level": 0})
     client.unload_model("simple")
     client.load_model("simple")
     time.sleep(0.2)
     after = server.log().splitlines()[len(lines):]
-    assert not any(" I] " in l for l in after), after
+    assert not [l for l in after if ISO8601_RECORD.match(l).group("level") == "I"
+                and "/v2/logging" not in l], after
     # (the POST that turned verbose off was logged before it took effect)
     assert not [l for l in after if "HTTP request:" in l and "/v2/logging" not in l]
 
@@ -103,4 +114,44 @@ def test_command_line_flags(start_server, tmp_path):
     assert settings == dict(INITIAL, log_warning=False, log_format="ISO8601",
                             log_verbose_level=2)
     started = [l for l in srv.log().splitlines() if "Started HTTPService" in l]
-    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I\] ", started[0])
+    assert ISO8601_RECORD.match(started[0]).group("level") == "I"
+
+
+def test_records_as_triton_writes_them(start_server, tmp_path, monkeypatch):
+    """Every record of a start and a stop parses as Triton's: level
+    letter, UTC time, pid, file:line, and the message a JSON string
+    (qa/L0_logging/log_format_test.py's checks; test_log.cc checks the
+    escapes); every record on stderr, as a running Triton 2.51 writes."""
+    repo = harness.make_repo(tmp_path / "repo", ["simple"])
+    (repo / "simple" / "01").mkdir()  # a version folder Triton warns about
+    srv = start_server(repo, ["--log-verbose=1"])
+    assert srv.stop() == 0
+    lines = srv.stderr().splitlines()
+    assert lines and srv.stdout() == "Signal (15) received.\n"
+    for line in lines:
+        m = DEFAULT_RECORD.match(line)
+        assert m, line
+        assert int(m.group("pid")) == srv.proc.pid and m.group("file").endswith(".c")
+        json.loads(m.group("message"))  # a JSON string: quotes escaped
+    messages = [json.loads(DEFAULT_RECORD.match(l).group("message")) for l in lines]
+    assert "ignore version directory '01' which contains leading zeros in its " \
+        "directory name" in messages
+    tail = messages[messages.index("Waiting for in-flight requests to complete."):]
+    assert "All models are stopped, unloading models" in tail
+
+    # unescaped when the environment says so, as Triton
+    monkeypatch.setenv("TRITON_SERVER_ESCAPE_LOG_MESSAGES", "false")
+    srv = start_server(repo, ["--log-format=ISO8601"])
+    started = [l for l in srv.stderr().splitlines() if "Started HTTPService" in l]
+    assert ISO8601_RECORD.match(started[0]).group("message").startswith(
+        "Started HTTPService at ")
+
+
+def test_long_option_prefixes_as_getopt_long(start_server, tmp_path):
+    repo = harness.make_repo(tmp_path / "repo", ["simple"])
+    srv = start_server(repo, ["--log-warn=false", "--log-verb=1"])
+    settings = requests.get(srv.url + "/v2/logging", timeout=10).json()
+    assert settings["log_warning"] is False and settings["log_verbose_level"] == 1
+    bad = harness.OspreyServer(repo, ["--log=1"], workdir=tmp_path / "bad")
+    assert bad.run_to_exit() != 0
+    assert "option '--log' is ambiguous; possibilities: '--log-verbose'" in bad.stderr()

@@ -156,3 +156,47 @@ def test_item_of_a_killed_replica_is_claimed_by_the_other(start_server,
     metrics = requests.get(survivor.metrics_url + "/metrics").text
     assert 'osprey_queue_worker_items{service="slow"} 2\n' in metrics, metrics
     assert 'osprey_queue_redeliveries{queue="slow"} 1\n' in metrics, metrics
+
+
+@pytest.fixture
+def redis_with_password():
+    if not qu.redis_store_available():
+        pytest.skip("this build has no Redis queue store")
+    server = qu.RedisServer(args=["--requirepass", "s3cr:t@pw"])
+    yield server
+    server.stop()
+
+
+def test_redis_auth_from_url_file_and_environment(start_server, tmp_path,
+                                                  redis_with_password, monkeypatch):
+    """AUTH on every connect with the password from the URL
+    (percent-encoded), --queue-store-password-file or
+    $OSPREY_QUEUE_STORE_PASSWORD; never logged; a wrong one stops the
+    start with a clear error."""
+    secret = "s3cr:t@pw"
+    hostport = f"127.0.0.1:{redis_with_password.port}"
+    pw_file = tmp_path / "pw"
+    pw_file.write_text(secret + "\n")
+    repo = qu.empty_repo(tmp_path)
+    base = ["--queue-service=svc", f"--queue-token={qu.TOKEN}"]
+    ways = [
+        ([f"--queue-store=redis://:s3cr%3At%40pw@{hostport}"], {}),
+        ([f"--queue-store=redis://{hostport}", f"--queue-store-password-file={pw_file}"], {}),
+        ([f"--queue-store=redis://{hostport}"], {"OSPREY_QUEUE_STORE_PASSWORD": secret}),
+    ]
+    for i, (args, env) in enumerate(ways):
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        srv = start_server(repo, base + args)
+        q = RawQueue(srv.url + "/api/predict/svc")
+        r = q.put(f"item-{i}".encode())
+        assert r.status_code == 200, r.text
+        assert q.get(index=int(r.text))[0]["data"] == f"item-{i}".encode()
+        assert srv.stop() == 0
+        assert secret not in srv.log() and "s3cr%3At%40pw" not in srv.log()
+        monkeypatch.delenv("OSPREY_QUEUE_STORE_PASSWORD", raising=False)
+    bad = harness.OspreyServer(repo, base + [f"--queue-store=redis://:wrong@{hostport}"],
+                               workdir=tmp_path / "bad")
+    assert bad.run_to_exit() != 0
+    assert "refused the password: WRONGPASS" in bad.log(), bad.log_tail()
+    assert "wrong" not in bad.log().replace("refused the password", "")

@@ -196,3 +196,56 @@ def test_hostile_websocket_clients(svc):
     assert w.next() is not None
     w.drop()
     assert requests.get(server.url + "/v2/health/ready").status_code == 200
+
+
+def test_servers_on_other_ports_share_a_working_directory(tmp_path):
+    """The default embedded store is keyed by the HTTP port: two servers
+    started from one working directory both start, each with its own
+    store; an explicit --queue-dir stays one server's at a time."""
+    repo = harness.make_repo(tmp_path / "repo", ["simple"])
+    work = tmp_path / "work"
+    servers = []
+    try:
+        for _ in range(2):
+            port = qu.free_port()
+            srv = harness.OspreyServer(repo, [f"--http-port={port}"], workdir=work)
+            servers.append(srv.start())
+            assert (work / f"osprey-queue-{port}" / "LOCK").exists()
+            r = requests.post(f"{srv.url}/api/predict/simple", data=b"x", timeout=10)
+            assert r.status_code == 200, r.text
+        shared = ["--queue-dir=" + str(tmp_path / "one")]
+        first = harness.OspreyServer(repo, shared, workdir=tmp_path / "a")
+        servers.append(first.start())
+        second = harness.OspreyServer(repo, shared, workdir=tmp_path / "b")
+        assert second.run_to_exit() != 0
+        assert "is locked" in second.stderr()
+    finally:
+        for srv in servers:
+            assert srv.stop() == 0, srv.log_tail()
+
+
+def test_a_damaged_record_mid_log_loses_only_itself(start_server, tmp_path):
+    """A record damaged in the middle of the embedded store's log: the
+    server starts, every intact item after it is there, the damaged
+    bytes are moved aside and osprey_queue_store_lost_records counts it."""
+    store = tmp_path / "store"
+    args = ["--queue-service=svc", f"--queue-dir={store}"] + qu.queue_args("embedded")
+    srv = start_server(qu.empty_repo(tmp_path), args)
+    q = RawQueue(srv.url + "/api/predict/svc")
+    for i in range(5):
+        assert q.put(f"payload-{i}".encode()).status_code == 200
+    assert srv.stop() == 0
+    log = store / "queue.log"
+    data = bytearray(log.read_bytes())
+    at = data.index(b"payload-2")
+    data[at] ^= 0x5A
+    log.write_bytes(bytes(data))
+    srv = start_server(qu.empty_repo(tmp_path), args)
+    q = RawQueue(srv.url + "/api/predict/svc")
+    items = q.get(length=10)
+    assert [(f["index"], f["data"]) for f in items] == [
+        (i + 1, f"payload-{i}".encode()) for i in (0, 1, 3, 4)]
+    assert (store / "queue.log.damaged").exists()
+    metrics = requests.get(srv.metrics_url + "/metrics", timeout=10).text
+    assert "\nosprey_queue_store_lost_records 1\n" in metrics
+    assert q.put(b"next").text == "6"

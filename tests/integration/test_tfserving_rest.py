@@ -439,6 +439,33 @@ def test_percent_decoded_model_name(srv):
     check_error(get(srv, "/v1/models/a+b"), 404, "Could not find any versions of model a+b")
 
 
+def test_label_of_an_unknown_model(srv):
+    # TF Serving resolves the label before the servable
+    for verb, body in ((":predict", {"instances": [1.0]}), (":regress", {"examples": [{}]}),
+                       (":classify", {"examples": [{}]})):
+        check_error(post(srv, f"/v1/models/nope/labels/stable{verb}", body),
+                    400, "Unrecognized servable version label: stable")
+    check_error(get(srv, "/v1/models/nope/labels/stable/metadata"), 400,
+                "Unrecognized servable version label: stable")
+
+
+def test_predict_through_the_x2_signatures(srv):
+    """half_plus_two's regress_x2_to_y3 and classify_x2_to_y3 take x2:0, a
+    DT_FLOAT tensor inside the graph, which :predict feeds directly."""
+    for sig, key in (("regress_x2_to_y3", "outputs"), ("classify_x2_to_y3", "scores")):
+        r = post(srv, f"/v1/models/{A}:predict",
+                 {"signature_name": sig, "instances": [[1.0], [2.0]]})
+        assert r.status == 200, r
+        assert r.json() == {"predictions": [[3.5], [4.0]]}
+        r = post(srv, f"/v1/models/{A}:predict",
+                 {"signature_name": sig, "inputs": {"inputs": [[1.0], [2.0]]}})
+        assert (r.status, r.json()) == (200, {"outputs": [[3.5], [4.0]]}), (sig, key)
+    # :regress through it still reads the x2 feature of each example
+    r = post(srv, f"/v1/models/{A}:regress",
+             {"signature_name": "regress_x2_to_y3", "examples": [{"x2": 1.0}, {}]})
+    assert (r.status, r.json()) == (200, {"results": [3.5, 3.0]})
+
+
 def test_label_and_version_captures(srv):
     # 34: label "latest" + metadata subresource; version 99 on POST
     check_error(get(srv, f"/v1/models/{A}/labels/latest/metadata"), 400,

@@ -1,6 +1,7 @@
 // The embedded store's own promises (docs/queue-store.md): what was
-// acknowledged is there after a restart, indexes continue, a torn or
-// corrupt log is cut and never fatal, compaction keeps every live item and
+// acknowledged is there after a restart, indexes continue, a damaged
+// record is skipped with every intact one after it kept, a torn tail is cut,
+// neither is ever fatal, compaction keeps every live item and
 // the high-water mark, the fsync policies, and a process killed with
 // SIGKILL under load loses nothing it acknowledged.
 #include <gtest/gtest.h>
@@ -233,7 +234,7 @@ TEST_F(QueueEmbedded, ARecordAfterZerosIsCut) {
     EXPECT_TRUE(std::filesystem::exists(LogPath() + ".cut"));
 }
 
-TEST_F(QueueEmbedded, CorruptChecksumInTheMiddleCutsFromThere) {
+TEST_F(QueueEmbedded, ADamagedRecordInTheMiddleLosesOnlyItself) {
     Open();
     std::vector<uint64_t> sizes;
     for (int i = 0; i < 10; i++) {
@@ -246,10 +247,90 @@ TEST_F(QueueEmbedded, CorruptChecksumInTheMiddleCutsFromThere) {
     FlipByte(sizes[4] + 100); // inside the 6th record's payload
     Open();
     auto items = All(q_);
-    ASSERT_EQ(items.size(), 5u);
-    EXPECT_EQ(items[4].data, std::string(200, 'e'));
-    EXPECT_EQ(LogSize(), sizes[4]);
-    EXPECT_EQ(Put(q_, "again").index, 6u);
+    ASSERT_EQ(items.size(), 9u);
+    for (size_t i = 0; i < items.size(); i++) {
+        int k = i < 5 ? (int)i : (int)i + 1;
+        EXPECT_EQ(items[i].index, (uint64_t)k + 1);
+        EXPECT_EQ(items[i].data, std::string(200, 'a' + k));
+    }
+    EXPECT_EQ(LogStats().lost_records, 1u);
+    EXPECT_EQ(LogStats().damaged_bytes, sizes[5] - sizes[4]);
+    EXPECT_EQ(std::filesystem::file_size(LogPath() + ".damaged"),
+              sizes[5] - sizes[4]);
+    EXPECT_EQ(Put(q_, "again").index, 11u);
+    Close();
+    Open(); // the damage left the log: nothing lost this time
+    EXPECT_EQ(Length(q_), 10u);
+    EXPECT_EQ(LogStats().lost_records, 0u);
+}
+
+// Corruption at every byte of a small log: the store always opens, every
+// item it returns is one that was put, under its own index, and every
+// intact record survives (at most the one damaged record is lost).
+TEST_F(QueueEmbedded, CorruptionAtEveryOffsetLosesAtMostOneRecord) {
+    Open(OSP_QUEUE_FSYNC_NONE);
+    const int n = 5;
+    for (int i = 0; i < n; i++)
+        Put(q_, std::string(8 + i, 'a' + i));
+    Close();
+    std::string pristine;
+    {
+        std::ifstream f(LogPath(), std::ios::binary);
+        pristine.assign(std::istreambuf_iterator<char>(f), {});
+    }
+    for (uint64_t at = 16; at < pristine.size(); at++) { // after the header
+        std::filesystem::remove(LogPath() + ".damaged");
+        std::filesystem::remove(LogPath() + ".cut");
+        {
+            std::ofstream f(LogPath(), std::ios::binary | std::ios::trunc);
+            f.write(pristine.data(), (std::streamsize)pristine.size());
+        }
+        FlipByte(at);
+        Open(OSP_QUEUE_FSYNC_NONE);
+        auto items = All(q_);
+        EXPECT_GE(items.size(), (size_t)n - 1) << "flipped byte " << at;
+        for (const Item &item : items) {
+            ASSERT_GE(item.index, 1u);
+            ASSERT_LE(item.index, (uint64_t)n);
+            int k = (int)item.index - 1;
+            EXPECT_EQ(item.data, std::string(8 + k, 'a' + k)) << at;
+        }
+        queue_log_stats st = LogStats();
+        if (items.size() < (size_t)n) {
+            EXPECT_TRUE(st.lost_records == 1 || st.cut_bytes > 0) << at;
+        }
+        Close();
+    }
+}
+
+// A write torn at every length at the tail: every whole record stays, the
+// torn one is cut, and the log takes new records.
+TEST_F(QueueEmbedded, TornTailAtEveryLength) {
+    Open(OSP_QUEUE_FSYNC_NONE);
+    std::vector<uint64_t> ends;
+    for (int i = 0; i < 3; i++) {
+        Put(q_, std::string(20, 'a' + i));
+        Close();
+        ends.push_back(LogSize());
+        Open(OSP_QUEUE_FSYNC_NONE);
+    }
+    Close();
+    std::string pristine;
+    {
+        std::ifstream f(LogPath(), std::ios::binary);
+        pristine.assign(std::istreambuf_iterator<char>(f), {});
+    }
+    for (uint64_t len = ends[1]; len <= pristine.size(); len++) {
+        {
+            std::ofstream f(LogPath(), std::ios::binary | std::ios::trunc);
+            f.write(pristine.data(), (std::streamsize)len);
+        }
+        Open(OSP_QUEUE_FSYNC_NONE);
+        size_t whole = len == pristine.size() ? 3 : 2;
+        EXPECT_EQ(Length(q_), whole) << len;
+        EXPECT_EQ(Put(q_, "next").index, whole + 1) << len;
+        Close();
+    }
 }
 
 TEST_F(QueueEmbedded, CorruptChecksumAtTheTail) {

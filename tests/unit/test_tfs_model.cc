@@ -132,7 +132,8 @@ TEST(TfsModelView, HalfPlusTwoDeclaresSixSignaturesAndALabel) {
         tfs_model_view_signature(view.get(), "regress_x2_to_y3");
     ASSERT_NE(r3, nullptr);
     EXPECT_EQ(r3->method, TFS_METHOD_REGRESS);
-    EXPECT_EQ(r3->inputs[0].tensor, nullptr);
+    // a float tensor inside the graph: :predict feeds it directly
+    EXPECT_STREQ(r3->inputs[0].tensor, "x2");
     EXPECT_STREQ(r3->inputs[0].name, "x2:0"); // as TF's graph shows it
     EXPECT_EQ(r3->inputs[0].dtype, OSP_TYPE_FP32);
     EXPECT_EQ(Dims(r3->inputs[0]), (std::vector<int64_t>{-1, 1}));
@@ -349,9 +350,6 @@ TEST(TfsModelView, RefusesBadDeclarationsWithClearMessages) {
         {R"({"signatures": {"s": {"method": "predict", "features": {}, "inputs": {"a": {"tensor": "INPUT1"}}, "outputs": {"o": {"tensor": "OUTPUT0"}}}}})",
          p + "signature 's': \"features\" are for classify and regress "
              "signatures only"},
-        {R"({"signatures": {"r": {"method": "regress", "elementwise": true, )" +
-             reg_in + ", " + reg_out + "}}}",
-         p + "signature 'r': \"elementwise\" is for predict signatures only"},
         {R"({"signatures": {"r": {"method": "regress", )" + reg_in + ", " +
              reg_out + "}}}",
          p + "signature 'r': \"features\" is missing: a classify or regress "

@@ -82,7 +82,7 @@ osp_error *load_override_write(const osp_load_override *ov, char **dir) {
     char *root = NULL;
     if (asprintf(&root, "%s/osprey-load-XXXXXX", tmp && *tmp ? tmp : "/tmp") <
         0)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     if (!mkdtemp(root)) {
         osp_error *err = osp_error_new(
             OSP_ERROR_INTERNAL, "cannot create a folder like '%s': %m", root);

@@ -156,7 +156,7 @@ static osp_error *get_string(const mapper *m, const char *prefix,
                             "string contains a NUL byte");
     char *copy = strdup(n->str);
     if (!copy)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     free(*out);
     *out = copy;
     return NULL;
@@ -388,7 +388,7 @@ static osp_error *map_ios(const mapper *m, const pbtxt_node *root,
     if (!ios || !keys) {
         free(ios);
         free(keys);
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     }
     *ios_out = ios; /* from here the config owns the array */
     size_t i = 0;
@@ -461,7 +461,7 @@ static osp_error *map_version_policy(const mapper *m, const pbtxt_node *n,
         if (n_versions > 0) {
             vp->versions = calloc(n_versions, sizeof(*vp->versions));
             if (!vp->versions)
-                return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+                return osp_error_out_of_memory();
         }
         for (const pbtxt_node *f = choice->first_child; f; f = f->next) {
             if (strcmp(f->name, "versions") != 0)
@@ -486,7 +486,7 @@ static osp_error *map_instance_group(const mapper *m, const pbtxt_node *n,
     if (n_gpus > 0) {
         ig->gpus = calloc(n_gpus, sizeof(*ig->gpus));
         if (!ig->gpus)
-            return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            return osp_error_out_of_memory();
     }
     for (const pbtxt_node *f = n->first_child; f; f = f->next) {
         if (!strcmp(f->name, "name")) {
@@ -597,14 +597,14 @@ static osp_error *map_dynamic_batching(const mapper *m, const pbtxt_node *n,
     if (n_sizes > 0) {
         db->preferred_batch_sizes = calloc(n_sizes, sizeof(int32_t));
         if (!db->preferred_batch_sizes)
-            return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            return osp_error_out_of_memory();
     }
     if (n_policies > 0) {
         db->priority_queue_policies =
             calloc(n_policies, sizeof(*db->priority_queue_policies));
         keys = calloc(n_policies, sizeof(*keys));
         if (!db->priority_queue_policies || !keys) {
-            err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            err = osp_error_out_of_memory();
             goto out;
         }
     }
@@ -732,7 +732,7 @@ static osp_error *map_parameter(const mapper *m, const pbtxt_node *n,
     if (!p->value) {
         p->value = strdup("");
         if (!p->value)
-            return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            return osp_error_out_of_memory();
     }
     return NULL;
 }
@@ -747,7 +747,7 @@ static osp_error *map_parameters(const mapper *m, const pbtxt_node *root,
     cfg->parameters = calloc(n, sizeof(*cfg->parameters));
     keys = calloc(n, sizeof(*keys));
     if (!cfg->parameters || !keys) {
-        err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     for (const pbtxt_node *f = root->first_child; f; f = f->next) {
@@ -1587,7 +1587,7 @@ static osp_error *map_config(const mapper *m, const pbtxt_node *root,
     if (n_groups > 0) {
         cfg->instance_groups = calloc(n_groups, sizeof(*cfg->instance_groups));
         if (!cfg->instance_groups)
-            return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            return osp_error_out_of_memory();
     }
 
     const pbtxt_node *scheduling = NULL;
@@ -1687,7 +1687,7 @@ static osp_error *fill_empty_strings(osp_model_config *cfg) {
                        &cfg->default_model_filename};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         if (!*fields[i] && !(*fields[i] = strdup("")))
-            return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            return osp_error_out_of_memory();
     }
     return NULL;
 }
@@ -1700,7 +1700,7 @@ osp_error *osp_model_config_parse(const char *text, size_t len,
     mapper m = {.file = filename ? filename : "<config>"};
     osp_model_config *cfg = calloc(1, sizeof(*cfg));
     if (!cfg)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     err = pbtxt_parse(text, len, m.file, &root);
     if (!err)
         err = map_config(&m, root, cfg);
@@ -1752,7 +1752,7 @@ osp_error *osp_model_config_parse_over(const char *text, size_t len,
     mapper m = {.file = filename ? filename : "<config>"};
     osp_model_config *cfg = calloc(1, sizeof(*cfg));
     if (!cfg)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     if ((err = pbtxt_parse(text, len, m.file, &over_root)))
         goto out;
     root = over_root;
@@ -1805,7 +1805,7 @@ osp_error *osp_model_config_load(const char *path, osp_model_config **out) {
     size_t size = (size_t)st.st_size, got = 0;
     text = malloc(size + 1);
     if (!text) {
-        err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     while (got < size) {

@@ -450,7 +450,7 @@ static osp_error *parse_scalar(parser *ps, const char *field,
         while (t->type == TOK_STRING) { /* "a" "b" == "ab" */
             char *joined = realloc(node->str, node->str_len + t->str_len + 1);
             if (!joined)
-                return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+                return osp_error_out_of_memory();
             memcpy(joined + node->str_len, t->str, t->str_len + 1);
             node->str = joined;
             node->str_len += t->str_len;
@@ -489,7 +489,7 @@ static osp_error *parse_scalar(parser *ps, const char *field,
         node->kind = PBTXT_IDENT;
         node->str = strndup(t->start, t->len);
         if (!node->str)
-            return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            return osp_error_out_of_memory();
         node->str_len = t->len;
         return advance_after_value(ps, field);
     }
@@ -520,7 +520,7 @@ static osp_error *open_message(parser *ps, pbtxt_node *parent, const char *name,
                                int line, bool in_list) {
     pbtxt_node *node = node_new(name, strlen(name), line);
     if (!node)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     node->kind = PBTXT_MESSAGE;
     node_append(parent, node);
     frame fr = {
@@ -566,7 +566,7 @@ static osp_error *list_step(parser *ps, frame *fr) {
     }
     pbtxt_node *node = node_new(fr->list_name, strlen(fr->list_name), t->line);
     if (!node)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     node_append(fr->msg, node);
     fr->after_value = true;
     return parse_scalar(ps, NULL, node);
@@ -607,7 +607,7 @@ static osp_error *message_step(parser *ps, frame *fr, bool *done) {
     int line = t->line;
     name = strndup(t->start, t->len);
     if (!name)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     if ((err = advance(ps, name)))
         goto out;
     bool colon = is_punct(t, ':');
@@ -643,7 +643,7 @@ static osp_error *message_step(parser *ps, frame *fr, bool *done) {
     }
     pbtxt_node *node = node_new(name, strlen(name), line);
     if (!node) {
-        err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     node_append(fr->msg, node);
@@ -670,7 +670,7 @@ osp_error *pbtxt_parse(const char *text, size_t len, const char *filename,
     };
     pbtxt_node *root = node_new("", 0, 1);
     if (!root)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     ps.stack[0] = (frame){.msg = root, .open_line = 1};
     ps.depth = 1;
 

@@ -142,14 +142,14 @@ osp_error *osp_repository_list(const char *root, char ***names_out,
             size_t new_cap = cap ? cap * 2 : 16;
             char **grown = realloc(names, new_cap * sizeof(*names));
             if (!grown) {
-                err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+                err = osp_error_out_of_memory();
                 goto out;
             }
             names = grown;
             cap = new_cap;
         }
         if (!(names[n] = strdup(name))) {
-            err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+            err = osp_error_out_of_memory();
             goto out;
         }
         n++;
@@ -181,7 +181,7 @@ osp_error *osp_repository_model_dir(const char *root, const char *name,
         (err = resolve_dir("model repository", root, &real_root)))
         return err;
     if (!(joined = join_path(real_root, name))) {
-        err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        err = osp_error_out_of_memory();
         goto out;
     }
     if (!(real = realpath(joined, NULL))) {
@@ -266,8 +266,14 @@ static osp_error *list_versions(const char *model_dir, int64_t **versions_out,
             break;
         }
         int64_t version;
-        if (!parse_version(ent->d_name, &version))
+        if (!parse_version(ent->d_name, &version)) {
+            if (ent->d_name[0] == '0' && ent->d_name[1] &&
+                strspn(ent->d_name, "0123456789") == strlen(ent->d_name))
+                OSP_LOG_WARN("ignore version directory '%s' which contains "
+                             "leading zeros in its directory name",
+                             ent->d_name);
             continue;
+        }
         char *real = resolve_child_dir(real_dir, ent->d_name);
         if (!real) {
             OSP_LOG_VERBOSE("skipping version '%s' of '%s': not a folder "
@@ -280,7 +286,7 @@ static osp_error *list_versions(const char *model_dir, int64_t **versions_out,
             size_t new_cap = cap ? cap * 2 : 8;
             int64_t *grown = realloc(versions, new_cap * sizeof(*versions));
             if (!grown) {
-                err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+                err = osp_error_out_of_memory();
                 goto out;
             }
             versions = grown;
@@ -330,7 +336,7 @@ osp_error *osp_repository_select_versions(const char *model_dir,
         if (policy->n_versions > 0) {
             wanted = malloc(policy->n_versions * sizeof(*wanted));
             if (!wanted) {
-                err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+                err = osp_error_out_of_memory();
                 goto out;
             }
             memcpy(wanted, policy->versions,

@@ -48,7 +48,7 @@ void osp_infer_request_free(osp_infer_request *req) {
 osp_error *osp_infer_request_set_id(osp_infer_request *req, const char *id) {
     char *copy = strdup(id ? id : "");
     if (!copy)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     free(req->id);
     req->id = copy;
     return NULL;
@@ -79,7 +79,7 @@ osp_error *osp_infer_request_add_input(osp_infer_request *req, const char *name,
     if (!copy ||
         !grow((void **)&req->inputs, req->n_inputs, sizeof(req->inputs[0]))) {
         free(copy);
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     }
     osp_infer_input *in = &req->inputs[req->n_inputs++];
     in->name = copy;
@@ -122,7 +122,7 @@ osp_error *osp_infer_request_add_output_classified(osp_infer_request *req,
         !grow((void **)&req->output_class_counts, req->n_outputs,
               sizeof(req->output_class_counts[0]))) {
         free(copy);
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     }
     req->output_class_counts[req->n_outputs] = class_count;
     req->outputs[req->n_outputs++] = copy;
@@ -141,7 +141,7 @@ osp_error *osp_infer_request_add_parameter(osp_infer_request *req,
         free(copy.key);
         if (param->type == OSP_PARAM_STRING)
             free(copy.value.s);
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     }
     req->parameters[req->n_parameters++] = copy;
     return NULL;

@@ -165,12 +165,12 @@ static osp_error *check_bytes_input(const osp_infer_request *req,
         memcpy(&len, p, 4);
         p += 4;
         left -= 4;
-        if (len > left)
-            return REQUEST_ERROR(req,
-                                 "incomplete string for inference input '%s' "
-                                 "for model '%s', expecting string of length "
-                                 "%u but only %zu bytes available",
-                                 in->name, model, len, left);
+        if (len > left) /* Triton's backends word this one, no request id */
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "incomplete string data for inference input "
+                                 "'%s', expecting string of length %u but "
+                                 "only %zu bytes available",
+                                 in->name, len, left);
         p += len;
         left -= len;
         count++;
@@ -225,6 +225,16 @@ static osp_error *check_input(const osp_model_config *config,
                  : "");
     }
     (void)batch_size;
+    /* Only gRPC can send a negative dimension (a wildcard is not a shape). */
+    for (int i = 0; i < in->shape.rank; i++)
+        if (in->shape.dims[i] < 0) {
+            char s[256];
+            return REQUEST_ERROR(req,
+                                 "All input dimensions should be specified "
+                                 "for input '%s' for model '%s', got %s",
+                                 in->name, model,
+                                 osp_shape_format(&in->shape, s, sizeof(s)));
+        }
     int64_t elements;
     if (!osp_shape_element_count(&in->shape, &elements)) {
         char s[256];

@@ -29,7 +29,7 @@ osp_error *model_stats_init(model_stats *s, int64_t max_batch) {
     s->n_batches = (size_t)(max_batch > 0 ? max_batch : 1) + 1;
     s->batches = calloc(s->n_batches, sizeof(*s->batches));
     if (!s->batches)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     for (size_t i = 0; i < s->n_batches; i++)
         s->batches[i].batch_size = i;
     pthread_mutex_init(&s->lock, NULL);

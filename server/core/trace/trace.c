@@ -477,7 +477,7 @@ void osp_tracer_get_stats(osp_tracer *tracer, osp_tracer_stats *out) {
 osp_error *osp_tracer_new(const osp_tracer_options *opts, osp_tracer **out) {
     osp_tracer *t = calloc(1, sizeof(*t));
     if (!t)
-        return osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        return osp_error_out_of_memory();
     t->dir_fd = -1;
     if (opts->file_directory) {
         t->dir_fd =
@@ -506,7 +506,7 @@ osp_error *osp_tracer_new(const osp_tracer_options *opts, osp_tracer **out) {
     osp_error *err = NULL;
     trace_file *file = trace_file_new(t, opts->file ? opts->file : "", false);
     if (!file) {
-        err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        err = osp_error_out_of_memory();
         goto fail;
     }
     setting_values v = {
@@ -523,7 +523,7 @@ osp_error *osp_tracer_new(const osp_tracer_options *opts, osp_tracer **out) {
     pthread_mutex_unlock(&t->lock);
     trace_file_unref(file); /* the settings hold it */
     if (!t->global_default || !t->global) {
-        err = osp_error_new(OSP_ERROR_INTERNAL, "out of memory");
+        err = osp_error_out_of_memory();
         goto fail;
     }
     if ((err = trace_writer_start(t)))
