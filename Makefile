@@ -18,7 +18,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev 
                protobuf-c-compiler libprotobuf-c-dev libwslay-dev libhiredis-dev \
                redis-server libgrpc-dev openssl libonnx-dev libonnx-testdata
 
-.PHONY: run test deps venv build leakcheck fuzz clean format
+.PHONY: run test deps venv build leakcheck fuzz fuzz-run clean format
 
 run: deps
 	cmake -S . -B $(BUILD) $(CMAKE_ARGS)
@@ -51,16 +51,19 @@ leakcheck: deps venv
 	  tests/integration/test_queue_http.py tests/integration/test_queue_models.py \
 	  tests/integration/test_kserve_grpc_protocol.py tests/integration/test_onnx_models.py
 
-# The libFuzzer targets of tests/fuzz, built with clang (make test only
-# replays their corpora); run a campaign as tests/fuzz/README.md shows.
-FUZZ_TARGETS = fuzz_model_config fuzz_safetensors fuzz_json_body \
-               fuzz_json_tensor fuzz_http_compress fuzz_config_json \
-               fuzz_tfs_request fuzz_queue_input fuzz_grpc_request fuzz_queue_log \
-               fuzz_onnx_model
+# The libFuzzer targets of tests/fuzz, built with clang in $(BUILD)-fuzz
+# (make test replays their corpora and, with clang installed, checks that
+# they build: the ctest fuzz_build). fuzz-run fuzzes each target for
+# FUZZ_SECONDS, merges what it finds into tests/fuzz/corpus and prints
+# executions, exec/s, edges, new corpus files and crashes per target.
+FUZZ_SECONDS ?= 60
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DOSPREY_CUDA=OFF \
 	  -DOSPREY_FUZZ=ON $(CMAKE_ARGS)
-	cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target osprey_fuzz_all
+
+fuzz-run: fuzz
+	python3 tests/fuzz/fuzz_run.py --build $(BUILD)-fuzz --seconds $(FUZZ_SECONDS)
 
 # Installs Debian packages only when one is missing (needs root, as on a
 # fresh Debian 12 machine).
