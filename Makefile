@@ -30,7 +30,7 @@ test: deps venv build
 	$(VENV)/bin/python -m pytest -q tests/integration
 	$(MAKE) leakcheck
 
-# The leak check: an AddressSanitizer + LeakSanitizer build of the server
+# The leak check: an AddressSanitizer + LeakSanitizer + UBSan build of the server
 # driven by a short mix of the integration tests (tritonclient flows and the
 # malformed-request cases, without the 64 MiB bodies, load overrides,
 # classification, the TF Serving REST surface, the models on fake GPUs
@@ -41,7 +41,7 @@ leakcheck: deps venv
 	cmake -S . -B $(BUILD)-asan -DOSPREY_SANITIZE=ON $(CMAKE_ARGS)
 	cmake --build $(BUILD)-asan -j $(JOBS) --target osprey \
 	  $$(test -d $(BUILD)-asan/tests/fake_cuda && echo osprey_fakegpu)
-	OSPREY_BIN=$(BUILD)-asan/osprey OSPREY_TIMEOUT_SCALE=3 \
+	UBSAN_OPTIONS=print_stacktrace=1 OSPREY_BIN=$(BUILD)-asan/osprey OSPREY_TIMEOUT_SCALE=3 \
 	  $(VENV)/bin/python -m pytest -q -m "not large" \
 	  tests/integration/test_kserve_http_tritonclient.py tests/integration/test_kserve_http_protocol.py \
 	  tests/integration/test_kserve_http_fake_gpu.py tests/integration/test_kserve_http_load_override.py \
