@@ -18,7 +18,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev 
                protobuf-c-compiler libprotobuf-c-dev libwslay-dev libhiredis-dev \
                redis-server libgrpc-dev openssl libonnx-dev libonnx-testdata
 
-.PHONY: run test deps venv build leakcheck fuzz fuzz-run clean format
+.PHONY: run test deps venv build leakcheck tsan tsan-quick tsan-build fuzz fuzz-run clean format
 
 run: deps
 	cmake -S . -B $(BUILD) $(CMAKE_ARGS)
@@ -29,6 +29,7 @@ test: deps venv build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(VENV)/bin/python -m pytest -q tests/integration
 	$(MAKE) leakcheck
+	$(MAKE) tsan-quick
 
 # The leak check: an AddressSanitizer + LeakSanitizer + UBSan build of the server
 # driven by a short mix of the integration tests (tritonclient flows and the
@@ -50,6 +51,53 @@ leakcheck: deps venv
 	  tests/integration/test_kserve_http_cuda_shm.py tests/integration/test_kserve_grpc_cuda_shm.py \
 	  tests/integration/test_queue_http.py tests/integration/test_queue_models.py \
 	  tests/integration/test_kserve_grpc_protocol.py tests/integration/test_onnx_models.py
+
+# ThreadSanitizer on the concurrent core: a -fsanitize=thread build of the
+# server and of the unit tests of the batcher, instance execution, the
+# embedded queue store, the HTTP transport and the CPU worker threads (CPU
+# device only; OpenBLAS runs on the calling thread), then those unit tests
+# and the integration tests of batching, instances, shutdown with requests
+# in flight, gRPC streams and async calls, the queue service and the
+# hostile-network cases under concurrent clients. Any report fails: TSan
+# exits 66 (ctest) and the harness fails a server whose log holds one.
+# tests/tsan.supp lists the reports that are not ours, each with its reason
+# (gRPC is linked shared here so that it can name gRPC's libraries).
+# make test runs tsan-quick, a few of them.
+TSAN_ENV = TSAN_OPTIONS="second_deadlock_stack=1 history_size=4 suppressions=$(CURDIR)/tests/tsan.supp" \
+           OPENBLAS_NUM_THREADS=1
+TSAN_UNIT = test_batcher test_core_infer test_queue_embedded test_http_server \
+            test_cpu_threads
+TSAN_UNIT_TESTS = ^(Batcher|ReorderBuffer|CoreInfer|queue[.]QueueEmbedded|HttpServerTest|CpuThreads|StreamThreads)[.]
+TSAN_INTEGRATION = tests/integration/test_kserve_http_scheduler_stats.py \
+  tests/integration/test_kserve_grpc_tritonclient.py \
+  tests/integration/test_queue_http.py tests/integration/test_queue_robustness.py \
+  tests/integration/test_hostile_network.py
+# TSan cannot start threads in a child forked from a threaded process.
+TSAN_UNIT_SKIP = ^CpuThreads[.]ForkedChildRunsAndExits$$
+# It orders requests by 40 ms sleeps, which TSan's slowdown does not keep.
+TSAN_INTEGRATION_SKIP = test_higher_priority_runs_first
+TSAN_QUICK_UNIT_TESTS = ^(Batcher|CoreInfer)[.]
+TSAN_QUICK_INTEGRATION = \
+  tests/integration/test_kserve_http_scheduler_stats.py::test_concurrent_clients_form_batches \
+  tests/integration/test_kserve_http_scheduler_stats.py::test_sigterm_runs_queued_requests \
+  tests/integration/test_kserve_grpc_tritonclient.py::test_many_async_in_flight \
+  tests/integration/test_kserve_grpc_tritonclient.py::test_example_simple_grpc_stream
+tsan-build: deps venv
+	cmake -S . -B $(BUILD)-tsan -DOSPREY_TSAN=ON -DOSPREY_CUDA=OFF \
+	  -DOSPREY_GRPC_STATIC=OFF $(CMAKE_ARGS)
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target osprey $(TSAN_UNIT)
+
+tsan: tsan-build
+	cd $(BUILD)-tsan && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS) -R '$(TSAN_UNIT_TESTS)' \
+	  -E '$(TSAN_UNIT_SKIP)'
+	$(TSAN_ENV) OSPREY_BIN=$(BUILD)-tsan/osprey OSPREY_TIMEOUT_SCALE=5 \
+	  $(VENV)/bin/python -m pytest -q -m "not large" $(TSAN_INTEGRATION) \
+	  -k "not $(TSAN_INTEGRATION_SKIP)"
+
+tsan-quick: tsan-build
+	cd $(BUILD)-tsan && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS) -R '$(TSAN_QUICK_UNIT_TESTS)'
+	$(TSAN_ENV) OSPREY_BIN=$(BUILD)-tsan/osprey OSPREY_TIMEOUT_SCALE=5 \
+	  $(VENV)/bin/python -m pytest -q $(TSAN_QUICK_INTEGRATION)
 
 # The libFuzzer targets of tests/fuzz, built with clang in $(BUILD)-fuzz
 # (make test replays their corpora and, with clang installed, checks that
