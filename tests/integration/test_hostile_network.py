@@ -127,6 +127,41 @@ def test_idle_and_slow_http_clients_do_not_starve_others(start_server, tmp_path)
     _infer_http(server, 5)
 
 
+def _closed_by_server(sock):
+    """True when the server closes `sock` (EOF or reset) within a bounded
+    wait, without the client sending anything."""
+    sock.settimeout(REQUEST_TIMEOUT * harness.timeout_scale())
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_connection_cap_and_idle_timeout_flags(start_server, tmp_path):
+    """--http-max-connections=20: a 21st connection is served only once
+    --http-connection-timeout has closed an idle one; every idle one is
+    closed by the server, and a well-behaved client is served after."""
+    server = start_server(_identity_repo(tmp_path),
+                          ["--http-max-connections=20", "--http-connection-timeout=2"])
+    idle = _open_keepalive(server.port, 20)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port)) as extra:
+            extra.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            extra.settimeout(REQUEST_TIMEOUT * harness.timeout_scale())
+            assert extra.recv(4096).startswith(b"HTTP/1.1 200")
+        readable, _, _ = select.select(idle, [], [], 0)
+        closed = [s for s in readable if s.recv(1) == b""]
+        assert closed, "a 21st connection was served while 20 were open"
+        for s in idle:
+            assert _closed_by_server(s), "an idle connection outlived the timeout"
+    finally:
+        for s in idle:
+            s.close()
+    _infer_http(server, 3)
+
+
 def test_idle_grpc_connections_and_streams_do_not_starve_others(start_server, tmp_path):
     server = start_server(_identity_repo(tmp_path))
     port = server.grpc_port
