@@ -76,12 +76,6 @@ TSAN_INTEGRATION = tests/integration/test_kserve_http_scheduler_stats.py \
 TSAN_UNIT_SKIP = ^CpuThreads[.]ForkedChildRunsAndExits$$
 # It orders requests by 40 ms sleeps, which TSan's slowdown does not keep.
 TSAN_INTEGRATION_SKIP = test_higher_priority_runs_first
-TSAN_QUICK_UNIT_TESTS = ^(Batcher|CoreInfer)[.]
-TSAN_QUICK_INTEGRATION = \
-  tests/integration/test_kserve_http_scheduler_stats.py::test_concurrent_clients_form_batches \
-  tests/integration/test_kserve_http_scheduler_stats.py::test_sigterm_runs_queued_requests \
-  tests/integration/test_kserve_grpc_tritonclient.py::test_many_async_in_flight \
-  tests/integration/test_kserve_grpc_tritonclient.py::test_example_simple_grpc_stream
 tsan-build: deps venv
 	cmake -S . -B $(BUILD)-tsan -DOSPREY_TSAN=ON -DOSPREY_CUDA=OFF \
 	  -DOSPREY_GRPC_STATIC=OFF $(CMAKE_ARGS)
@@ -94,10 +88,14 @@ tsan: tsan-build
 	  $(VENV)/bin/python -m pytest -q -m "not large" $(TSAN_INTEGRATION) \
 	  -k "not $(TSAN_INTEGRATION_SKIP)"
 
-tsan-quick: tsan-build
-	cd $(BUILD)-tsan && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS) -R '$(TSAN_QUICK_UNIT_TESTS)'
-	$(TSAN_ENV) OSPREY_BIN=$(BUILD)-tsan/osprey OSPREY_TIMEOUT_SCALE=5 \
-	  $(VENV)/bin/python -m pytest -q $(TSAN_QUICK_INTEGRATION)
+# The same on a few of those tests.
+tsan-quick: TSAN_UNIT_TESTS = ^(Batcher|CoreInfer)[.]
+tsan-quick: TSAN_INTEGRATION = \
+  tests/integration/test_kserve_http_scheduler_stats.py::test_concurrent_clients_form_batches \
+  tests/integration/test_kserve_http_scheduler_stats.py::test_sigterm_runs_queued_requests \
+  tests/integration/test_kserve_grpc_tritonclient.py::test_many_async_in_flight \
+  tests/integration/test_kserve_grpc_tritonclient.py::test_example_simple_grpc_stream
+tsan-quick: tsan
 
 # The libFuzzer targets of tests/fuzz, built with clang in $(BUILD)-fuzz
 # (make test replays their corpora and, with clang installed, checks that
