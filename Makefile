@@ -19,7 +19,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev 
                redis-server libgrpc-dev openssl libonnx-dev libonnx-testdata \
                libcurl4-openssl-dev libexpat1-dev libssl-dev
 
-.PHONY: run test deps venv build leakcheck fuzz clean format deploy-check docs-flags
+.PHONY: run test deps venv build leakcheck tsan tsan-quick tsan-build fuzz fuzz-run clean format deploy-check docs-flags
 
 run: deps
 	cmake -S . -B $(BUILD) $(CMAKE_ARGS)
@@ -30,8 +30,9 @@ test: deps venv build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(VENV)/bin/python -m pytest -q tests/integration
 	$(MAKE) leakcheck
+	$(MAKE) tsan-quick
 
-# The leak check: an AddressSanitizer + LeakSanitizer build of the server
+# The leak check: an AddressSanitizer + LeakSanitizer + UBSan build of the server
 # driven by a short mix of the integration tests (tritonclient flows and the
 # malformed-request cases, without the 64 MiB bodies, load overrides,
 # classification, the TF Serving REST surface, the models on fake GPUs
@@ -43,7 +44,7 @@ leakcheck: deps venv
 	cmake -S . -B $(BUILD)-asan -DOSPREY_SANITIZE=ON $(CMAKE_ARGS)
 	cmake --build $(BUILD)-asan -j $(JOBS) --target osprey \
 	  $$(test -d $(BUILD)-asan/tests/fake_cuda && echo osprey_fakegpu)
-	OSPREY_BIN=$(BUILD)-asan/osprey OSPREY_TIMEOUT_SCALE=3 \
+	UBSAN_OPTIONS=print_stacktrace=1 OSPREY_BIN=$(BUILD)-asan/osprey OSPREY_TIMEOUT_SCALE=3 \
 	  $(VENV)/bin/python -m pytest -q -m "not large" \
 	  tests/integration/test_kserve_http_tritonclient.py tests/integration/test_kserve_http_protocol.py \
 	  tests/integration/test_kserve_http_fake_gpu.py tests/integration/test_kserve_http_load_override.py \
@@ -55,16 +56,64 @@ leakcheck: deps venv
 	  tests/integration/test_ensemble.py tests/integration/test_response_cache.py \
 	  tests/integration/test_sequence_batcher.py tests/integration/test_model_warmup.py
 
-# The libFuzzer targets of tests/fuzz, built with clang (make test only
-# replays their corpora); run a campaign as tests/fuzz/README.md shows.
-FUZZ_TARGETS = fuzz_model_config fuzz_safetensors fuzz_json_body \
-               fuzz_json_tensor fuzz_http_compress fuzz_config_json \
-               fuzz_tfs_request fuzz_queue_input fuzz_grpc_request fuzz_queue_log \
-               fuzz_onnx_model fuzz_s3_list
+# ThreadSanitizer on the concurrent core: a -fsanitize=thread build of the
+# server and of the unit tests of the batcher, instance execution, the
+# embedded queue store, the HTTP transport and the CPU worker threads (CPU
+# device only; OpenBLAS runs on the calling thread), then those unit tests
+# and the integration tests of batching, instances, shutdown with requests
+# in flight, gRPC streams and async calls, the queue service and the
+# hostile-network cases under concurrent clients. Any report fails: TSan
+# exits 66 (ctest) and the harness fails a server whose log holds one.
+# tests/tsan.supp lists the reports that are not ours, each with its reason
+# (gRPC is linked shared here so that it can name gRPC's libraries).
+# make test runs tsan-quick, a few of them.
+TSAN_ENV = TSAN_OPTIONS="second_deadlock_stack=1 history_size=4 suppressions=$(CURDIR)/tests/tsan.supp" \
+           OPENBLAS_NUM_THREADS=1
+TSAN_UNIT = test_batcher test_core_infer test_queue_embedded test_http_server \
+            test_cpu_threads
+TSAN_UNIT_TESTS = ^(Batcher|ReorderBuffer|CoreInfer|queue[.]QueueEmbedded|HttpServerTest|CpuThreads|StreamThreads)[.]
+TSAN_INTEGRATION = tests/integration/test_kserve_http_scheduler_stats.py \
+  tests/integration/test_kserve_grpc_tritonclient.py \
+  tests/integration/test_queue_http.py tests/integration/test_queue_robustness.py \
+  tests/integration/test_hostile_network.py
+# TSan cannot start threads in a child forked from a threaded process.
+TSAN_UNIT_SKIP = ^CpuThreads[.]ForkedChildRunsAndExits$$
+# It orders requests by 40 ms sleeps, which TSan's slowdown does not keep.
+TSAN_INTEGRATION_SKIP = test_higher_priority_runs_first
+tsan-build: deps venv
+	cmake -S . -B $(BUILD)-tsan -DOSPREY_TSAN=ON -DOSPREY_CUDA=OFF \
+	  -DOSPREY_GRPC_STATIC=OFF $(CMAKE_ARGS)
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target osprey $(TSAN_UNIT)
+
+tsan: tsan-build
+	cd $(BUILD)-tsan && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS) -R '$(TSAN_UNIT_TESTS)' \
+	  -E '$(TSAN_UNIT_SKIP)'
+	$(TSAN_ENV) OSPREY_BIN=$(BUILD)-tsan/osprey OSPREY_TIMEOUT_SCALE=5 \
+	  $(VENV)/bin/python -m pytest -q -m "not large" $(TSAN_INTEGRATION) \
+	  -k "not $(TSAN_INTEGRATION_SKIP)"
+
+# The same on a few of those tests.
+tsan-quick: TSAN_UNIT_TESTS = ^(Batcher|CoreInfer)[.]
+tsan-quick: TSAN_INTEGRATION = \
+  tests/integration/test_kserve_http_scheduler_stats.py::test_concurrent_clients_form_batches \
+  tests/integration/test_kserve_http_scheduler_stats.py::test_sigterm_runs_queued_requests \
+  tests/integration/test_kserve_grpc_tritonclient.py::test_many_async_in_flight \
+  tests/integration/test_kserve_grpc_tritonclient.py::test_example_simple_grpc_stream
+tsan-quick: tsan
+
+# The libFuzzer targets of tests/fuzz, built with clang in $(BUILD)-fuzz
+# (make test replays their corpora and, with clang installed, checks that
+# they build: the ctest fuzz_build). fuzz-run fuzzes each target for
+# FUZZ_SECONDS, merges what it finds into tests/fuzz/corpus and prints
+# executions, exec/s, edges, new corpus files and crashes per target.
+FUZZ_SECONDS ?= 60
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DOSPREY_CUDA=OFF \
 	  -DOSPREY_FUZZ=ON $(CMAKE_ARGS)
-	cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target osprey_fuzz_all
+
+fuzz-run: fuzz
+	python3 tests/fuzz/fuzz_run.py --build $(BUILD)-fuzz --seconds $(FUZZ_SECONDS)
 
 # docker/check.sh: builds docker/Dockerfile.cpu's stages in Debian chroots
 # made with debootstrap and serves from the result (needs root and Debian's

@@ -28,6 +28,8 @@ typedef struct osprey_flags {
     long long http_port;
     const char *http_address;
     long long http_thread_count;
+    long long http_max_connections;    /* open at once, all clients */
+    long long http_connection_timeout; /* seconds idle; 0: never closed */
     long long http_max_input_size;
     osp_model_control_mode control_mode;
     long long repository_poll_secs;

@@ -396,6 +396,8 @@ static osp_error *http_start(app *a) {
         .port = (int)f->http_port,
         .thread_count = (int)f->http_thread_count,
         .max_input_size = (size_t)f->http_max_input_size,
+        .connection_limit = (unsigned)f->http_max_connections,
+        .connection_timeout_s = (unsigned)f->http_connection_timeout,
         .surfaces = a->http_surfaces,
         .n_surfaces = 3,
     };

@@ -150,7 +150,8 @@ static bool add_activation(onnx_node *n, const char *act, const float *params,
     n->n_attrs++;
     if (!a->name || !a->floats)
         return false;
-    memcpy(a->floats, params, n_params * sizeof *params);
+    if (n_params) /* params may be NULL then; memcpy must not see it */
+        memcpy(a->floats, params, n_params * sizeof *params);
     return true;
 }
 

@@ -21,8 +21,11 @@ extern "C" {
  * and picks one at load time, so the default build runs 8-wide where the
  * CPU can. */
 #define CPU_NN_BLOCK 8
+/* Not under ThreadSanitizer: the load-time resolver it generates is
+ * instrumented too and runs before the TSan runtime exists (SIGSEGV at
+ * start). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&         \
-    __GNUC__ >= 11
+    __GNUC__ >= 11 && !defined(__SANITIZE_THREAD__)
 #define CPU_NN_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define CPU_NN_HOT

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "grpc_internal.h"
+#include "grpc_tsan.h"
 #include "osprey/clock.h"
 #include "osprey/log.h"
 
@@ -124,6 +125,7 @@ grpc_status_code kgrpc_status_of(osp_error_code code) {
 /* ---- byte buffers ---- */
 
 static void buffer_slice_free(void *buffer) {
+    KGRPC_RECEIVED(buffer);
     osp_buffer_free(buffer);
 }
 
@@ -138,6 +140,7 @@ grpc_byte_buffer *kgrpc_byte_buffer_from_parts(kgrpc_encoded *e) {
             continue;
         if (p->buffer) {
             /* Sent straight from the output buffer; the slice frees it. */
+            KGRPC_HANDOFF(p->buffer);
             slices[n++] = grpc_slice_new_with_user_data(
                 (void *)p->base, p->len, buffer_slice_free, p->buffer);
             p->buffer = NULL;
@@ -244,6 +247,7 @@ bool kgrpc_call_start_batch(kgrpc_call *call, const grpc_op *ops, size_t n,
                             kgrpc_tag *tag) {
     tag->call = call;
     kgrpc_call_ref(call);
+    KGRPC_HANDOFF(tag);
     grpc_call_error rc = grpc_call_start_batch(call->call, ops, n, tag, NULL);
     if (rc != GRPC_CALL_OK) {
         OSP_LOG_ERROR("gRPC refused an operation batch (%d) on %s", (int)rc,
@@ -403,6 +407,7 @@ static void slot_arm(kgrpc_slot *slot) {
     slot->tag.done = slot_done;
     slot->tag.call = NULL;
     grpc_call_error rc;
+    KGRPC_HANDOFF(&slot->tag);
     if (slot->index == GENERIC_SLOT) {
         grpc_call_details_init(&slot->details);
         rc =
@@ -549,6 +554,7 @@ static void *queue_thread(void *arg) {
         if (ev.type != GRPC_OP_COMPLETE)
             continue;
         kgrpc_tag *tag = ev.tag;
+        KGRPC_RECEIVED(tag);
         if (tag == &s->shutdown_tag) {
             pthread_mutex_lock(&s->mu);
             s->shutdown_done = true;
@@ -793,6 +799,7 @@ void kgrpc_server_stop_accepting(kgrpc_server *s) {
     if (!s->shutdown_started) {
         s->shutdown_started = true;
         s->shutdown_tag.done = shutdown_done;
+        KGRPC_HANDOFF(&s->shutdown_tag);
         grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
     }
     /* Streams end once their requests are answered; tell them outside the
