@@ -16,7 +16,7 @@ endif
 DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev \
                zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip \
                protobuf-c-compiler libprotobuf-c-dev libwslay-dev libhiredis-dev \
-               redis-server libgrpc-dev openssl libonnx-dev libonnx-testdata
+               redis-server libgrpc-dev openssl libonnx-dev libonnx-testdata python3-numpy
 
 .PHONY: run test deps venv build leakcheck fuzz clean format
 
