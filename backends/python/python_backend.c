@@ -34,6 +34,7 @@
 #include "osprey/clock.h"
 #include "osprey/log.h"
 #include "python_args.h"
+#include "python_complete.h"
 #include "python_protocol.h"
 #include "python_stub.h"
 
@@ -140,6 +141,44 @@ static osp_error *choose_python(const osp_model_config *config,
     return *out ? NULL : osp_error_out_of_memory();
 }
 
+/* The stub's script: $OSPREY_PYTHON_STUB_DIR (an installed copy) or the
+ * source tree's. Returns buf. */
+static const char *stub_script_path(char *buf, size_t cap) {
+    const char *dir = getenv("OSPREY_PYTHON_STUB_DIR");
+    snprintf(buf, cap, "%s/osprey_python_stub.py",
+             dir && *dir ? dir : OSPREY_PYTHON_STUB_DIR);
+    return buf;
+}
+
+/* Finds `<version_path>/<default_model_filename or model.py>` and sets
+ * *file (its absolute path), *model_dir (the model's folder) and *version
+ * (the version folder's name); the caller owns all three. */
+static osp_error *locate_model_file(const osp_model_config *config,
+                                    const char *version_path, char **file,
+                                    char **model_dir, char **version) {
+    const char *name = config->default_model_filename[0]
+                           ? config->default_model_filename
+                           : "model.py";
+    char path[PATH_MAX], dir[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", version_path, name);
+    if (!realpath(path, dir))
+        return osp_error_new(OSP_ERROR_NOT_FOUND,
+                             "python model '%s': no '%s' in the version folder",
+                             config->name, name);
+    *file = strdup(dir);
+    *strrchr(dir, '/') = '\0'; /* the version folder */
+    *version = strdup(strrchr(dir, '/') + 1);
+    *strrchr(dir, '/') = '\0'; /* the model's folder */
+    *model_dir = strdup(dir);
+    if (*file && *version && *model_dir)
+        return NULL;
+    free(*file);
+    free(*version);
+    free(*model_dir);
+    *file = *version = *model_dir = NULL;
+    return osp_error_out_of_memory();
+}
+
 static void python_model_free(void *opaque) {
     python_model *m = opaque;
     if (!m)
@@ -172,31 +211,13 @@ static osp_error *python_model_new(const osp_model_config *config,
     python_model *m = calloc(1, sizeof *m);
     if (!m)
         return osp_error_out_of_memory();
-    const char *file = config->default_model_filename[0]
-                           ? config->default_model_filename
-                           : "model.py";
-    char path[PATH_MAX], real[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", version_path, file);
-    if (!realpath(path, real)) {
-        err = osp_error_new(OSP_ERROR_NOT_FOUND,
-                            "python model '%s': no '%s' in the version folder",
-                            config->name, file);
+    if ((err = locate_model_file(config, version_path, &m->model_file,
+                                 &m->model_repository, &m->version)))
         goto out;
-    }
-    char *slash = strrchr(real, '/');
-    *slash = '\0'; /* the version folder */
-    const char *version = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
-    m->version = strdup(version);
-    *strrchr(real, '/') = '\0'; /* the model's folder */
-    m->model_repository = strdup(real);
-    m->model_file = realpath(path, NULL);
-    const char *stub_dir = getenv("OSPREY_PYTHON_STUB_DIR");
-    snprintf(path, sizeof path, "%s/osprey_python_stub.py",
-             stub_dir && *stub_dir ? stub_dir : OSPREY_PYTHON_STUB_DIR);
-    m->stub_script = strdup(path);
+    char script[PATH_MAX];
+    m->stub_script = strdup(stub_script_path(script, sizeof script));
     m->name = strdup(config->name);
-    if (!m->version || !m->model_repository || !m->model_file ||
-        !m->stub_script || !m->name) {
+    if (!m->stub_script || !m->name) {
         err = osp_error_out_of_memory();
         goto out;
     }
@@ -502,6 +523,66 @@ out:
     return err;
 }
 
+/* Triton's auto_complete_config: a short-lived stub imports model.py, runs
+ * TritonPythonModel.auto_complete_config on the config so far and answers
+ * what it added (python_complete.h). */
+static osp_error *python_auto_complete(osp_model_config *config,
+                                       const char *version_path) {
+    char *file = NULL, *model_dir = NULL, *version = NULL, *python = NULL;
+    uint64_t timeout_s = 0;
+    pyproto_text request = {0};
+    pystub stub = {.control = -1, .region.fd = -1};
+    uint8_t *reply = NULL;
+    size_t len = 0;
+    uint32_t type = 0;
+    osp_error *err = NULL;
+    char script[PATH_MAX];
+    stub_script_path(script, sizeof script);
+    if ((err = locate_model_file(config, version_path, &file, &model_dir,
+                                 &version)) ||
+        (err = choose_python(config, model_dir, &python)) ||
+        (err = read_setting(config, "stub-timeout-seconds", false, 30,
+                            &timeout_s)))
+        goto out;
+    snprintf(stub.name, sizeof stub.name, "%s_auto_complete", config->name);
+    pystub_options options = {python, script, 0, 4096, 4096};
+    if ((err = pystub_start(&stub, &options)))
+        goto out;
+    pyproto_text_printf(&request, "{\"model_file\":");
+    pyproto_text_json_string(&request, file);
+    pyproto_text_printf(&request, ",\"model_repository\":");
+    pyproto_text_json_string(&request, model_dir);
+    pyproto_text_printf(&request, ",\"config\":");
+    pyargs_config_json(&request, config);
+    pyproto_text_printf(&request, "}");
+    if (request.failed) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    pystub_call_status st = pystub_call(
+        &stub, PYPROTO_AUTO_COMPLETE, request.data, request.len,
+        osp_now_ns() + timeout_s * 1000000000ull, &type, &reply, &len);
+    if (st != PYSTUB_ANSWERED)
+        err = osp_error_new(OSP_ERROR_INTERNAL,
+                            "python model '%s': the stub exited or hung "
+                            "during auto_complete_config (its output is in "
+                            "the server log)",
+                            config->name);
+    else if (type == PYPROTO_ERROR)
+        err = osp_error_new(OSP_ERROR_INTERNAL, "%s", (char *)reply);
+    else
+        err = pycomplete_apply(config, (char *)reply);
+out:
+    pystub_stop(&stub, 0);
+    pyproto_text_free(&request);
+    free(reply);
+    free(file);
+    free(model_dir);
+    free(version);
+    free(python);
+    return err;
+}
+
 const osp_backend osp_backend_python = {
     .name = "python",
     .model_new = python_model_new,
@@ -509,4 +590,5 @@ const osp_backend osp_backend_python = {
     .instance_new = python_instance_new,
     .instance_free = python_instance_free,
     .execute = python_execute,
+    .auto_complete = python_auto_complete,
 };

@@ -13,6 +13,9 @@
  *             offset, byte_size], ...], "outputs": [names]}]};
  *             answered RESULT or ERROR (the whole batch failed)
  *   FINALIZE  empty; the stub runs finalize(), answers OK and exits
+ *   AUTO_COMPLETE  JSON {"model_file", "model_repository", "config"}; the
+ *             stub runs auto_complete_config, answers OK with what it
+ *             added (python_complete.h) or ERROR, and exits
  * stub -> server
  *   OK, ERROR (UTF-8 message)
  *   RESULT    u64 region size, u32 response count, then per response
@@ -42,6 +45,7 @@ enum {
     PYPROTO_INIT = 1,
     PYPROTO_EXEC = 2,
     PYPROTO_FINALIZE = 3,
+    PYPROTO_AUTO_COMPLETE = 4,
     PYPROTO_OK = 10,
     PYPROTO_ERROR = 11,
     PYPROTO_RESULT = 12,

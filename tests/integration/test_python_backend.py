@@ -24,7 +24,7 @@ from tritonclient.utils import InferenceServerException
 import harness
 
 MODELS = pathlib.Path(__file__).parent / "python_models"
-SERVED = ["py_add_sub", "py_args", "py_bytes", "py_dtypes", "py_errors",
+SERVED = ["py_add_sub", "py_args", "py_auto", "py_bytes", "py_dtypes", "py_errors",
           "py_large", "py_slow"]
 REGION = 64 * 1024        # shm-default-byte-size and shm-growth-byte-size
 REGION_MAX = 8 * 1024 * 1024
@@ -253,6 +253,31 @@ def test_dead_stub_fails_its_request_and_the_instance_restarts(srv, mode, why):
     assert mode_http(srv, 0).as_numpy("OUT").tolist() == [0]
     assert requests.get(f"{srv.url}/v2/models/py_errors/ready", timeout=10).status_code == 200
     assert "restarting the stub of instance 'py_errors_0_0'" in srv.log()
+
+
+# ---- auto_complete_config --------------------------------------------------------
+
+def test_auto_complete_config_fills_a_model_without_config(srv):
+    config = requests.get(f"{srv.url}/v2/models/py_auto/config", timeout=10).json()
+    assert config["backend"] == "python"
+    assert config["max_batch_size"] == 4
+    assert "dynamic_batching" in config
+    assert [(i["name"], i["data_type"], i["dims"], i["optional"]) for i in config["input"]] == [
+        ("IN", "TYPE_FP32", [3], False), ("EXTRA", "TYPE_INT32", [-1], True)]
+    assert [(o["name"], o["data_type"], o["dims"]) for o in config["output"]] == [
+        ("OUT", "TYPE_FP32", [3])]
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    result = grpcclient.InferenceServerClient(srv.grpc_url).infer(
+        "py_auto", [grpc_input("IN", data, "FP32")])
+    np.testing.assert_array_equal(result.as_numpy("OUT"), data + 1)
+
+
+def test_auto_complete_config_error_fails_the_load(srv):
+    with pytest.raises(InferenceServerException) as e:
+        httpclient.InferenceServerClient(srv.hostport).load_model("py_auto_error")
+    assert ("ValueError: configuration specified max_batch_size 2, but in "
+            "auto-complete-config function for model 'py_auto_error' specified "
+            "max_batch_size 8") in e.value.message()
 
 
 # ---- loading, unloading, environments -----------------------------------------

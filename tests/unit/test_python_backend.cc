@@ -18,13 +18,14 @@
 
 #include "osp_test.h"
 #include "osprey/clock.h"
+#include "python/python_complete.h"
 #include "python/python_protocol.h"
 #include "python/python_shm.h"
 #include "python/python_stub.h"
 
 namespace {
 
-// ---- shared-memory region --------------------------------------------------
+// ---- shared-memory region ----
 
 TEST(PythonShm, StartsEmptyAndGrowsByWholeSteps) {
     pyshm_region r;
@@ -97,8 +98,7 @@ TEST(PythonShm, AlignsTensorsTo64Bytes) {
     EXPECT_EQ(pyshm_align(SIZE_MAX - 10), SIZE_MAX);
 }
 
-// ---- RESULT payloads
-// ---------------------------------------------------------
+// ---- RESULT payloads ----
 
 // Builds payloads as the stub's struct.pack does (little-endian).
 struct Payload {
@@ -224,8 +224,52 @@ TEST(PythonProtocol, JsonStringsAreEscaped) {
     pyproto_text_free(&t);
 }
 
-// ---- frames
-// ------------------------------------------------------------------
+// ---- auto_complete_config answers ----
+
+TEST(PythonAutoComplete, AddsTensorsBatchingAndPolicy) {
+    osp_model_config *config = nullptr;
+    const char text[] = "name: \"m\"\nbackend: \"python\"\n";
+    ASSERT_OK(
+        osp_model_config_parse(text, sizeof text - 1, "config.pbtxt", &config));
+    ASSERT_OK(pycomplete_apply(config, "max_batch_size\t4\n"
+                                       "dynamic_batching\n"
+                                       "decoupled\t0\n"
+                                       "input\tIN\tTYPE_FP32\t0\t3,-1\n"
+                                       "input\tOPT\tTYPE_STRING\t1\t\n"
+                                       "output\tOUT\tTYPE_INT64\t2\n"));
+    EXPECT_EQ(config->max_batch_size, 4);
+    EXPECT_TRUE(config->dynamic_batching.enabled);
+    EXPECT_FALSE(config->decoupled);
+    ASSERT_EQ(config->n_inputs, 2u);
+    EXPECT_STREQ(config->inputs[0].name, "IN");
+    EXPECT_EQ(config->inputs[0].dtype, OSP_TYPE_FP32);
+    EXPECT_EQ(config->inputs[0].dims.rank, 2);
+    EXPECT_EQ(config->inputs[0].dims.dims[1], -1);
+    EXPECT_TRUE(config->inputs[1].optional);
+    EXPECT_EQ(config->inputs[1].dims.rank, 0);
+    ASSERT_EQ(config->n_outputs, 1u);
+    EXPECT_EQ(config->outputs[0].dtype, OSP_TYPE_INT64);
+    osp_model_config_free(config); // frees what was added
+}
+
+TEST(PythonAutoComplete, RefusesMalformedLines) {
+    for (const char *bad :
+         {"max_batch_size\t-1\n", "max_batch_size\tx\n", "frobnicate\n",
+          "input\tIN\tTYPE_NOPE\t0\t1\n", "input\tIN\tTYPE_FP32\t0\t-2\n",
+          "input\tIN\tTYPE_FP32\t0\t1,,2\n", "output\t\tTYPE_FP32\t1\n",
+          "output\tOUT\tTYPE_FP32\n",
+          "input\tIN\tTYPE_FP32\t0\t1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1\n"}) {
+        osp_model_config *config = nullptr;
+        const char text[] = "name: \"m\"\n";
+        ASSERT_OK(osp_model_config_parse(text, sizeof text - 1, "config.pbtxt",
+                                         &config));
+        SCOPED_TRACE(bad);
+        EXPECT_ERROR_CODE(pycomplete_apply(config, bad), OSP_ERROR_INVALID_ARG);
+        osp_model_config_free(config);
+    }
+}
+
+// ---- frames ----
 
 struct SocketPair {
     int fd[2] = {-1, -1};
@@ -287,8 +331,7 @@ TEST(PythonProtocol, RecvReportsDeadlineCloseAndOversizeFrames) {
     EXPECT_FALSE(pyproto_send(s.fd[1], PYPROTO_EXEC, "x", 1));
 }
 
-// ---- stub processes played by /bin/sh
-// ------------------------------------------
+// ---- stub processes played by /bin/sh ----
 
 // A stub script in a temporary file; the shell runs it as the stub.
 struct FakeStub {

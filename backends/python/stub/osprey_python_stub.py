@@ -23,7 +23,7 @@ import numpy as np
 
 import triton_python_backend_utils as pb_utils
 
-INIT, EXEC, FINALIZE = 1, 2, 3
+INIT, EXEC, FINALIZE, AUTO_COMPLETE = 1, 2, 3, 4
 OK, ERROR, RESULT, LOG = 10, 11, 12, 13
 HEADER = struct.Struct("<II")
 ALIGN = 64
@@ -113,23 +113,60 @@ instance_name = ""
 region = None
 
 
-def initialize(payload):
-    global model, model_config, instance_name, region, MODEL_REPOSITORY
-    init = json.loads(payload)
-    args = init["args"]
-    MODEL_REPOSITORY = args.get("model_repository", "")
-    instance_name = args["model_instance_name"]
-    model_config = json.loads(args["model_config"])
-    region = Region(init["growth"], init["region_max"])
+def import_model(model_file, model_repository):
+    """The TritonPythonModel class of model.py."""
+    global MODEL_REPOSITORY
+    MODEL_REPOSITORY = model_repository
     pb_utils._log_sink = log_to_server
-    model_file = init["model_file"]
     sys.path.insert(0, os.path.dirname(model_file))
     spec = importlib.util.spec_from_file_location("model", model_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    model = module.TritonPythonModel()
+    return module.TritonPythonModel
+
+
+def initialize(payload):
+    global model, model_config, instance_name, region
+    init = json.loads(payload)
+    args = init["args"]
+    instance_name = args["model_instance_name"]
+    model_config = json.loads(args["model_config"])
+    region = Region(init["growth"], init["region_max"])
+    model_class = import_model(init["model_file"], args.get("model_repository", ""))
+    model = model_class()
     if hasattr(model, "initialize"):
         model.initialize(args)
+
+
+def auto_complete(payload):
+    """Runs TritonPythonModel.auto_complete_config and answers what it
+    added, one tab-separated line each (python_complete.c reads them):
+    max_batch_size N, dynamic_batching, decoupled 0|1,
+    input NAME TYPE OPTIONAL DIMS, output NAME TYPE DIMS."""
+    request = json.loads(payload)
+    model_class = import_model(request["model_file"], request["model_repository"])
+    if not hasattr(model_class, "auto_complete_config"):
+        return b""
+    before = request["config"]
+    had_batching = "dynamic_batching" in before
+    config = pb_utils.ModelConfig(json.loads(json.dumps(before)))
+    model_class.auto_complete_config(config)
+    after = config.as_dict()
+    lines = ["max_batch_size\t%d" % int(after.get("max_batch_size", 0))]
+    if "dynamic_batching" in after and not had_batching:
+        lines.append("dynamic_batching")
+    policy = after.get("model_transaction_policy", {})
+    lines.append("decoupled\t%d" % bool(policy.get("decoupled", False)))
+    for kind in ("input", "output"):
+        for io in after.get(kind, []):
+            if not io.get("_added"):
+                continue
+            dims = ",".join(str(int(d)) for d in io["dims"])
+            fields = [kind, io["name"], io["data_type"]]
+            if kind == "input":
+                fields.append("1" if io.get("optional") else "0")
+            lines.append("\t".join(fields + [dims]))
+    return ("\n".join(lines) + "\n").encode("utf-8")
 
 
 def input_tensor(desc):
@@ -229,6 +266,12 @@ def main():
                 send_frame(OK)
             except Exception as exc:
                 send_frame(ERROR, describe_exception(exc).encode("utf-8", "replace"))
+        elif kind == AUTO_COMPLETE:
+            try:
+                send_frame(OK, auto_complete(payload))
+            except Exception as exc:
+                send_frame(ERROR, describe_exception(exc).encode("utf-8", "replace"))
+            return 0
         elif kind == EXEC:
             send_frame(*execute(payload))
         elif kind == FINALIZE:

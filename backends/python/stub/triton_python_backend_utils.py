@@ -304,3 +304,56 @@ def get_output_config_by_name(model_config, name):
             return io
     return None
 
+
+
+class ModelConfig:
+    """What auto_complete_config(auto_complete_model_config) receives: the
+    model configuration so far, which the model may complete."""
+
+    def __init__(self, model_config):
+        self._model_config = model_config
+
+    def as_dict(self):
+        return self._model_config
+
+    def set_max_batch_size(self, max_batch_size):
+        current = self._model_config.get("max_batch_size", 0)
+        if current not in (0, max_batch_size):
+            raise ValueError(
+                "configuration specified max_batch_size " + str(current) +
+                ", but in auto-complete-config function for model '" +
+                self._model_config["name"] + "' specified max_batch_size " +
+                str(max_batch_size))
+        self._model_config["max_batch_size"] = max_batch_size
+
+    def set_dynamic_batching(self):
+        self._model_config.setdefault("dynamic_batching", {})
+
+    def set_model_transaction_policy(self, transaction_policy_dict):
+        self._model_config["model_transaction_policy"] = dict(transaction_policy_dict)
+
+    def _add(self, kind, tensor):
+        if not isinstance(tensor, dict):
+            raise ValueError("model config %s must be a dict" % kind)
+        for key in ("name", "data_type", "dims"):
+            if key not in tensor:
+                raise ValueError("model config %s must have '%s'" % (kind, key))
+        data_type = tensor["data_type"]
+        if not data_type.startswith("TYPE_"):
+            data_type = "TYPE_" + data_type
+        entry = dict(tensor, data_type=data_type, dims=list(tensor["dims"]))
+        for existing in self._model_config.setdefault(kind, []):
+            if existing["name"] == entry["name"]:
+                if existing["data_type"] != data_type or list(existing["dims"]) != entry["dims"]:
+                    raise ValueError(
+                        "model config %s '%s' already exists with a different "
+                        "data_type or dims" % (kind, entry["name"]))
+                return
+        entry["_added"] = True
+        self._model_config[kind].append(entry)
+
+    def add_input(self, input):
+        self._add("input", input)
+
+    def add_output(self, output):
+        self._add("output", output)
