@@ -252,23 +252,21 @@ static pyproto_recv_status read_full(int fd, uint64_t deadline_ns, void *dst,
                                      size_t n) {
     size_t got = 0;
     while (got < n) {
-        int timeout_ms = -1;
+        /* Without a deadline a blocking recv spares a poll per read. */
         if (deadline_ns) {
             uint64_t now = osp_now_ns();
             if (now >= deadline_ns)
                 return PYPROTO_RECV_TIMEOUT;
-            timeout_ms = (int)((deadline_ns - now + 999999) / 1000000);
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            int rc =
+                poll(&pfd, 1, (int)((deadline_ns - now + 999999) / 1000000));
+            if (rc == 0 || (rc < 0 && errno == EINTR))
+                continue; /* the deadline check above decides */
+            if (rc < 0)
+                return PYPROTO_RECV_CLOSED;
         }
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int rc = poll(&pfd, 1, timeout_ms);
-        if (rc < 0 && errno == EINTR)
-            continue;
-        if (rc < 0)
-            return PYPROTO_RECV_CLOSED;
-        if (rc == 0)
-            continue; /* the deadline check above decides */
         ssize_t k = recv(fd, (char *)dst + got, n - got, 0);
-        if (k < 0 && (errno == EINTR || errno == EAGAIN))
+        if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
             return PYPROTO_RECV_CLOSED;

@@ -197,8 +197,7 @@ def write_outputs(response, wanted, cursor, out):
         nbytes = source.nbytes
         region.reserve(cursor + nbytes)
         if nbytes:
-            dst = np.frombuffer(region.map, dtype=np.uint8, count=nbytes, offset=cursor)
-            dst[...] = source.reshape(-1).view(np.uint8)
+            region.map[cursor:cursor + nbytes] = memoryview(source).cast("B")
         name = tensor.name().encode("utf-8")
         dt = dtype.encode("ascii")
         shape = array.shape

@@ -43,14 +43,18 @@ def triton_string_to_numpy(triton_type_string):
     return triton_to_numpy_type(triton_type_string)
 
 
+_NUMPY_TO_TRITON = {np.dtype(t): name for name, t in _TRITON_TO_NUMPY.items()
+                    if t is not np.object_}
+
+
 def numpy_to_triton_type(data_type):
-    data_type = np.dtype(data_type) if data_type is not np.object_ else data_type
-    if data_type in (np.object_, np.bytes_) or getattr(data_type, "kind", "") in "OSU":
+    try:
+        data_type = np.dtype(data_type)
+    except TypeError:
+        return None
+    if data_type.kind in "OSU":
         return "BYTES"
-    for name, np_type in _TRITON_TO_NUMPY.items():
-        if np_type is not np.object_ and np.dtype(np_type) == data_type:
-            return name
-    return None
+    return _NUMPY_TO_TRITON.get(data_type)
 
 
 def serialize_byte_tensor(input_tensor):
