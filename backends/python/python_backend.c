@@ -42,6 +42,14 @@
 #define OSPREY_PYTHON_STUB_DIR "backends/python/stub"
 #endif
 
+/* The server BLS requests go to (attach_server); one server per process
+ * runs python models. */
+static _Atomic(osp_server *) bls_server;
+
+static void python_attach_server(osp_server *server) {
+    atomic_store(&bls_server, server);
+}
+
 typedef struct python_model {
     char *name;
     char *model_file;       /* absolute path of model.py */
@@ -344,6 +352,7 @@ static osp_error *python_instance_new(void *opaque, osp_device *device,
     inst->device_id = info.index;
     inst->stub.control = -1;
     inst->stub.region.fd = -1;
+    inst->stub.server = atomic_load(&bls_server);
     snprintf(inst->stub.name, sizeof inst->stub.name, "%s_0_%d", m->name,
              atomic_fetch_add(&m->next_instance, 1));
     osp_error *err = instance_start(inst);
@@ -591,4 +600,5 @@ const osp_backend osp_backend_python = {
     .instance_free = python_instance_free,
     .execute = python_execute,
     .auto_complete = python_auto_complete,
+    .attach_server = python_attach_server,
 };

@@ -58,6 +58,14 @@ void pyproto_text_json_string(pyproto_text *t, const char *s) {
     pyproto_text_printf(t, "\"");
 }
 
+void pyproto_text_append(pyproto_text *t, const void *data, size_t n) {
+    if (n == 0 || !text_reserve(t, n))
+        return;
+    memcpy(t->data + t->len, data, n);
+    t->len += n;
+    t->data[t->len] = '\0';
+}
+
 void pyproto_text_free(pyproto_text *t) {
     free(t->data);
     memset(t, 0, sizeof *t);
@@ -84,7 +92,28 @@ osp_error_code pyproto_error_code(uint32_t triton_code) {
     }
 }
 
-/* A bounds-checked reader over a RESULT payload. */
+uint32_t pyproto_triton_code(osp_error_code code) {
+    switch (code) {
+    case OSP_ERROR_UNKNOWN:
+        return 0;
+    case OSP_ERROR_NOT_FOUND:
+        return 2;
+    case OSP_ERROR_INVALID_ARG:
+        return 3;
+    case OSP_ERROR_UNAVAILABLE:
+        return 4;
+    case OSP_ERROR_UNSUPPORTED:
+        return 5;
+    case OSP_ERROR_ALREADY_EXISTS:
+        return 6;
+    case OSP_ERROR_CANCELLED:
+        return 7;
+    default:
+        return 1;
+    }
+}
+
+/* A bounds-checked reader over a RESULT or BLS payload. */
 typedef struct reader {
     const uint8_t *p;
     size_t left;
@@ -204,6 +233,59 @@ out:
     else
         *out = res;
     return err;
+}
+
+osp_error *pyproto_bls_decode(const uint8_t *payload, size_t len,
+                              pyproto_bls_request *out) {
+    reader r = {payload, len};
+    pyproto_bls_request req = {0};
+    uint32_t count = 0;
+    osp_error *err = NULL;
+    if (!take(&r, &req.region_size, 8) || !take(&r, &req.out_offset, 8) ||
+        !take_string(&r, 2, &req.model) || !take(&r, &req.version, 8) ||
+        !take_string(&r, 2, &req.id) || !take(&r, &count, 4) ||
+        count > r.left) {
+        err = bad_result("BLS request header");
+        goto out;
+    }
+    req.inputs = calloc(count ? count : 1, sizeof *req.inputs);
+    if (!req.inputs) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    for (uint32_t i = 0; i < count && !err; i++) {
+        req.n_inputs = i + 1;
+        err = decode_output(&r, req.region_size, &req.inputs[i]);
+    }
+    if (!err && (!take(&r, &count, 4) || count > r.left))
+        err = bad_result("BLS output count");
+    if (!err && !(req.outputs = calloc(count ? count : 1, sizeof(char *))))
+        err = osp_error_out_of_memory();
+    for (uint32_t i = 0; i < count && !err; i++) {
+        req.n_outputs = i + 1;
+        if (!take_string(&r, 2, &req.outputs[i]))
+            err = bad_result("BLS output name");
+    }
+    if (!err && r.left != 0)
+        err = bad_result("trailing bytes");
+out:
+    if (err)
+        pyproto_bls_destroy(&req);
+    else
+        *out = req;
+    return err;
+}
+
+void pyproto_bls_destroy(pyproto_bls_request *request) {
+    free(request->model);
+    free(request->id);
+    for (size_t i = 0; i < request->n_inputs; i++)
+        free(request->inputs[i].name);
+    free(request->inputs);
+    for (size_t i = 0; i < request->n_outputs && request->outputs; i++)
+        free(request->outputs[i]);
+    free(request->outputs);
+    memset(request, 0, sizeof *request);
 }
 
 void pyproto_result_destroy(pyproto_result *result) {

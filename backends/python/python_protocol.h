@@ -25,6 +25,13 @@
  *             (pb_utils.TritonError's), u32 length, message
  *   LOG       u32 level (0 info, 1 warning, 2 error, 3 verbose), message;
  *             may come before any answer
+ *   BLS       a request of the model's own (pb_utils.InferenceRequest.exec),
+ *             sent during EXEC: u64 region size, u64 where the server may
+ *             write outputs, u16 model length, model, i64 version, u16 id
+ *             length, id, u32 input count, input descriptors (as RESULT's
+ *             outputs, tensors in the region), u32 output count, per output
+ *             u16 length and name. The server answers BLS_RESULT: a RESULT
+ *             payload with one response, before the EXEC's answer.
  */
 #pragma once
 
@@ -46,10 +53,12 @@ enum {
     PYPROTO_EXEC = 2,
     PYPROTO_FINALIZE = 3,
     PYPROTO_AUTO_COMPLETE = 4,
+    PYPROTO_BLS_RESULT = 5,
     PYPROTO_OK = 10,
     PYPROTO_ERROR = 11,
     PYPROTO_RESULT = 12,
     PYPROTO_LOG = 13,
+    PYPROTO_BLS = 14,
 };
 
 /* Largest frame the server accepts from a stub (descriptors and messages
@@ -97,6 +106,30 @@ typedef struct pyproto_result {
 osp_error *pyproto_result_decode(const uint8_t *payload, size_t len,
                                  pyproto_result *out);
 void pyproto_result_destroy(pyproto_result *result);
+
+typedef struct pyproto_bls_request {
+    uint64_t region_size, out_offset;
+    char *model; /* owned */
+    int64_t version;
+    char *id;               /* owned */
+    pyproto_output *inputs; /* owned; offsets checked against region_size */
+    size_t n_inputs;
+    char **outputs; /* owned */
+    size_t n_outputs;
+} pyproto_bls_request;
+
+/* Decodes a BLS payload (borrowed) with the checks of
+ * pyproto_result_decode. Caller owns *out on success (destroy it); nothing
+ * to free on failure. */
+osp_error *pyproto_bls_decode(const uint8_t *payload, size_t len,
+                              pyproto_bls_request *out);
+void pyproto_bls_destroy(pyproto_bls_request *request);
+
+/* Appends `n` raw bytes to a payload being built. */
+void pyproto_text_append(pyproto_text *t, const void *data, size_t n);
+
+/* The pb_utils.TritonError code of an osp_error code. */
+uint32_t pyproto_triton_code(osp_error_code code);
 
 /* The osp_error code of a pb_utils.TritonError code. */
 osp_error_code pyproto_error_code(uint32_t triton_code);

@@ -15,6 +15,7 @@
 
 #include "osprey/clock.h"
 #include "osprey/log.h"
+#include "python_bls.h"
 #include "python_protocol.h"
 
 extern char **environ;
@@ -146,6 +147,15 @@ pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
         if (got == PYPROTO_LOG) {
             stub_log(stub, buf, n);
             free(buf);
+            continue;
+        }
+        if (got == PYPROTO_BLS) {
+            bool served = pybls_serve(stub, stub->server, buf, n);
+            free(buf);
+            if (!served) {
+                stub_kill(stub);
+                return PYSTUB_DEAD;
+            }
             continue;
         }
         *reply_type = got;

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "osprey/error.h"
+#include "osprey/server.h"
 #include "python_shm.h"
 
 #ifdef __cplusplus
@@ -19,7 +20,8 @@ typedef struct pystub {
     pid_t pid;   /* 0 when not running */
     int control; /* the server's end of the socket; -1 when closed */
     pyshm_region region;
-    char name[256]; /* "<model>_0_<n>", as Triton names the instance */
+    char name[256];     /* "<model>_0_<n>", as Triton names the instance */
+    osp_server *server; /* where its BLS requests go (borrowed); may be NULL */
 } pystub;
 
 typedef struct pystub_options {
@@ -39,9 +41,9 @@ typedef enum pystub_call_status {
 } pystub_call_status;
 
 /* Sends one frame and waits for the answer, writing LOG frames that come
- * first into the server log. deadline_ns 0 waits as long as the stub
- * lives. Anything but ANSWERED leaves the stub killed and reaped. The
- * caller owns *reply (free()). */
+ * first into the server log and serving BLS requests (python_bls.h).
+ * deadline_ns 0 waits as long as the stub lives. Anything but ANSWERED leaves
+ * the stub killed and reaped. The caller owns *reply (free()). */
 pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
                                size_t len, uint64_t deadline_ns,
                                uint32_t *reply_type, uint8_t **reply,

@@ -24,8 +24,8 @@ from tritonclient.utils import InferenceServerException
 import harness
 
 MODELS = pathlib.Path(__file__).parent / "python_models"
-SERVED = ["py_add_sub", "py_args", "py_auto", "py_bytes", "py_dtypes", "py_errors",
-          "py_large", "py_slow"]
+SERVED = ["py_add_sub", "py_args", "py_auto", "py_bls", "py_bytes", "py_dtypes",
+          "py_errors", "py_large", "py_slow", "simple"]
 REGION = 64 * 1024        # shm-default-byte-size and shm-growth-byte-size
 REGION_MAX = 8 * 1024 * 1024
 
@@ -42,6 +42,7 @@ def python_flags():
 def srv(tmp_path_factory):
     repo = tmp_path_factory.mktemp("py-repo")
     shutil.copytree(MODELS, repo, dirs_exist_ok=True)
+    shutil.copytree(MODELS.parent.parent.parent / "models" / "simple", repo / "simple")
     server = harness.OspreyServer(
         repo, ["--model-control-mode=explicit"] +
         [f"--load-model={m}" for m in SERVED] + python_flags(),
@@ -253,6 +254,44 @@ def test_dead_stub_fails_its_request_and_the_instance_restarts(srv, mode, why):
     assert mode_http(srv, 0).as_numpy("OUT").tolist() == [0]
     assert requests.get(f"{srv.url}/v2/models/py_errors/ready", timeout=10).status_code == 200
     assert "restarting the stub of instance 'py_errors_0_0'" in srv.log()
+
+
+# ---- BLS --------------------------------------------------------------------------
+
+def bls(client, make, mode, a, b):
+    return client.infer("py_bls", [make("MODE", np.array([mode], np.int32), "INT32"),
+                                   make("INPUT0", a, "FP32"), make("INPUT1", b, "FP32")])
+
+
+def test_bls_exec_async_exec_and_decoupled_iteration(srv):
+    a = np.array([1, 2, 3, 4], np.float32)
+    b = np.array([10, 20, 30, 40], np.float32)
+    for client, make in ((httpclient.InferenceServerClient(srv.hostport), http_input),
+                         (grpcclient.InferenceServerClient(srv.grpc_url), grpc_input)):
+        for mode in (0, 2):
+            result = bls(client, make, mode, a, b)
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
+        result = bls(client, make, 1, a, b)  # async execute, two async_exec
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), b - a)
+
+
+def test_bls_reaches_a_model_of_another_backend(srv):
+    a = np.zeros(4, np.float32)
+    result = bls(httpclient.InferenceServerClient(srv.hostport), http_input, 4, a, a)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), np.arange(4) + 1)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), np.arange(4) - 1)
+
+
+def test_bls_error_comes_back_as_the_response_error(srv):
+    a = np.zeros(4, np.float32)
+    with pytest.raises(InferenceServerException) as e:
+        bls(httpclient.InferenceServerClient(srv.hostport), http_input, 3, a, a)
+    assert "no_such_model" in e.value.message()
+    np.testing.assert_array_equal(
+        bls(httpclient.InferenceServerClient(srv.hostport), http_input, 0, a, a)
+        .as_numpy("OUTPUT0"), a)
 
 
 # ---- auto_complete_config --------------------------------------------------------

@@ -215,6 +215,34 @@ TEST(PythonProtocol, RefusesHostileDescriptors) {
     EXPECT_ERROR_CODE(decode(trailing), OSP_ERROR_INTERNAL);
 }
 
+TEST(PythonProtocol, DecodesBlsRequestsAndRefusesTruncatedOnes) {
+    Payload p;
+    p.put<uint64_t>(4096).put<uint64_t>(128).str("py_add_sub", 2);
+    p.put<int64_t>(-1).str("req-1", 2).put<uint32_t>(2);
+    p.output("INPUT0", "FP32", {1, 4}, 0, 16);
+    p.output("INPUT1", "BYTES", {2}, 64, 10);
+    p.put<uint32_t>(1).str("OUTPUT0", 2);
+    pyproto_bls_request req;
+    ASSERT_OK(pyproto_bls_decode(p.bytes.data(), p.bytes.size(), &req));
+    EXPECT_STREQ(req.model, "py_add_sub");
+    EXPECT_EQ(req.version, -1);
+    EXPECT_STREQ(req.id, "req-1");
+    EXPECT_EQ(req.out_offset, 128u);
+    ASSERT_EQ(req.n_inputs, 2u);
+    EXPECT_EQ(req.inputs[1].dtype, OSP_TYPE_BYTES);
+    ASSERT_EQ(req.n_outputs, 1u);
+    EXPECT_STREQ(req.outputs[0], "OUTPUT0");
+    pyproto_bls_destroy(&req);
+    for (size_t len = 0; len < p.bytes.size(); len++) {
+        SCOPED_TRACE("length " + std::to_string(len));
+        EXPECT_ERROR_CODE(pyproto_bls_decode(p.bytes.data(), len, &req),
+                          OSP_ERROR_INTERNAL);
+    }
+    EXPECT_EQ(pyproto_triton_code(OSP_ERROR_INVALID_ARG), 3u);
+    EXPECT_EQ(pyproto_error_code(pyproto_triton_code(OSP_ERROR_NOT_FOUND)),
+              OSP_ERROR_NOT_FOUND);
+}
+
 TEST(PythonProtocol, JsonStringsAreEscaped) {
     pyproto_text t = {};
     pyproto_text_json_string(&t, "a\"b\\c\n\x01");

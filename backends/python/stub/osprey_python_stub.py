@@ -9,7 +9,9 @@ payload; python_protocol.h documents each type. The stub answers one frame
 at a time, so the server never has two requests in flight to one stub.
 """
 
+import asyncio
 import importlib.util
+import inspect
 import json
 import mmap
 import os
@@ -23,8 +25,8 @@ import numpy as np
 
 import triton_python_backend_utils as pb_utils
 
-INIT, EXEC, FINALIZE, AUTO_COMPLETE = 1, 2, 3, 4
-OK, ERROR, RESULT, LOG = 10, 11, 12, 13
+INIT, EXEC, FINALIZE, AUTO_COMPLETE, BLS_RESULT = 1, 2, 3, 4, 5
+OK, ERROR, RESULT, LOG, BLS = 10, 11, 12, 13, 14
 HEADER = struct.Struct("<II")
 ALIGN = 64
 
@@ -182,35 +184,112 @@ def input_tensor(desc):
     return pb_utils.Tensor(name, array, dtype)
 
 
+def write_tensor(tensor, cursor):
+    """Writes one tensor into the region at `cursor`; returns its descriptor
+    (python_protocol.h) and the next aligned cursor."""
+    array = tensor.as_numpy()
+    dtype = tensor.triton_dtype()
+    if dtype == "BYTES":
+        source = pb_utils.serialize_byte_tensor(array)
+    else:
+        source = np.ascontiguousarray(array)
+    nbytes = source.nbytes
+    region.reserve(cursor + nbytes)
+    if nbytes:
+        region.map[cursor:cursor + nbytes] = memoryview(source).cast("B")
+    name = tensor.name().encode("utf-8")
+    dt = dtype.encode("ascii")
+    shape = array.shape
+    desc = (struct.pack("<H", len(name)) + name + struct.pack("<B", len(dt)) + dt +
+            struct.pack("<B%dq" % len(shape), len(shape), *shape) +
+            struct.pack("<QQ", cursor, nbytes))
+    return desc, (cursor + nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
 def write_outputs(response, wanted, cursor, out):
     """Appends one response's outputs to `out` (bytes parts), writing each
-    tensor into the region at `cursor`; returns the new cursor."""
+    tensor into the region; returns the next cursor."""
     tensors = [t for t in response.output_tensors() if t.name() in wanted]
     out.append(struct.pack("<II", 0, len(tensors)))
     for tensor in tensors:
-        array = tensor.as_numpy()
-        dtype = tensor.triton_dtype()
-        if dtype == "BYTES":
-            source = pb_utils.serialize_byte_tensor(array)
-        else:
-            source = np.ascontiguousarray(array)
-        nbytes = source.nbytes
-        region.reserve(cursor + nbytes)
-        if nbytes:
-            region.map[cursor:cursor + nbytes] = memoryview(source).cast("B")
-        name = tensor.name().encode("utf-8")
-        dt = dtype.encode("ascii")
-        shape = array.shape
-        out.append(struct.pack("<H", len(name)) + name + struct.pack("<B", len(dt)) + dt +
-                   struct.pack("<B%dq" % len(shape), len(shape), *shape) +
-                   struct.pack("<QQ", cursor, nbytes))
-        cursor = (cursor + nbytes + ALIGN - 1) // ALIGN * ALIGN
+        desc, cursor = write_tensor(tensor, cursor)
+        out.append(desc)
     return cursor
 
 
+def read_tensor(payload, pos):
+    """Reads one descriptor of `payload` at `pos` and copies the tensor out of
+    the region (the region is reused by the next call); returns (Tensor,
+    next pos)."""
+    (n,) = struct.unpack_from("<H", payload, pos)
+    name = payload[pos + 2:pos + 2 + n].decode("utf-8")
+    pos += 2 + n
+    (n,) = struct.unpack_from("<B", payload, pos)
+    dtype = payload[pos + 1:pos + 1 + n].decode("ascii")
+    pos += 1 + n
+    (rank,) = struct.unpack_from("<B", payload, pos)
+    dims = struct.unpack_from("<%dq" % rank, payload, pos + 1)
+    pos += 1 + 8 * rank
+    offset, nbytes = struct.unpack_from("<QQ", payload, pos)
+    pos += 16
+    raw = np.frombuffer(region.map, dtype=np.uint8, count=nbytes, offset=offset)
+    if dtype == "BYTES":
+        array = pb_utils.deserialize_bytes_tensor(raw).reshape(dims)
+    else:
+        array = raw.view(pb_utils.triton_to_numpy_type(dtype)).reshape(dims).copy()
+    return pb_utils.Tensor(name, array, dtype), pos
+
+
+bls_lock = threading.Lock()
+bls_base = 0  # where a BLS call may place its tensors: after the batch's inputs
+
+
+def bls_exec(request):
+    """Sends a BLS request (pb_utils.InferenceRequest.exec) into the server
+    and waits for its response; errors come back as the response's error."""
+    with bls_lock:
+        parts, cursor = [], bls_base
+        for tensor in request.inputs():
+            desc, cursor = write_tensor(tensor, cursor)
+            parts.append(desc)
+        model = (request.model_name() or "").encode("utf-8")
+        rid = str(request.request_id() or "").encode("utf-8")
+        outputs = [n.encode("utf-8") for n in request.requested_output_names()]
+        payload = (struct.pack("<QQ", region.size, cursor) +
+                   struct.pack("<H", len(model)) + model +
+                   struct.pack("<q", int(request.model_version())) +
+                   struct.pack("<H", len(rid)) + rid +
+                   struct.pack("<I", len(parts)) + b"".join(parts) +
+                   struct.pack("<I", len(outputs)) +
+                   b"".join(struct.pack("<H", len(n)) + n for n in outputs))
+        send_frame(BLS, payload)
+        kind, length = HEADER.unpack(recv_exact(HEADER.size))
+        reply = bytes(recv_exact(length))
+        if kind != BLS_RESULT:
+            raise pb_utils.TritonModelException("unexpected answer %d to a BLS request" % kind)
+        size, count, rkind = struct.unpack_from("<QII", reply, 0)
+        region.remap(size)
+        if rkind == 1:
+            code, n = struct.unpack_from("<II", reply, 16)
+            message = reply[24:24 + n].decode("utf-8", "replace")
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
+        (n_out,) = struct.unpack_from("<I", reply, 16)
+        pos, tensors = 20, []
+        for _ in range(n_out):
+            tensor, pos = read_tensor(reply, pos)
+            tensors.append(tensor)
+        return pb_utils.InferenceResponse(tensors)
+
+
+pb_utils._bls_exec = bls_exec
+event_loop = asyncio.new_event_loop()
+
+
 def execute(payload):
+    global bls_base
     batch = json.loads(payload)
     region.remap(batch["region"])
+    bls_base = batch["out_offset"]
     requests = []
     for r in batch["requests"]:
         request = pb_utils.InferenceRequest(
@@ -221,6 +300,8 @@ def execute(payload):
         requests.append(request)
     try:
         responses = model.execute(requests)
+        if inspect.isawaitable(responses):  # async def execute
+            responses = event_loop.run_until_complete(responses)
     except Exception as exc:
         return ERROR, ("Failed to process the request(s) for model '%s', message: %s"
                        % (instance_name, describe_exception(exc))).encode("utf-8", "replace")

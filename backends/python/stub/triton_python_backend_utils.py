@@ -148,6 +148,9 @@ class Tensor:
         return Tensor(name, np.from_dlpack(capsule))
 
 
+_bls_exec = None  # set by the stub
+
+
 def _log_sink(level, message):
     print(message, flush=True)
 
@@ -217,7 +220,7 @@ class ResponseSender:
 
 class InferenceRequest:
     """A request as execute() receives it, or a BLS request a model builds
-    (BLS is not available yet: exec() raises)."""
+    and sends with exec() or async_exec()."""
 
     def __init__(self, model_name=None, inputs=None, requested_output_names=None,
                  request_id="", correlation_id=0, model_version=-1, flags=0,
@@ -274,8 +277,13 @@ class InferenceRequest:
         return self._sender
 
     def exec(self, decoupled=False):
-        raise TritonModelException(
-            "BLS requests are not supported by Osprey's python backend yet")
+        """BLS: runs this request on model_name through the server. Errors
+        come back as the response's error(). decoupled=True gives an
+        iterator of the responses."""
+        if _bls_exec is None:
+            raise TritonModelException("BLS requests can only be sent from execute()")
+        response = _bls_exec(self)
+        return iter([response]) if decoupled else response
 
     async def async_exec(self, decoupled=False):
         return self.exec(decoupled)
