@@ -97,9 +97,9 @@ def describe_exception(exc):
     """'<Type>: <text>\\n\\nAt:\\n  <file>(<line>): <function>\\n' with the
     innermost frame first, as Triton prints a Python error; files relative
     to the model repository."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    while frames and frames[0].filename == __file__:
-        frames = frames[1:]
+    # The stub's own frames and the event loop's are not the model's.
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if os.path.dirname(f.filename) not in (STUB_DIR, ASYNCIO_DIR)]
     text = "%s: %s" % (type(exc).__name__, exc)
     if frames:
         text += "\n\nAt:\n" + "".join(
@@ -108,6 +108,8 @@ def describe_exception(exc):
     return text
 
 
+STUB_DIR = os.path.dirname(os.path.abspath(__file__))
+ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__))
 MODEL_REPOSITORY = ""
 model = None
 model_config = {}
@@ -252,7 +254,9 @@ def bls_exec(request):
         for tensor in request.inputs():
             desc, cursor = write_tensor(tensor, cursor)
             parts.append(desc)
-        model = (request.model_name() or "").encode("utf-8")
+        model = request.model_name() or ""
+        if isinstance(model, str):  # Triton takes str or bytes
+            model = model.encode("utf-8")
         rid = str(request.request_id() or "").encode("utf-8")
         outputs = [n.encode("utf-8") for n in request.requested_output_names()]
         payload = (struct.pack("<QQ", region.size, cursor) +
