@@ -9,6 +9,8 @@ rounds, load_client sending binary tensors over HTTP:
 
   small   FP32 [1,16] at concurrency 1 and 16    (goal Osprey >= 1.5x)
   big     FP32 [1,1M] (4 MiB each input) at concurrency 1   (goal >= 1.5x)
+  BLS     a python model calling add_sub 4 times per request (BLS exec),
+          [1,16] at concurrency 1 and 16             (goal >= 1.5x)
   hop     Osprey alone at concurrency 1: the python model against the
           built-in add_sub backend on the same tensors; the latency
           difference is what the stub hop adds (goal < 30 us)
@@ -61,6 +63,28 @@ class TritonPythonModel:
 '''
 
 
+BLS_MODEL_PY = '''import triton_python_backend_utils as pb_utils
+
+CALLS = 4
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            inputs = [pb_utils.get_input_tensor_by_name(request, "INPUT0"),
+                      pb_utils.get_input_tensor_by_name(request, "INPUT1")]
+            for _ in range(CALLS):
+                response = pb_utils.InferenceRequest(
+                    model_name="add_sub", inputs=inputs,
+                    requested_output_names=["OUTPUT0", "OUTPUT1"]).exec()
+                if response.has_error():
+                    raise pb_utils.TritonModelException(response.error().message())
+            responses.append(pb_utils.InferenceResponse(response.output_tensors()))
+        return responses
+'''
+
+
 def config(name, backend):
     io = 'data_type: TYPE_FP32 dims: [ -1 ]'
     return (f'name: "{name}"\nbackend: "{backend}"\nmax_batch_size: 8\n'
@@ -73,6 +97,9 @@ def write_repo(root, with_native):
     (root / "add_sub" / "1").mkdir(parents=True)
     (root / "add_sub" / "config.pbtxt").write_text(config("add_sub", "python"))
     (root / "add_sub" / "1" / "model.py").write_text(MODEL_PY)
+    (root / "bls" / "1").mkdir(parents=True)
+    (root / "bls" / "config.pbtxt").write_text(config("bls", "python"))
+    (root / "bls" / "1" / "model.py").write_text(BLS_MODEL_PY)
     if with_native:
         (root / "native_add_sub" / "1").mkdir(parents=True)
         (root / "native_add_sub" / "config.pbtxt").write_text(
@@ -162,18 +189,20 @@ def main():
                "--backend-config=python,shm-default-byte-size=16777216"],
         port, stdout=open(work / "osprey.log", "wb"), stderr=subprocess.STDOUT,
         cwd=work)[0], port)
-    cases = [("small c=1", 16, 1), ("small c=16", 16, 16), ("4 MiB c=1", 1 << 20, 1)]
+    cases = [("small c=1", "add_sub", 16, 1), ("small c=16", "add_sub", 16, 16),
+             ("4 MiB c=1", "add_sub", 1 << 20, 1), ("BLS x4 c=1", "bls", 16, 1),
+             ("BLS x4 c=16", "bls", 16, 16)]
     try:
         print("| case | Osprey infer/s | Triton infer/s | ratio | Osprey CPU us/req "
               "| Triton CPU us/req | Osprey p50 ms | Triton p50 ms |")
         print("|---|---|---|---|---|---|---|---|")
-        for label, elements, concurrency in cases:
+        for label, model, elements, concurrency in cases:
             body, ihcl = body_file(work, elements)
             runs = {"osprey": [], "triton": []}
             for _ in range(args.repeat):
                 for name in ("osprey", "triton"):
                     proc, port = servers[name]
-                    runs[name].append(run_load(args, proc, port, "add_sub", body, ihcl,
+                    runs[name].append(run_load(args, proc, port, model, body, ihcl,
                                                concurrency))
             o, t = runs["osprey"], runs["triton"]
             print(f"| {label} | {median(o, 'rate'):.0f} | {median(t, 'rate'):.0f} "
