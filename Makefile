@@ -35,7 +35,8 @@ test: deps venv build
 # malformed-request cases, without the 64 MiB bodies, load overrides,
 # classification, the TF Serving REST surface, the models on fake GPUs
 # when the CUDA toolkit is there, and the queue service's raw HTTP/WebSocket
-# scenario and model services, and the ONNX models); the harness fails a test whose
+# scenario and model services, the ONNX models and the python backend's server
+# side); the harness fails a test whose
 # server log holds any sanitizer report or whose exit is not 0.
 leakcheck: deps venv
 	cmake -S . -B $(BUILD)-asan -DOSPREY_SANITIZE=ON $(CMAKE_ARGS)
@@ -49,7 +50,8 @@ leakcheck: deps venv
 	  tests/integration/test_tfserving_rest.py tests/integration/test_kserve_http_shm.py \
 	  tests/integration/test_kserve_http_cuda_shm.py tests/integration/test_kserve_grpc_cuda_shm.py \
 	  tests/integration/test_queue_http.py tests/integration/test_queue_models.py \
-	  tests/integration/test_kserve_grpc_protocol.py tests/integration/test_onnx_models.py
+	  tests/integration/test_kserve_grpc_protocol.py tests/integration/test_onnx_models.py \
+	  tests/integration/test_python_backend.py
 
 # The libFuzzer targets of tests/fuzz, built with clang (make test only
 # replays their corpora); run a campaign as tests/fuzz/README.md shows.
