@@ -86,8 +86,11 @@ void pyargs_init_payload(pyproto_text *t, const char *model_name,
     snprintf(device_id, sizeof device_id, "%d", in->device_id);
     pyproto_text_printf(t, "{\"model_file\":");
     pyproto_text_json_string(t, in->model_file);
-    pyproto_text_printf(t, ",\"growth\":%zu,\"region_max\":%zu,\"args\":{",
-                        in->shm_growth, in->shm_limit);
+    pyproto_text_printf(t,
+                        ",\"growth\":%zu,\"region_max\":%zu,"
+                        "\"memory_limit\":%llu,\"args\":{",
+                        in->shm_growth, in->shm_limit,
+                        (unsigned long long)in->memory_limit);
     arg(t, "model_config", in->config_json, true);
     arg(t, "model_instance_kind", in->kind, false);
     arg(t, "model_instance_name", in->instance_name, false);

@@ -26,6 +26,7 @@ typedef struct pyargs_instance {
     int device_id;
     const char *config_json; /* from pyargs_config_json */
     size_t shm_growth, shm_limit;
+    uint64_t memory_limit; /* the stub's RLIMIT_DATA; 0 = none */
 } pyargs_instance;
 
 /* The INIT payload for one instance into `t`. */

@@ -17,6 +17,10 @@
  *   execute-timeout-seconds   how long one execute may take before the stub
  *                             is killed and restarted (Osprey's; 0 = none;
  *                             a model parameter of that name wins)
+ *   stub-memory-limit-byte-size  the stub's RLIMIT_DATA; a MemoryError in
+ *                             execute then ends the stub, which is
+ *                             restarted (Osprey's; 0 = none; a model
+ *                             parameter of that name wins)
  * A stub that dies fails its batch with "Stub process '<instance>' is not
  * healthy." and is started again for the next batch.
  */
@@ -62,6 +66,7 @@ typedef struct python_model {
     char **output_names;
     size_t n_outputs;
     size_t shm_initial, shm_growth, shm_limit;
+    uint64_t memory_limit; /* stub-memory-limit-byte-size; 0 = none */
     uint64_t init_timeout_ns, execute_timeout_ns;
     atomic_int next_instance;
 } python_model;
@@ -249,6 +254,9 @@ static osp_error *python_model_new(const osp_model_config *config,
         (err = read_setting(config, "execute-timeout-seconds", true, 0,
                             &exec_timeout_s)))
         goto out;
+    if ((err = read_setting(config, "stub-memory-limit-byte-size", true, 0,
+                            &m->memory_limit)))
+        goto out;
     m->init_timeout_ns = timeout_s * 1000000000ull;
     m->execute_timeout_ns = exec_timeout_s * 1000000000ull;
     pyproto_text json = {0};
@@ -301,6 +309,7 @@ static osp_error *instance_start(python_instance *inst) {
         .config_json = m->config_json,
         .shm_growth = m->shm_growth,
         .shm_limit = m->shm_limit,
+        .memory_limit = m->memory_limit,
     };
     pyproto_text init = {0};
     pyargs_init_payload(&init, m->name, &args);

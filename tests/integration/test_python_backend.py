@@ -225,8 +225,8 @@ def test_exception_in_execute_as_triton_words_it(srv):
     assert r.json()["error"] == (
         "Failed to process the request(s) for model 'py_errors_0_0', message: "
         "ValueError: mode 3 is not allowed\n\nAt:\n"
-        "  py_errors/1/model.py(11): fail\n"
-        "  py_errors/1/model.py(28): execute\n")
+        "  py_errors/1/model.py(14): fail\n"
+        "  py_errors/1/model.py(31): execute\n")
     with pytest.raises(InferenceServerException) as e:
         grpcclient.InferenceServerClient(srv.grpc_url).infer(
             "py_errors", [grpc_input("MODE", np.array([3], np.int32), "INT32")])
@@ -245,7 +245,8 @@ def test_wrong_output_datatype_and_response_count(srv):
     assert "InferenceRequest(s) size is:1, and InferenceResponse(s) size is:0" in r.json()["error"]
 
 
-@pytest.mark.parametrize("mode,why", [(4, "os._exit"), (5, "segfault"), (6, "hang")])
+@pytest.mark.parametrize("mode,why", [(4, "os._exit"), (5, "segfault"), (6, "hang"),
+                                      (9, "leak past stub-memory-limit-byte-size")])
 def test_dead_stub_fails_its_request_and_the_instance_restarts(srv, mode, why):
     r = mode_raw(srv, mode)
     assert r.status_code == 500, why
@@ -254,6 +255,8 @@ def test_dead_stub_fails_its_request_and_the_instance_restarts(srv, mode, why):
     assert mode_http(srv, 0).as_numpy("OUT").tolist() == [0]
     assert requests.get(f"{srv.url}/v2/models/py_errors/ready", timeout=10).status_code == 200
     assert "restarting the stub of instance 'py_errors_0_0'" in srv.log()
+    if mode == 9:
+        assert "instance 'py_errors_0_0' ran out of memory in execute" in srv.log()
 
 
 # ---- BLS --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import inspect
 import json
 import mmap
 import os
+import resource
 import socket
 import struct
 import sys
@@ -136,6 +137,8 @@ def initialize(payload):
     instance_name = args["model_instance_name"]
     model_config = json.loads(args["model_config"])
     region = Region(init["growth"], init["region_max"])
+    if init.get("memory_limit"):
+        resource.setrlimit(resource.RLIMIT_DATA, (init["memory_limit"],) * 2)
     model_class = import_model(init["model_file"], args.get("model_repository", ""))
     model = model_class()
     if hasattr(model, "initialize"):
@@ -306,6 +309,12 @@ def execute(payload):
         responses = model.execute(requests)
         if inspect.isawaitable(responses):  # async def execute
             responses = event_loop.run_until_complete(responses)
+    except MemoryError:
+        # Over stub-memory-limit-byte-size (a leak, most likely): end this
+        # stub; the server fails the batch and starts a fresh one.
+        log_to_server(2, "instance '%s' ran out of memory in execute; its stub "
+                      "exits" % instance_name)
+        os._exit(1)
     except Exception as exc:
         return ERROR, ("Failed to process the request(s) for model '%s', message: %s"
                        % (instance_name, describe_exception(exc))).encode("utf-8", "replace")

@@ -7,6 +7,9 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
+LEAKED = []
+
+
 def fail(mode):
     raise ValueError("mode %d is not allowed" % mode)
 
@@ -39,6 +42,9 @@ class TritonPythonModel:
                 continue
             if mode == 8:
                 return []
+            if mode == 9:  # leaks until the stub's memory limit
+                while True:
+                    LEAKED.append(bytearray(16 << 20))
             responses.append(pb_utils.InferenceResponse(
                 [pb_utils.Tensor("OUT", np.array([mode], dtype=np.int32))]))
         return responses
