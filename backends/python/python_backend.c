@@ -381,18 +381,22 @@ static void python_instance_free(void *opaque) {
     free(inst);
 }
 
-/* Copies between the region and memory of the instance's device. */
-static osp_error *copy_tensor(python_instance *inst, void *dst, const void *src,
-                              size_t n, bool to_device) {
+/* Copies between the region and memory of the instance's device: on a GPU
+ * an async copy on the batch's stream, ordered after the core's input
+ * uploads and before its output downloads (place_inputs waits for the
+ * inputs before the stub reads them). */
+static osp_error *copy_tensor(python_instance *inst, osp_execute_ctx *ctx,
+                              void *dst, const void *src, size_t n,
+                              bool to_device) {
     if (n == 0)
         return NULL;
     if (!inst->on_gpu) {
         memcpy(dst, src, n);
         return NULL;
     }
-    return osp_device_memcpy(inst->device, dst, src, n,
-                             to_device ? OSP_COPY_HOST_TO_DEVICE
-                                       : OSP_COPY_DEVICE_TO_HOST);
+    return osp_memcpy_async(osp_execute_stream(ctx), dst, src, n,
+                            to_device ? OSP_COPY_HOST_TO_DEVICE
+                                      : OSP_COPY_DEVICE_TO_HOST);
 }
 
 /* Places the batch's inputs in the region and builds the EXEC payload. */
@@ -417,8 +421,8 @@ static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
         if (!osp_backend_input_given(t))
             continue;
         offset = pyshm_align(offset);
-        if ((err = copy_tensor(inst, inst->stub.region.base + offset, t->data,
-                               t->byte_size, false)))
+        if ((err = copy_tensor(inst, ctx, inst->stub.region.base + offset,
+                               t->data, t->byte_size, false)))
             return err;
         pyproto_text_printf(exec, "%s[", first ? "" : ",");
         pyproto_text_json_string(exec, t->name);
@@ -431,6 +435,8 @@ static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
         offset += t->byte_size;
         first = false;
     }
+    if (inst->on_gpu && (err = osp_stream_synchronize(osp_execute_stream(ctx))))
+        return err;
     pyproto_text_printf(exec, "],\"outputs\":[");
     first = true;
     for (size_t o = 0; o < inst->model->n_outputs; o++) {
@@ -470,7 +476,8 @@ static osp_error *take_outputs(python_instance *inst, osp_execute_ctx *ctx,
         osp_error *err = osp_execute_output_alloc(ctx, o, &out->shape,
                                                   out->byte_size, &data);
         if (!err)
-            err = copy_tensor(inst, data, inst->stub.region.base + out->offset,
+            err = copy_tensor(inst, ctx, data,
+                              inst->stub.region.base + out->offset,
                               out->byte_size, true);
         if (err)
             return err;

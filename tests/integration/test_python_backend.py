@@ -375,3 +375,32 @@ def test_execution_env_path(start_server, tmp_path):
         client.load_model("py_env_tarball")
     assert "conda-pack" in e.value.message()
     assert str(repo) not in e.value.message()
+
+
+FAKE_GPU_BIN = pathlib.Path(harness.osprey_bin()).parent / "osprey_fakegpu"
+
+
+@pytest.mark.skipif(not FAKE_GPU_BIN.exists(),
+                    reason="osprey_fakegpu is built only with the CUDA toolkit (OSPREY_CUDA)")
+def test_kind_gpu_instances_get_their_device_and_tensors_cross_it(start_server, tmp_path):
+    """On osprey_fakegpu (tests/fake_cuda: device memory host code cannot
+    touch) a KIND_GPU python instance gets its device id and its tensors
+    are copied to and from the device, never read in place."""
+    repo = tmp_path / "repo"
+    for name in ("py_add_sub", "py_args"):
+        shutil.copytree(MODELS / name, repo / name)
+        config = (repo / name / "config.pbtxt").read_text()
+        config = config.replace("instance_group [ { kind: KIND_CPU } ]", "")
+        (repo / name / "config.pbtxt").write_text(
+            config + "instance_group [ { kind: KIND_GPU count: 1 gpus: [ 1 ] } ]\n")
+    server = start_server(repo, ["--strict-gpu"] + python_flags(), binary=FAKE_GPU_BIN)
+    client = httpclient.InferenceServerClient(server.hostport)
+    args = json.loads(client.infer("py_args", [http_input(
+        "DUMMY", np.array([0], np.int32), "INT32")]).as_numpy("ARGS")[0])
+    assert args["model_instance_kind"] == "GPU"
+    assert args["model_instance_device_id"] == "1"
+    a = np.array([1, 2, 3, 4], np.float32)
+    result = client.infer("py_add_sub", [http_input("INPUT0", a, "FP32"),
+                                         http_input("INPUT1", a, "FP32")])
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a * 2)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a * 0)
