@@ -250,7 +250,8 @@ def test_wrong_output_datatype_and_response_count(srv):
 def test_dead_stub_fails_its_request_and_the_instance_restarts(srv, mode, why):
     r = mode_raw(srv, mode)
     assert r.status_code == 500, why
-    assert r.json() == {"error": "Stub process 'py_errors_0_0' is not healthy."}
+    assert r.json() == {"error": "Stub process 'py_errors_0_0' is not healthy."}, (
+        r.json(), srv.log_tail())
     # The next request starts a new stub and is served.
     assert mode_http(srv, 0).as_numpy("OUT").tolist() == [0]
     assert requests.get(f"{srv.url}/v2/models/py_errors/ready", timeout=10).status_code == 200
