@@ -112,6 +112,7 @@ def describe_exception(exc):
 STUB_DIR = os.path.dirname(os.path.abspath(__file__))
 ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__))
 MODEL_REPOSITORY = ""
+out_of_memory_frame = b""
 model = None
 model_config = {}
 instance_name = ""
@@ -137,6 +138,10 @@ def initialize(payload):
     instance_name = args["model_instance_name"]
     model_config = json.loads(args["model_config"])
     region = Region(init["growth"], init["region_max"])
+    global out_of_memory_frame
+    message = ("instance '%s' ran out of memory in execute; its stub exits"
+               % instance_name).encode("utf-8")
+    out_of_memory_frame = HEADER.pack(LOG, 4 + len(message)) + struct.pack("<I", 2) + message
     if init.get("memory_limit"):
         resource.setrlimit(resource.RLIMIT_DATA, (init["memory_limit"],) * 2)
     model_class = import_model(init["model_file"], args.get("model_repository", ""))
@@ -311,10 +316,12 @@ def execute(payload):
             responses = event_loop.run_until_complete(responses)
     except MemoryError:
         # Over stub-memory-limit-byte-size (a leak, most likely): end this
-        # stub; the server fails the batch and starts a fresh one.
-        log_to_server(2, "instance '%s' ran out of memory in execute; its stub "
-                      "exits" % instance_name)
-        os._exit(1)
+        # stub; the server fails the batch and starts a fresh one. The log
+        # frame was built beforehand: no memory may be left to build it.
+        try:
+            control.sendall(out_of_memory_frame)
+        finally:
+            os._exit(1)
     except Exception as exc:
         return ERROR, ("Failed to process the request(s) for model '%s', message: %s"
                        % (instance_name, describe_exception(exc))).encode("utf-8", "replace")
