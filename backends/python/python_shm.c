@@ -71,6 +71,12 @@ osp_error *pyshm_region_reserve(pyshm_region *region, size_t end) {
             "python backend: the batch needs %zu bytes of shared memory, "
             "more than the limit of %zu (shm-region-max-byte-size)",
             end, region->limit);
+    /* The stub may have grown the file in a call that failed before it
+     * reported the size: follow it rather than truncate under its map. */
+    struct stat st;
+    if (fstat(region->fd, &st) == 0 && (uint64_t)st.st_size >= end &&
+        (uint64_t)st.st_size <= region->limit)
+        return region_remap(region, (size_t)st.st_size);
     size_t steps = (end - region->size + region->growth - 1) / region->growth;
     size_t size = region->size + steps * region->growth;
     if (size > region->limit || size < end)

@@ -27,7 +27,8 @@ typedef struct pyshm_region {
  * bytes up to `limit`. On failure *region is left closed (fd -1). */
 osp_error *pyshm_region_init(pyshm_region *region, size_t initial,
                              size_t growth, size_t limit);
-/* Makes bytes [0, end) mapped, growing the file by whole growth steps.
+/* Makes bytes [0, end) mapped, growing the file by whole growth steps (or
+ * mapping what the stub already grew it to; the file never shrinks).
  * INVALID_ARG (reason too large) past the limit; the region is unchanged
  * on failure. */
 osp_error *pyshm_region_reserve(pyshm_region *region, size_t end);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -87,6 +88,18 @@ TEST(PythonShm, FollowsARegionTheStubGrew) {
     EXPECT_ERROR_CODE(pyshm_region_follow(&r, 8 * 4096), OSP_ERROR_INTERNAL);
     EXPECT_ERROR_CODE(pyshm_region_follow(&r, 2 << 20), OSP_ERROR_INTERNAL);
     EXPECT_EQ(r.size, 3u * 4096);
+    pyshm_region_destroy(&r);
+}
+
+TEST(PythonShm, NeverShrinksAFileTheStubGrewUnreported) {
+    pyshm_region r;
+    ASSERT_OK(pyshm_region_init(&r, 4096, 4096, 1 << 20));
+    ASSERT_EQ(ftruncate(r.fd, 10 * 4096), 0); // the stub grew it, then failed
+    ASSERT_OK(pyshm_region_reserve(&r, 2 * 4096));
+    EXPECT_EQ(r.size, 10u * 4096);
+    struct stat st;
+    ASSERT_EQ(fstat(r.fd, &st), 0);
+    EXPECT_EQ(st.st_size, 10 * 4096);
     pyshm_region_destroy(&r);
 }
 
