@@ -114,7 +114,6 @@ ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__))
 MODEL_REPOSITORY = ""
 out_of_memory_frame = b""
 model = None
-model_config = {}
 instance_name = ""
 region = None
 
@@ -132,11 +131,10 @@ def import_model(model_file, model_repository):
 
 
 def initialize(payload):
-    global model, model_config, instance_name, region
+    global model, instance_name, region
     init = json.loads(payload)
     args = init["args"]
     instance_name = args["model_instance_name"]
-    model_config = json.loads(args["model_config"])
     region = Region(init["growth"], init["region_max"])
     global out_of_memory_frame
     message = ("instance '%s' ran out of memory in execute; its stub exits"
@@ -297,6 +295,12 @@ pb_utils._bls_exec = bls_exec
 event_loop = asyncio.new_event_loop()
 
 
+def batch_failure(exc):
+    """The ERROR answer for an exception that fails the whole batch."""
+    return ERROR, ("Failed to process the request(s) for model '%s', message: %s"
+                   % (instance_name, describe_exception(exc))).encode("utf-8", "replace")
+
+
 def execute(payload):
     global bls_base
     batch = json.loads(payload)
@@ -323,8 +327,7 @@ def execute(payload):
         finally:
             os._exit(1)
     except Exception as exc:
-        return ERROR, ("Failed to process the request(s) for model '%s', message: %s"
-                       % (instance_name, describe_exception(exc))).encode("utf-8", "replace")
+        return batch_failure(exc)
     if responses is None:
         responses = [r._sent_response for r in requests]
     if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
@@ -348,8 +351,7 @@ def execute(payload):
                 cursor = write_outputs(response, set(request.requested_output_names()),
                                        cursor, out)
     except Exception as exc:
-        return ERROR, ("Failed to process the request(s) for model '%s', message: %s"
-                       % (instance_name, describe_exception(exc))).encode("utf-8", "replace")
+        return batch_failure(exc)
     return RESULT, struct.pack("<QI", region.size, len(responses)) + b"".join(out)
 
 
