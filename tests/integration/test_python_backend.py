@@ -208,6 +208,23 @@ def test_slow_execute_blocks_neither_http_nor_other_models(srv, tmp_path):
         assert slow.result(timeout=60).as_numpy("OUT")[0] == str(gate).encode()
 
 
+def test_instances_run_python_in_parallel(srv, tmp_path):
+    """py_slow has two instances: both requests are inside execute at once
+    (each stub marks its entry), before either gate opens."""
+    gates = [tmp_path / "a", tmp_path / "b"]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        pending = [pool.submit(httpclient.InferenceServerClient(srv.hostport).infer,
+                               "py_slow", [http_input("GATE", np.array(
+                                   [str(g).encode()], dtype=np.object_), "BYTES")])
+                   for g in gates]
+        wait_for(lambda: all(pathlib.Path(str(g) + ".entered").exists() for g in gates),
+                 "both instances inside execute")
+        for g in gates:
+            g.write_text("open")
+        for g, p in zip(gates, pending):
+            assert p.result(timeout=60).as_numpy("OUT")[0] == str(g).encode()
+
+
 # ---- errors as Triton reports them -------------------------------------------
 
 def test_error_response_fails_the_request_with_its_message(srv):

@@ -1,4 +1,5 @@
-"""A slow execute: blocks until the file the request names appears."""
+"""A slow execute: marks its entry, then blocks until the file the request
+names appears."""
 import os
 import time
 
@@ -10,6 +11,8 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             gate = pb_utils.get_input_tensor_by_name(request, "GATE").as_numpy()
+            with open(gate[0].decode() + ".entered", "w"):
+                pass
             while not os.path.exists(gate[0].decode()):
                 time.sleep(0.01)
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", gate)]))
