@@ -155,31 +155,34 @@ def _log_sink(level, message):
     print(message, flush=True)
 
 
+class LogLevel:
+    """Levels of Logger.log, as Triton numbers them."""
+    INFO, WARNING, ERROR, VERBOSE = 0, 1, 2, 3
+
+
 class Logger:
     """Writes into the server's log at the given level (the stub points
     _log_sink at its control channel)."""
 
-    INFO, WARNING, ERROR, VERBOSE = 0, 1, 2, 3
-
     @staticmethod
-    def log(message, level=0):
+    def log(message, level=LogLevel.INFO):
         _log_sink(level, str(message))
 
     @staticmethod
     def log_info(message):
-        _log_sink(Logger.INFO, str(message))
+        _log_sink(LogLevel.INFO, str(message))
 
     @staticmethod
     def log_warn(message):
-        _log_sink(Logger.WARNING, str(message))
+        _log_sink(LogLevel.WARNING, str(message))
 
     @staticmethod
     def log_error(message):
-        _log_sink(Logger.ERROR, str(message))
+        _log_sink(LogLevel.ERROR, str(message))
 
     @staticmethod
     def log_verbose(message):
-        _log_sink(Logger.VERBOSE, str(message))
+        _log_sink(LogLevel.VERBOSE, str(message))
 
 
 class InferenceResponse:

@@ -15,6 +15,8 @@ class TritonPythonModel:
         self.out0_dtype = pb_utils.triton_string_to_numpy(out0["data_type"])
         self.out1_dtype = pb_utils.triton_string_to_numpy(out1["data_type"])
         pb_utils.Logger.log_info("py_add_sub initialized as " + args["model_instance_name"])
+        pb_utils.Logger.log("py_add_sub warns", pb_utils.LogLevel.WARNING)
+        pb_utils.Logger.log_error("py_add_sub errs")
 
     def execute(self, requests):
         responses = []
