@@ -67,10 +67,14 @@ osp_error *pystub_start(pystub *stub, const pystub_options *options) {
     int rc = posix_spawnp(&pid, options->python, &actions, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) {
+        /* The path stays in the server log: replies never carry one. */
+        OSP_LOG_ERROR("python backend: cannot start '%s': %s", options->python,
+                      strerror(rc));
         err = osp_error_new(OSP_ERROR_UNAVAILABLE,
-                            "python backend: cannot start the python "
-                            "executable '%s': %s",
-                            options->python, strerror(rc));
+                            "python backend: cannot start the Python "
+                            "executable (python-executable or "
+                            "EXECUTION_ENV_PATH): %s",
+                            strerror(rc));
         goto out;
     }
     stub->pid = pid;

@@ -426,3 +426,22 @@ def test_kind_gpu_instances_get_their_device_and_tensors_cross_it(start_server, 
                                          http_input("INPUT1", a, "FP32")])
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a * 2)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a * 0)
+
+
+@pytest.mark.parametrize("python, message", [
+    ("/nonexistent/python3", "cannot start the Python executable (python-executable or "
+                             "EXECUTION_ENV_PATH): No such file or directory"),
+    ("/bin/false", "the stub of instance 'py_add_sub_0_0' exited during initialize"),
+])
+def test_a_python_that_cannot_run_the_stub_fails_the_load_only(start_server, tmp_path,
+                                                               python, message):
+    repo = tmp_path / "repo"
+    shutil.copytree(MODELS / "py_add_sub", repo / "py_add_sub")
+    server = start_server(repo, ["--model-control-mode=explicit",
+                                 f"--backend-config=python,python-executable={python}"])
+    client = httpclient.InferenceServerClient(server.hostport)
+    with pytest.raises(InferenceServerException) as e:
+        client.load_model("py_add_sub")
+    assert message in e.value.message()
+    assert "nonexistent" not in e.value.message()
+    assert client.is_server_live()
