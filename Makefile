@@ -17,7 +17,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev 
                zlib1g-dev libopenblas-dev libgtest-dev python3 python3-venv python3-pip \
                protobuf-c-compiler libprotobuf-c-dev libwslay-dev libhiredis-dev \
                redis-server libgrpc-dev openssl libonnx-dev libonnx-testdata \
-               libcurl4-openssl-dev libexpat1-dev libssl-dev
+               libcurl4-openssl-dev libexpat1-dev libssl-dev python3-numpy
 
 .PHONY: run test deps venv build leakcheck tsan tsan-quick tsan-build fuzz fuzz-run clean format deploy-check docs-flags
 
@@ -38,8 +38,9 @@ test: deps venv build
 # classification, the TF Serving REST surface, the models on fake GPUs
 # when the CUDA toolkit is there, and the queue service's raw HTTP/WebSocket
 # scenario and model services, the ONNX models, ensembles, the response
-# cache, the sequence batcher and model warmup); the harness fails a test
-# whose server log holds any sanitizer report or whose exit is not 0.
+# cache, the sequence batcher, model warmup and the python backend's server
+# side); the harness fails a test whose server log holds any sanitizer
+# report or whose exit is not 0.
 leakcheck: deps venv
 	cmake -S . -B $(BUILD)-asan -DOSPREY_SANITIZE=ON $(CMAKE_ARGS)
 	cmake --build $(BUILD)-asan -j $(JOBS) --target osprey \
@@ -54,7 +55,8 @@ leakcheck: deps venv
 	  tests/integration/test_queue_http.py tests/integration/test_queue_models.py \
 	  tests/integration/test_kserve_grpc_protocol.py tests/integration/test_onnx_models.py \
 	  tests/integration/test_ensemble.py tests/integration/test_response_cache.py \
-	  tests/integration/test_sequence_batcher.py tests/integration/test_model_warmup.py
+	  tests/integration/test_sequence_batcher.py tests/integration/test_model_warmup.py \
+	  tests/integration/test_python_backend.py
 
 # ThreadSanitizer on the concurrent core: a -fsanitize=thread build of the
 # server and of the unit tests of the batcher, instance execution, the

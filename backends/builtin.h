@@ -22,6 +22,8 @@ extern const osp_backend osp_backend_onnxruntime;
 extern const osp_backend osp_backend_accumulator;
 /* string_add_sub/string_add_sub.c */
 extern const osp_backend osp_backend_string_add_sub;
+/* python/python_backend.c: Triton's model.py files in stub processes */
+extern const osp_backend osp_backend_python;
 
 /* Whether batch input `t` was sent. An optional input that no request sent
  * has neither data nor shape; an empty tensor that was sent keeps its shape

@@ -35,6 +35,8 @@ typedef struct osp_backend_tensor {
     size_t byte_size;
 } osp_backend_tensor;
 
+typedef struct osp_server osp_server;
+
 /* Opaque, owned by the core, valid only during execute(). */
 typedef struct osp_execute_ctx osp_execute_ctx;
 
@@ -117,6 +119,12 @@ typedef struct osp_backend {
      * config it allocates as osp_model_config_free frees it. */
     osp_error *(*auto_complete)(osp_model_config *config,
                                 const char *version_path);
+    /* (optional) Hands the backend the server that lists it, once, when
+     * that server is created and before any model loads; borrowed, it
+     * outlives every model of the backend. For backends whose models send
+     * requests of their own into the core (the python backend's BLS,
+     * through osp_server_infer_async). */
+    void (*attach_server)(osp_server *server);
 } osp_backend;
 
 #ifdef __cplusplus

@@ -1166,6 +1166,9 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
     server->backends = opts->backends;
     server->auto_complete = opts->auto_complete_config;
     server->n_backends = opts->n_backends;
+    for (size_t i = 0; i < server->n_backends; i++)
+        if (server->backends[i]->attach_server)
+            server->backends[i]->attach_server(server);
     server->control_mode = opts->control_mode;
     server->strict_gpu = opts->strict_gpu;
     server->load_threads = opts->model_load_threads;

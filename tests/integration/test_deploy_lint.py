@@ -46,7 +46,8 @@ KUBERNETES_VERSION = "1.31.0"
 PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
 
 # Each DEB_PACKAGES entry of the Makefile: "build" (build stage only),
-# "test" (the tests' tools, in no image), or its runtime packages in the
+# "test" (the tests' tools, in no image), "runtime" (the runtime stages
+# only, under its own name), or its runtime packages in the
 # CPU image (Debian 12) and the CUDA image (Ubuntu 24.04, t64 names). A
 # new entry in DEB_PACKAGES fails test_every_deb_package_is_placed until
 # it is placed here and in both Dockerfiles.
@@ -59,7 +60,8 @@ DEB_PLACEMENT = {
     "zlib1g-dev": (["zlib1g"], ["zlib1g"]),
     "libopenblas-dev": (["libopenblas0-pthread"], ["libopenblas0-pthread"]),
     "libgtest-dev": "test",
-    "python3": "test",
+    # Python models: the stub runs in the image's python3 with numpy.
+    "python3": "runtime",
     "python3-venv": "test",
     "python3-pip": "test",
     "protobuf-c-compiler": "build",
@@ -80,6 +82,7 @@ DEB_PLACEMENT = {
     "libcurl4-openssl-dev": (["libcurl4"], ["libcurl4t64"]),
     "libexpat1-dev": (["libexpat1"], ["libexpat1"]),
     "libssl-dev": (["libssl3"], ["libssl3t64"]),
+    "python3-numpy": "runtime",
 }
 # The build stages install libssl-dev themselves (gRPC's pkg-config file
 # needs it; on the machines it comes with libgrpc-dev).
@@ -270,6 +273,9 @@ def test_dockerfile_installs_every_dependency(variant):
     for pkg in makefile_deb_packages():
         place = DEB_PLACEMENT.get(pkg)
         if place == "test":
+            continue
+        if place == "runtime":
+            assert pkg in runtime_pkgs, f"{variant} runtime stage lacks {pkg}"
             continue
         assert pkg in build_pkgs, f"{variant} build stage lacks {pkg}"
         if place == "build":

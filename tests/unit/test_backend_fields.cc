@@ -242,6 +242,7 @@ const osp_backend kFakeOnnx = {
     .execute = FakeExecute,
     .execute_is_quick = nullptr,
     .auto_complete = FakeAutoComplete,
+    .attach_server = nullptr,
 };
 
 class ServerConfig : public ::testing::Test {

@@ -1,0 +1,620 @@
+/*
+ * The python backend: Triton's model.py files (class TritonPythonModel) run
+ * unchanged, each instance in its own stub process (python_stub.h) that
+ * executes stub/osprey_python_stub.py in the configured Python. A batch's
+ * inputs are copied once into the shared-memory region the stub maps
+ * (numpy views them without a copy); the stub writes the outputs into the
+ * region and the server copies them into the batch's output buffers.
+ *
+ * Settings (--backend-config=python,<key>=<value>):
+ *   python-executable         the Python to run (default: python3 in PATH);
+ *                             a model's EXECUTION_ENV_PATH parameter, a
+ *                             Python prefix folder, wins over it
+ *   shm-default-byte-size     initial region size (Triton's; 1 MiB)
+ *   shm-growth-byte-size      growth step (Triton's; 1 MiB)
+ *   shm-region-max-byte-size  largest region (Osprey's; 1 GiB)
+ *   stub-timeout-seconds      how long initialize may take (Triton's; 30)
+ *   execute-timeout-seconds   how long one execute may take before the stub
+ *                             is killed and restarted (Osprey's; 0 = none;
+ *                             a model parameter of that name wins)
+ *   stub-memory-limit-byte-size  the stub's RLIMIT_DATA; a MemoryError in
+ *                             execute then ends the stub, which is
+ *                             restarted (Osprey's; 0 = none; a model
+ *                             parameter of that name wins)
+ * A stub that dies fails its batch with "Stub process '<instance>' is not
+ * healthy." and is started again for the next batch.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../builtin.h"
+#include "osprey/clock.h"
+#include "osprey/log.h"
+#include "python_args.h"
+#include "python_complete.h"
+#include "python_protocol.h"
+#include "python_stub.h"
+
+#ifndef OSPREY_PYTHON_STUB_DIR
+#define OSPREY_PYTHON_STUB_DIR "backends/python/stub"
+#endif
+
+/* The server BLS requests go to (attach_server); one server per process
+ * runs python models. */
+static _Atomic(osp_server *) bls_server;
+
+static void python_attach_server(osp_server *server) {
+    atomic_store(&bls_server, server);
+}
+
+typedef struct python_model {
+    char *name;
+    char *model_file;       /* absolute path of model.py */
+    char *model_repository; /* the model's folder */
+    char *version;          /* "1" */
+    char *python;           /* executable */
+    char *stub_script;
+    char *config_json;
+    osp_datatype *output_dtypes; /* per config output */
+    char **output_names;
+    size_t n_outputs;
+    size_t shm_initial, shm_growth, shm_limit;
+    uint64_t memory_limit; /* stub-memory-limit-byte-size; 0 = none */
+    uint64_t init_timeout_ns, execute_timeout_ns;
+    atomic_int next_instance;
+} python_model;
+
+typedef struct python_instance {
+    python_model *model;
+    osp_device *device;
+    bool on_gpu;
+    int device_id;
+    pystub stub;
+} python_instance;
+
+/* Reads a size or seconds setting: the model parameter `key` if given and
+ * `model_param`, else --backend-config's, else `fallback`. */
+static osp_error *read_setting(const osp_model_config *config, const char *key,
+                               bool model_param, uint64_t fallback,
+                               uint64_t *out) {
+    const char *v =
+        model_param ? osp_model_config_parameter(config, key) : NULL;
+    if (!v)
+        v = osp_model_config_backend_setting(config, key);
+    if (!v) {
+        *out = fallback;
+        return NULL;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-')
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "python model '%s': setting '%s' must be a "
+                             "non-negative integer, got '%s'",
+                             config->name, key, v);
+    *out = n;
+    return NULL;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* The Python to run: EXECUTION_ENV_PATH (a Python prefix folder; Triton's
+ * $$TRITON_MODEL_DIRECTORY names the model's folder), else the
+ * python-executable setting, else python3. Messages never name server
+ * paths. */
+static osp_error *choose_python(const osp_model_config *config,
+                                const char *model_dir, char **out) {
+    const char *env = osp_model_config_parameter(config, "EXECUTION_ENV_PATH");
+    if (!env || !*env) {
+        const char *exe =
+            osp_model_config_backend_setting(config, "python-executable");
+        *out = strdup(exe && *exe ? exe : "python3");
+        return *out ? NULL : osp_error_out_of_memory();
+    }
+    static const char token[] = "$$TRITON_MODEL_DIRECTORY";
+    char prefix[PATH_MAX];
+    const char *at = strstr(env, token);
+    int n = at ? snprintf(prefix, sizeof prefix, "%.*s%s%s", (int)(at - env),
+                          env, model_dir, at + strlen(token))
+               : snprintf(prefix, sizeof prefix, "%s", env);
+    if (n < 0 || (size_t)n >= sizeof prefix)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "python model '%s': EXECUTION_ENV_PATH is too "
+                             "long",
+                             config->name);
+    struct stat st;
+    if (ends_with(prefix, ".tar.gz") || ends_with(prefix, ".tgz") ||
+        (stat(prefix, &st) == 0 && S_ISREG(st.st_mode)))
+        return osp_error_new(
+            OSP_ERROR_UNSUPPORTED,
+            "python model '%s': EXECUTION_ENV_PATH names an archive (a "
+            "conda-pack tarball); Osprey runs an unpacked Python "
+            "environment: point EXECUTION_ENV_PATH at its folder, the one "
+            "holding bin/python3",
+            config->name);
+    char exe[PATH_MAX];
+    n = snprintf(exe, sizeof exe, "%s/bin/python3", prefix);
+    if (n < 0 || (size_t)n >= sizeof exe || access(exe, X_OK) != 0)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "python model '%s': EXECUTION_ENV_PATH holds "
+                             "no executable bin/python3",
+                             config->name);
+    *out = strdup(exe);
+    return *out ? NULL : osp_error_out_of_memory();
+}
+
+/* The stub's script: $OSPREY_PYTHON_STUB_DIR (an installed copy) or the
+ * source tree's. Returns buf. */
+static const char *stub_script_path(char *buf, size_t cap) {
+    const char *dir = getenv("OSPREY_PYTHON_STUB_DIR");
+    snprintf(buf, cap, "%s/osprey_python_stub.py",
+             dir && *dir ? dir : OSPREY_PYTHON_STUB_DIR);
+    return buf;
+}
+
+/* Finds `<version_path>/<default_model_filename or model.py>` and sets
+ * *file (its absolute path), *model_dir (the model's folder) and *version
+ * (the version folder's name); the caller owns all three. */
+static osp_error *locate_model_file(const osp_model_config *config,
+                                    const char *version_path, char **file,
+                                    char **model_dir, char **version) {
+    const char *name = config->default_model_filename[0]
+                           ? config->default_model_filename
+                           : "model.py";
+    char path[PATH_MAX], dir[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", version_path, name);
+    if (!realpath(path, dir))
+        return osp_error_new(OSP_ERROR_NOT_FOUND,
+                             "python model '%s': no '%s' in the version folder",
+                             config->name, name);
+    *file = strdup(dir);
+    *strrchr(dir, '/') = '\0'; /* the version folder */
+    *version = strdup(strrchr(dir, '/') + 1);
+    *strrchr(dir, '/') = '\0'; /* the model's folder */
+    *model_dir = strdup(dir);
+    if (*file && *version && *model_dir)
+        return NULL;
+    free(*file);
+    free(*version);
+    free(*model_dir);
+    *file = *version = *model_dir = NULL;
+    return osp_error_out_of_memory();
+}
+
+static void python_model_free(void *opaque) {
+    python_model *m = opaque;
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n_outputs && m->output_names; i++)
+        free(m->output_names[i]);
+    free(m->output_names);
+    free(m->output_dtypes);
+    free(m->name);
+    free(m->model_file);
+    free(m->model_repository);
+    free(m->version);
+    free(m->python);
+    free(m->stub_script);
+    free(m->config_json);
+    free(m);
+}
+
+static osp_error *python_model_new(const osp_model_config *config,
+                                   const char *version_path, void **out) {
+    osp_error *err = NULL;
+    uint64_t timeout_s = 0, exec_timeout_s = 0;
+    if (config->decoupled)
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "python model '%s': decoupled models "
+                             "(model_transaction_policy { decoupled: true }) "
+                             "are not supported by Osprey's python backend "
+                             "yet",
+                             config->name);
+    python_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return osp_error_out_of_memory();
+    if ((err = locate_model_file(config, version_path, &m->model_file,
+                                 &m->model_repository, &m->version)))
+        goto out;
+    char script[PATH_MAX];
+    m->stub_script = strdup(stub_script_path(script, sizeof script));
+    m->name = strdup(config->name);
+    if (!m->stub_script || !m->name) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    if ((err = choose_python(config, m->model_repository, &m->python)))
+        goto out;
+    uint64_t v;
+    if ((err = read_setting(config, "shm-default-byte-size", false, 1u << 20,
+                            &v)))
+        goto out;
+    m->shm_initial = v;
+    if ((err =
+             read_setting(config, "shm-growth-byte-size", false, 1u << 20, &v)))
+        goto out;
+    m->shm_growth = v ? v : 1u << 20;
+    if ((err = read_setting(config, "shm-region-max-byte-size", false,
+                            1ull << 30, &v)))
+        goto out;
+    m->shm_limit = v;
+    if ((err = read_setting(config, "stub-timeout-seconds", false, 30,
+                            &timeout_s)) ||
+        (err = read_setting(config, "execute-timeout-seconds", true, 0,
+                            &exec_timeout_s)))
+        goto out;
+    if ((err = read_setting(config, "stub-memory-limit-byte-size", true, 0,
+                            &m->memory_limit)))
+        goto out;
+    m->init_timeout_ns = timeout_s * 1000000000ull;
+    m->execute_timeout_ns = exec_timeout_s * 1000000000ull;
+    pyproto_text json = {0};
+    pyargs_config_json(&json, config);
+    m->config_json = json.data;
+    m->n_outputs = config->n_outputs;
+    m->output_dtypes = calloc(config->n_outputs + 1, sizeof *m->output_dtypes);
+    m->output_names = calloc(config->n_outputs + 1, sizeof *m->output_names);
+    if (json.failed || !m->output_dtypes || !m->output_names) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    for (size_t o = 0; o < config->n_outputs; o++) {
+        m->output_dtypes[o] = config->outputs[o].dtype;
+        if (!(m->output_names[o] = strdup(config->outputs[o].name))) {
+            err = osp_error_out_of_memory();
+            goto out;
+        }
+    }
+out:
+    if (err)
+        python_model_free(m);
+    else
+        *out = m;
+    return err;
+}
+
+/* Starts the instance's stub and runs initialize(); on failure the stub is
+ * stopped and the error says why (the Python exception as Triton shows
+ * it, or that the stub died). */
+static osp_error *instance_start(python_instance *inst) {
+    python_model *m = inst->model;
+    pystub_options options = {
+        .python = m->python,
+        .stub_script = m->stub_script,
+        .shm_initial = m->shm_initial,
+        .shm_growth = m->shm_growth,
+        .shm_limit = m->shm_limit,
+    };
+    osp_error *err = pystub_start(&inst->stub, &options);
+    if (err)
+        return err;
+    pyargs_instance args = {
+        .model_file = m->model_file,
+        .model_repository = m->model_repository,
+        .model_version = m->version,
+        .instance_name = inst->stub.name,
+        .kind = inst->on_gpu ? "GPU" : "CPU",
+        .device_id = inst->device_id,
+        .config_json = m->config_json,
+        .shm_growth = m->shm_growth,
+        .shm_limit = m->shm_limit,
+        .memory_limit = m->memory_limit,
+    };
+    pyproto_text init = {0};
+    pyargs_init_payload(&init, m->name, &args);
+    if (init.failed) {
+        pyproto_text_free(&init);
+        pystub_stop(&inst->stub, 0);
+        return osp_error_out_of_memory();
+    }
+    uint32_t type = 0;
+    uint8_t *reply = NULL;
+    size_t len = 0;
+    pystub_call_status st =
+        pystub_call(&inst->stub, PYPROTO_INIT, init.data, init.len,
+                    osp_now_ns() + m->init_timeout_ns, &type, &reply, &len);
+    pyproto_text_free(&init);
+    if (st == PYSTUB_TIMED_OUT)
+        err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                            "python model '%s': initialize of instance '%s' "
+                            "did not finish within stub-timeout-seconds",
+                            m->name, inst->stub.name);
+    else if (st == PYSTUB_DEAD)
+        err = osp_error_new(OSP_ERROR_INTERNAL,
+                            "python model '%s': the stub of instance '%s' "
+                            "exited during initialize (its output is in the "
+                            "server log; is numpy installed in its Python?)",
+                            m->name, inst->stub.name);
+    else if (type != PYPROTO_OK)
+        err = osp_error_new(OSP_ERROR_INTERNAL, "%s",
+                            type == PYPROTO_ERROR ? (char *)reply
+                                                  : "unexpected answer");
+    free(reply);
+    if (err)
+        pystub_stop(&inst->stub, 0);
+    return err;
+}
+
+static osp_error *python_instance_new(void *opaque, osp_device *device,
+                                      osp_stream *stream, void **out) {
+    (void)stream;
+    python_model *m = opaque;
+    python_instance *inst = calloc(1, sizeof *inst);
+    if (!inst)
+        return osp_error_out_of_memory();
+    osp_device_info info;
+    osp_device_get_info(device, &info);
+    inst->model = m;
+    inst->device = device;
+    inst->on_gpu = info.type == OSP_DEVICE_CUDA;
+    inst->device_id = info.index;
+    inst->stub.control = -1;
+    inst->stub.region.fd = -1;
+    inst->stub.server = atomic_load(&bls_server);
+    snprintf(inst->stub.name, sizeof inst->stub.name, "%s_0_%d", m->name,
+             atomic_fetch_add(&m->next_instance, 1));
+    osp_error *err = instance_start(inst);
+    if (err) {
+        free(inst);
+        return err;
+    }
+    *out = inst;
+    return NULL;
+}
+
+static void python_instance_free(void *opaque) {
+    python_instance *inst = opaque;
+    if (!inst)
+        return;
+    pystub_stop(&inst->stub, 5000);
+    free(inst);
+}
+
+/* Copies between the region and memory of the instance's device: on a GPU
+ * an async copy on the batch's stream, ordered after the core's input
+ * uploads and before its output downloads (place_inputs waits for the
+ * inputs before the stub reads them). */
+static osp_error *copy_tensor(python_instance *inst, osp_execute_ctx *ctx,
+                              void *dst, const void *src, size_t n,
+                              bool to_device) {
+    if (n == 0)
+        return NULL;
+    if (!inst->on_gpu) {
+        memcpy(dst, src, n);
+        return NULL;
+    }
+    return osp_memcpy_async(osp_execute_stream(ctx), dst, src, n,
+                            to_device ? OSP_COPY_HOST_TO_DEVICE
+                                      : OSP_COPY_DEVICE_TO_HOST);
+}
+
+/* Places the batch's inputs in the region and builds the EXEC payload. */
+static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
+                               pyproto_text *exec) {
+    size_t n_in = osp_execute_input_count(ctx), end = 0;
+    for (size_t i = 0; i < n_in; i++) {
+        const osp_backend_tensor *t = osp_execute_input(ctx, i);
+        if (osp_backend_input_given(t))
+            end = pyshm_align(end) + t->byte_size;
+    }
+    if (end == SIZE_MAX)
+        end = SIZE_MAX - 1;
+    osp_error *err = pyshm_region_reserve(&inst->stub.region, end);
+    if (err)
+        return err;
+    pyproto_text_printf(exec, "{\"requests\":[{\"inputs\":[");
+    size_t offset = 0;
+    bool first = true;
+    for (size_t i = 0; i < n_in; i++) {
+        const osp_backend_tensor *t = osp_execute_input(ctx, i);
+        if (!osp_backend_input_given(t))
+            continue;
+        offset = pyshm_align(offset);
+        if ((err = copy_tensor(inst, ctx, inst->stub.region.base + offset,
+                               t->data, t->byte_size, false)))
+            return err;
+        pyproto_text_printf(exec, "%s[", first ? "" : ",");
+        pyproto_text_json_string(exec, t->name);
+        pyproto_text_printf(exec, ",\"%s\",[",
+                            osp_datatype_wire_name(t->dtype));
+        for (int d = 0; d < t->shape.rank; d++)
+            pyproto_text_printf(exec, "%s%lld", d ? "," : "",
+                                (long long)t->shape.dims[d]);
+        pyproto_text_printf(exec, "],%zu,%zu]", offset, t->byte_size);
+        offset += t->byte_size;
+        first = false;
+    }
+    if (inst->on_gpu && (err = osp_stream_synchronize(osp_execute_stream(ctx))))
+        return err;
+    pyproto_text_printf(exec, "],\"outputs\":[");
+    first = true;
+    for (size_t o = 0; o < inst->model->n_outputs; o++) {
+        if (!osp_execute_output_requested(ctx, o))
+            continue;
+        pyproto_text_printf(exec, "%s", first ? "" : ",");
+        pyproto_text_json_string(exec, inst->model->output_names[o]);
+        first = false;
+    }
+    pyproto_text_printf(exec, "]}],\"region\":%zu,\"out_offset\":%zu}",
+                        inst->stub.region.size, pyshm_align(offset));
+    return exec->failed ? osp_error_out_of_memory() : NULL;
+}
+
+/* Hands the stub's outputs for the batch (one response) to the core. */
+static osp_error *take_outputs(python_instance *inst, osp_execute_ctx *ctx,
+                               const pyproto_response *resp) {
+    python_model *m = inst->model;
+    if (resp->is_error)
+        return osp_error_new(pyproto_error_code(resp->error_code), "%s",
+                             resp->error_message);
+    for (size_t k = 0; k < resp->n_outputs; k++) {
+        const pyproto_output *out = &resp->outputs[k];
+        size_t o = 0;
+        while (o < m->n_outputs && strcmp(m->output_names[o], out->name) != 0)
+            o++;
+        if (o == m->n_outputs || !osp_execute_output_requested(ctx, o))
+            continue; /* not in the config, or nobody asked for it */
+        if (out->dtype != m->output_dtypes[o])
+            return osp_error_new(
+                OSP_ERROR_INTERNAL,
+                "python model '%s': output '%s' is %s but the model "
+                "configuration says %s",
+                m->name, out->name, osp_datatype_wire_name(out->dtype),
+                osp_datatype_wire_name(m->output_dtypes[o]));
+        void *data = NULL;
+        osp_error *err = osp_execute_output_alloc(ctx, o, &out->shape,
+                                                  out->byte_size, &data);
+        if (!err)
+            err = copy_tensor(inst, ctx, data,
+                              inst->stub.region.base + out->offset,
+                              out->byte_size, true);
+        if (err)
+            return err;
+    }
+    return NULL;
+}
+
+/* Runs one batch on the stub; a dead or hung stub fails the batch with
+ * Triton's "not healthy" message and is restarted for the next one. */
+static osp_error *python_execute(void *opaque, osp_execute_ctx *ctx) {
+    python_instance *inst = opaque;
+    python_model *m = inst->model;
+    osp_error *err = NULL;
+    pyproto_text exec = {0};
+    uint8_t *reply = NULL;
+    size_t len = 0;
+    uint32_t type = 0;
+
+    if (inst->stub.pid == 0) {
+        OSP_LOG_WARN("python model '%s': restarting the stub of instance '%s'",
+                     m->name, inst->stub.name);
+        if ((err = instance_start(inst)))
+            return err;
+    }
+    if ((err = place_inputs(inst, ctx, &exec)))
+        goto out;
+    uint64_t deadline =
+        m->execute_timeout_ns ? osp_now_ns() + m->execute_timeout_ns : 0;
+    pystub_call_status st =
+        pystub_call(&inst->stub, PYPROTO_EXEC, exec.data, exec.len, deadline,
+                    &type, &reply, &len);
+    if (st != PYSTUB_ANSWERED) {
+        OSP_LOG_ERROR("python model '%s': the stub of instance '%s' %s",
+                      m->name, inst->stub.name,
+                      st == PYSTUB_TIMED_OUT
+                          ? "did not answer within execute-timeout-seconds "
+                            "and was killed"
+                          : "died");
+        err = pystub_unhealthy_error(&inst->stub);
+        goto out;
+    }
+    if (type == PYPROTO_ERROR) {
+        err = osp_error_new(OSP_ERROR_INTERNAL, "%s", (char *)reply);
+        goto out;
+    }
+    pyproto_result result;
+    if (type != PYPROTO_RESULT ||
+        (err = pyproto_result_decode(reply, len, &result))) {
+        if (!err)
+            err = osp_error_new(OSP_ERROR_INTERNAL,
+                                "python backend: unexpected answer %u from "
+                                "the stub",
+                                type);
+        goto out;
+    }
+    if (result.n_responses != 1)
+        err = osp_error_new(OSP_ERROR_INTERNAL,
+                            "python backend: %zu responses for one request",
+                            result.n_responses);
+    if (!err)
+        err = pyshm_region_follow(&inst->stub.region, result.region_size);
+    if (!err)
+        err = take_outputs(inst, ctx, &result.responses[0]);
+    pyproto_result_destroy(&result);
+out:
+    free(reply);
+    pyproto_text_free(&exec);
+    return err;
+}
+
+/* Triton's auto_complete_config: a short-lived stub imports model.py, runs
+ * TritonPythonModel.auto_complete_config on the config so far and answers
+ * what it added (python_complete.h). */
+static osp_error *python_auto_complete(osp_model_config *config,
+                                       const char *version_path) {
+    char *file = NULL, *model_dir = NULL, *version = NULL, *python = NULL;
+    uint64_t timeout_s = 0;
+    pyproto_text request = {0};
+    pystub stub = {.control = -1, .region.fd = -1};
+    uint8_t *reply = NULL;
+    size_t len = 0;
+    uint32_t type = 0;
+    osp_error *err = NULL;
+    char script[PATH_MAX];
+    stub_script_path(script, sizeof script);
+    if ((err = locate_model_file(config, version_path, &file, &model_dir,
+                                 &version)) ||
+        (err = choose_python(config, model_dir, &python)) ||
+        (err = read_setting(config, "stub-timeout-seconds", false, 30,
+                            &timeout_s)))
+        goto out;
+    snprintf(stub.name, sizeof stub.name, "%s_auto_complete", config->name);
+    pystub_options options = {python, script, 0, 4096, 4096};
+    if ((err = pystub_start(&stub, &options)))
+        goto out;
+    pyproto_text_printf(&request, "{\"model_file\":");
+    pyproto_text_json_string(&request, file);
+    pyproto_text_printf(&request, ",\"model_repository\":");
+    pyproto_text_json_string(&request, model_dir);
+    pyproto_text_printf(&request, ",\"config\":");
+    pyargs_config_json(&request, config);
+    pyproto_text_printf(&request, "}");
+    if (request.failed) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    pystub_call_status st = pystub_call(
+        &stub, PYPROTO_AUTO_COMPLETE, request.data, request.len,
+        osp_now_ns() + timeout_s * 1000000000ull, &type, &reply, &len);
+    if (st != PYSTUB_ANSWERED)
+        err = osp_error_new(OSP_ERROR_INTERNAL,
+                            "python model '%s': the stub exited or hung "
+                            "during auto_complete_config (its output is in "
+                            "the server log)",
+                            config->name);
+    else if (type == PYPROTO_ERROR)
+        err = osp_error_new(OSP_ERROR_INTERNAL, "%s", (char *)reply);
+    else
+        err = pycomplete_apply(config, (char *)reply);
+out:
+    pystub_stop(&stub, 0);
+    pyproto_text_free(&request);
+    free(reply);
+    free(file);
+    free(model_dir);
+    free(version);
+    free(python);
+    return err;
+}
+
+const osp_backend osp_backend_python = {
+    .name = "python",
+    .model_new = python_model_new,
+    .model_free = python_model_free,
+    .instance_new = python_instance_new,
+    .instance_free = python_instance_free,
+    .execute = python_execute,
+    .auto_complete = python_auto_complete,
+    .attach_server = python_attach_server,
+};

@@ -1,0 +1,150 @@
+/* The server's half of BLS for python models (python_bls.h). */
+#include "python_bls.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "osprey/infer.h"
+#include "python_protocol.h"
+
+/* One BLS request in flight: the stub's instance thread waits here for
+ * the core's completion callback. */
+typedef struct bls_wait {
+    pthread_mutex_t lock;
+    pthread_cond_t done_cond;
+    bool done;
+    osp_infer_response *response; /* owned once done */
+} bls_wait;
+
+static void bls_complete(osp_infer_response *response, void *user) {
+    bls_wait *w = user;
+    pthread_mutex_lock(&w->lock);
+    w->response = response;
+    w->done = true;
+    pthread_cond_signal(&w->done_cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Builds the core's request from the stub's descriptors; the inputs are
+ * copied out of the region. Caller owns *out. */
+static osp_error *build_request(const pystub *stub,
+                                const pyproto_bls_request *bls,
+                                osp_infer_request **out) {
+    osp_infer_request *req = osp_infer_request_new(bls->model, bls->version);
+    if (!req)
+        return osp_error_out_of_memory();
+    osp_error *err = osp_infer_request_set_id(req, bls->id);
+    for (size_t i = 0; i < bls->n_inputs && !err; i++) {
+        const pyproto_output *in = &bls->inputs[i];
+        osp_buffer *buf =
+            osp_buffer_new_host(in->byte_size ? in->byte_size : 1);
+        if (!buf) {
+            err = osp_error_out_of_memory();
+            break;
+        }
+        memcpy(buf->data, stub->region.base + in->offset, in->byte_size);
+        if ((err = osp_infer_request_add_input(req, in->name, in->dtype,
+                                               &in->shape, buf)))
+            osp_buffer_free(buf);
+    }
+    for (size_t i = 0; i < bls->n_outputs && !err; i++)
+        err = osp_infer_request_add_output(req, bls->outputs[i]);
+    if (err)
+        osp_infer_request_free(req);
+    else
+        *out = req;
+    return err;
+}
+
+/* Appends a response with outputs: each written into the region from
+ * `cursor` on (growing it). */
+static osp_error *encode_outputs(pystub *stub, const osp_infer_response *resp,
+                                 uint64_t cursor, pyproto_text *t) {
+    uint32_t head[2] = {0, (uint32_t)resp->n_outputs};
+    pyproto_text_append(t, head, sizeof head);
+    for (size_t k = 0; k < resp->n_outputs; k++) {
+        const osp_infer_output *o = &resp->outputs[k];
+        cursor = pyshm_align(cursor);
+        osp_error *err =
+            pyshm_region_reserve(&stub->region, cursor + o->byte_size);
+        if (err)
+            return err;
+        if (o->byte_size)
+            memcpy(stub->region.base + cursor, o->data->data, o->byte_size);
+        const char *dtype = osp_datatype_wire_name(o->dtype);
+        uint16_t name_len = (uint16_t)strlen(o->name);
+        uint8_t dtype_len = (uint8_t)strlen(dtype),
+                rank = (uint8_t)o->shape.rank;
+        uint64_t where[2] = {cursor, o->byte_size};
+        pyproto_text_append(t, &name_len, 2);
+        pyproto_text_append(t, o->name, name_len);
+        pyproto_text_append(t, &dtype_len, 1);
+        pyproto_text_append(t, dtype, dtype_len);
+        pyproto_text_append(t, &rank, 1);
+        pyproto_text_append(t, o->shape.dims, 8 * (size_t)rank);
+        pyproto_text_append(t, where, sizeof where);
+        cursor += o->byte_size;
+    }
+    return NULL;
+}
+
+bool pybls_serve(pystub *stub, osp_server *server, const uint8_t *payload,
+                 size_t len) {
+    pyproto_bls_request bls = {0};
+    osp_infer_request *req = NULL;
+    bls_wait w = {.done = false, .response = NULL};
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.done_cond, NULL);
+    pyproto_text answer = {0};
+    osp_error *err = pyproto_bls_decode(payload, len, &bls);
+    if (!err)
+        err = pyshm_region_follow(&stub->region, bls.region_size);
+    if (!err && !server)
+        err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                            "BLS requests need a server (none attached)");
+    if (!err)
+        err = build_request(stub, &bls, &req);
+    if (!err) {
+        /* Ownership of req moves to the server either way. */
+        err = osp_server_infer_async(server, req, bls_complete, &w);
+        if (!err) {
+            pthread_mutex_lock(&w.lock);
+            while (!w.done)
+                pthread_cond_wait(&w.done_cond, &w.lock);
+            pthread_mutex_unlock(&w.lock);
+            if (w.response->error) {
+                err = w.response->error;
+                w.response->error = NULL;
+            }
+        }
+    }
+    uint64_t header[1] = {0};
+    uint32_t count = 1;
+    pyproto_text_append(&answer, header, sizeof header);
+    pyproto_text_append(&answer, &count, sizeof count);
+    if (!err)
+        err = encode_outputs(stub, w.response, bls.out_offset, &answer);
+    if (err) {
+        answer.len = sizeof header + sizeof count; /* drop partial outputs */
+        const char *message = osp_error_message(err);
+        uint32_t fields[3] = {1, pyproto_triton_code(osp_error_get_code(err)),
+                              (uint32_t)strlen(message)};
+        pyproto_text_append(&answer, fields, sizeof fields);
+        pyproto_text_append(&answer, message, fields[2]);
+        osp_error_free(err);
+    }
+    bool sent = false;
+    if (!answer.failed) {
+        uint64_t size = stub->region.size; /* after any growth */
+        memcpy(answer.data, &size, sizeof size);
+        sent = pyproto_send(stub->control, PYPROTO_BLS_RESULT, answer.data,
+                            answer.len);
+    }
+    osp_infer_response_free(w.response);
+    pyproto_text_free(&answer);
+    pyproto_bls_destroy(&bls);
+    pthread_cond_destroy(&w.done_cond);
+    pthread_mutex_destroy(&w.lock);
+    return sent;
+}

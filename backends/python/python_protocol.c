@@ -1,0 +1,380 @@
+/* Frames and payloads of the python stub's control channel
+ * (python_protocol.h). */
+#include "python_protocol.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "osprey/clock.h"
+
+static bool text_reserve(pyproto_text *t, size_t more) {
+    if (t->failed)
+        return false;
+    if (t->len + more + 1 <= t->cap)
+        return true;
+    size_t cap = t->cap ? t->cap : 256;
+    while (cap < t->len + more + 1)
+        cap *= 2;
+    char *p = realloc(t->data, cap);
+    if (!p) {
+        t->failed = true;
+        return false;
+    }
+    t->data = p;
+    t->cap = cap;
+    return true;
+}
+
+void pyproto_text_printf(pyproto_text *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || !text_reserve(t, (size_t)n))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(t->data + t->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    t->len += (size_t)n;
+}
+
+void pyproto_text_json_string(pyproto_text *t, const char *s) {
+    pyproto_text_printf(t, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            pyproto_text_printf(t, "\\%c", *p);
+        else if (*p < 0x20)
+            pyproto_text_printf(t, "\\u%04x", *p);
+        else if (text_reserve(t, 1)) {
+            t->data[t->len++] = (char)*p;
+            t->data[t->len] = '\0';
+        }
+    }
+    pyproto_text_printf(t, "\"");
+}
+
+void pyproto_text_append(pyproto_text *t, const void *data, size_t n) {
+    if (n == 0 || !text_reserve(t, n))
+        return;
+    memcpy(t->data + t->len, data, n);
+    t->len += n;
+    t->data[t->len] = '\0';
+}
+
+void pyproto_text_free(pyproto_text *t) {
+    free(t->data);
+    memset(t, 0, sizeof *t);
+}
+
+osp_error_code pyproto_error_code(uint32_t triton_code) {
+    switch (triton_code) {
+    case 2:
+        return OSP_ERROR_NOT_FOUND;
+    case 3:
+        return OSP_ERROR_INVALID_ARG;
+    case 4:
+        return OSP_ERROR_UNAVAILABLE;
+    case 5:
+        return OSP_ERROR_UNSUPPORTED;
+    case 6:
+        return OSP_ERROR_ALREADY_EXISTS;
+    case 7:
+        return OSP_ERROR_CANCELLED;
+    case 0:
+        return OSP_ERROR_UNKNOWN;
+    default:
+        return OSP_ERROR_INTERNAL;
+    }
+}
+
+uint32_t pyproto_triton_code(osp_error_code code) {
+    switch (code) {
+    case OSP_ERROR_UNKNOWN:
+        return 0;
+    case OSP_ERROR_NOT_FOUND:
+        return 2;
+    case OSP_ERROR_INVALID_ARG:
+        return 3;
+    case OSP_ERROR_UNAVAILABLE:
+        return 4;
+    case OSP_ERROR_UNSUPPORTED:
+        return 5;
+    case OSP_ERROR_ALREADY_EXISTS:
+        return 6;
+    case OSP_ERROR_CANCELLED:
+        return 7;
+    default:
+        return 1;
+    }
+}
+
+/* A bounds-checked reader over a RESULT or BLS payload. */
+typedef struct reader {
+    const uint8_t *p;
+    size_t left;
+} reader;
+
+static bool take(reader *r, void *dst, size_t n) {
+    if (r->left < n)
+        return false;
+    memcpy(dst, r->p, n);
+    r->p += n;
+    r->left -= n;
+    return true;
+}
+
+/* A u<width> little-endian length followed by that many bytes, as a new
+ * NUL-terminated string. */
+static bool take_string(reader *r, size_t width, char **out) {
+    uint32_t n = 0; /* the host is little-endian, as the stub packs */
+    if (!take(r, &n, width) || r->left < n)
+        return false;
+    char *s = malloc((size_t)n + 1);
+    if (!s)
+        return false;
+    memcpy(s, r->p, n);
+    s[n] = '\0';
+    r->p += n;
+    r->left -= n;
+    *out = s;
+    return true;
+}
+
+static osp_error *bad_result(const char *what) {
+    return osp_error_new(OSP_ERROR_INTERNAL,
+                         "python backend: malformed result from the stub (%s)",
+                         what);
+}
+
+static osp_error *decode_output(reader *r, uint64_t region_size,
+                                pyproto_output *o) {
+    char *dtype = NULL;
+    uint8_t rank = 0;
+    if (!take_string(r, 2, &o->name) || !take_string(r, 1, &dtype))
+        return bad_result("tensor name or datatype");
+    o->dtype = osp_datatype_from_wire_name(dtype);
+    free(dtype);
+    if (o->dtype == OSP_TYPE_INVALID)
+        return bad_result("unknown datatype");
+    if (!take(r, &rank, 1) || rank > OSP_MAX_DIMS)
+        return bad_result("rank");
+    o->shape.rank = rank;
+    for (int d = 0; d < rank; d++)
+        if (!take(r, &o->shape.dims[d], 8) || o->shape.dims[d] < 0)
+            return bad_result("dims");
+    if (!take(r, &o->offset, 8) || !take(r, &o->byte_size, 8) ||
+        o->offset > region_size || o->byte_size > region_size - o->offset)
+        return bad_result("tensor outside the region");
+    int64_t count = 0;
+    if (!osp_shape_element_count(&o->shape, &count))
+        return bad_result("element count");
+    if (o->dtype != OSP_TYPE_BYTES &&
+        (uint64_t)count * osp_datatype_byte_size(o->dtype) != o->byte_size)
+        return bad_result("byte size does not match the shape");
+    return NULL;
+}
+
+static osp_error *decode_response(reader *r, uint64_t region_size,
+                                  pyproto_response *resp) {
+    uint32_t kind = 0, count = 0;
+    if (!take(r, &kind, 4))
+        return bad_result("response kind");
+    if (kind == 1) {
+        resp->is_error = true;
+        if (!take(r, &resp->error_code, 4) ||
+            !take_string(r, 4, &resp->error_message))
+            return bad_result("error message");
+        return NULL;
+    }
+    if (kind != 0 || !take(r, &count, 4) || count > r->left)
+        return bad_result("output count");
+    resp->outputs = calloc(count ? count : 1, sizeof *resp->outputs);
+    if (!resp->outputs)
+        return osp_error_out_of_memory();
+    for (uint32_t i = 0; i < count; i++) {
+        resp->n_outputs = i + 1;
+        osp_error *err = decode_output(r, region_size, &resp->outputs[i]);
+        if (err)
+            return err;
+    }
+    return NULL;
+}
+
+osp_error *pyproto_result_decode(const uint8_t *payload, size_t len,
+                                 pyproto_result *out) {
+    reader r = {payload, len};
+    pyproto_result res = {0};
+    uint32_t count = 0;
+    osp_error *err = NULL;
+    if (!take(&r, &res.region_size, 8) || !take(&r, &count, 4) ||
+        count > r.left / 4) {
+        err = bad_result("header");
+        goto out;
+    }
+    res.responses = calloc(count ? count : 1, sizeof *res.responses);
+    if (!res.responses) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    for (uint32_t i = 0; i < count && !err; i++) {
+        res.n_responses = i + 1;
+        err = decode_response(&r, res.region_size, &res.responses[i]);
+    }
+    if (!err && r.left != 0)
+        err = bad_result("trailing bytes");
+out:
+    if (err)
+        pyproto_result_destroy(&res);
+    else
+        *out = res;
+    return err;
+}
+
+osp_error *pyproto_bls_decode(const uint8_t *payload, size_t len,
+                              pyproto_bls_request *out) {
+    reader r = {payload, len};
+    pyproto_bls_request req = {0};
+    uint32_t count = 0;
+    osp_error *err = NULL;
+    if (!take(&r, &req.region_size, 8) || !take(&r, &req.out_offset, 8) ||
+        !take_string(&r, 2, &req.model) || !take(&r, &req.version, 8) ||
+        !take_string(&r, 2, &req.id) || !take(&r, &count, 4) ||
+        count > r.left) {
+        err = bad_result("BLS request header");
+        goto out;
+    }
+    req.inputs = calloc(count ? count : 1, sizeof *req.inputs);
+    if (!req.inputs) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    for (uint32_t i = 0; i < count && !err; i++) {
+        req.n_inputs = i + 1;
+        err = decode_output(&r, req.region_size, &req.inputs[i]);
+    }
+    if (!err && (!take(&r, &count, 4) || count > r.left))
+        err = bad_result("BLS output count");
+    if (!err && !(req.outputs = calloc(count ? count : 1, sizeof(char *))))
+        err = osp_error_out_of_memory();
+    for (uint32_t i = 0; i < count && !err; i++) {
+        req.n_outputs = i + 1;
+        if (!take_string(&r, 2, &req.outputs[i]))
+            err = bad_result("BLS output name");
+    }
+    if (!err && r.left != 0)
+        err = bad_result("trailing bytes");
+out:
+    if (err)
+        pyproto_bls_destroy(&req);
+    else
+        *out = req;
+    return err;
+}
+
+void pyproto_bls_destroy(pyproto_bls_request *request) {
+    free(request->model);
+    free(request->id);
+    for (size_t i = 0; i < request->n_inputs; i++)
+        free(request->inputs[i].name);
+    free(request->inputs);
+    for (size_t i = 0; i < request->n_outputs && request->outputs; i++)
+        free(request->outputs[i]);
+    free(request->outputs);
+    memset(request, 0, sizeof *request);
+}
+
+void pyproto_result_destroy(pyproto_result *result) {
+    for (size_t i = 0; i < result->n_responses; i++) {
+        pyproto_response *resp = &result->responses[i];
+        free(resp->error_message);
+        for (size_t k = 0; k < resp->n_outputs; k++)
+            free(resp->outputs[k].name);
+        free(resp->outputs);
+    }
+    free(result->responses);
+    memset(result, 0, sizeof *result);
+}
+
+bool pyproto_send(int fd, uint32_t type, const void *payload, size_t len) {
+    uint32_t header[2] = {type, (uint32_t)len};
+    struct iovec iov[2] = {{header, sizeof header}, {(void *)payload, len}};
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
+    size_t total = sizeof header + len;
+    while (total > 0) {
+        ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        total -= (size_t)n;
+        while (n > 0 && msg.msg_iovlen > 0) {
+            size_t step = (size_t)n < msg.msg_iov->iov_len
+                              ? (size_t)n
+                              : msg.msg_iov->iov_len;
+            msg.msg_iov->iov_base = (char *)msg.msg_iov->iov_base + step;
+            msg.msg_iov->iov_len -= step;
+            n -= (ssize_t)step;
+            if (msg.msg_iov->iov_len == 0) {
+                msg.msg_iov++;
+                msg.msg_iovlen--;
+            }
+        }
+    }
+    return true;
+}
+
+/* Reads exactly n bytes before the deadline. */
+static pyproto_recv_status read_full(int fd, uint64_t deadline_ns, void *dst,
+                                     size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        /* Without a deadline a blocking recv spares a poll per read. */
+        if (deadline_ns) {
+            uint64_t now = osp_now_ns();
+            if (now >= deadline_ns)
+                return PYPROTO_RECV_TIMEOUT;
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            int rc =
+                poll(&pfd, 1, (int)((deadline_ns - now + 999999) / 1000000));
+            if (rc == 0 || (rc < 0 && errno == EINTR))
+                continue; /* the deadline check above decides */
+            if (rc < 0)
+                return PYPROTO_RECV_CLOSED;
+        }
+        ssize_t k = recv(fd, (char *)dst + got, n - got, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return PYPROTO_RECV_CLOSED;
+        got += (size_t)k;
+    }
+    return PYPROTO_RECV_OK;
+}
+
+pyproto_recv_status pyproto_recv(int fd, uint64_t deadline_ns, uint32_t *type,
+                                 uint8_t **payload, size_t *len) {
+    uint32_t header[2];
+    pyproto_recv_status st = read_full(fd, deadline_ns, header, sizeof header);
+    if (st != PYPROTO_RECV_OK)
+        return st;
+    if (header[1] > PYPROTO_MAX_FRAME)
+        return PYPROTO_RECV_INVALID;
+    uint8_t *buf = malloc((size_t)header[1] + 1);
+    if (!buf)
+        return PYPROTO_RECV_INVALID;
+    if ((st = read_full(fd, deadline_ns, buf, header[1])) != PYPROTO_RECV_OK) {
+        free(buf);
+        return st;
+    }
+    buf[header[1]] = 0;
+    *type = header[0];
+    *payload = buf;
+    *len = header[1];
+    return PYPROTO_RECV_OK;
+}

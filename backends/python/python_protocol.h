@@ -1,0 +1,155 @@
+/*
+ * The control channel between the server and a python stub
+ * (stub/osprey_python_stub.py): frames of an 8-byte header (u32 type, u32
+ * payload length, little-endian) and a payload, on a Unix stream socket.
+ * Only descriptors travel here; tensors live in the shared-memory region
+ * (python_shm.h).
+ *
+ * server -> stub
+ *   INIT      JSON {"model_file", "args": {Triton's initialize args},
+ *             "growth", "region_max"}; answered OK or ERROR
+ *   EXEC      JSON {"region": mapped size, "out_offset": where outputs
+ *             may start, "requests": [{"inputs": [[name, datatype, dims,
+ *             offset, byte_size], ...], "outputs": [names]}]};
+ *             answered RESULT or ERROR (the whole batch failed)
+ *   FINALIZE  empty; the stub runs finalize(), answers OK and exits
+ *   AUTO_COMPLETE  JSON {"model_file", "model_repository", "config"}; the
+ *             stub runs auto_complete_config, answers OK with what it
+ *             added (python_complete.h) or ERROR, and exits
+ * stub -> server
+ *   OK, ERROR (UTF-8 message)
+ *   RESULT    u64 region size, u32 response count, then per response
+ *             u32 kind: 0 = outputs: u32 count, then per output u16 name
+ *             length, name, u8 datatype length, datatype, u8 rank, i64
+ *             dims[rank], u64 offset, u64 byte size; 1 = error: u32 code
+ *             (pb_utils.TritonError's), u32 length, message
+ *   LOG       u32 level (0 info, 1 warning, 2 error, 3 verbose), message;
+ *             may come before any answer
+ *   BLS       a request of the model's own (pb_utils.InferenceRequest.exec),
+ *             sent during EXEC: u64 region size, u64 where the server may
+ *             write outputs, u16 model length, model, i64 version, u16 id
+ *             length, id, u32 input count, input descriptors (as RESULT's
+ *             outputs, tensors in the region), u32 output count, per output
+ *             u16 length and name. The server answers BLS_RESULT: a RESULT
+ *             payload with one response, before the EXEC's answer.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "osprey/datatype.h"
+#include "osprey/error.h"
+#include "osprey/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    PYPROTO_INIT = 1,
+    PYPROTO_EXEC = 2,
+    PYPROTO_FINALIZE = 3,
+    PYPROTO_AUTO_COMPLETE = 4,
+    PYPROTO_BLS_RESULT = 5,
+    PYPROTO_OK = 10,
+    PYPROTO_ERROR = 11,
+    PYPROTO_RESULT = 12,
+    PYPROTO_LOG = 13,
+    PYPROTO_BLS = 14,
+};
+
+/* Largest frame the server accepts from a stub (descriptors and messages
+ * only: tensors never travel on the channel). */
+#define PYPROTO_MAX_FRAME (16u << 20)
+
+/* A growable NUL-terminated text buffer for building JSON payloads. */
+typedef struct pyproto_text {
+    char *data;
+    size_t len, cap;
+    bool failed; /* an allocation failed; data is then incomplete */
+} pyproto_text;
+
+void pyproto_text_printf(pyproto_text *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Appends `s` (borrowed, NUL-terminated) as a JSON string with quotes. */
+void pyproto_text_json_string(pyproto_text *t, const char *s);
+void pyproto_text_free(pyproto_text *t);
+
+typedef struct pyproto_output {
+    char *name; /* owned */
+    osp_datatype dtype;
+    osp_shape shape;
+    uint64_t offset, byte_size; /* in the region */
+} pyproto_output;
+
+typedef struct pyproto_response {
+    bool is_error;
+    uint32_t error_code;     /* pb_utils.TritonError code when is_error */
+    char *error_message;     /* owned; NULL unless is_error */
+    pyproto_output *outputs; /* owned */
+    size_t n_outputs;
+} pyproto_response;
+
+typedef struct pyproto_result {
+    uint64_t region_size;
+    pyproto_response *responses; /* owned */
+    size_t n_responses;
+} pyproto_result;
+
+/* Decodes a RESULT payload (borrowed). Every length, rank, dim and
+ * datatype is checked; offsets are checked against region_size (tensors
+ * lie inside the region the stub reports). Caller owns *out on success,
+ * freed with pyproto_result_destroy; nothing to free on failure. */
+osp_error *pyproto_result_decode(const uint8_t *payload, size_t len,
+                                 pyproto_result *out);
+void pyproto_result_destroy(pyproto_result *result);
+
+typedef struct pyproto_bls_request {
+    uint64_t region_size, out_offset;
+    char *model; /* owned */
+    int64_t version;
+    char *id;               /* owned */
+    pyproto_output *inputs; /* owned; offsets checked against region_size */
+    size_t n_inputs;
+    char **outputs; /* owned */
+    size_t n_outputs;
+} pyproto_bls_request;
+
+/* Decodes a BLS payload (borrowed) with the checks of
+ * pyproto_result_decode. Caller owns *out on success (destroy it); nothing
+ * to free on failure. */
+osp_error *pyproto_bls_decode(const uint8_t *payload, size_t len,
+                              pyproto_bls_request *out);
+void pyproto_bls_destroy(pyproto_bls_request *request);
+
+/* Appends `n` raw bytes to a payload being built. */
+void pyproto_text_append(pyproto_text *t, const void *data, size_t n);
+
+/* The pb_utils.TritonError code of an osp_error code. */
+uint32_t pyproto_triton_code(osp_error_code code);
+
+/* The osp_error code of a pb_utils.TritonError code. */
+osp_error_code pyproto_error_code(uint32_t triton_code);
+
+/* Writes one frame; the socket is blocking. false when the peer is gone. */
+bool pyproto_send(int fd, uint32_t type, const void *payload, size_t len);
+
+typedef enum pyproto_recv_status {
+    PYPROTO_RECV_OK = 0,
+    PYPROTO_RECV_CLOSED,  /* the stub closed the channel or died */
+    PYPROTO_RECV_TIMEOUT, /* nothing complete before the deadline */
+    PYPROTO_RECV_INVALID, /* a frame over PYPROTO_MAX_FRAME, or no memory */
+} pyproto_recv_status;
+
+/* Reads one frame, waiting at most until `deadline_ns` (osp_now_ns clock;
+ * 0 = no deadline). On OK the caller owns *payload (malloc'd, NUL
+ * appended, may be NULL when *len is 0). */
+pyproto_recv_status pyproto_recv(int fd, uint64_t deadline_ns, uint32_t *type,
+                                 uint8_t **payload, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif

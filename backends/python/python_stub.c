@@ -1,0 +1,201 @@
+/* Starting, talking to and stopping one python stub process
+ * (python_stub.h). */
+#define _GNU_SOURCE
+#include "python_stub.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "osprey/clock.h"
+#include "osprey/log.h"
+#include "python_bls.h"
+#include "python_protocol.h"
+
+extern char **environ;
+
+/* The fds the stub finds its channel and region on. */
+enum { STUB_CONTROL_FD = 3, STUB_REGION_FD = 4 };
+
+/* Moves *fd (close-on-exec) above the fds the stub expects, so the
+ * child's dup2 onto 3 and 4 cannot clobber a source fd. */
+static osp_error *move_above_stub_fds(int *fd) {
+    if (*fd > STUB_REGION_FD)
+        return NULL;
+    int moved = fcntl(*fd, F_DUPFD_CLOEXEC, STUB_REGION_FD + 1);
+    if (moved < 0)
+        return osp_error_new(OSP_ERROR_UNAVAILABLE, "python backend: fcntl: %s",
+                             strerror(errno));
+    close(*fd);
+    *fd = moved;
+    return NULL;
+}
+
+osp_error *pystub_start(pystub *stub, const pystub_options *options) {
+    int sv[2] = {-1, -1};
+    osp_error *err = NULL;
+    stub->pid = 0;
+    stub->control = -1;
+    if ((err = pyshm_region_init(&stub->region, options->shm_initial,
+                                 options->shm_growth, options->shm_limit)))
+        return err;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                            "python backend: socketpair: %s", strerror(errno));
+        goto out;
+    }
+    /* The dup2s below must not overwrite one another's source. */
+    if ((err = move_above_stub_fds(&sv[1])) ||
+        (err = move_above_stub_fds(&stub->region.fd)))
+        goto out;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, sv[1], STUB_CONTROL_FD);
+    posix_spawn_file_actions_adddup2(&actions, stub->region.fd, STUB_REGION_FD);
+    /* Nothing else of the server's (listening sockets, other stubs'
+     * channels) reaches the stub. */
+    posix_spawn_file_actions_addclosefrom_np(&actions, STUB_REGION_FD + 1);
+    char *argv[] = {(char *)options->python, (char *)options->stub_script,
+                    NULL};
+    pid_t pid = 0;
+    int rc = posix_spawnp(&pid, options->python, &actions, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+        /* The path stays in the server log: replies never carry one. */
+        OSP_LOG_ERROR("python backend: cannot start '%s': %s", options->python,
+                      strerror(rc));
+        err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                            "python backend: cannot start the Python "
+                            "executable (python-executable or "
+                            "EXECUTION_ENV_PATH): %s",
+                            strerror(rc));
+        goto out;
+    }
+    stub->pid = pid;
+    stub->control = sv[0];
+    sv[0] = -1;
+out:
+    if (sv[0] >= 0)
+        close(sv[0]);
+    if (sv[1] >= 0)
+        close(sv[1]);
+    if (err)
+        pyshm_region_destroy(&stub->region);
+    return err;
+}
+
+/* Kills (if still running) and reaps the stub and closes what the server
+ * holds of it. */
+static void stub_kill(pystub *stub) {
+    if (stub->pid > 0) {
+        kill(stub->pid, SIGKILL);
+        while (waitpid(stub->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    stub->pid = 0;
+    if (stub->control >= 0)
+        close(stub->control);
+    stub->control = -1;
+    pyshm_region_destroy(&stub->region);
+}
+
+/* Writes one LOG frame's message into the server log. */
+static void stub_log(const pystub *stub, const uint8_t *payload, size_t len) {
+    uint32_t level = 0;
+    if (len < 4)
+        return;
+    memcpy(&level, payload, 4);
+    const char *text = (const char *)payload + 4;
+    switch (level) {
+    case 1:
+        OSP_LOG_WARN("%s", text);
+        break;
+    case 2:
+        OSP_LOG_ERROR("%s", text);
+        break;
+    case 3:
+        OSP_LOG_VERBOSE("%s", text);
+        break;
+    default:
+        OSP_LOG_INFO("%s", text);
+    }
+    (void)stub;
+}
+
+pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
+                               size_t len, uint64_t deadline_ns,
+                               uint32_t *reply_type, uint8_t **reply,
+                               size_t *reply_len) {
+    if (stub->control < 0)
+        return PYSTUB_DEAD;
+    if (!pyproto_send(stub->control, type, payload, len)) {
+        stub_kill(stub);
+        return PYSTUB_DEAD;
+    }
+    for (;;) {
+        uint32_t got = 0;
+        uint8_t *buf = NULL;
+        size_t n = 0;
+        pyproto_recv_status st =
+            pyproto_recv(stub->control, deadline_ns, &got, &buf, &n);
+        if (st != PYPROTO_RECV_OK) {
+            stub_kill(stub);
+            return st == PYPROTO_RECV_TIMEOUT ? PYSTUB_TIMED_OUT : PYSTUB_DEAD;
+        }
+        if (got == PYPROTO_LOG) {
+            stub_log(stub, buf, n);
+            free(buf);
+            continue;
+        }
+        if (got == PYPROTO_BLS) {
+            bool served = pybls_serve(stub, stub->server, buf, n);
+            free(buf);
+            if (!served) {
+                stub_kill(stub);
+                return PYSTUB_DEAD;
+            }
+            continue;
+        }
+        *reply_type = got;
+        *reply = buf;
+        *reply_len = n;
+        return PYSTUB_ANSWERED;
+    }
+}
+
+void pystub_stop(pystub *stub, int timeout_ms) {
+    if (stub->control >= 0 && stub->pid > 0) {
+        uint32_t type = 0;
+        uint8_t *reply = NULL;
+        size_t len = 0;
+        uint64_t deadline = osp_now_ns() + (uint64_t)timeout_ms * 1000000u;
+        if (pystub_call(stub, PYPROTO_FINALIZE, NULL, 0, deadline, &type,
+                        &reply, &len) == PYSTUB_ANSWERED) {
+            free(reply);
+            /* The stub exits after answering; give it until the deadline
+             * before the kill below. */
+            close(stub->control);
+            stub->control = -1;
+            while (osp_now_ns() < deadline) {
+                pid_t r = waitpid(stub->pid, NULL, WNOHANG);
+                if (r == stub->pid || (r < 0 && errno != EINTR)) {
+                    stub->pid = 0;
+                    break;
+                }
+                usleep(1000);
+            }
+        }
+    }
+    stub_kill(stub);
+}
+
+osp_error *pystub_unhealthy_error(const pystub *stub) {
+    return osp_error_new(OSP_ERROR_INTERNAL,
+                         "Stub process '%s' is not healthy.", stub->name);
+}

@@ -1,0 +1,63 @@
+/*
+ * One python stub process: its pid, its control channel and the shared
+ * memory region it maps (see python_protocol.h for what travels).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "osprey/error.h"
+#include "osprey/server.h"
+#include "python_shm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pystub {
+    pid_t pid;   /* 0 when not running */
+    int control; /* the server's end of the socket; -1 when closed */
+    pyshm_region region;
+    char name[256];     /* "<model>_0_<n>", as Triton names the instance */
+    osp_server *server; /* where its BLS requests go (borrowed); may be NULL */
+} pystub;
+
+typedef struct pystub_options {
+    const char *python;      /* executable, looked up in PATH without '/' */
+    const char *stub_script; /* osprey_python_stub.py */
+    size_t shm_initial, shm_growth, shm_limit;
+} pystub_options;
+
+/* Starts the stub (borrowed strings are copied by the exec); the stub is
+ * then waiting for INIT. On failure nothing is left running. */
+osp_error *pystub_start(pystub *stub, const pystub_options *options);
+
+typedef enum pystub_call_status {
+    PYSTUB_ANSWERED = 0, /* *reply_type and *reply are set */
+    PYSTUB_DEAD,         /* the stub died or broke the protocol: stopped */
+    PYSTUB_TIMED_OUT,    /* no answer before the deadline: killed */
+} pystub_call_status;
+
+/* Sends one frame and waits for the answer, writing LOG frames that come
+ * first into the server log and serving BLS requests (python_bls.h).
+ * deadline_ns 0 waits as long as the stub lives. Anything but ANSWERED leaves
+ * the stub killed and reaped. The caller owns *reply (free()). */
+pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
+                               size_t len, uint64_t deadline_ns,
+                               uint32_t *reply_type, uint8_t **reply,
+                               size_t *reply_len);
+
+/* Asks the stub to finalize (waiting at most timeout_ms), then kills what
+ * is left, reaps it and closes the channel and region. Safe to call on a
+ * stub that is not running. */
+void pystub_stop(pystub *stub, int timeout_ms);
+
+/* Triton's message for a stub that died: "Stub process '<name>' is not
+ * healthy." */
+osp_error *pystub_unhealthy_error(const pystub *stub);
+
+#ifdef __cplusplus
+}
+#endif

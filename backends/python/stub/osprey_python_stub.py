@@ -1,0 +1,393 @@
+"""Osprey's python stub: runs one instance of a Triton `model.py`.
+
+Started by the server (backends/python/python_stub.c) as
+    <python> osprey_python_stub.py
+with fd 3 a Unix stream socket to the server (the control channel) and fd 4
+a memfd holding the shared-memory region that carries tensors. Frames on
+the socket are an 8-byte header (u32 type, u32 length, little-endian) and a
+payload; python_protocol.h documents each type. The stub answers one frame
+at a time, so the server never has two requests in flight to one stub.
+"""
+
+import asyncio
+import importlib.util
+import inspect
+import json
+import mmap
+import os
+import resource
+import socket
+import struct
+import sys
+import threading
+import traceback
+
+import numpy as np
+
+import triton_python_backend_utils as pb_utils
+
+INIT, EXEC, FINALIZE, AUTO_COMPLETE, BLS_RESULT = 1, 2, 3, 4, 5
+OK, ERROR, RESULT, LOG, BLS = 10, 11, 12, 13, 14
+HEADER = struct.Struct("<II")
+ALIGN = 64
+
+control = socket.socket(fileno=3)
+send_lock = threading.Lock()
+
+
+def send_frame(kind, payload=b""):
+    with send_lock:
+        control.sendall(HEADER.pack(kind, len(payload)) + payload)
+
+
+def recv_exact(n):
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = control.recv_into(view[got:], n - got)
+        if k == 0:
+            raise EOFError
+        got += k
+    return buf
+
+
+def log_to_server(level, message):
+    send_frame(LOG, struct.pack("<I", level) + message.encode("utf-8", "replace"))
+
+
+class Region:
+    """The shared-memory region (fd 4); grows by whole growth steps."""
+
+    def __init__(self, growth, limit):
+        self.fd = 4
+        self.growth = growth
+        self.limit = limit
+        self.size = 0
+        self.map = None
+        self.remap(os.fstat(self.fd).st_size)
+
+    def remap(self, size):
+        if size > self.size:
+            # Old maps may still be viewed by arrays a model kept; they are
+            # dropped, not closed, and go when the last view goes.
+            self.map = mmap.mmap(self.fd, size)
+            self.size = size
+
+    def reserve(self, end):
+        if end <= self.size:
+            return
+        new_size = max(end, self.size + self.growth)
+        new_size = (new_size + self.growth - 1) // self.growth * self.growth
+        if new_size > self.limit:
+            raise pb_utils.TritonModelException(
+                "outputs need %d bytes of shared memory, more than the limit of %d "
+                "(shm-region-max-byte-size)" % (end, self.limit))
+        os.ftruncate(self.fd, new_size)
+        self.remap(new_size)
+
+
+def relative_frame_file(path):
+    root = os.path.dirname(MODEL_REPOSITORY) if MODEL_REPOSITORY else ""
+    if root and path.startswith(root + os.sep):
+        return path[len(root) + 1:]
+    return os.path.basename(path)
+
+
+def describe_exception(exc):
+    """'<Type>: <text>\\n\\nAt:\\n  <file>(<line>): <function>\\n' with the
+    innermost frame first, as Triton prints a Python error; files relative
+    to the model repository."""
+    # The stub's own frames and the event loop's are not the model's.
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if os.path.dirname(f.filename) not in (STUB_DIR, ASYNCIO_DIR)]
+    text = "%s: %s" % (type(exc).__name__, exc)
+    if frames:
+        text += "\n\nAt:\n" + "".join(
+            "  %s(%d): %s\n" % (relative_frame_file(f.filename), f.lineno, f.name)
+            for f in reversed(frames))
+    return text
+
+
+STUB_DIR = os.path.dirname(os.path.abspath(__file__))
+ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__))
+MODEL_REPOSITORY = ""
+out_of_memory_frame = b""
+model = None
+instance_name = ""
+region = None
+
+
+def import_model(model_file, model_repository):
+    """The TritonPythonModel class of model.py."""
+    global MODEL_REPOSITORY
+    MODEL_REPOSITORY = model_repository
+    pb_utils._log_sink = log_to_server
+    sys.path.insert(0, os.path.dirname(model_file))
+    spec = importlib.util.spec_from_file_location("model", model_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.TritonPythonModel
+
+
+def initialize(payload):
+    global model, instance_name, region
+    init = json.loads(payload)
+    args = init["args"]
+    instance_name = args["model_instance_name"]
+    region = Region(init["growth"], init["region_max"])
+    global out_of_memory_frame
+    message = ("instance '%s' ran out of memory in execute; its stub exits"
+               % instance_name).encode("utf-8")
+    out_of_memory_frame = HEADER.pack(LOG, 4 + len(message)) + struct.pack("<I", 2) + message
+    if init.get("memory_limit"):
+        resource.setrlimit(resource.RLIMIT_DATA, (init["memory_limit"],) * 2)
+    model_class = import_model(init["model_file"], args.get("model_repository", ""))
+    model = model_class()
+    if hasattr(model, "initialize"):
+        model.initialize(args)
+
+
+def auto_complete(payload):
+    """Runs TritonPythonModel.auto_complete_config and answers what it
+    added, one tab-separated line each (python_complete.c reads them):
+    max_batch_size N, dynamic_batching, decoupled 0|1,
+    input NAME TYPE OPTIONAL DIMS, output NAME TYPE DIMS."""
+    request = json.loads(payload)
+    model_class = import_model(request["model_file"], request["model_repository"])
+    if not hasattr(model_class, "auto_complete_config"):
+        return b""
+    before = request["config"]
+    had_batching = "dynamic_batching" in before
+    config = pb_utils.ModelConfig(json.loads(json.dumps(before)))
+    model_class.auto_complete_config(config)
+    after = config.as_dict()
+    lines = ["max_batch_size\t%d" % int(after.get("max_batch_size", 0))]
+    if "dynamic_batching" in after and not had_batching:
+        lines.append("dynamic_batching")
+    policy = after.get("model_transaction_policy", {})
+    lines.append("decoupled\t%d" % bool(policy.get("decoupled", False)))
+    for kind in ("input", "output"):
+        for io in after.get(kind, []):
+            if not io.get("_added"):
+                continue
+            dims = ",".join(str(int(d)) for d in io["dims"])
+            fields = [kind, io["name"], io["data_type"]]
+            if kind == "input":
+                fields.append("1" if io.get("optional") else "0")
+            lines.append("\t".join(fields + [dims]))
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def input_tensor(desc):
+    name, dtype, dims, offset, nbytes = desc
+    if dtype == "BYTES":
+        raw = np.frombuffer(region.map, dtype=np.uint8, count=nbytes, offset=offset)
+        array = pb_utils.deserialize_bytes_tensor(raw).reshape(dims)
+    else:
+        np_type = pb_utils.triton_to_numpy_type(dtype)
+        count = nbytes // np.dtype(np_type).itemsize
+        array = np.frombuffer(region.map, dtype=np_type, count=count,
+                              offset=offset).reshape(dims)
+    return pb_utils.Tensor(name, array, dtype)
+
+
+def write_tensor(tensor, cursor):
+    """Writes one tensor into the region at `cursor`; returns its descriptor
+    (python_protocol.h) and the next aligned cursor."""
+    array = tensor.as_numpy()
+    dtype = tensor.triton_dtype()
+    if dtype == "BYTES":
+        source = pb_utils.serialize_byte_tensor(array)
+    else:
+        source = np.ascontiguousarray(array)
+    nbytes = source.nbytes
+    region.reserve(cursor + nbytes)
+    if nbytes:
+        region.map[cursor:cursor + nbytes] = memoryview(source).cast("B")
+    name = tensor.name().encode("utf-8")
+    dt = dtype.encode("ascii")
+    shape = array.shape
+    desc = (struct.pack("<H", len(name)) + name + struct.pack("<B", len(dt)) + dt +
+            struct.pack("<B%dq" % len(shape), len(shape), *shape) +
+            struct.pack("<QQ", cursor, nbytes))
+    return desc, (cursor + nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
+def write_outputs(response, wanted, cursor, out):
+    """Appends one response's outputs to `out` (bytes parts), writing each
+    tensor into the region; returns the next cursor."""
+    tensors = [t for t in response.output_tensors() if t.name() in wanted]
+    out.append(struct.pack("<II", 0, len(tensors)))
+    for tensor in tensors:
+        desc, cursor = write_tensor(tensor, cursor)
+        out.append(desc)
+    return cursor
+
+
+def read_tensor(payload, pos):
+    """Reads one descriptor of `payload` at `pos` and copies the tensor out of
+    the region (the region is reused by the next call); returns (Tensor,
+    next pos)."""
+    (n,) = struct.unpack_from("<H", payload, pos)
+    name = payload[pos + 2:pos + 2 + n].decode("utf-8")
+    pos += 2 + n
+    (n,) = struct.unpack_from("<B", payload, pos)
+    dtype = payload[pos + 1:pos + 1 + n].decode("ascii")
+    pos += 1 + n
+    (rank,) = struct.unpack_from("<B", payload, pos)
+    dims = struct.unpack_from("<%dq" % rank, payload, pos + 1)
+    pos += 1 + 8 * rank
+    offset, nbytes = struct.unpack_from("<QQ", payload, pos)
+    pos += 16
+    raw = np.frombuffer(region.map, dtype=np.uint8, count=nbytes, offset=offset)
+    if dtype == "BYTES":
+        array = pb_utils.deserialize_bytes_tensor(raw).reshape(dims)
+    else:
+        array = raw.view(pb_utils.triton_to_numpy_type(dtype)).reshape(dims).copy()
+    return pb_utils.Tensor(name, array, dtype), pos
+
+
+bls_lock = threading.Lock()
+bls_base = 0  # where a BLS call may place its tensors: after the batch's inputs
+
+
+def bls_exec(request):
+    """Sends a BLS request (pb_utils.InferenceRequest.exec) into the server
+    and waits for its response; errors come back as the response's error."""
+    with bls_lock:
+        parts, cursor = [], bls_base
+        for tensor in request.inputs():
+            desc, cursor = write_tensor(tensor, cursor)
+            parts.append(desc)
+        model = request.model_name() or ""
+        if isinstance(model, str):  # Triton takes str or bytes
+            model = model.encode("utf-8")
+        rid = str(request.request_id() or "").encode("utf-8")
+        outputs = [n.encode("utf-8") for n in request.requested_output_names()]
+        payload = (struct.pack("<QQ", region.size, cursor) +
+                   struct.pack("<H", len(model)) + model +
+                   struct.pack("<q", int(request.model_version())) +
+                   struct.pack("<H", len(rid)) + rid +
+                   struct.pack("<I", len(parts)) + b"".join(parts) +
+                   struct.pack("<I", len(outputs)) +
+                   b"".join(struct.pack("<H", len(n)) + n for n in outputs))
+        send_frame(BLS, payload)
+        kind, length = HEADER.unpack(recv_exact(HEADER.size))
+        reply = bytes(recv_exact(length))
+        if kind != BLS_RESULT:
+            raise pb_utils.TritonModelException("unexpected answer %d to a BLS request" % kind)
+        size, count, rkind = struct.unpack_from("<QII", reply, 0)
+        region.remap(size)
+        if rkind == 1:
+            code, n = struct.unpack_from("<II", reply, 16)
+            message = reply[24:24 + n].decode("utf-8", "replace")
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
+        (n_out,) = struct.unpack_from("<I", reply, 16)
+        pos, tensors = 20, []
+        for _ in range(n_out):
+            tensor, pos = read_tensor(reply, pos)
+            tensors.append(tensor)
+        return pb_utils.InferenceResponse(tensors)
+
+
+pb_utils._bls_exec = bls_exec
+event_loop = asyncio.new_event_loop()
+
+
+def batch_failure(exc):
+    """The ERROR answer for an exception that fails the whole batch."""
+    return ERROR, ("Failed to process the request(s) for model '%s', message: %s"
+                   % (instance_name, describe_exception(exc))).encode("utf-8", "replace")
+
+
+def execute(payload):
+    global bls_base
+    batch = json.loads(payload)
+    region.remap(batch["region"])
+    bls_base = batch["out_offset"]
+    requests = []
+    for r in batch["requests"]:
+        request = pb_utils.InferenceRequest(
+            inputs=[input_tensor(d) for d in r["inputs"]],
+            requested_output_names=r["outputs"], request_id=r.get("id", ""),
+            correlation_id=r.get("correlation_id", 0),
+            parameters=r.get("parameters", "{}"))
+        requests.append(request)
+    try:
+        responses = model.execute(requests)
+        if inspect.isawaitable(responses):  # async def execute
+            responses = event_loop.run_until_complete(responses)
+    except MemoryError:
+        # Over stub-memory-limit-byte-size (a leak, most likely): end this
+        # stub; the server fails the batch and starts a fresh one. The log
+        # frame was built beforehand: no memory may be left to build it.
+        try:
+            control.sendall(out_of_memory_frame)
+        finally:
+            os._exit(1)
+    except Exception as exc:
+        return batch_failure(exc)
+    if responses is None:
+        responses = [r._sent_response for r in requests]
+    if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
+        count = len(responses) if isinstance(responses, (list, tuple)) else 0
+        return ERROR, ("Number of InferenceResponse objects do not match the number "
+                       "of InferenceRequest objects. InferenceRequest(s) size is:%d, "
+                       "and InferenceResponse(s) size is:%d\n"
+                       % (len(requests), count)).encode("utf-8")
+    out = []
+    cursor = batch["out_offset"]
+    try:
+        for request, response in zip(requests, responses):
+            if response is None or not isinstance(response, pb_utils.InferenceResponse):
+                raise pb_utils.TritonModelException(
+                    "Expected an InferenceResponse, got " + type(response).__name__)
+            if response.has_error():
+                err = response.error()
+                message = err.message().encode("utf-8", "replace")
+                out.append(struct.pack("<III", 1, err.code(), len(message)) + message)
+            else:
+                cursor = write_outputs(response, set(request.requested_output_names()),
+                                       cursor, out)
+    except Exception as exc:
+        return batch_failure(exc)
+    return RESULT, struct.pack("<QI", region.size, len(responses)) + b"".join(out)
+
+
+def main():
+    while True:
+        try:
+            kind, length = HEADER.unpack(recv_exact(HEADER.size))
+            payload = bytes(recv_exact(length))
+        except (EOFError, ConnectionError):
+            return 0
+        if kind == INIT:
+            try:
+                initialize(payload)
+                send_frame(OK)
+            except Exception as exc:
+                send_frame(ERROR, describe_exception(exc).encode("utf-8", "replace"))
+        elif kind == AUTO_COMPLETE:
+            try:
+                send_frame(OK, auto_complete(payload))
+            except Exception as exc:
+                send_frame(ERROR, describe_exception(exc).encode("utf-8", "replace"))
+            return 0
+        elif kind == EXEC:
+            send_frame(*execute(payload))
+        elif kind == FINALIZE:
+            try:
+                if model is not None and hasattr(model, "finalize"):
+                    model.finalize()
+            except Exception as exc:
+                log_to_server(2, "finalize of '%s' failed: %s"
+                              % (instance_name, describe_exception(exc)))
+            send_frame(OK)
+            return 0
+        else:
+            send_frame(ERROR, b"unknown frame type %d" % kind)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,374 @@
+"""Triton's `triton_python_backend_utils` as Osprey's python stub serves it.
+
+A model.py written for Triton's python backend imports this module as
+`pb_utils` and runs unchanged. The stub (osprey_python_stub.py) fills in the
+parts that talk to the server: tensors viewing the shared-memory region,
+the request list handed to execute(), and the log channel.
+"""
+
+import json
+import struct
+
+import numpy as np
+
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+
+_TRITON_TO_NUMPY = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
+}
+
+
+def triton_to_numpy_type(data_type):
+    """numpy type of a datatype given as "FP32" or "TYPE_FP32"."""
+    if data_type.startswith("TYPE_"):
+        data_type = data_type[5:]
+    if data_type == "STRING":
+        data_type = "BYTES"
+    return _TRITON_TO_NUMPY.get(data_type)
+
+
+def triton_string_to_numpy(triton_type_string):
+    return triton_to_numpy_type(triton_type_string)
+
+
+_NUMPY_TO_TRITON = {np.dtype(t): name for name, t in _TRITON_TO_NUMPY.items()
+                    if t is not np.object_}
+
+
+def numpy_to_triton_type(data_type):
+    try:
+        data_type = np.dtype(data_type)
+    except TypeError:
+        return None
+    if data_type.kind in "OSU":
+        return "BYTES"
+    return _NUMPY_TO_TRITON.get(data_type)
+
+
+def serialize_byte_tensor(input_tensor):
+    """Triton's BYTES wire form: each element as a little-endian u32
+    length and its bytes, in C order. Returns a uint8 array."""
+    parts = []
+    for item in np.asarray(input_tensor, dtype=np.object_).flat:
+        if isinstance(item, str):
+            item = item.encode("utf-8")
+        elif not isinstance(item, (bytes, bytearray)):
+            item = str(item).encode("utf-8")
+        parts.append(struct.pack("<I", len(item)))
+        parts.append(bytes(item))
+    return np.frombuffer(b"".join(parts), dtype=np.uint8)
+
+
+def deserialize_bytes_tensor(encoded_tensor):
+    """Inverse of serialize_byte_tensor: a 1-D object array of bytes."""
+    data = memoryview(encoded_tensor).cast("B")
+    items, offset = [], 0
+    while offset + 4 <= len(data):
+        (length,) = struct.unpack_from("<I", data, offset)
+        offset += 4
+        items.append(bytes(data[offset:offset + length]))
+        offset += length
+    return np.array(items, dtype=np.object_)
+
+
+class TritonModelException(Exception):
+    pass
+
+
+class TritonError:
+    UNKNOWN = 0
+    INTERNAL = 1
+    NOT_FOUND = 2
+    INVALID_ARG = 3
+    UNAVAILABLE = 4
+    UNSUPPORTED = 5
+    ALREADY_EXISTS = 6
+    CANCELLED = 7
+
+    def __init__(self, message, code=INTERNAL):
+        self._message = str(message)
+        self._code = code
+
+    def message(self):
+        return self._message
+
+    def code(self):
+        return self._code
+
+    def __repr__(self):
+        return self._message
+
+
+class Tensor:
+    """A named tensor; BYTES tensors are numpy object arrays of bytes."""
+
+    def __init__(self, name, data, dtype=None):
+        if not isinstance(data, np.ndarray):
+            raise TritonModelException(
+                "Tensor data must be a numpy array, got " + type(data).__name__)
+        self._name = name
+        self._data = data
+        self._triton_dtype = dtype or numpy_to_triton_type(data.dtype)
+        if self._triton_dtype is None:
+            raise TritonModelException(
+                "Tensor '%s': numpy dtype %s has no Triton datatype" % (name, data.dtype))
+
+    def name(self):
+        return self._name
+
+    def as_numpy(self):
+        return self._data
+
+    def triton_dtype(self):
+        return self._triton_dtype
+
+    def shape(self):
+        return list(self._data.shape)
+
+    def is_cpu(self):
+        return True
+
+    def to_dlpack(self):
+        return self._data.__dlpack__()
+
+    @staticmethod
+    def from_dlpack(name, capsule):
+        return Tensor(name, np.from_dlpack(capsule))
+
+
+_bls_exec = None  # set by the stub
+
+
+def _log_sink(level, message):
+    print(message, flush=True)
+
+
+class LogLevel:
+    """Levels of Logger.log, as Triton numbers them."""
+    INFO, WARNING, ERROR, VERBOSE = 0, 1, 2, 3
+
+
+class Logger:
+    """Writes into the server's log at the given level (the stub points
+    _log_sink at its control channel)."""
+
+    @staticmethod
+    def log(message, level=LogLevel.INFO):
+        _log_sink(level, str(message))
+
+    @staticmethod
+    def log_info(message):
+        _log_sink(LogLevel.INFO, str(message))
+
+    @staticmethod
+    def log_warn(message):
+        _log_sink(LogLevel.WARNING, str(message))
+
+    @staticmethod
+    def log_error(message):
+        _log_sink(LogLevel.ERROR, str(message))
+
+    @staticmethod
+    def log_verbose(message):
+        _log_sink(LogLevel.VERBOSE, str(message))
+
+
+class InferenceResponse:
+    def __init__(self, output_tensors=None, error=None, parameters=None):
+        self._output_tensors = list(output_tensors or [])
+        self._error = error
+        self._parameters = parameters
+
+    def output_tensors(self):
+        return self._output_tensors
+
+    def has_error(self):
+        return self._error is not None
+
+    def error(self):
+        return self._error
+
+
+class ResponseSender:
+    """The response sender of a request to a non-decoupled model: one
+    response with the FINAL flag, as execute's return value would carry."""
+
+    def __init__(self, request):
+        self._request = request
+        self._closed = False
+
+    def send(self, response=None, flags=0):
+        if self._closed:
+            raise TritonModelException("Unable to send response. Response sender has been closed.")
+        if response is not None:
+            self._request._sent_response = response
+        if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            self._closed = True
+
+    def is_cancelled(self):
+        return False
+
+
+class InferenceRequest:
+    """A request as execute() receives it, or a BLS request a model builds
+    and sends with exec() or async_exec()."""
+
+    def __init__(self, model_name=None, inputs=None, requested_output_names=None,
+                 request_id="", correlation_id=0, model_version=-1, flags=0,
+                 timeout=0, parameters=None, **kwargs):
+        self._model_name = model_name
+        self._inputs = list(inputs or [])
+        self._requested_output_names = list(requested_output_names or [])
+        self._request_id = request_id
+        self._correlation_id = correlation_id
+        self._model_version = model_version
+        self._flags = flags
+        self._timeout = timeout
+        if parameters is None:
+            parameters = "{}"
+        elif not isinstance(parameters, str):
+            parameters = json.dumps(parameters)
+        self._parameters = parameters
+        self._sender = None
+        self._sent_response = None
+
+    def inputs(self):
+        return self._inputs
+
+    def requested_output_names(self):
+        return self._requested_output_names
+
+    def request_id(self):
+        return self._request_id
+
+    def correlation_id(self):
+        return self._correlation_id
+
+    def flags(self):
+        return self._flags
+
+    def timeout(self):
+        return self._timeout
+
+    def model_name(self):
+        return self._model_name
+
+    def model_version(self):
+        return self._model_version
+
+    def parameters(self):
+        return self._parameters
+
+    def is_cancelled(self):
+        return False
+
+    def get_response_sender(self):
+        if self._sender is None:
+            self._sender = ResponseSender(self)
+        return self._sender
+
+    def exec(self, decoupled=False):
+        """BLS: runs this request on model_name through the server. Errors
+        come back as the response's error(). decoupled=True gives an
+        iterator of the responses."""
+        if _bls_exec is None:
+            raise TritonModelException("BLS requests can only be sent from execute()")
+        response = _bls_exec(self)
+        return iter([response]) if decoupled else response
+
+    async def async_exec(self, decoupled=False):
+        return self.exec(decoupled)
+
+
+def get_input_tensor_by_name(inference_request, name):
+    for tensor in inference_request.inputs():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+def get_output_tensor_by_name(inference_response, name):
+    for tensor in inference_response.output_tensors():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+def get_input_config_by_name(model_config, name):
+    for io in model_config.get("input", []):
+        if io["name"] == name:
+            return io
+    return None
+
+
+def get_output_config_by_name(model_config, name):
+    for io in model_config.get("output", []):
+        if io["name"] == name:
+            return io
+    return None
+
+
+
+class ModelConfig:
+    """What auto_complete_config(auto_complete_model_config) receives: the
+    model configuration so far, which the model may complete."""
+
+    def __init__(self, model_config):
+        self._model_config = model_config
+
+    def as_dict(self):
+        return self._model_config
+
+    def set_max_batch_size(self, max_batch_size):
+        current = self._model_config.get("max_batch_size", 0)
+        if current not in (0, max_batch_size):
+            raise ValueError(
+                "configuration specified max_batch_size " + str(current) +
+                ", but in auto-complete-config function for model '" +
+                self._model_config["name"] + "' specified max_batch_size " +
+                str(max_batch_size))
+        self._model_config["max_batch_size"] = max_batch_size
+
+    def set_dynamic_batching(self):
+        self._model_config.setdefault("dynamic_batching", {})
+
+    def set_model_transaction_policy(self, transaction_policy_dict):
+        self._model_config["model_transaction_policy"] = dict(transaction_policy_dict)
+
+    def _add(self, kind, tensor):
+        if not isinstance(tensor, dict):
+            raise ValueError("model config %s must be a dict" % kind)
+        for key in ("name", "data_type", "dims"):
+            if key not in tensor:
+                raise ValueError("model config %s must have '%s'" % (kind, key))
+        data_type = tensor["data_type"]
+        if not data_type.startswith("TYPE_"):
+            data_type = "TYPE_" + data_type
+        entry = dict(tensor, data_type=data_type, dims=list(tensor["dims"]))
+        for existing in self._model_config.setdefault(kind, []):
+            if existing["name"] == entry["name"]:
+                if existing["data_type"] != data_type or list(existing["dims"]) != entry["dims"]:
+                    raise ValueError(
+                        "model config %s '%s' already exists with a different "
+                        "data_type or dims" % (kind, entry["name"]))
+                return
+        entry["_added"] = True
+        self._model_config[kind].append(entry)
+
+    def add_input(self, input):
+        self._add("input", input)
+
+    def add_output(self, output):
+        self._add("output", output)

@@ -1,0 +1,464 @@
+// The python backend's server side without Python: the shared-memory
+// region (sizes from 0 bytes past its growth to its limit), the control
+// channel's frames and RESULT payloads (valid, truncated, hostile), and
+// stub processes played by /bin/sh scripts (answers, LOG frames, a stub
+// that exits, a stub that hangs past its deadline).
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "osp_test.h"
+#include "osprey/clock.h"
+#include "python/python_complete.h"
+#include "python/python_protocol.h"
+#include "python/python_shm.h"
+#include "python/python_stub.h"
+
+namespace {
+
+// ---- shared-memory region ----
+
+TEST(PythonShm, StartsEmptyAndGrowsByWholeSteps) {
+    pyshm_region r;
+    ASSERT_OK(pyshm_region_init(&r, 0, 4096, 1 << 20));
+    EXPECT_EQ(r.size, 0u);
+    EXPECT_EQ(r.base, nullptr);
+    ASSERT_OK(pyshm_region_reserve(&r, 0));
+    EXPECT_EQ(r.size, 0u);
+    ASSERT_OK(pyshm_region_reserve(&r, 1));
+    EXPECT_EQ(r.size, 4096u);
+    ASSERT_OK(pyshm_region_reserve(&r, 4096));
+    EXPECT_EQ(r.size, 4096u);
+    ASSERT_OK(pyshm_region_reserve(&r, 4097));
+    EXPECT_EQ(r.size, 8192u);
+    ASSERT_OK(pyshm_region_reserve(&r, 3 * 4096 + 5));
+    EXPECT_EQ(r.size, 4u * 4096);
+    memset(r.base, 0xab, r.size); // every byte is mapped
+    pyshm_region_destroy(&r);
+    EXPECT_EQ(r.fd, -1);
+}
+
+TEST(PythonShm, TheLimitIsReachableAndNeverPassed) {
+    pyshm_region r;
+    ASSERT_OK(pyshm_region_init(&r, 1000, 3000, 10000));
+    ASSERT_OK(pyshm_region_reserve(&r, 9999));
+    EXPECT_EQ(r.size, 10000u); // the last step is cut at the limit
+    ASSERT_OK(pyshm_region_reserve(&r, 10000));
+    osp_error *err = pyshm_region_reserve(&r, 10001);
+    ASSERT_NE(err, nullptr);
+    EXPECT_EQ(osp_error_get_reason(err), OSP_REASON_TOO_LARGE);
+    EXPECT_NE(
+        std::string(osp_error_message(err)).find("shm-region-max-byte-size"),
+        std::string::npos);
+    osp_error_free(err);
+    EXPECT_EQ(r.size, 10000u);
+    EXPECT_ERROR_CODE(pyshm_region_reserve(&r, SIZE_MAX),
+                      OSP_ERROR_INVALID_ARG);
+    pyshm_region_destroy(&r);
+}
+
+TEST(PythonShm, FollowsARegionTheStubGrew) {
+    pyshm_region r;
+    ASSERT_OK(pyshm_region_init(&r, 4096, 4096, 1 << 20));
+    r.base[0] = 7;
+    // The stub's side: grow the file and write past the old end.
+    ASSERT_EQ(ftruncate(r.fd, 3 * 4096), 0);
+    void *theirs =
+        mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, r.fd, 0);
+    ASSERT_NE(theirs, MAP_FAILED);
+    static_cast<uint8_t *>(theirs)[3 * 4096 - 1] = 42;
+    ASSERT_OK(pyshm_region_follow(&r, 3 * 4096));
+    EXPECT_EQ(r.size, 3u * 4096);
+    EXPECT_EQ(r.base[0], 7);
+    EXPECT_EQ(r.base[3 * 4096 - 1], 42);
+    munmap(theirs, 3 * 4096);
+    ASSERT_OK(pyshm_region_follow(&r, 100)); // smaller: nothing to do
+    EXPECT_EQ(r.size, 3u * 4096);
+    // A size the file does not have, or past the limit, is refused.
+    EXPECT_ERROR_CODE(pyshm_region_follow(&r, 8 * 4096), OSP_ERROR_INTERNAL);
+    EXPECT_ERROR_CODE(pyshm_region_follow(&r, 2 << 20), OSP_ERROR_INTERNAL);
+    EXPECT_EQ(r.size, 3u * 4096);
+    pyshm_region_destroy(&r);
+}
+
+TEST(PythonShm, NeverShrinksAFileTheStubGrewUnreported) {
+    pyshm_region r;
+    ASSERT_OK(pyshm_region_init(&r, 4096, 4096, 1 << 20));
+    ASSERT_EQ(ftruncate(r.fd, 10 * 4096), 0); // the stub grew it, then failed
+    ASSERT_OK(pyshm_region_reserve(&r, 2 * 4096));
+    EXPECT_EQ(r.size, 10u * 4096);
+    struct stat st;
+    ASSERT_EQ(fstat(r.fd, &st), 0);
+    EXPECT_EQ(st.st_size, 10 * 4096);
+    pyshm_region_destroy(&r);
+}
+
+TEST(PythonShm, AlignsTensorsTo64Bytes) {
+    EXPECT_EQ(pyshm_align(0), 0u);
+    EXPECT_EQ(pyshm_align(1), 64u);
+    EXPECT_EQ(pyshm_align(64), 64u);
+    EXPECT_EQ(pyshm_align(65), 128u);
+    EXPECT_EQ(pyshm_align(SIZE_MAX - 10), SIZE_MAX);
+}
+
+// ---- RESULT payloads ----
+
+// Builds payloads as the stub's struct.pack does (little-endian).
+struct Payload {
+    std::vector<uint8_t> bytes;
+    template <typename T> Payload &put(T v) {
+        const uint8_t *p = reinterpret_cast<const uint8_t *>(&v);
+        bytes.insert(bytes.end(), p, p + sizeof v);
+        return *this;
+    }
+    Payload &str(const std::string &s, int width) {
+        if (width == 1)
+            put<uint8_t>(static_cast<uint8_t>(s.size()));
+        else if (width == 2)
+            put<uint16_t>(static_cast<uint16_t>(s.size()));
+        else
+            put<uint32_t>(static_cast<uint32_t>(s.size()));
+        bytes.insert(bytes.end(), s.begin(), s.end());
+        return *this;
+    }
+    Payload &output(const std::string &name, const std::string &dtype,
+                    std::vector<int64_t> dims, uint64_t offset, uint64_t size) {
+        str(name, 2).str(dtype, 1).put<uint8_t>(uint8_t(dims.size()));
+        for (int64_t d : dims)
+            put<int64_t>(d);
+        return put<uint64_t>(offset).put<uint64_t>(size);
+    }
+};
+
+Payload ValidResult() {
+    Payload p;
+    p.put<uint64_t>(1 << 20).put<uint32_t>(2);
+    p.put<uint32_t>(0).put<uint32_t>(3);
+    p.output("OUT0", "FP32", {2, 3}, 0, 24);
+    p.output("EMPTY", "INT8", {0}, 64, 0);
+    p.output("S", "BYTES", {2}, 128, 13);
+    p.put<uint32_t>(1).put<uint32_t>(3).str("bad MODE", 4);
+    return p;
+}
+
+TEST(PythonProtocol, DecodesOutputsAndErrorResponses) {
+    Payload p = ValidResult();
+    pyproto_result r;
+    ASSERT_OK(pyproto_result_decode(p.bytes.data(), p.bytes.size(), &r));
+    EXPECT_EQ(r.region_size, 1u << 20);
+    ASSERT_EQ(r.n_responses, 2u);
+    ASSERT_FALSE(r.responses[0].is_error);
+    ASSERT_EQ(r.responses[0].n_outputs, 3u);
+    const pyproto_output &o = r.responses[0].outputs[0];
+    EXPECT_STREQ(o.name, "OUT0");
+    EXPECT_EQ(o.dtype, OSP_TYPE_FP32);
+    EXPECT_EQ(o.shape.rank, 2);
+    EXPECT_EQ(o.shape.dims[1], 3);
+    EXPECT_EQ(o.byte_size, 24u);
+    EXPECT_EQ(r.responses[0].outputs[1].byte_size, 0u);
+    EXPECT_EQ(r.responses[0].outputs[2].dtype, OSP_TYPE_BYTES);
+    ASSERT_TRUE(r.responses[1].is_error);
+    EXPECT_STREQ(r.responses[1].error_message, "bad MODE");
+    EXPECT_EQ(pyproto_error_code(r.responses[1].error_code),
+              OSP_ERROR_INVALID_ARG);
+    pyproto_result_destroy(&r);
+}
+
+TEST(PythonProtocol, EveryTruncationIsAnErrorNotACrash) {
+    Payload p = ValidResult();
+    for (size_t len = 0; len < p.bytes.size(); len++) {
+        std::vector<uint8_t> cut(p.bytes.begin(), p.bytes.begin() + len);
+        pyproto_result r;
+        SCOPED_TRACE("length " + std::to_string(len));
+        EXPECT_ERROR_CODE(pyproto_result_decode(cut.data(), cut.size(), &r),
+                          OSP_ERROR_INTERNAL);
+    }
+}
+
+TEST(PythonProtocol, RefusesHostileDescriptors) {
+    auto decode = [](Payload p) {
+        pyproto_result r;
+        return pyproto_result_decode(p.bytes.data(), p.bytes.size(), &r);
+    };
+    auto one = [](auto fill) {
+        Payload p;
+        p.put<uint64_t>(4096).put<uint32_t>(1).put<uint32_t>(0).put<uint32_t>(
+            1);
+        fill(p);
+        return p;
+    };
+    EXPECT_ERROR_CODE(decode(one([](Payload &p) {
+                          p.output("X", "FP32", {1}, 4096, 4); // past the end
+                      })),
+                      OSP_ERROR_INTERNAL);
+    EXPECT_ERROR_CODE(decode(one([](Payload &p) {
+                          p.output("X", "FP32", {3}, 0, 4); // 3 floats != 4 B
+                      })),
+                      OSP_ERROR_INTERNAL);
+    EXPECT_ERROR_CODE(
+        decode(one([](Payload &p) { p.output("X", "FP99", {1}, 0, 4); })),
+        OSP_ERROR_INTERNAL);
+    EXPECT_ERROR_CODE(
+        decode(one([](Payload &p) { p.output("X", "FP32", {-1}, 0, 4); })),
+        OSP_ERROR_INTERNAL);
+    EXPECT_ERROR_CODE(decode(one([](Payload &p) {
+                          p.output("X", "FP32", std::vector<int64_t>(17, 1), 0,
+                                   4);
+                      })),
+                      OSP_ERROR_INTERNAL);
+    EXPECT_ERROR_CODE(decode(one([](Payload &p) {
+                          p.output("X", "FP32", {1}, UINT64_MAX, 4);
+                      })),
+                      OSP_ERROR_INTERNAL);
+    Payload many; // claims more responses than it has bytes for
+    many.put<uint64_t>(0).put<uint32_t>(0xffffffffu);
+    EXPECT_ERROR_CODE(decode(many), OSP_ERROR_INTERNAL);
+    Payload trailing = ValidResult();
+    trailing.put<uint8_t>(0);
+    EXPECT_ERROR_CODE(decode(trailing), OSP_ERROR_INTERNAL);
+}
+
+TEST(PythonProtocol, DecodesBlsRequestsAndRefusesTruncatedOnes) {
+    Payload p;
+    p.put<uint64_t>(4096).put<uint64_t>(128).str("py_add_sub", 2);
+    p.put<int64_t>(-1).str("req-1", 2).put<uint32_t>(2);
+    p.output("INPUT0", "FP32", {1, 4}, 0, 16);
+    p.output("INPUT1", "BYTES", {2}, 64, 10);
+    p.put<uint32_t>(1).str("OUTPUT0", 2);
+    pyproto_bls_request req;
+    ASSERT_OK(pyproto_bls_decode(p.bytes.data(), p.bytes.size(), &req));
+    EXPECT_STREQ(req.model, "py_add_sub");
+    EXPECT_EQ(req.version, -1);
+    EXPECT_STREQ(req.id, "req-1");
+    EXPECT_EQ(req.out_offset, 128u);
+    ASSERT_EQ(req.n_inputs, 2u);
+    EXPECT_EQ(req.inputs[1].dtype, OSP_TYPE_BYTES);
+    ASSERT_EQ(req.n_outputs, 1u);
+    EXPECT_STREQ(req.outputs[0], "OUTPUT0");
+    pyproto_bls_destroy(&req);
+    for (size_t len = 0; len < p.bytes.size(); len++) {
+        SCOPED_TRACE("length " + std::to_string(len));
+        EXPECT_ERROR_CODE(pyproto_bls_decode(p.bytes.data(), len, &req),
+                          OSP_ERROR_INTERNAL);
+    }
+    EXPECT_EQ(pyproto_triton_code(OSP_ERROR_INVALID_ARG), 3u);
+    EXPECT_EQ(pyproto_error_code(pyproto_triton_code(OSP_ERROR_NOT_FOUND)),
+              OSP_ERROR_NOT_FOUND);
+}
+
+TEST(PythonProtocol, JsonStringsAreEscaped) {
+    pyproto_text t = {};
+    pyproto_text_json_string(&t, "a\"b\\c\n\x01");
+    pyproto_text_printf(&t, ",%d", 5);
+    EXPECT_STREQ(t.data, "\"a\\\"b\\\\c\\u000a\\u0001\",5");
+    EXPECT_FALSE(t.failed);
+    pyproto_text_free(&t);
+}
+
+// ---- auto_complete_config answers ----
+
+TEST(PythonAutoComplete, AddsTensorsBatchingAndPolicy) {
+    osp_model_config *config = nullptr;
+    const char text[] = "name: \"m\"\nbackend: \"python\"\n";
+    ASSERT_OK(
+        osp_model_config_parse(text, sizeof text - 1, "config.pbtxt", &config));
+    ASSERT_OK(pycomplete_apply(config, "max_batch_size\t4\n"
+                                       "dynamic_batching\n"
+                                       "decoupled\t0\n"
+                                       "input\tIN\tTYPE_FP32\t0\t3,-1\n"
+                                       "input\tOPT\tTYPE_STRING\t1\t\n"
+                                       "output\tOUT\tTYPE_INT64\t2\n"));
+    EXPECT_EQ(config->max_batch_size, 4);
+    EXPECT_TRUE(config->dynamic_batching.enabled);
+    EXPECT_FALSE(config->decoupled);
+    ASSERT_EQ(config->n_inputs, 2u);
+    EXPECT_STREQ(config->inputs[0].name, "IN");
+    EXPECT_EQ(config->inputs[0].dtype, OSP_TYPE_FP32);
+    EXPECT_EQ(config->inputs[0].dims.rank, 2);
+    EXPECT_EQ(config->inputs[0].dims.dims[1], -1);
+    EXPECT_TRUE(config->inputs[1].optional);
+    EXPECT_EQ(config->inputs[1].dims.rank, 0);
+    ASSERT_EQ(config->n_outputs, 1u);
+    EXPECT_EQ(config->outputs[0].dtype, OSP_TYPE_INT64);
+    osp_model_config_free(config); // frees what was added
+}
+
+TEST(PythonAutoComplete, RefusesMalformedLines) {
+    for (const char *bad :
+         {"max_batch_size\t-1\n", "max_batch_size\tx\n", "frobnicate\n",
+          "input\tIN\tTYPE_NOPE\t0\t1\n", "input\tIN\tTYPE_FP32\t0\t-2\n",
+          "input\tIN\tTYPE_FP32\t0\t1,,2\n", "output\t\tTYPE_FP32\t1\n",
+          "output\tOUT\tTYPE_FP32\n",
+          "input\tIN\tTYPE_FP32\t0\t1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1\n"}) {
+        osp_model_config *config = nullptr;
+        const char text[] = "name: \"m\"\n";
+        ASSERT_OK(osp_model_config_parse(text, sizeof text - 1, "config.pbtxt",
+                                         &config));
+        SCOPED_TRACE(bad);
+        EXPECT_ERROR_CODE(pycomplete_apply(config, bad), OSP_ERROR_INVALID_ARG);
+        osp_model_config_free(config);
+    }
+}
+
+// ---- frames ----
+
+struct SocketPair {
+    int fd[2] = {-1, -1};
+    SocketPair() {
+        EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fd), 0);
+    }
+    ~SocketPair() {
+        for (int f : fd)
+            if (f >= 0)
+                close(f);
+    }
+};
+
+TEST(PythonProtocol, FramesOfEverySizeArriveWhole) {
+    SocketPair s;
+    std::vector<size_t> sizes = {0, 1, 4096, 3u << 20};
+    std::thread writer([&] {
+        for (size_t n : sizes) {
+            std::vector<uint8_t> data(n, uint8_t(n % 251));
+            EXPECT_TRUE(pyproto_send(s.fd[0], PYPROTO_EXEC, data.data(), n));
+        }
+    });
+    for (size_t n : sizes) {
+        uint32_t type = 0;
+        uint8_t *payload = nullptr;
+        size_t len = 0;
+        ASSERT_EQ(pyproto_recv(s.fd[1], 0, &type, &payload, &len),
+                  PYPROTO_RECV_OK);
+        EXPECT_EQ(type, uint32_t(PYPROTO_EXEC));
+        ASSERT_EQ(len, n);
+        for (size_t i = 0; i < n; i += 997)
+            ASSERT_EQ(payload[i], uint8_t(n % 251));
+        free(payload);
+    }
+    writer.join();
+}
+
+TEST(PythonProtocol, RecvReportsDeadlineCloseAndOversizeFrames) {
+    uint32_t type;
+    uint8_t *payload = nullptr;
+    size_t len;
+    {
+        SocketPair s;
+        EXPECT_EQ(pyproto_recv(s.fd[1], osp_now_ns() + 20000000, &type,
+                               &payload, &len),
+                  PYPROTO_RECV_TIMEOUT);
+        uint32_t huge[2] = {PYPROTO_RESULT, PYPROTO_MAX_FRAME + 1};
+        ASSERT_EQ(write(s.fd[0], huge, sizeof huge), ssize_t(sizeof huge));
+        EXPECT_EQ(pyproto_recv(s.fd[1], 0, &type, &payload, &len),
+                  PYPROTO_RECV_INVALID);
+    }
+    SocketPair s;
+    uint32_t half[2] = {PYPROTO_OK, 100};
+    ASSERT_EQ(write(s.fd[0], half, sizeof half), ssize_t(sizeof half));
+    close(s.fd[0]);
+    s.fd[0] = -1;
+    EXPECT_EQ(pyproto_recv(s.fd[1], 0, &type, &payload, &len),
+              PYPROTO_RECV_CLOSED);
+    EXPECT_FALSE(pyproto_send(s.fd[1], PYPROTO_EXEC, "x", 1));
+}
+
+// ---- stub processes played by /bin/sh ----
+
+// A stub script in a temporary file; the shell runs it as the stub.
+struct FakeStub {
+    std::string path;
+    explicit FakeStub(const std::string &body) {
+        char tmpl[] = "/tmp/osprey-fake-stub-XXXXXX";
+        int fd = mkstemp(tmpl);
+        EXPECT_GE(fd, 0);
+        EXPECT_EQ(write(fd, body.data(), body.size()), ssize_t(body.size()));
+        close(fd);
+        path = tmpl;
+    }
+    ~FakeStub() {
+        unlink(path.c_str());
+    }
+    osp_error *start(pystub *stub) {
+        pystub_options options = {"/bin/sh", path.c_str(), 4096, 4096, 65536};
+        snprintf(stub->name, sizeof stub->name, "fake_0_0");
+        return pystub_start(stub, &options);
+    }
+};
+
+TEST(PythonStub, AnswersAfterLogFramesAndSeesTheRegion) {
+    // Reads the 8-byte request, logs "hi!", checks fd 4 is the 4 KiB
+    // region, then answers OK (type 10, no payload).
+    FakeStub fake("head -c 8 <&3 >/dev/null\n"
+                  "printf '\\015\\000\\000\\000\\007\\000\\000\\000"
+                  "\\000\\000\\000\\000hi!' >&3\n"
+                  "[ \"$(wc -c <&4)\" = 4096 ] || exit 1\n"
+                  "printf '\\012\\000\\000\\000\\000\\000\\000\\000' >&3\n"
+                  "exec sleep 30\n");
+    pystub stub = {};
+    ASSERT_OK(fake.start(&stub));
+    EXPECT_GT(stub.pid, 0);
+    uint32_t type = 0;
+    uint8_t *reply = nullptr;
+    size_t len = 0;
+    ASSERT_EQ(pystub_call(&stub, PYPROTO_FINALIZE, nullptr, 0, 0, &type, &reply,
+                          &len),
+              PYSTUB_ANSWERED);
+    EXPECT_EQ(type, uint32_t(PYPROTO_OK));
+    EXPECT_EQ(len, 0u);
+    free(reply);
+    // It answered FINALIZE but does not exit: stop kills it.
+    pystub_stop(&stub, 50);
+    EXPECT_EQ(stub.pid, 0);
+    EXPECT_EQ(stub.control, -1);
+}
+
+TEST(PythonStub, AStubThatExitsIsDeadAndNotHealthy) {
+    FakeStub fake("exit 3\n");
+    pystub stub = {};
+    ASSERT_OK(fake.start(&stub));
+    uint32_t type;
+    uint8_t *reply = nullptr;
+    size_t len;
+    EXPECT_EQ(pystub_call(&stub, PYPROTO_EXEC, "{}", 2, 0, &type, &reply, &len),
+              PYSTUB_DEAD);
+    EXPECT_EQ(stub.pid, 0); // reaped
+    EXPECT_EQ(TakeMessage(pystub_unhealthy_error(&stub)),
+              "Stub process 'fake_0_0' is not healthy.");
+    // Calling a dead stub again is safe and says so.
+    EXPECT_EQ(pystub_call(&stub, PYPROTO_EXEC, "{}", 2, 0, &type, &reply, &len),
+              PYSTUB_DEAD);
+    pystub_stop(&stub, 0);
+}
+
+TEST(PythonStub, AStubThatHangsIsKilledAtTheDeadline) {
+    FakeStub fake("exec sleep 30\n");
+    pystub stub = {};
+    ASSERT_OK(fake.start(&stub));
+    uint32_t type;
+    uint8_t *reply = nullptr;
+    size_t len;
+    EXPECT_EQ(pystub_call(&stub, PYPROTO_EXEC, "{}", 2, osp_now_ns() + 50000000,
+                          &type, &reply, &len),
+              PYSTUB_TIMED_OUT);
+    EXPECT_EQ(stub.pid, 0);
+    EXPECT_EQ(stub.control, -1);
+}
+
+TEST(PythonStub, AMissingExecutableIsALoadError) {
+    pystub stub = {};
+    pystub_options options = {"/nonexistent/python3", "stub.py", 0, 4096, 4096};
+    EXPECT_ERROR_CODE(pystub_start(&stub, &options), OSP_ERROR_UNAVAILABLE);
+    EXPECT_EQ(stub.pid, 0);
+}
+
+} // namespace
