@@ -128,9 +128,9 @@ def test_initialize_args(srv):
 
 def test_logger_writes_into_server_log_at_its_level(srv):
     log = srv.log()
-    assert re.search(r"^I.*\] py_add_sub initialized as py_add_sub_0_0$", log, re.M)
-    assert re.search(r"^W.*\] py_add_sub warns$", log, re.M)
-    assert re.search(r"^E.*\] py_add_sub errs$", log, re.M)
+    assert re.search(r"^I.*\] \"py_add_sub initialized as py_add_sub_0_0\"$", log, re.M)
+    assert re.search(r"^W.*\] \"py_add_sub warns\"$", log, re.M)
+    assert re.search(r"^E.*\] \"py_add_sub errs\"$", log, re.M)
 
 
 def test_bytes_batched_requests_keep_their_own_strings(srv):
