@@ -120,6 +120,14 @@ typedef struct osp_device_ops {
                        const osp_conv_args *args);
     osp_error *(*conv_transpose)(osp_device *dev, void *stream_impl,
                                  const osp_conv_transpose_args *args);
+    /* (optional, both or none) osp_op_conv_prepack (args validated as for
+     * conv, shapes only; *out NULL when this conv has no packed form) and
+     * osp_packed_weights_free (packed not NULL). Without them prepack
+     * gives NULL and conv reads w. */
+    osp_error *(*conv_prepack)(osp_device *dev, void *stream_impl,
+                               const osp_conv_args *args,
+                               osp_packed_weights **out);
+    void (*packed_weights_free)(osp_device *dev, osp_packed_weights *packed);
     osp_error *(*pool)(osp_device *dev, void *stream_impl,
                        const osp_pool_args *args);
     osp_error *(*topk)(osp_device *dev, void *stream_impl,

@@ -384,6 +384,10 @@ osp_error *osp_op_gemm_ex(osp_stream *stream, const osp_gemm_ex_args *args);
 
 #define OSP_CONV_MAX_SPATIAL 3
 
+/* A conv's weights laid out once for one device's kernels (opaque; from
+ * osp_op_conv_prepack, freed with osp_packed_weights_free). */
+typedef struct osp_packed_weights osp_packed_weights;
+
 /* FP32 only, NCHW-style layouts, spatial_rank 1 to 3:
  * x [batch, in_channels, in_dims...], w [out_channels, in_channels / group,
  * kernel...], bias [out_channels] (optional), y [batch, out_channels,
@@ -407,9 +411,24 @@ typedef struct osp_conv_args {
     float *y;
     osp_unary_op act;
     float act_alpha, act_beta;
+    /* (optional, borrowed) w packed by osp_op_conv_prepack for these
+     * shapes on this stream's device; NULL: the device reads w. */
+    const osp_packed_weights *packed_w;
 } osp_conv_args;
 
 osp_error *osp_op_conv(osp_stream *stream, const osp_conv_args *args);
+
+/* Lays args->w out for the device's conv kernel, once (at plan time), so
+ * that later osp_op_conv calls with the same w, group, channels and
+ * kernel pass the result as packed_w instead of repacking every call.
+ * Only args' shapes and w are read (x, y may be NULL). *out (caller owns,
+ * osp_packed_weights_free) is NULL when the device has no packed form
+ * for this conv: then call osp_op_conv without. Synchronous. */
+osp_error *osp_op_conv_prepack(osp_stream *stream, const osp_conv_args *args,
+                               osp_packed_weights **out);
+
+/* Frees a packed form from osp_op_conv_prepack on `dev` (NULL: nothing). */
+void osp_packed_weights_free(osp_device *dev, osp_packed_weights *packed);
 
 /* FP32 only, the transpose (gradient) of conv: x [batch, in_channels,
  * in_dims...], w [in_channels, out_channels / group, kernel...], bias
