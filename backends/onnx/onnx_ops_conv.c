@@ -7,25 +7,11 @@
  * ONNX shape rules (auto_pad, pads, output_padding, output_shape) are
  * resolved here into out_dims and leading pads.
  */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "onnx_ops_nn.h"
-
-/* W laid out for the device's kernel (osp_op_conv_prepack) the first time
- * the node runs with a constant W: shared by every instance that runs the
- * plan, so made once under `lock`; `ready` says it was tried (packed may
- * stay NULL: the device has no packed form). Used only on `device` and
- * for the W at `w`. */
-typedef struct conv_packed {
-    pthread_mutex_t lock;
-    _Atomic bool ready;
-    osp_device *device;
-    const void *w;
-    osp_packed_weights *packed;
-} conv_packed;
+#include "onnx_packed.h"
 
 typedef struct conv_state {
     onnx_nn_window w;
@@ -37,7 +23,7 @@ typedef struct conv_state {
     size_t n_output_padding, n_output_shape;
     int64_t output_padding[OSP_CONV_MAX_SPATIAL];
     int64_t output_shape[OSP_MAX_DIMS];
-    conv_packed pack; /* Conv, FusedConv */
+    onnx_packed pack; /* Conv, FusedConv: W packed on the first run */
 } conv_state;
 
 /* Reads the attributes both convolutions share into a new state. */
@@ -65,11 +51,10 @@ osp_error *onnx_nn__conv_prepare(const onnx_node *node, void **state) {
     osp_error *err = conv_state_new(node, &st);
     if (err)
         return err;
-    if (pthread_mutex_init(&st->pack.lock, NULL) != 0) {
+    if ((err = onnx_packed_init(&st->pack))) {
         free(st);
-        return osp_error_out_of_memory();
+        return err;
     }
-    atomic_init(&st->pack.ready, false);
     st->act = OSP_UNARY_IDENTITY;
     if (strcmp(node->domain, "osprey") == 0) {
         st->fused = true;
@@ -88,36 +73,13 @@ void onnx_nn__conv_free(void *state) {
     conv_state *st = state;
     if (st == NULL)
         return;
-    osp_packed_weights_free(st->pack.device, st->pack.packed);
-    pthread_mutex_destroy(&st->pack.lock);
+    onnx_packed_destroy(&st->pack);
     free(st);
 }
 
-/* a->packed_w: the packed form of a constant W (in_desc host values
- * known while planning), made on the first run. Running without it is
- * always correct, so a failure to pack is only a slower run. */
-static osp_error *conv_use_packed(conv_state *st, osp_stream *stream,
-                                  bool w_constant, osp_conv_args *a) {
-    if (!w_constant)
-        return NULL;
-    conv_packed *pk = &st->pack;
-    osp_device *dev = osp_stream_device(stream);
-    if (!atomic_load_explicit(&pk->ready, memory_order_acquire)) {
-        osp_error *err = NULL;
-        pthread_mutex_lock(&pk->lock);
-        if (!atomic_load_explicit(&pk->ready, memory_order_relaxed)) {
-            err = osp_op_conv_prepack(stream, a, &pk->packed);
-            pk->device = dev;
-            pk->w = a->w;
-            atomic_store_explicit(&pk->ready, true, memory_order_release);
-        }
-        pthread_mutex_unlock(&pk->lock);
-        if (err)
-            return err;
-    }
-    if (pk->packed != NULL && pk->device == dev && pk->w == a->w)
-        a->packed_w = pk->packed;
-    return NULL;
+static osp_error *conv_prepack(osp_stream *stream, const void *args,
+                               osp_packed_weights **out) {
+    return osp_op_conv_prepack(stream, args, out);
 }
 
 /* Checks X and W (inputs 0 and 1) of either convolution: FP32, W of X's
@@ -317,8 +279,11 @@ osp_error *onnx_nn__conv_run(onnx_run_ctx *ctx) {
     a->w = ctx->in[1];
     a->bias = onnx_present(ctx->n_inputs, ctx->in_desc, 2) ? ctx->in[2] : NULL;
     a->y = ctx->out[0];
-    if ((err = conv_use_packed(ctx->state, ctx->stream,
-                               ctx->in_desc[1].host != NULL, a)))
+    /* a constant W (its values known while planning) is packed once */
+    conv_state *st = ctx->state;
+    if (ctx->in_desc[1].host != NULL &&
+        (err = onnx_packed_get(&st->pack, ctx->stream, a->w, conv_prepack, a,
+                               &a->packed_w)))
         return err;
     float *ws = ctx->workspace;
     osp_copy_strided_args expand = {
@@ -362,7 +327,6 @@ osp_error *onnx_nn__conv_run(onnx_run_ctx *ctx) {
         memcpy(add.b_strides, p.z_strides, sizeof add.b_strides);
         if ((err = osp_op_binary_nd(ctx->stream, &add)))
             return err;
-        const conv_state *st = ctx->state;
         if (st->act == OSP_UNARY_IDENTITY)
             return NULL;
         osp_unary_args act = {

@@ -304,6 +304,7 @@ static const osp_device_ops cpu_ops = {
     .softmax_rows = cpu_softmax_rows,
     .cast = cpu_cast,
     .gemm_ex = cpu_op_gemm_ex,
+    .gemm_prepack = cpu_op_gemm_prepack,
     .unary = cpu_op_unary,
     .binary_nd = cpu_op_binary_nd,
     .where = cpu_op_where,

@@ -4,7 +4,7 @@
  *   cpu_ops_data.c         copy_strided, gather, fill, pad
  *   cpu_ops_reduce.c       reduce, softmax, layer_norm, channel_affine,
  *                          topk, cumsum
- *   cpu_ops_gemm.c         gemm_ex
+ *   cpu_ops_gemm.c         gemm_ex, gemm_prepack
  *   cpu_ops_conv.c         conv, conv_transpose, conv_prepack
  *   cpu_ops_pool.c         pool
  *   cpu_ops_index.c        scatter
@@ -45,6 +45,9 @@ CPU_OP(scatter, osp_scatter_args);
 
 #undef CPU_OP
 
+osp_error *cpu_op_gemm_prepack(osp_device *dev, void *stream,
+                               const osp_gemm_ex_args *args,
+                               osp_packed_weights **out);
 osp_error *cpu_op_conv_prepack(osp_device *dev, void *stream,
                                const osp_conv_args *args,
                                osp_packed_weights **out);

@@ -257,16 +257,11 @@ CPU_NN_HOT static void im2col(const cpu_nn_geom *g, const float *x,
 
 /* ---- the GEMM routes: im2col and pointwise ------------------------------ */
 
-/* The CPU device's packed conv weights: per group, the group's [mg, k]
- * weight matrix as cpu_pack_a lays it out, one group after another. */
-struct osp_packed_weights {
-    int64_t groups, mg, k;
-    float data[];
-};
-
+/* Whether p (cpu_op_conv_prepack's) holds these groups of mg x k. */
 static bool packed_fits(const osp_packed_weights *p, int64_t groups, int64_t mg,
                         int64_t k) {
-    return p->groups == groups && p->mg == mg && p->k == k;
+    return p->layout == CPU_PACKED_CONV_A && p->groups == groups &&
+           p->rows == mg && p->k == k;
 }
 
 /* A conv as GEMMs, per image and group: y_g[mg, n] = w_g[mg, k] col[k, n],
@@ -429,7 +424,7 @@ static osp_error *conv_gemm(const osp_conv_args *a, const cpu_nn_geom *g,
     job.tile = conv_tile(n, max_tile, pairs, threads);
     if (a->packed_w != NULL && packed_fits(a->packed_w, groups, mg, k)) {
         job.packed = a->packed_w->data;
-        job.packed_group = cpu_packed_floats(mg, k);
+        job.packed_group = a->packed_w->group_floats;
         /* whole strips of the kernel, so im2col rows stay 64-byte aligned */
         job.tile =
             (job.tile + CPU_PACK_STRIP - 1) / CPU_PACK_STRIP * CPU_PACK_STRIP;
@@ -759,17 +754,12 @@ osp_error *cpu_op_conv_prepack(osp_device *dev, void *stream,
     int64_t groups = args->group, mg = args->out_channels / groups,
             k = args->in_channels / groups * kernel_size;
     size_t per_group = cpu_packed_floats(mg, k);
-    if (mg == 0 || per_group > (SIZE_MAX - sizeof(osp_packed_weights)) /
-                                   sizeof(float) / (size_t)groups)
+    if (mg == 0)
         return NULL;
     osp_packed_weights *p =
-        aligned_alloc(64, round_up_64(sizeof *p + per_group * (size_t)groups *
-                                                      sizeof(float)));
+        cpu_packed_weights_new(CPU_PACKED_CONV_A, groups, mg, k, per_group);
     if (p == NULL)
         return osp_error_out_of_memory();
-    p->groups = groups;
-    p->mg = mg;
-    p->k = k;
     for (int64_t gi = 0; gi < groups; gi++)
         cpu_pack_a(args->w + gi * mg * k, k, mg, k,
                    p->data + (size_t)gi * per_group);

@@ -14,6 +14,7 @@
 #include "cpu_packed_gemm.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_ops_nn.h"
@@ -24,6 +25,8 @@
 #endif
 
 #define TILE_N CPU_PACK_STRIP
+/* Rows of A per block of cpu_packed_gemm_b (a multiple of CPU_PACK_MR). */
+#define ROWS_BLOCK 64
 
 void cpu_pack_a(const float *a, int64_t lda, int64_t m, int64_t k,
                 float *packed) {
@@ -58,26 +61,32 @@ static void finish_rows(float *c, int64_t ldc, int64_t rows, int64_t cols,
 
 /* ---- portable kernel ---------------------------------------------------- */
 
-/* One tile: rows [0, rows) of the panel, columns [0, cols) (cols <=
- * TILE_N); bias and residual already offset to the tile's first row. */
+/* One tile of C: rows [0, rows), columns [0, cols) (cols <= TILE_N).
+ * The left operand is read by broadcast: element (r, p) at a[r * a_rs +
+ * p * a_ps] (a packed panel: a_rs 1, a_ps MR; rows of A: a_rs lda, a_ps
+ * 1); the right one by vectors, row p at b + p * ldb. The bias is per
+ * row of C, or with bias_per_col per column; bias and residual are
+ * offset to the tile's first row and column. */
 CPU_NN_HOT static void
-tile_portable(const float *restrict panel, int64_t k, const float *restrict b,
-              int64_t ldb, int64_t rows, int64_t cols, float *restrict c,
-              int64_t ldc, const float *bias, const float *residual,
-              int64_t ldr, const cpu_packed_epilogue *e) {
+tile_portable(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
+              const float *restrict b, int64_t ldb, int64_t rows, int64_t cols,
+              float *restrict c, int64_t ldc, const float *bias,
+              bool bias_per_col, const float *residual, int64_t ldr,
+              const cpu_packed_epilogue *e) {
     float acc[CPU_PACK_MR][TILE_N];
-    for (int r = 0; r < CPU_PACK_MR; r++) {
-        float v = bias != NULL && r < rows ? bias[r] : 0.0f;
+    for (int r = 0; r < CPU_PACK_MR; r++)
         for (int j = 0; j < TILE_N; j++)
-            acc[r][j] = v;
-    }
+            acc[r][j] = bias == NULL || r >= rows ? 0.0f
+                        : bias_per_col            ? (j < cols ? bias[j] : 0.0f)
+                                                  : bias[r];
     float brow[TILE_N] = {0};
     for (int64_t p = 0; p < k; p++) {
         memcpy(brow, b + p * ldb, (size_t)cols * sizeof(float));
-        const float *w = panel + p * CPU_PACK_MR;
-        for (int r = 0; r < CPU_PACK_MR; r++)
+        for (int64_t r = 0; r < rows; r++) {
+            float w = a[r * a_rs + p * a_ps];
             for (int j = 0; j < TILE_N; j++)
-                acc[r][j] += w[r] * brow[j];
+                acc[r][j] += w * brow[j];
+        }
     }
     for (int64_t r = 0; r < rows; r++) {
         float *row = c + r * ldc;
@@ -101,21 +110,32 @@ tile_portable(const float *restrict panel, int64_t k, const float *restrict b,
 
 #define AVX512_TARGET __attribute__((target("avx512f,fma")))
 
-/* The tile with lane masks m0 (columns 0..15) and m1 (16..31); nv (a
- * constant after inlining) is 1 when the tile has at most 16 columns,
- * so that a narrow last tile costs half a wide one. */
+/* tile_portable's tile with lane masks m0 (columns 0..15) and m1
+ * (16..31); nv (a constant after inlining) is 1 when the tile has at most
+ * 16 columns, so that a narrow last tile costs half a wide one. Rows past
+ * `rows` broadcast the last row's values (inside the operand) and are
+ * not stored. */
 AVX512_TARGET static inline __attribute__((always_inline)) void
-tile_avx512_body(const float *restrict panel, int64_t k,
+tile_avx512_body(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
                  const float *restrict b, int64_t ldb, int64_t rows, int nv,
                  __mmask16 m0, __mmask16 m1, bool full, float *restrict c,
-                 int64_t ldc, const float *bias, const float *residual,
-                 int64_t ldr, const cpu_packed_epilogue *e) {
+                 int64_t ldc, const float *bias, bool bias_per_col,
+                 const float *residual, int64_t ldr,
+                 const cpu_packed_epilogue *e) {
     __m512 acc[CPU_PACK_MR][2];
+    const float *arow[CPU_PACK_MR];
 #pragma GCC unroll 8
     for (int r = 0; r < CPU_PACK_MR; r++) {
-        __m512 v = _mm512_set1_ps(bias != NULL && r < rows ? bias[r] : 0.0f);
-        acc[r][0] = v;
-        acc[r][1] = v;
+        arow[r] = a + (r < rows ? r : rows - 1) * a_rs;
+        if (bias_per_col && bias != NULL) {
+            acc[r][0] = _mm512_maskz_loadu_ps(m0, bias);
+            acc[r][1] = _mm512_maskz_loadu_ps(m1, bias + 16);
+        } else {
+            __m512 v =
+                _mm512_set1_ps(bias != NULL && r < rows ? bias[r] : 0.0f);
+            acc[r][0] = v;
+            acc[r][1] = v;
+        }
     }
     for (int64_t p = 0; p < k; p++) {
         const float *brow = b + p * ldb;
@@ -125,10 +145,9 @@ tile_avx512_body(const float *restrict panel, int64_t k,
         if (nv == 2)
             b1 = full ? _mm512_loadu_ps(brow + 16)
                       : _mm512_maskz_loadu_ps(m1, brow + 16);
-        const float *w = panel + p * CPU_PACK_MR;
 #pragma GCC unroll 8
         for (int r = 0; r < CPU_PACK_MR; r++) {
-            __m512 wv = _mm512_set1_ps(w[r]);
+            __m512 wv = _mm512_set1_ps(arow[r][p * a_ps]);
             acc[r][0] = _mm512_fmadd_ps(wv, b0, acc[r][0]);
             if (nv == 2)
                 acc[r][1] = _mm512_fmadd_ps(wv, b1, acc[r][1]);
@@ -159,27 +178,30 @@ tile_avx512_body(const float *restrict panel, int64_t k,
     }
 }
 
-AVX512_TARGET static void tile_avx512(const float *panel, int64_t k,
-                                      const float *b, int64_t ldb, int64_t rows,
-                                      int64_t cols, float *c, int64_t ldc,
-                                      const float *bias, const float *residual,
-                                      int64_t ldr,
-                                      const cpu_packed_epilogue *e) {
-    if (cols == TILE_N) {
-        tile_avx512_body(panel, k, b, ldb, rows, 2, 0xFFFF, 0xFFFF, true, c,
-                         ldc, bias, residual, ldr, e);
-        return;
+/* The full tile, or the masked one of a narrow tile (see tile_portable).
+ * a_ps is a constant in each caller, so the inlined body's loads are
+ * plain broadcasts. */
+#define TILE_AVX512(name, a_ps)                                                \
+    AVX512_TARGET static void name(                                            \
+        const float *a, int64_t a_rs, int64_t k, const float *b, int64_t ldb,  \
+        int64_t rows, int64_t cols, float *c, int64_t ldc, const float *bias,  \
+        bool bias_per_col, const float *residual, int64_t ldr,                 \
+        const cpu_packed_epilogue *e) {                                        \
+        if (cols == TILE_N) {                                                  \
+            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, rows, 2, 0xFFFF,        \
+                             0xFFFF, true, c, ldc, bias, bias_per_col,         \
+                             residual, ldr, e);                                \
+            return;                                                            \
+        }                                                                      \
+        __mmask16 m0 = cols >= 16 ? 0xFFFF : (__mmask16)((1u << cols) - 1);    \
+        __mmask16 m1 = cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);  \
+        tile_avx512_body(a, a_rs, a_ps, k, b, ldb, rows, cols <= 16 ? 1 : 2,   \
+                         m0, m1, false, c, ldc, bias, bias_per_col, residual,  \
+                         ldr, e);                                              \
     }
-    __mmask16 m0 = cols >= 16 ? 0xFFFF : (__mmask16)((1u << cols) - 1);
-    if (cols <= 16) {
-        tile_avx512_body(panel, k, b, ldb, rows, 1, m0, 0, false, c, ldc, bias,
-                         residual, ldr, e);
-        return;
-    }
-    __mmask16 m1 = (__mmask16)((1u << (cols - 16)) - 1);
-    tile_avx512_body(panel, k, b, ldb, rows, 2, m0, m1, false, c, ldc, bias,
-                     residual, ldr, e);
-}
+
+TILE_AVX512(tile_avx512_panel, CPU_PACK_MR)
+TILE_AVX512(tile_avx512_rows, 1)
 
 #endif
 
@@ -222,13 +244,82 @@ void cpu_packed_gemm(const float *packed, int64_t k, int64_t r0, int64_t r1,
             float *tile = c + i0 * ldc + j0;
 #ifdef PACKED_HAVE_AVX512
             if (avx512)
-                tile_avx512(panel, k, b + j0, ldb, rows, cols, tile, ldc, bias,
-                            res, e->ldr, e);
+                tile_avx512_panel(panel, 1, k, b + j0, ldb, rows, cols, tile,
+                                  ldc, bias, false, res, e->ldr, e);
             else
 #endif
-                tile_portable(panel, k, b + j0, ldb, rows, cols, tile, ldc,
-                              bias, res, e->ldr, e);
+                tile_portable(panel, 1, CPU_PACK_MR, k, b + j0, ldb, rows, cols,
+                              tile, ldc, bias, false, res, e->ldr, e);
             finish_rows(tile, ldc, rows, cols, e);
         }
     }
+}
+
+void cpu_pack_b(const float *b, int64_t ldb, bool trans_b, int64_t k, int64_t n,
+                float *packed) {
+    for (int64_t j0 = 0; j0 < n; j0 += TILE_N) {
+        float *strip = packed + j0 * k;
+        int64_t cols = n - j0 < TILE_N ? n - j0 : TILE_N;
+        for (int64_t p = 0; p < k; p++) {
+            float *row = strip + p * TILE_N;
+            for (int64_t j = 0; j < cols; j++)
+                row[j] = trans_b ? b[(j0 + j) * ldb + p] : b[p * ldb + j0 + j];
+            for (int64_t j = cols; j < TILE_N; j++)
+                row[j] = 0.0f;
+        }
+    }
+}
+
+void cpu_packed_gemm_b(const float *a, int64_t lda, int64_t m, int64_t k,
+                       const float *packed_b, int64_t s0, int64_t s1, int64_t n,
+                       float *c, int64_t ldc, const cpu_packed_epilogue *e) {
+#ifdef PACKED_HAVE_AVX512
+    bool avx512 = atomic_load(&selected_kernel) == CPU_PACKED_KERNEL_BEST &&
+                  cpu_packed_gemm_has_avx512();
+#endif
+    /* blocks of ROWS_BLOCK rows outside, so that a block of A stays in
+     * cache while the strips of B pass it */
+    for (int64_t b0 = 0; b0 < m; b0 += ROWS_BLOCK)
+        for (int64_t s = s0; s < s1; s++) {
+            int64_t j0 = s * TILE_N;
+            int64_t cols = n - j0 < TILE_N ? n - j0 : TILE_N;
+            const float *strip = packed_b + j0 * k;
+            const float *bias = e->bias != NULL ? e->bias + j0 : NULL;
+            int64_t b1 = m - b0 < ROWS_BLOCK ? m : b0 + ROWS_BLOCK;
+            for (int64_t i0 = b0; i0 < b1; i0 += CPU_PACK_MR) {
+                int64_t rows = b1 - i0 < CPU_PACK_MR ? b1 - i0 : CPU_PACK_MR;
+                const float *res =
+                    e->residual != NULL ? e->residual + i0 * e->ldr + j0 : NULL;
+                float *tile = c + i0 * ldc + j0;
+#ifdef PACKED_HAVE_AVX512
+                if (avx512)
+                    tile_avx512_rows(a + i0 * lda, lda, k, strip, TILE_N, rows,
+                                     cols, tile, ldc, bias, true, res, e->ldr,
+                                     e);
+                else
+#endif
+                    tile_portable(a + i0 * lda, lda, 1, k, strip, TILE_N, rows,
+                                  cols, tile, ldc, bias, true, res, e->ldr, e);
+                finish_rows(tile, ldc, rows, cols, e);
+            }
+        }
+}
+
+osp_packed_weights *cpu_packed_weights_new(cpu_packed_layout layout,
+                                           int64_t groups, int64_t rows,
+                                           int64_t k, size_t group_floats) {
+    size_t head = (sizeof(osp_packed_weights) + 63) / 64 * 64;
+    if (groups < 1 ||
+        group_floats > (SIZE_MAX - head - 64) / sizeof(float) / (size_t)groups)
+        return NULL;
+    size_t bytes = head + group_floats * (size_t)groups * sizeof(float);
+    osp_packed_weights *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (p == NULL)
+        return NULL;
+    p->layout = layout;
+    p->groups = groups;
+    p->rows = rows;
+    p->k = k;
+    p->group_floats = group_floats;
+    return p;
 }

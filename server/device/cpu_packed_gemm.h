@@ -66,9 +66,56 @@ void cpu_packed_gemm(const float *packed, int64_t k, int64_t r0, int64_t r1,
                      const float *b, int64_t ldb, int64_t n, float *c,
                      int64_t ldc, const cpu_packed_epilogue *e);
 
-/* Which micro-kernel cpu_packed_gemm runs: the best the CPU has (the
- * default), or the portable one everywhere (for the tests, which check
- * both against the same reference). Process-wide; not for use while
+/* ---- the other way round: B packed, for MatMul/Gemm's weights -------- */
+
+/* Floats of the packed form of a k x n right operand: n rounded up to
+ * CPU_PACK_STRIP, times k. */
+static inline size_t cpu_packed_b_floats(int64_t k, int64_t n) {
+    return (size_t)((n + CPU_PACK_STRIP - 1) / CPU_PACK_STRIP *
+                    CPU_PACK_STRIP) *
+           (size_t)k;
+}
+
+/* packed (cpu_packed_b_floats(k, n) floats, caller owns) = op(b) [k, n]
+ * (b row-major, rows ldb apart; op(b) = b^T when trans_b, borrowed) as
+ * strips of CPU_PACK_STRIP columns: strip s holds op(b)[p][s S + j] at
+ * [s S k + p S + j] (S = CPU_PACK_STRIP), zeros past column n. */
+void cpu_pack_b(const float *b, int64_t ldb, bool trans_b, int64_t k, int64_t n,
+                float *packed);
+
+/* C columns of strips [s0, s1), rows [0, m): c[i, j] = epilogue(sum_p
+ * a[i, p] B[p, j]) with a row-major (rows lda apart) and B packed by
+ * cpu_pack_b (n columns); the epilogue's bias is per column (bias[j]),
+ * its residual in c's layout (rows ldr apart). On the calling thread;
+ * borrows all. */
+void cpu_packed_gemm_b(const float *a, int64_t lda, int64_t m, int64_t k,
+                       const float *packed_b, int64_t s0, int64_t s1, int64_t n,
+                       float *c, int64_t ldc, const cpu_packed_epilogue *e);
+
+/* ---- the device's packed weights (osprey/tensor_ops.h's opaque type) -- */
+
+typedef enum cpu_packed_layout {
+    CPU_PACKED_CONV_A, /* per group, a [rows, k] matrix by cpu_pack_a */
+    CPU_PACKED_GEMM_B, /* one [k, rows] right operand by cpu_pack_b */
+} cpu_packed_layout;
+
+struct osp_packed_weights {
+    cpu_packed_layout layout;
+    int64_t groups, rows, k;
+    size_t group_floats; /* floats per group in data */
+    float data[];
+};
+
+/* A packed form of `groups` blocks of group_floats floats each, fields
+ * set, data uninitialised (64-byte aligned; free with free()); NULL on
+ * overflow or out of memory. */
+osp_packed_weights *cpu_packed_weights_new(cpu_packed_layout layout,
+                                           int64_t groups, int64_t rows,
+                                           int64_t k, size_t group_floats);
+
+/* Which micro-kernel cpu_packed_gemm and cpu_packed_gemm_b run: the best the
+ * CPU has (the default), or the portable one everywhere (for the tests, which
+ * check both against the same reference). Process-wide; not for use while
  * another thread runs a GEMM. */
 typedef enum cpu_packed_kernel {
     CPU_PACKED_KERNEL_BEST = 0,

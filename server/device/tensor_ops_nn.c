@@ -296,6 +296,27 @@ osp_error *osp_op_gemm_ex(osp_stream *stream, const osp_gemm_ex_args *args) {
     return dev->ops->gemm_ex(dev, stream->impl, args);
 }
 
+osp_error *osp_op_gemm_prepack(osp_stream *stream, const osp_gemm_ex_args *args,
+                               osp_packed_weights **out) {
+    if (stream == NULL || args == NULL || out == NULL)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "gemm_prepack: stream, args and out are required");
+    *out = NULL;
+    const osp_gemm_args *g = &args->gemm;
+    if (g->n < 1 || g->k < 1 || g->n > INT_MAX || g->k > INT_MAX)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "gemm_prepack: invalid shape n=%lld k=%lld",
+                             (long long)g->n, (long long)g->k);
+    osp_error *err = osp__gemm_check_matrix("b", g->b, g->trans_b ? g->n : g->k,
+                                            g->trans_b ? g->k : g->n, g->ldb);
+    if (err != NULL)
+        return err;
+    osp_device *dev = stream->device;
+    if (g->dtype != OSP_TYPE_FP32 || dev->ops->gemm_prepack == NULL)
+        return NULL;
+    return dev->ops->gemm_prepack(dev, stream->impl, args, out);
+}
+
 /* ---- conv, conv_transpose ----------------------------------------------- */
 
 /* Checks the spatial description shared by conv and pool: per dimension

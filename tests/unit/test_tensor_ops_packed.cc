@@ -1,11 +1,13 @@
-// Convolution with weights packed once (osp_op_conv_prepack, the CPU
-// device's cpu_packed_gemm.c): the packed GEMM against a plain reference
-// loop for both of its micro-kernels (AVX-512 where the CPU has it, and
-// the portable one), at sizes that leave partial row panels and partial
-// column tiles, every epilogue; and conv through the public API with
-// packed weights against the unpacked route, threads 1 to 3.
+// Weights packed once (osp_op_conv_prepack, osp_op_gemm_prepack; the CPU
+// device's cpu_packed_gemm.c): the packed GEMMs (weights on the left for
+// conv, on the right for MatMul/Gemm) against a plain reference loop for
+// both micro-kernels (AVX-512 where the CPU has it, and the portable
+// one), at sizes that leave partial row panels and column tiles, every
+// epilogue; and conv and gemm_ex through the public API with packed
+// weights against the unpacked routes, threads 1 to 3.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -146,6 +148,81 @@ TEST_P(PackedGemm, RowRangesStartOnAPanel) {
         CheckPackedGemm(21, 13, 40, 8, 16, ep, seed++);
         CheckPackedGemm(21, 13, 40, 16, 21, ep, seed++);
     }
+}
+
+// The other way round (MatMul/Gemm weights): B packed by cpu_pack_b
+// (as stored or transposed), A read in place, bias per column, strips
+// [s0, s1) of C's columns.
+void CheckPackedGemmB(int64_t m, int64_t k, int64_t n, bool trans_b, int64_t s0,
+                      int64_t s1, const Epilogue &ep, uint64_t seed) {
+    SCOPED_TRACE("B packed: m " + std::to_string(m) + " k " +
+                 std::to_string(k) + " n " + std::to_string(n) +
+                 (trans_b ? " trans_b" : "") + " strips [" +
+                 std::to_string(s0) + ", " + std::to_string(s1) + ") act " +
+                 std::to_string((int)ep.act));
+    int64_t lda = k + 3, ldc = n + 7, ldr = n + 2;
+    int64_t ldb = (trans_b ? k : n) + 5;
+    auto a = Random((size_t)(m * lda), seed);
+    auto b = Random((size_t)((trans_b ? n : k) * ldb), seed + 1);
+    auto bias = Random((size_t)n, seed + 2);
+    auto res = Random((size_t)(m * ldr), seed + 3);
+    std::vector<float> packed(cpu_packed_b_floats(k, n), NAN);
+    cpu_pack_b(b.data(), ldb, trans_b, k, n, packed.data());
+    std::vector<float> c((size_t)(m * ldc), NAN);
+    cpu_packed_epilogue e = {ep.bias ? bias.data() : nullptr,
+                             ep.residual ? res.data() : nullptr,
+                             ldr,
+                             ep.act,
+                             ep.alpha,
+                             ep.beta};
+    cpu_packed_gemm_b(a.data(), lda, m, k, packed.data(), s0, s1, n, c.data(),
+                      ldc, &e);
+    int64_t c0 = s0 * CPU_PACK_STRIP, c1 = std::min(n, s1 * CPU_PACK_STRIP);
+    int bad = 0;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < ldc; j++) {
+            float got = c[(size_t)(i * ldc + j)];
+            if (j < c0 || j >= c1) {
+                if (!std::isnan(got) && bad++ < 5)
+                    ADD_FAILURE() << "wrote outside: row " << i << " col " << j;
+                continue;
+            }
+            double want = 0;
+            for (int64_t p = 0; p < k; p++)
+                want += (double)a[(size_t)(i * lda + p)] *
+                        (trans_b ? b[(size_t)(j * ldb + p)]
+                                 : b[(size_t)(p * ldb + j)]);
+            if (ep.bias)
+                want += bias[(size_t)j];
+            if (ep.residual)
+                want += res[(size_t)(i * ldr + j)];
+            want = Act(ep.act, want, ep.alpha, ep.beta);
+            if (!(std::fabs(got - want) <= 1e-4 + 1e-4 * std::fabs(want)) &&
+                bad++ < 5)
+                ADD_FAILURE() << "c[" << i << ", " << j << "] = " << got
+                              << ", want " << want;
+        }
+    EXPECT_EQ(bad, 0);
+}
+
+TEST_P(PackedGemm, PackedBOddSizesEveryEpilogue) {
+    uint64_t seed = TestSeed(781);
+    const int64_t ms[] = {1, 7, 8, 9, 17};
+    const int64_t ns[] = {1, 15, 16, 17, 33, 49};
+    const int64_t ks[] = {0, 1, 5, 40};
+    for (int64_t m : ms)
+        for (int64_t n : ns)
+            for (int64_t k : ks)
+                for (bool trans_b : {false, true})
+                    for (const Epilogue &ep : kEpilogues) {
+                        int64_t strips =
+                            (n + CPU_PACK_STRIP - 1) / CPU_PACK_STRIP;
+                        CheckPackedGemmB(m, k, n, trans_b, 0, strips, ep,
+                                         seed++);
+                    }
+    // a range of strips only
+    for (const Epilogue &ep : kEpilogues)
+        CheckPackedGemmB(10, 9, 100, false, 1, 3, ep, seed++);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -306,6 +383,118 @@ TEST(PackedConv, MismatchedPackedFormIsIgnored) {
     ASSERT_OK(osp_op_conv(stream, &big));
     EXPECT_EQ(want, got);
     osp_packed_weights_free(osp_device_cpu(), packed);
+    osp_stream_free(stream);
+}
+
+// ---- gemm_ex through the public API ---------------------------------------
+
+// gemm_ex with B packed against the same call without, on a stream capped
+// at `threads`: batches sharing B, bias, residual, activations; calls the
+// packed route does not serve (alpha, beta, trans_a, few rows) must still
+// be right, read from b as it lies.
+TEST(PackedGemmEx, MatchesUnpacked) {
+    uint64_t seed = TestSeed(782);
+    struct Case {
+        int64_t batch, m, n, k;
+        bool trans_a, trans_b;
+        float alpha, beta;
+    };
+    const Case cases[] = {
+        {1, 128, 128, 128, false, false, 1, 0}, // BERT's projections
+        {3, 20, 70, 33, false, true, 1, 0},     // batch, Linear's B^T
+        {1, 8, 10, 784, false, true, 1, 0},     // the MLP at batch 8
+        {2, 5, 17, 9, false, false, 1, 0},      // fewer rows than a tile
+        {1, 12, 40, 6, false, false, 0.5f, 0},  // alpha
+        {1, 12, 40, 6, false, false, 1, 1},     // beta
+        {1, 12, 40, 6, true, false, 1, 0},      // trans_a
+    };
+    for (int threads = 1; threads <= 3; threads++)
+        for (const Case &cs : cases)
+            for (const Epilogue &ep : kEpilogues) {
+                SCOPED_TRACE("gemm_ex batch " + std::to_string(cs.batch) +
+                             " m " + std::to_string(cs.m) + " n " +
+                             std::to_string(cs.n) + " k " +
+                             std::to_string(cs.k) + " threads " +
+                             std::to_string(threads) + " act " +
+                             std::to_string((int)ep.act));
+                osp_stream *stream = nullptr;
+                ASSERT_OK(osp_stream_new(osp_device_cpu(), &stream));
+                ASSERT_OK(osp_stream_set_threads(stream, threads));
+                int64_t lda = cs.trans_a ? cs.m : cs.k;
+                int64_t ldb = cs.trans_b ? cs.k : cs.n;
+                auto a = Random((size_t)(cs.batch * cs.m * cs.k), seed++);
+                auto b = Random((size_t)(cs.k * cs.n), seed++);
+                auto bias = Random((size_t)cs.n, seed++);
+                size_t c_count = (size_t)(cs.batch * cs.m * cs.n);
+                auto res = Random(c_count, seed++);
+                auto c0 = Random(c_count, seed++);
+                std::vector<float> want = c0, got = c0;
+                osp_gemm_ex_args x = {};
+                x.gemm.trans_a = cs.trans_a;
+                x.gemm.trans_b = cs.trans_b;
+                x.gemm.m = cs.m;
+                x.gemm.n = cs.n;
+                x.gemm.k = cs.k;
+                x.gemm.alpha = cs.alpha;
+                x.gemm.beta = cs.beta;
+                x.gemm.dtype = OSP_TYPE_FP32;
+                x.gemm.a = a.data();
+                x.gemm.lda = lda;
+                x.gemm.b = b.data();
+                x.gemm.ldb = ldb;
+                x.gemm.ldc = cs.n;
+                x.batch_count = cs.batch;
+                x.stride_a = cs.m * cs.k;
+                x.stride_b = 0;
+                x.stride_c = cs.m * cs.n;
+                x.bias = ep.bias ? bias.data() : nullptr;
+                x.residual = ep.residual ? res.data() : nullptr;
+                x.act = ep.act;
+                x.act_alpha = ep.alpha;
+                x.act_beta = ep.beta;
+                x.gemm.c = want.data();
+                ASSERT_OK(osp_op_gemm_ex(stream, &x));
+                osp_packed_weights *packed = nullptr;
+                ASSERT_OK(osp_op_gemm_prepack(stream, &x, &packed));
+                ASSERT_NE(packed, nullptr);
+                x.packed_b = packed;
+                x.gemm.c = got.data();
+                ASSERT_OK(osp_op_gemm_ex(stream, &x));
+                osp_packed_weights_free(osp_device_cpu(), packed);
+                osp_stream_free(stream);
+                int bad = 0;
+                for (size_t i = 0; i < c_count; i++)
+                    if (!(std::fabs(got[i] - want[i]) <=
+                          1e-4 + 1e-4 * std::fabs(want[i])) &&
+                        bad++ < 5)
+                        ADD_FAILURE() << "c[" << i << "] = " << got[i]
+                                      << ", unpacked " << want[i];
+                EXPECT_EQ(bad, 0);
+            }
+}
+
+TEST(PackedGemmEx, PrepackChecksAndSkipsFp16) {
+    osp_stream *stream = nullptr;
+    ASSERT_OK(osp_stream_new(osp_device_cpu(), &stream));
+    std::vector<float> b(12, 1.0f);
+    osp_gemm_ex_args x = {};
+    x.gemm.m = 2;
+    x.gemm.n = 4;
+    x.gemm.k = 3;
+    x.gemm.dtype = OSP_TYPE_FP16;
+    x.gemm.b = b.data();
+    x.gemm.ldb = 4;
+    osp_packed_weights *packed = reinterpret_cast<osp_packed_weights *>(&x);
+    ASSERT_OK(osp_op_gemm_prepack(stream, &x, &packed));
+    EXPECT_EQ(packed, nullptr);
+    x.gemm.dtype = OSP_TYPE_FP32;
+    x.gemm.ldb = 2; // shorter than a row of B
+    EXPECT_ERROR_CODE(osp_op_gemm_prepack(stream, &x, &packed),
+                      OSP_ERROR_INVALID_ARG);
+    x.gemm.ldb = 4;
+    x.gemm.b = nullptr;
+    EXPECT_ERROR_CODE(osp_op_gemm_prepack(stream, &x, &packed),
+                      OSP_ERROR_INVALID_ARG);
     osp_stream_free(stream);
 }
 
