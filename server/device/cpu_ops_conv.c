@@ -48,6 +48,11 @@
  * tiles stay well inside it, so in steady state a conv allocates nothing. */
 #define SCRATCH_KEEP_BYTES ((size_t)32 << 20)
 #define COL_TILE_BYTES ((size_t)2 << 20)
+/* A group's weights are packed only up to this size: the packed kernel
+ * streams them once per 32 columns, which pays while they stay in L2;
+ * larger ones (ResNet's 256- and 512-channel layers) run faster on
+ * OpenBLAS, which blocks k. */
+#define PACKED_GROUP_MAX_BYTES ((size_t)640 << 10)
 /* Pointwise convs run sgemm on column tiles of at most this many output
  * bytes, so the epilogue finds them in cache. */
 #define POINTWISE_TILE_BYTES ((size_t)512 << 10)
@@ -738,8 +743,9 @@ osp_error *cpu_op_conv(osp_device *dev, void *stream,
     return conv_gemm(args, &g, is_pointwise(&g), threads);
 }
 
-/* The GEMM routes' weights, packed per group (the depthwise route reads
- * w as it lies: *out stays NULL). */
+/* The GEMM routes' weights, packed per group, when a group's fit
+ * PACKED_GROUP_MAX_BYTES (else, and for the depthwise route, *out stays
+ * NULL and conv reads w as it lies). */
 osp_error *cpu_op_conv_prepack(osp_device *dev, void *stream,
                                const osp_conv_args *args,
                                osp_packed_weights **out) {
@@ -754,7 +760,7 @@ osp_error *cpu_op_conv_prepack(osp_device *dev, void *stream,
     int64_t groups = args->group, mg = args->out_channels / groups,
             k = args->in_channels / groups * kernel_size;
     size_t per_group = cpu_packed_floats(mg, k);
-    if (mg == 0)
+    if (mg == 0 || per_group * sizeof(float) > PACKED_GROUP_MAX_BYTES)
         return NULL;
     osp_packed_weights *p =
         cpu_packed_weights_new(CPU_PACKED_CONV_A, groups, mg, k, per_group);

@@ -324,7 +324,7 @@ TEST(PackedConv, MatchesUnpackedOnEveryRoute) {
                 CheckPackedConv(cv, ep, threads, seed++);
 }
 
-TEST(PackedConv, DepthwiseHasNoPackedForm) {
+TEST(PackedConv, DepthwiseAndLargeWeightsHaveNoPackedForm) {
     osp_stream *stream = nullptr;
     ASSERT_OK(osp_stream_new(osp_device_cpu(), &stream));
     std::vector<float> w(8 * 9, 0.5f);
@@ -338,6 +338,14 @@ TEST(PackedConv, DepthwiseHasNoPackedForm) {
     a.pad_begin[0] = a.pad_begin[1] = 1;
     a.w = w.data();
     osp_packed_weights *packed = reinterpret_cast<osp_packed_weights *>(&a);
+    ASSERT_OK(osp_op_conv_prepack(stream, &a, &packed));
+    EXPECT_EQ(packed, nullptr);
+    // Weights past what the packed kernel keeps in cache stay unpacked.
+    std::vector<float> big(512 * 512 * 9, 0.5f);
+    a.group = 1;
+    a.in_channels = a.out_channels = 512;
+    a.w = big.data();
+    packed = reinterpret_cast<osp_packed_weights *>(&a);
     ASSERT_OK(osp_op_conv_prepack(stream, &a, &packed));
     EXPECT_EQ(packed, nullptr);
     a.w = nullptr;
