@@ -3,13 +3,17 @@
  *
  * The micro-kernel holds a tile of CPU_PACK_MR rows by 32 columns of C
  * in registers (sixteen 16-float vectors under AVX-512) over the whole of
- * k: per step p it loads two vectors of B's row p and broadcasts the
- * panel's MR weights of column p, which lie next to each other. The tile
- * starts as the bias; residual and ReLU/Clip are applied before the one
- * store; other activations run over the stored rows while in L1.
+ * k: per step p it loads two vectors of the right operand's row p and
+ * broadcasts the left operand's MR values of column p (for conv, the
+ * packed panel's, which lie next to each other; for gemm_b, one from
+ * each row of A). The tile starts as the bias; residual and ReLU/Clip are
+ * applied before the one store; other activations run over the stored
+ * rows while in L1.
  *
- * Columns go in steps of 32 outside, row panels inside, so one tile of B
- * (k x 32 floats) stays in cache while the panels stream past it.
+ * cpu_packed_gemm runs columns in steps of 32 outside, row panels inside,
+ * so one tile of B (k x 32 floats) stays in cache while the panels stream
+ * past it; cpu_packed_gemm_b runs blocks of 64 rows of A outside, the
+ * strips of B inside.
  */
 #include "cpu_packed_gemm.h"
 

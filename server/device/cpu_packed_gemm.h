@@ -1,8 +1,10 @@
 /*
  * FP32 GEMM against a weight matrix packed once (at plan time, through
- * osp_op_conv_prepack) into the micro-kernel's panel layout, with the
- * conv/gemm epilogue (bias per row, residual, activation) applied while
- * each tile of C is still in registers.
+ * osp_op_conv_prepack or osp_op_gemm_prepack) into the micro-kernel's
+ * layout, with the conv/gemm epilogue (bias, residual, activation)
+ * applied while each tile of C is still in registers. Conv's weights are
+ * the left operand (cpu_pack_a, cpu_packed_gemm), MatMul/Gemm's the right
+ * one (cpu_pack_b, cpu_packed_gemm_b, below).
  *
  * C[m, n] = act(A[m, k] B[k, n] + bias[row] + residual), row-major, A
  * packed, B read where it lies (an im2col tile, or for a pointwise conv
