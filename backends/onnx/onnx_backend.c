@@ -14,10 +14,13 @@
  *                  into the core's buffers.
  *   auto_complete  Triton's rules for configs without inputs or outputs.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "onnx_runtime.h"
 #include "osprey/backend.h"
@@ -31,6 +34,7 @@ typedef struct onnx_backend_model {
     onnx_rt_model *rt;
     bool batching;
     int intra_op_threads; /* parameter intra_op_thread_count; 0 = default */
+    int cpu_instances;    /* instances the config may put on the CPU */
     /* config input i is graph input input_map[i]; graph output k is
      * config output output_map[k], or -1 when the config leaves it out */
     size_t *input_map;
@@ -254,6 +258,41 @@ static osp_error *read_thread_counts(const osp_model_config *config,
     return NULL;
 }
 
+/* Instances of groups that run on the CPU (KIND_CPU, or KIND_AUTO, which
+ * is the CPU on a machine without GPUs); a count of 0 means 1. */
+static int count_cpu_instances(const osp_model_config *config) {
+    int64_t n = 0;
+    for (size_t i = 0; i < config->n_instance_groups; i++) {
+        const osp_instance_group *g = &config->instance_groups[i];
+        if (g->kind == OSP_INSTANCE_KIND_CPU ||
+            g->kind == OSP_INSTANCE_KIND_AUTO)
+            n += g->count > 0 ? g->count : 1;
+    }
+    return n > 1024 ? 1024 : (int)n;
+}
+
+/* The CPUs this process may run on. */
+static int usable_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (int)online : 1;
+}
+
+/* The thread cap of a CPU instance's stream: intra_op_thread_count when
+ * given; else, with several CPU instances, the CPUs shared out among
+ * them (at least 1 each), so that instances running at once do not
+ * oversubscribe the machine; else 0, the device's default. */
+static int instance_threads(const onnx_backend_model *m, bool on_cpu) {
+    if (m->intra_op_threads > 0)
+        return m->intra_op_threads;
+    if (!on_cpu || m->cpu_instances <= 1)
+        return 0;
+    int share = usable_cpus() / m->cpu_instances;
+    return share > 1 ? share : 1;
+}
+
 static void backend_model_free(void *model) {
     onnx_backend_model *m = model;
     if (!m)
@@ -303,6 +342,7 @@ static osp_error *backend_model_new(const osp_model_config *config,
         onnx_model_free(file);
         goto out;
     }
+    m->cpu_instances = count_cpu_instances(config);
     onnx_rt_options opts = {.fuse = config->optimization.graph_level != -1};
     if ((err = onnx_rt_model_new(file, &opts, &m->rt)))
         err = osp_error_wrap(err, "unable to load model '%s'", config->name);
@@ -340,8 +380,11 @@ static osp_error *backend_instance_new(void *model, osp_device *device,
     osp_error *err = inst->inputs ? onnx_session_new(m->rt, device, stream,
                                                      &inst->session)
                                   : osp_error_out_of_memory();
-    if (!err && m->intra_op_threads > 0)
-        err = osp_stream_set_threads(stream, m->intra_op_threads);
+    osp_device_info info;
+    osp_device_get_info(device, &info);
+    int threads = instance_threads(m, info.type == OSP_DEVICE_CPU);
+    if (!err && threads > 0)
+        err = osp_stream_set_threads(stream, threads);
     if (err) {
         backend_instance_free(inst);
         return osp_error_wrap(err, "unable to load model '%s'", m->name);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "onnx_ops_nn.h"
+#include "onnx_packed.h"
 
 typedef struct conv_state {
     onnx_nn_window w;
@@ -22,6 +23,7 @@ typedef struct conv_state {
     size_t n_output_padding, n_output_shape;
     int64_t output_padding[OSP_CONV_MAX_SPATIAL];
     int64_t output_shape[OSP_MAX_DIMS];
+    onnx_packed pack; /* Conv, FusedConv: W packed on the first run */
 } conv_state;
 
 /* Reads the attributes both convolutions share into a new state. */
@@ -49,18 +51,35 @@ osp_error *onnx_nn__conv_prepare(const onnx_node *node, void **state) {
     osp_error *err = conv_state_new(node, &st);
     if (err)
         return err;
+    if ((err = onnx_packed_init(&st->pack))) {
+        free(st);
+        return err;
+    }
     st->act = OSP_UNARY_IDENTITY;
     if (strcmp(node->domain, "osprey") == 0) {
         st->fused = true;
         err = onnx_fused_activation(node, &st->act, &st->act_alpha,
                                     &st->act_beta);
         if (err) {
-            free(st);
+            onnx_nn__conv_free(st);
             return err;
         }
     }
     *state = st;
     return NULL;
+}
+
+void onnx_nn__conv_free(void *state) {
+    conv_state *st = state;
+    if (st == NULL)
+        return;
+    onnx_packed_destroy(&st->pack);
+    free(st);
+}
+
+static osp_error *conv_prepack(osp_stream *stream, const void *args,
+                               osp_packed_weights **out) {
+    return osp_op_conv_prepack(stream, args, out);
 }
 
 /* Checks X and W (inputs 0 and 1) of either convolution: FP32, W of X's
@@ -260,6 +279,12 @@ osp_error *onnx_nn__conv_run(onnx_run_ctx *ctx) {
     a->w = ctx->in[1];
     a->bias = onnx_present(ctx->n_inputs, ctx->in_desc, 2) ? ctx->in[2] : NULL;
     a->y = ctx->out[0];
+    /* a constant W (its values known while planning) is packed once */
+    conv_state *st = ctx->state;
+    if (ctx->in_desc[1].host != NULL &&
+        (err = onnx_packed_get(&st->pack, ctx->stream, a->w, conv_prepack, a,
+                               &a->packed_w)))
+        return err;
     float *ws = ctx->workspace;
     osp_copy_strided_args expand = {
         .elem_size = sizeof(float),
@@ -302,7 +327,6 @@ osp_error *onnx_nn__conv_run(onnx_run_ctx *ctx) {
         memcpy(add.b_strides, p.z_strides, sizeof add.b_strides);
         if ((err = osp_op_binary_nd(ctx->stream, &add)))
             return err;
-        const conv_state *st = ctx->state;
         if (st->act == OSP_UNARY_IDENTITY)
             return NULL;
         osp_unary_args act = {

@@ -27,16 +27,21 @@
     MATH_OP(name, "", 1, onnx_math__reduce_prepare, onnx_math__reduce_infer,   \
             onnx_math__reduce_run, OSP_OP_REDUCE, OSP_OP_COPY_STRIDED)
 
+/* MatMul and Gemm: their states hold packed weights. */
+#define PRODUCT_OP(name, dom, kind, ...)                                       \
+    {                                                                          \
+        .op_type = name, .domain = dom, .since = 1,                            \
+        .prepare = onnx_math__##kind##_prepare,                                \
+        .free = onnx_math__##kind##_free, .infer = onnx_math__##kind##_infer,  \
+        .run = onnx_math__##kind##_run, .uses = {__VA_ARGS__, END},            \
+    }
+
 static const onnx_op math_ops[] = {
-    MATH_OP("MatMul", "", 1, onnx_math__matmul_prepare, onnx_math__matmul_infer,
-            onnx_math__matmul_run, OSP_OP_GEMM_EX),
-    MATH_OP("FusedMatMul", "osprey", 1, onnx_math__matmul_prepare,
-            onnx_math__matmul_infer, onnx_math__matmul_run, OSP_OP_GEMM_EX),
-    MATH_OP("Gemm", "", 1, onnx_math__gemm_prepare, onnx_math__gemm_infer,
-            onnx_math__gemm_run, OSP_OP_GEMM_EX, OSP_OP_COPY_STRIDED),
-    MATH_OP("FusedGemm", "osprey", 1, onnx_math__gemm_prepare,
-            onnx_math__gemm_infer, onnx_math__gemm_run, OSP_OP_GEMM_EX,
-            OSP_OP_COPY_STRIDED),
+    PRODUCT_OP("MatMul", "", matmul, OSP_OP_GEMM_EX),
+    PRODUCT_OP("FusedMatMul", "osprey", matmul, OSP_OP_GEMM_EX),
+    PRODUCT_OP("Gemm", "", gemm, OSP_OP_GEMM_EX, OSP_OP_COPY_STRIDED),
+    PRODUCT_OP("FusedGemm", "osprey", gemm, OSP_OP_GEMM_EX,
+               OSP_OP_COPY_STRIDED),
     MATH_OP("Einsum", "", 12, onnx_math__einsum_prepare,
             onnx_math__einsum_infer, onnx_math__einsum_run, OSP_OP_GEMM_EX,
             OSP_OP_COPY_STRIDED, OSP_OP_REDUCE, OSP_OP_FILL),

@@ -18,6 +18,10 @@ extern "C" {
 
 /* onnx_ops_matmul.c */
 osp_error *onnx_math__matmul_prepare(const onnx_node *node, void **state);
+/* Free the states of matmul_prepare and gemm_prepare (and the packed
+ * weights they hold). */
+void onnx_math__matmul_free(void *state);
+void onnx_math__gemm_free(void *state);
 osp_error *onnx_math__matmul_infer(onnx_infer_ctx *ctx);
 osp_error *onnx_math__matmul_run(onnx_run_ctx *ctx);
 osp_error *onnx_math__gemm_prepare(const onnx_node *node, void **state);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "onnx_ops_math.h"
+#include "onnx_packed.h"
 
 /* ---- batches of GEMMs --------------------------------------------------- */
 
@@ -115,7 +116,23 @@ typedef struct matmul_state {
     bool fused;
     osp_unary_op act;
     float act_alpha, act_beta;
+    onnx_packed pack; /* a constant 2-D B, packed on the first run */
 } matmul_state;
+
+static osp_error *gemm_prepack(osp_stream *stream, const void *args,
+                               osp_packed_weights **out) {
+    return osp_op_gemm_prepack(stream, args, out);
+}
+
+/* x->packed_b: B packed once when it is a constant (its values known
+ * while planning) of FP32 and the product has a k. */
+static osp_error *use_packed_b(onnx_packed *pk, osp_stream *stream,
+                               const onnx_desc *b, osp_gemm_ex_args *x) {
+    if (b->host == NULL || x->gemm.dtype != OSP_TYPE_FP32 || x->gemm.k == 0)
+        return NULL;
+    return onnx_packed_get(pk, stream, x->gemm.b, gemm_prepack, x,
+                           &x->packed_b);
+}
 
 /* MatMul's numpy geometry: 1-D operands promoted (A [K] -> [1, K], B [K]
  * -> [K, 1], the added dim dropped from the output), batch dims
@@ -190,18 +207,31 @@ osp_error *onnx_math__matmul_prepare(const onnx_node *node, void **state) {
     matmul_state *st = calloc(1, sizeof *st);
     if (!st)
         return osp_error_out_of_memory();
+    osp_error *err = onnx_packed_init(&st->pack);
+    if (err) {
+        free(st);
+        return err;
+    }
     st->act = OSP_UNARY_IDENTITY;
     if (strcmp(node->op_type, "FusedMatMul") == 0) {
         st->fused = true;
-        osp_error *err = onnx_fused_activation(node, &st->act, &st->act_alpha,
-                                               &st->act_beta);
+        err = onnx_fused_activation(node, &st->act, &st->act_alpha,
+                                    &st->act_beta);
         if (err) {
-            free(st);
+            onnx_math__matmul_free(st);
             return err;
         }
     }
     *state = st;
     return NULL;
+}
+
+void onnx_math__matmul_free(void *state) {
+    matmul_state *st = state;
+    if (st == NULL)
+        return;
+    onnx_packed_destroy(&st->pack);
+    free(st);
 }
 
 osp_error *onnx_math__matmul_infer(onnx_infer_ctx *ctx) {
@@ -261,7 +291,7 @@ osp_error *onnx_math__matmul_infer(onnx_infer_ctx *ctx) {
 }
 
 osp_error *onnx_math__matmul_run(onnx_run_ctx *ctx) {
-    const matmul_state *st = ctx->state;
+    matmul_state *st = ctx->state;
     const onnx_desc *a = &ctx->in_desc[0], *b = &ctx->in_desc[1];
     mm_geom g;
     osp_error *err = mm_geometry(ctx->node, &a->shape, &b->shape, &g);
@@ -300,6 +330,10 @@ osp_error *onnx_math__matmul_run(onnx_run_ctx *ctx) {
         if (onnx_present(ctx->n_inputs, ctx->in_desc, 3))
             x.residual = ctx->in[3];
     }
+    /* one B for every batch element: a 2-D B */
+    if (b->shape.rank == 2 &&
+        (err = use_packed_b(&st->pack, ctx->stream, b, &x)) != NULL)
+        return err;
     return mm_run_batches(ctx->stream, &x, &g.batches,
                           osp_datatype_byte_size(a->dtype));
 }
@@ -311,14 +345,27 @@ typedef struct gemm_state {
     float alpha, beta;
     osp_unary_op act;
     float act_alpha, act_beta;
+    onnx_packed pack; /* a constant B, packed on the first run */
 } gemm_state;
+
+void onnx_math__gemm_free(void *state) {
+    gemm_state *st = state;
+    if (st == NULL)
+        return;
+    onnx_packed_destroy(&st->pack);
+    free(st);
+}
 
 osp_error *onnx_math__gemm_prepare(const onnx_node *node, void **state) {
     gemm_state *st = calloc(1, sizeof *st);
     if (!st)
         return osp_error_out_of_memory();
     int64_t ta, tb;
-    osp_error *err;
+    osp_error *err = onnx_packed_init(&st->pack);
+    if (err) {
+        free(st);
+        return err;
+    }
     if ((err = onnx_attr_int(node, "transA", 0, &ta)) != NULL ||
         (err = onnx_attr_int(node, "transB", 0, &tb)) != NULL ||
         (err = onnx_attr_float(node, "alpha", 1.0f, &st->alpha)) != NULL ||
@@ -334,7 +381,7 @@ osp_error *onnx_math__gemm_prepare(const onnx_node *node, void **state) {
     *state = st;
     return NULL;
 out:
-    free(st);
+    onnx_math__gemm_free(st);
     return err;
 }
 
@@ -413,7 +460,7 @@ osp_error *onnx_math__gemm_infer(onnx_infer_ctx *ctx) {
  * whole [M, N] and beta is 1 (neither copies anything), else copied,
  * broadcast, into Y for the GEMM to scale by beta and accumulate onto. */
 osp_error *onnx_math__gemm_run(onnx_run_ctx *ctx) {
-    const gemm_state *st = ctx->state;
+    gemm_state *st = ctx->state;
     const onnx_desc *a = &ctx->in_desc[0], *b = &ctx->in_desc[1];
     const onnx_desc *c =
         onnx_present(ctx->n_inputs, ctx->in_desc, 2) ? &ctx->in_desc[2] : NULL;
@@ -473,5 +520,7 @@ osp_error *onnx_math__gemm_run(onnx_run_ctx *ctx) {
             x.gemm.beta = st->beta;
         }
     }
+    if ((err = use_packed_b(&st->pack, ctx->stream, b, &x)) != NULL)
+        return err;
     return osp_op_gemm_ex(ctx->stream, &x);
 }

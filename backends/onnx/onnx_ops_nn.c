@@ -232,14 +232,21 @@ osp_error *onnx_nn__window_geom(const onnx_node *node, const onnx_nn_window *w,
             OSP_OP_BINARY_ND,    OSP_OP_UNARY,  OSP_OP_CAST, END},             \
     }
 
+/* Conv's state also holds the device's packed weights. */
+#define CONV_OP(name, dom, ...)                                                \
+    {                                                                          \
+        .op_type = name, .domain = dom, .since = 1,                            \
+        .prepare = onnx_nn__conv_prepare, .free = onnx_nn__conv_free,          \
+        .infer = onnx_nn__conv_infer, .run = onnx_nn__conv_run,                \
+        .uses = {__VA_ARGS__, END},                                            \
+    }
+
 static const onnx_op nn_ops[] = {
-    NN_OP("Conv", "", 1, onnx_nn__conv_prepare, onnx_nn__conv_infer,
-          onnx_nn__conv_run, OSP_OP_CONV),
+    CONV_OP("Conv", "", OSP_OP_CONV),
     /* Conv + optional residual Z (input 3) + activation, made by the fusion
      * passes. */
-    NN_OP("FusedConv", "osprey", 1, onnx_nn__conv_prepare, onnx_nn__conv_infer,
-          onnx_nn__conv_run, OSP_OP_CONV, OSP_OP_COPY_STRIDED, OSP_OP_BINARY_ND,
-          OSP_OP_UNARY),
+    CONV_OP("FusedConv", "osprey", OSP_OP_CONV, OSP_OP_COPY_STRIDED,
+            OSP_OP_BINARY_ND, OSP_OP_UNARY),
     NN_OP("ConvTranspose", "", 1, onnx_nn__conv_transpose_prepare,
           onnx_nn__conv_transpose_infer, onnx_nn__conv_transpose_run,
           OSP_OP_CONV_TRANSPOSE),

@@ -85,6 +85,8 @@ osp_error *onnx_nn__window_geom(const onnx_node *node, const onnx_nn_window *w,
 
 /* onnx_ops_conv.c */
 osp_error *onnx_nn__conv_prepare(const onnx_node *node, void **state);
+/* Frees conv_prepare's state and the packed weights it holds. */
+void onnx_nn__conv_free(void *state);
 osp_error *onnx_nn__conv_infer(onnx_infer_ctx *ctx);
 osp_error *onnx_nn__conv_run(onnx_run_ctx *ctx);
 osp_error *onnx_nn__conv_transpose_prepare(const onnx_node *node, void **state);

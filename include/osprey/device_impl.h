@@ -94,6 +94,11 @@ typedef struct osp_device_ops {
      * (server/device/tensor_ops.c) and never describe zero elements. */
     osp_error *(*gemm_ex)(osp_device *dev, void *stream_impl,
                           const osp_gemm_ex_args *args);
+    /* (optional) osp_op_gemm_prepack (b checked, FP32 only; *out NULL
+     * when there is no packed form); needs packed_weights_free. */
+    osp_error *(*gemm_prepack)(osp_device *dev, void *stream_impl,
+                               const osp_gemm_ex_args *args,
+                               osp_packed_weights **out);
     osp_error *(*unary)(osp_device *dev, void *stream_impl,
                         const osp_unary_args *args);
     osp_error *(*binary_nd)(osp_device *dev, void *stream_impl,
@@ -120,6 +125,14 @@ typedef struct osp_device_ops {
                        const osp_conv_args *args);
     osp_error *(*conv_transpose)(osp_device *dev, void *stream_impl,
                                  const osp_conv_transpose_args *args);
+    /* (optional, both or none) osp_op_conv_prepack (args validated as for
+     * conv, shapes only; *out NULL when this conv has no packed form) and
+     * osp_packed_weights_free (packed not NULL; also gemm_prepack's).
+     * Without them prepack gives NULL and conv reads w. */
+    osp_error *(*conv_prepack)(osp_device *dev, void *stream_impl,
+                               const osp_conv_args *args,
+                               osp_packed_weights **out);
+    void (*packed_weights_free)(osp_device *dev, osp_packed_weights *packed);
     osp_error *(*pool)(osp_device *dev, void *stream_impl,
                        const osp_pool_args *args);
     osp_error *(*topk)(osp_device *dev, void *stream_impl,

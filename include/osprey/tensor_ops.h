@@ -363,6 +363,11 @@ osp_error *osp_op_channel_affine(osp_stream *stream,
 /* ---- matrix products, convolution, pooling --------------------------------
  */
 
+/* Weights laid out once for one device's kernels (opaque; from
+ * osp_op_gemm_prepack or osp_op_conv_prepack, freed with
+ * osp_packed_weights_free). */
+typedef struct osp_packed_weights osp_packed_weights;
+
 /* A batch of GEMMs (osp_gemm_args, FP32 or FP16 as osp_op_gemm) with an
  * epilogue: for each b < batch_count (0 counts as 1), C_b = alpha op(A_b)
  * op(B_b) + beta C_b where X_b = X + b * stride_x (elements; a stride of 0
@@ -378,9 +383,21 @@ typedef struct osp_gemm_ex_args {
     const float *residual;
     osp_unary_op act;
     float act_alpha, act_beta;
+    /* (optional, borrowed) gemm.b packed by osp_op_gemm_prepack for this
+     * k, n and trans_b on this stream's device; NULL: the device reads b
+     * (it also may where the packed form does not serve the call). */
+    const osp_packed_weights *packed_b;
 } osp_gemm_ex_args;
 
 osp_error *osp_op_gemm_ex(osp_stream *stream, const osp_gemm_ex_args *args);
+
+/* Lays gemm.b (k x n after trans_b; a constant such as MatMul's weights)
+ * out once for the device's GEMM kernel, for later osp_op_gemm_ex calls
+ * with the same b, k, n and trans_b to pass as packed_b. Only those
+ * fields and dtype are read. *out (caller owns, osp_packed_weights_free)
+ * is NULL when the device has no packed form for it. Synchronous. */
+osp_error *osp_op_gemm_prepack(osp_stream *stream, const osp_gemm_ex_args *args,
+                               osp_packed_weights **out);
 
 #define OSP_CONV_MAX_SPATIAL 3
 
@@ -407,9 +424,25 @@ typedef struct osp_conv_args {
     float *y;
     osp_unary_op act;
     float act_alpha, act_beta;
+    /* (optional, borrowed) w packed by osp_op_conv_prepack for these
+     * shapes on this stream's device; NULL: the device reads w. */
+    const osp_packed_weights *packed_w;
 } osp_conv_args;
 
 osp_error *osp_op_conv(osp_stream *stream, const osp_conv_args *args);
+
+/* Lays args->w out for the device's conv kernel, once (at plan time), so
+ * that later osp_op_conv calls with the same w, group, channels and
+ * kernel pass the result as packed_w instead of repacking every call.
+ * Only args' shapes and w are read (x, y may be NULL). *out (caller owns,
+ * osp_packed_weights_free) is NULL when the device has no packed form
+ * for this conv: then call osp_op_conv without. Synchronous. */
+osp_error *osp_op_conv_prepack(osp_stream *stream, const osp_conv_args *args,
+                               osp_packed_weights **out);
+
+/* Frees a packed form from osp_op_gemm_prepack or osp_op_conv_prepack
+ * on `dev` (NULL: nothing). */
+void osp_packed_weights_free(osp_device *dev, osp_packed_weights *packed);
 
 /* FP32 only, the transpose (gradient) of conv: x [batch, in_channels,
  * in_dims...], w [in_channels, out_channels / group, kernel...], bias

@@ -4,8 +4,8 @@
  *   cpu_ops_data.c         copy_strided, gather, fill, pad
  *   cpu_ops_reduce.c       reduce, softmax, layer_norm, channel_affine,
  *                          topk, cumsum
- *   cpu_ops_gemm.c         gemm_ex
- *   cpu_ops_conv.c         conv, conv_transpose
+ *   cpu_ops_gemm.c         gemm_ex, gemm_prepack
+ *   cpu_ops_conv.c         conv, conv_transpose, conv_prepack
  *   cpu_ops_pool.c         pool
  *   cpu_ops_index.c        scatter
  * cpu_device.c puts them in its table. Arguments arrive validated by the
@@ -44,6 +44,14 @@ CPU_OP(cumsum, osp_cumsum_args);
 CPU_OP(scatter, osp_scatter_args);
 
 #undef CPU_OP
+
+osp_error *cpu_op_gemm_prepack(osp_device *dev, void *stream,
+                               const osp_gemm_ex_args *args,
+                               osp_packed_weights **out);
+osp_error *cpu_op_conv_prepack(osp_device *dev, void *stream,
+                               const osp_conv_args *args,
+                               osp_packed_weights **out);
+void cpu_op_packed_weights_free(osp_device *dev, osp_packed_weights *packed);
 
 #ifdef __cplusplus
 }

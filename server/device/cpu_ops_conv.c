@@ -14,7 +14,11 @@
  * - everything else: im2col of each image and group, a tile of output
  *   positions at a time, into a per-thread scratch buffer, then sgemm.
  * Each route applies the epilogue (bias, residual, activation) to a tile
- * while it is in cache.
+ * while it is in cache. With weights packed at plan time (packed_w, from
+ * cpu_op_conv_prepack) the GEMM routes run cpu_packed_gemm.h's kernel on
+ * the im2col tile (or the input planes), epilogue in registers, instead
+ * of OpenBLAS, which would repack the weights on every call; the tiles
+ * are then whole 32-column strips, so im2col rows stay 64-byte aligned.
  *
  * conv_transpose is sgemm (W^T x) into column tiles, scattered into y
  * with col2im over y first filled with the bias.
@@ -35,6 +39,7 @@
 
 #include "cpu_ops.h"
 #include "cpu_ops_nn.h"
+#include "cpu_packed_gemm.h"
 #include "cpu_sgemm.h"
 #include "cpu_threads.h"
 #include "osprey/error.h"
@@ -43,11 +48,22 @@
  * tiles stay well inside it, so in steady state a conv allocates nothing. */
 #define SCRATCH_KEEP_BYTES ((size_t)32 << 20)
 #define COL_TILE_BYTES ((size_t)2 << 20)
+/* A group's weights are packed only up to this size: the packed kernel
+ * streams them once per 32 columns, which pays while they stay in L2;
+ * larger ones (ResNet's 256- and 512-channel layers) run faster on
+ * OpenBLAS, which blocks k. */
+#define PACKED_GROUP_MAX_BYTES ((size_t)640 << 10)
 /* Pointwise convs run sgemm on column tiles of at most this many output
  * bytes, so the epilogue finds them in cache. */
 #define POINTWISE_TILE_BYTES ((size_t)512 << 10)
 
 /* ---- scratch ------------------------------------------------------------ */
+
+/* n rounded up to a multiple of 64 (aligned_alloc's sizes; 64-byte rows
+ * keep the kernels' vector loads inside one cache line). */
+static size_t round_up_64(size_t n) {
+    return (n + 63) / 64 * 64;
+}
 
 /* Each thread's scratch buffer grows to the largest request up to
  * SCRATCH_KEEP_BYTES and is kept; a pthread key frees it when the thread
@@ -76,11 +92,11 @@ static float *scratch_acquire(size_t n) {
         return scratch_data;
     if (n > SIZE_MAX / sizeof(float))
         return NULL;
-    size_t bytes = n * sizeof(float);
+    size_t bytes = round_up_64(n * sizeof(float));
     if (bytes > SCRATCH_KEEP_BYTES)
-        return malloc(bytes);
+        return aligned_alloc(64, bytes);
     pthread_once(&scratch_once, scratch_key_create);
-    float *grown = malloc(bytes);
+    float *grown = aligned_alloc(64, bytes);
     if (grown == NULL)
         return NULL;
     free(scratch_data);
@@ -207,19 +223,22 @@ CPU_NN_INLINE void im2col_row(float *dst, const float *src, int64_t ow0,
         memset(dst + (hi - ow0), 0, (size_t)(ow0 + len - hi) * sizeof(float));
 }
 
-/* col[K, p1 - p0] = the im2col matrix of `channels` input planes starting
- * at x, for output positions [p0, p1): row (c, kd, kh, kw), column p holds
- * the input that tap sees for output p. */
+/* col[K, p1 - p0] (rows ldcol >= p1 - p0 apart) = the im2col matrix of
+ * `channels` input planes starting at x, for output positions [p0, p1):
+ * row (c, kd, kh, kw), column p holds the input that tap sees for output
+ * p. */
 CPU_NN_HOT static void im2col(const cpu_nn_geom *g, const float *x,
                               int64_t channels, int64_t p0, int64_t p1,
-                              float *col) {
+                              float *col, int64_t ldcol) {
     int64_t OH = g->out[1], OW = g->out[2], H = g->in[1], W = g->in[2];
-    float *dst = col;
+    float *row_start = col;
     for (int64_t c = 0; c < channels; c++) {
         const float *xc = x + c * g->in_size;
         for (int64_t kd = 0; kd < g->kernel[0]; kd++)
             for (int64_t kh = 0; kh < g->kernel[1]; kh++)
                 for (int64_t kw = 0; kw < g->kernel[2]; kw++) {
+                    float *dst = row_start;
+                    row_start += ldcol;
                     int64_t offset = kw * g->dilation[2] - g->pad[2];
                     for (int64_t p = p0; p < p1;) {
                         int64_t r = p / OW, ow0 = p % OW;
@@ -243,6 +262,13 @@ CPU_NN_HOT static void im2col(const cpu_nn_geom *g, const float *x,
 
 /* ---- the GEMM routes: im2col and pointwise ------------------------------ */
 
+/* Whether p (cpu_op_conv_prepack's) holds these groups of mg x k. */
+static bool packed_fits(const osp_packed_weights *p, int64_t groups, int64_t mg,
+                        int64_t k) {
+    return p->layout == CPU_PACKED_CONV_A && p->groups == groups &&
+           p->rows == mg && p->k == k;
+}
+
 /* A conv as GEMMs, per image and group: y_g[mg, n] = w_g[mg, k] col[k, n],
  * where col is the im2col matrix (or for pointwise, x itself), a tile of
  * `tile` output positions at a time. Tasks are (image, group, tile);
@@ -252,6 +278,10 @@ typedef struct conv_gemm_job {
     const cpu_nn_geom *g;
     bool pointwise;
     int64_t cg, mg, k, n, tile, tiles;
+    /* The weights packed for cpu_packed_gemm, a group after another
+     * (packed_group floats each), or NULL: OpenBLAS on w as it lies. */
+    const float *packed;
+    size_t packed_group;
     _Atomic bool out_of_memory;
 } conv_gemm_job;
 
@@ -269,6 +299,34 @@ static void conv_block_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0,
                   b->p0 + c0, c1 - c0, false);
 }
 
+/* Rows [r0, r1) of one tile's output with the packed weights, epilogue
+ * included: y[r, 0 .. cols) = act(w_g[r] col + bias + residual). */
+typedef struct packed_tile {
+    const conv_gemm_job *job;
+    const float *b;
+    int64_t ldb, cols, oc0, image, p0;
+} packed_tile;
+
+static void packed_tile_rows(void *arg, int64_t lo, int64_t hi) {
+    const packed_tile *t = arg;
+    const conv_gemm_job *job = t->job;
+    const osp_conv_args *a = job->a;
+    int64_t n = job->n;
+    int64_t at = (t->image * a->out_channels + t->oc0) * n + t->p0;
+    cpu_packed_epilogue e = {.bias = a->bias != NULL ? a->bias + t->oc0 : NULL,
+                             .residual =
+                                 a->residual != NULL ? a->residual + at : NULL,
+                             .ldr = n,
+                             .act = a->act,
+                             .act_alpha = a->act_alpha,
+                             .act_beta = a->act_beta};
+    const float *w =
+        job->packed + (size_t)(t->oc0 / job->mg) * job->packed_group;
+    cpu_packed_gemm(w, job->k, lo * CPU_PACK_MR,
+                    hi * CPU_PACK_MR < job->mg ? hi * CPU_PACK_MR : job->mg,
+                    t->b, t->ldb, t->cols, a->y + at, n, &e);
+}
+
 /* Tile t of image b, group gi, on up to `threads` threads; col is the
  * im2col scratch (NULL for pointwise). */
 static void conv_gemm_tile(const conv_gemm_job *job, int64_t b, int64_t gi,
@@ -280,11 +338,26 @@ static void conv_gemm_tile(const conv_gemm_job *job, int64_t b, int64_t gi,
         a->x + (b * a->in_channels + gi * job->cg) * job->g->in_size;
     const float *w = a->w + gi * job->mg * job->k;
     float *y = a->y + (b * a->out_channels + gi * job->mg) * n;
+    if (job->packed != NULL) {
+        packed_tile pt = {.job = job,
+                          .b = job->pointwise ? x + p0 : col,
+                          .ldb = job->pointwise ? n : job->tile,
+                          .cols = cols,
+                          .oc0 = gi * job->mg,
+                          .image = b,
+                          .p0 = p0};
+        if (!job->pointwise)
+            im2col(job->g, x, job->cg, p0, p0 + cols, col, job->tile);
+        cpu_parallel_range((job->mg + CPU_PACK_MR - 1) / CPU_PACK_MR,
+                           CPU_PACK_MR * job->k * cols, threads,
+                           packed_tile_rows, &pt);
+        return;
+    }
     cpu_sgemm_args s;
     if (job->pointwise) {
         s = sgemm_nn(job->mg, cols, job->k, w, x + p0, n, y + p0, n);
     } else {
-        im2col(job->g, x, job->cg, p0, p0 + cols, col);
+        im2col(job->g, x, job->cg, p0, p0 + cols, col, cols);
         s = sgemm_nn(job->mg, cols, job->k, w, col, cols, y + p0, n);
     }
     if (a->bias != NULL) {
@@ -354,6 +427,13 @@ static osp_error *conv_gemm(const osp_conv_args *a, const cpu_nn_geom *g,
                          .k = k,
                          .n = n};
     job.tile = conv_tile(n, max_tile, pairs, threads);
+    if (a->packed_w != NULL && packed_fits(a->packed_w, groups, mg, k)) {
+        job.packed = a->packed_w->data;
+        job.packed_group = a->packed_w->group_floats;
+        /* whole strips of the kernel, so im2col rows stay 64-byte aligned */
+        job.tile =
+            (job.tile + CPU_PACK_STRIP - 1) / CPU_PACK_STRIP * CPU_PACK_STRIP;
+    }
     job.tiles = (n + job.tile - 1) / job.tile;
     atomic_init(&job.out_of_memory, false);
     int64_t tasks = pairs * job.tiles;
@@ -644,6 +724,10 @@ static osp_error *conv_depthwise(const osp_conv_args *a, const cpu_nn_geom *g,
     return atomic_load(&job.out_of_memory) ? osp_error_out_of_memory() : NULL;
 }
 
+static bool is_depthwise(const osp_conv_args *a) {
+    return a->group > 1 && a->in_channels == a->group;
+}
+
 /* Picks the route (see the top of the file); group > 1 keeps a single
  * channel group out of the depthwise route (that is a plain conv). */
 osp_error *cpu_op_conv(osp_device *dev, void *stream,
@@ -654,9 +738,44 @@ osp_error *cpu_op_conv(osp_device *dev, void *stream,
     cpu_nn_geom_init(&g, args->spatial_rank, args->in_dims, args->out_dims,
                      args->kernel, args->stride, args->pad_begin,
                      args->dilation);
-    if (args->group > 1 && args->in_channels == args->group)
+    if (is_depthwise(args))
         return conv_depthwise(args, &g, threads);
     return conv_gemm(args, &g, is_pointwise(&g), threads);
+}
+
+/* The GEMM routes' weights, packed per group, when a group's fit
+ * PACKED_GROUP_MAX_BYTES (else, and for the depthwise route, *out stays
+ * NULL and conv reads w as it lies). */
+osp_error *cpu_op_conv_prepack(osp_device *dev, void *stream,
+                               const osp_conv_args *args,
+                               osp_packed_weights **out) {
+    (void)dev;
+    (void)stream;
+    *out = NULL;
+    if (is_depthwise(args))
+        return NULL;
+    int64_t kernel_size = 1;
+    for (int d = 0; d < args->spatial_rank; d++)
+        kernel_size *= args->kernel[d];
+    int64_t groups = args->group, mg = args->out_channels / groups,
+            k = args->in_channels / groups * kernel_size;
+    size_t per_group = cpu_packed_floats(mg, k);
+    if (mg == 0 || per_group * sizeof(float) > PACKED_GROUP_MAX_BYTES)
+        return NULL;
+    osp_packed_weights *p =
+        cpu_packed_weights_new(CPU_PACKED_CONV_A, groups, mg, k, per_group);
+    if (p == NULL)
+        return osp_error_out_of_memory();
+    for (int64_t gi = 0; gi < groups; gi++)
+        cpu_pack_a(args->w + gi * mg * k, k, mg, k,
+                   p->data + (size_t)gi * per_group);
+    *out = p;
+    return NULL;
+}
+
+void cpu_op_packed_weights_free(osp_device *dev, osp_packed_weights *packed) {
+    (void)dev;
+    free(packed);
 }
 
 /* ---- conv_transpose ----------------------------------------------------- */

@@ -14,6 +14,7 @@
 
 #include "cpu_ops.h"
 #include "cpu_ops_nn.h"
+#include "cpu_packed_gemm.h"
 #include "cpu_sgemm.h"
 #include "cpu_threads.h"
 #include "half.h"
@@ -133,11 +134,81 @@ static void gemm_batch_range(void *arg, int64_t lo, int64_t hi) {
                  (float *)g->c + i * x->stride_c, g->ldc, 1);
 }
 
+/* ---- the packed route ----------------------------------------------------
+ * B packed at plan time (x->packed_b), A read in place, the epilogue in
+ * the kernel's registers (cpu_packed_gemm.h). It serves alpha 1, beta 0,
+ * A not transposed, one B for the whole batch, at least CPU_PACK_MR
+ * rows and half a strip of columns (with fewer, most of the kernel's
+ * lanes would idle: cpu_sgemm's small kernels do better there). Tasks
+ * are (batch element, strip of columns). */
+static bool packed_serves(const osp_gemm_ex_args *x) {
+    const osp_gemm_args *g = &x->gemm;
+    const osp_packed_weights *p = x->packed_b;
+    return p != NULL && p->layout == CPU_PACKED_GEMM_B && p->rows == g->n &&
+           p->k == g->k && !g->trans_a && g->alpha == 1.0f && g->beta == 0.0f &&
+           g->m >= CPU_PACK_MR && g->n >= CPU_PACK_STRIP / 2 &&
+           (x->batch_count <= 1 || x->stride_b == 0);
+}
+
+typedef struct packed_gemm_job {
+    const osp_gemm_ex_args *x;
+    int64_t strips;
+} packed_gemm_job;
+
+static void packed_gemm_range(void *arg, int64_t lo, int64_t hi) {
+    const packed_gemm_job *job = arg;
+    const osp_gemm_ex_args *x = job->x;
+    const osp_gemm_args *g = &x->gemm;
+    for (int64_t t = lo; t < hi;) {
+        int64_t i = t / job->strips, s0 = t % job->strips;
+        int64_t s1 = hi - t < job->strips - s0 ? s0 + (hi - t) : job->strips;
+        cpu_packed_epilogue e = {.bias = x->bias,
+                                 .residual = x->residual != NULL
+                                                 ? x->residual + i * x->stride_c
+                                                 : NULL,
+                                 .ldr = g->ldc,
+                                 .act = x->act,
+                                 .act_alpha = x->act_alpha,
+                                 .act_beta = x->act_beta};
+        cpu_packed_gemm_b((const float *)g->a + i * x->stride_a, g->lda, g->m,
+                          g->k, x->packed_b->data, s0, s1, g->n,
+                          (float *)g->c + i * x->stride_c, g->ldc, &e);
+        t += s1 - s0;
+    }
+}
+
+static void gemm_ex_packed(const osp_gemm_ex_args *x, int64_t batch,
+                           int threads) {
+    const osp_gemm_args *g = &x->gemm;
+    packed_gemm_job job = {x, (g->n + CPU_PACK_STRIP - 1) / CPU_PACK_STRIP};
+    cpu_parallel_range(batch * job.strips, g->m * g->k * CPU_PACK_STRIP,
+                       threads, packed_gemm_range, &job);
+}
+
+osp_error *cpu_op_gemm_prepack(osp_device *dev, void *stream,
+                               const osp_gemm_ex_args *args,
+                               osp_packed_weights **out) {
+    (void)dev;
+    (void)stream;
+    const osp_gemm_args *g = &args->gemm;
+    osp_packed_weights *p = cpu_packed_weights_new(
+        CPU_PACKED_GEMM_B, 1, g->n, g->k, cpu_packed_b_floats(g->k, g->n));
+    if (p == NULL)
+        return osp_error_out_of_memory();
+    cpu_pack_b(g->b, g->ldb, g->trans_b, g->k, g->n, p->data);
+    *out = p;
+    return NULL;
+}
+
 /* A batch at least as large as the threads splits into runs of elements;
  * a smaller one splits each element's GEMM instead. */
 static osp_error *gemm_ex_fp32(const osp_gemm_ex_args *x, int64_t batch,
                                int threads) {
     const osp_gemm_args *g0 = &x->gemm;
+    if (packed_serves(x)) {
+        gemm_ex_packed(x, batch, threads);
+        return NULL;
+    }
     if (batch > 1 && batch >= threads) {
         cpu_parallel_range(batch, g0->m * g0->n * (g0->k + 1), threads,
                            gemm_batch_range, (void *)x);

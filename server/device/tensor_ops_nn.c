@@ -296,6 +296,27 @@ osp_error *osp_op_gemm_ex(osp_stream *stream, const osp_gemm_ex_args *args) {
     return dev->ops->gemm_ex(dev, stream->impl, args);
 }
 
+osp_error *osp_op_gemm_prepack(osp_stream *stream, const osp_gemm_ex_args *args,
+                               osp_packed_weights **out) {
+    if (stream == NULL || args == NULL || out == NULL)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "gemm_prepack: stream, args and out are required");
+    *out = NULL;
+    const osp_gemm_args *g = &args->gemm;
+    if (g->n < 1 || g->k < 1 || g->n > INT_MAX || g->k > INT_MAX)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "gemm_prepack: invalid shape n=%lld k=%lld",
+                             (long long)g->n, (long long)g->k);
+    osp_error *err = osp__gemm_check_matrix("b", g->b, g->trans_b ? g->n : g->k,
+                                            g->trans_b ? g->k : g->n, g->ldb);
+    if (err != NULL)
+        return err;
+    osp_device *dev = stream->device;
+    if (g->dtype != OSP_TYPE_FP32 || dev->ops->gemm_prepack == NULL)
+        return NULL;
+    return dev->ops->gemm_prepack(dev, stream->impl, args, out);
+}
+
 /* ---- conv, conv_transpose ----------------------------------------------- */
 
 /* Checks the spatial description shared by conv and pool: per dimension
@@ -339,9 +360,9 @@ static osp_error *check_spatial(const char *op, int rank, const int64_t *in,
 }
 
 /* Checks conv (transpose false) or conv_transpose arguments; *empty when y
- * has no elements. */
+ * has no elements. shapes_only (prepack): only w is required. */
 static osp_error *check_conv(const char *op, const osp_conv_args *a,
-                             bool transpose, bool *empty) {
+                             bool transpose, bool shapes_only, bool *empty) {
     *empty = false;
     int64_t in_sp, out_sp, k_sp;
     osp_error *err = check_spatial(op, a->spatial_rank, a->in_dims, a->out_dims,
@@ -372,6 +393,11 @@ static osp_error *check_conv(const char *op, const osp_conv_args *a,
         !mul_count(y_count, out_sp, &y_count))
         return osp_error_new(OSP_ERROR_INVALID_ARG, "%s: tensor sizes overflow",
                              op);
+    if (shapes_only)
+        return a->w == NULL || w_count == 0
+                   ? osp_error_new(OSP_ERROR_INVALID_ARG, "%s: w is required",
+                                   op)
+                   : NULL;
     if (y_count == 0) {
         *empty = true;
         return NULL;
@@ -387,7 +413,7 @@ osp_error *osp_op_conv(osp_stream *stream, const osp_conv_args *args) {
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "conv: stream and args are required");
     bool empty;
-    osp_error *err = check_conv("conv", args, false, &empty);
+    osp_error *err = check_conv("conv", args, false, false, &empty);
     if (err != NULL || empty)
         return err;
     osp_device *dev = stream->device;
@@ -396,13 +422,34 @@ osp_error *osp_op_conv(osp_stream *stream, const osp_conv_args *args) {
     return dev->ops->conv(dev, stream->impl, args);
 }
 
+osp_error *osp_op_conv_prepack(osp_stream *stream, const osp_conv_args *args,
+                               osp_packed_weights **out) {
+    if (stream == NULL || args == NULL || out == NULL)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "conv_prepack: stream, args and out are required");
+    *out = NULL;
+    bool empty;
+    osp_error *err = check_conv("conv_prepack", args, false, true, &empty);
+    if (err != NULL)
+        return err;
+    osp_device *dev = stream->device;
+    if (dev->ops->conv_prepack == NULL)
+        return NULL;
+    return dev->ops->conv_prepack(dev, stream->impl, args, out);
+}
+
+void osp_packed_weights_free(osp_device *dev, osp_packed_weights *packed) {
+    if (dev != NULL && packed != NULL && dev->ops->packed_weights_free != NULL)
+        dev->ops->packed_weights_free(dev, packed);
+}
+
 osp_error *osp_op_conv_transpose(osp_stream *stream,
                                  const osp_conv_transpose_args *args) {
     if (stream == NULL || args == NULL)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "conv_transpose: stream and args are required");
     bool empty;
-    osp_error *err = check_conv("conv_transpose", args, true, &empty);
+    osp_error *err = check_conv("conv_transpose", args, true, false, &empty);
     if (err != NULL || empty)
         return err;
     osp_device *dev = stream->device;
