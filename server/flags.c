@@ -728,7 +728,8 @@ static const flag_def flag_table[] = {
      .kind = FLAG_STRING,
      .offset = FIELD(repository_cache_dir),
      .help = "s3:// repositories: models are downloaded into a\n"
-             "private folder made here, removed at exit\n"
+             "private folder made here, removed at exit; a load\n"
+             "request's file: contents are written here too\n"
              "(default: $TMPDIR or /tmp)"},
     {.name = "repository-ca-file",
      .osprey_only = true,

@@ -143,6 +143,7 @@ static osp_error *core_start(app *a) {
     opts.model_load_threads = (int)f->model_load_thread_count;
     opts.auto_complete_config =
         !f->disable_auto_complete_config && !f->strict_model_config;
+    opts.load_override_dir = f->repository_cache_dir;
     opts.backend_settings = f->backend_settings;
     opts.n_backend_settings = f->n_backend_settings;
     opts.devices = f->devices;

@@ -99,6 +99,10 @@ typedef struct osp_server_options {
      * complete configs without inputs or outputs (osp_backend.auto_complete).
      * Off, config.pbtxt is required. */
     bool auto_complete_config;
+    /* Where a load request's `file:` contents are written, each load in a
+     * private folder of its own (never into a repository, a bucket above
+     * all); NULL: $TMPDIR or /tmp. Borrowed during osp_server_new. */
+    const char *load_override_dir;
     /* Poll mode: seconds between repository scans (new, changed and
      * removed model folders are loaded, reloaded and unloaded). */
     int repository_poll_secs;

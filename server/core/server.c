@@ -52,6 +52,7 @@ typedef struct backend_setting {
 
 struct osp_server {
     char *repo_root; /* NULL when the models come from a source */
+    char *load_override_dir; /* parent of `file:` loads; NULL: $TMPDIR */
     const osp_repository_source *source; /* `local`, `set` or the options' */
     osp_repository_source local;         /* the folder at repo_root */
     repository_set *set;                 /* several repositories, or NULL */
@@ -326,7 +327,8 @@ static osp_error *load_source_open(osp_server *server, const char *name,
         err = osp_error_new(OSP_ERROR_INVALID_ARG,
                             "load files need a config parameter too");
     } else if (ov && ov->n_files > 0) {
-        if (!(err = load_override_write(ov, &src->override_dir)) &&
+        if (!(err = load_override_write(ov, server->load_override_dir,
+                                       &src->override_dir)) &&
             !(src->model_dir = strdup(src->override_dir)))
             err = osp_error_out_of_memory();
     } else {
@@ -1155,9 +1157,13 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
     if ((err = copy_backend_settings(server, opts)) ||
         (opts->response_cache_bytes &&
          (err = response_cache_new(opts->response_cache_bytes,
-                                   &server->cache)))) {
+                                   &server->cache))) ||
+        (opts->load_override_dir &&
+         !(server->load_override_dir = strdup(opts->load_override_dir)) &&
+         (err = osp_error_out_of_memory()))) {
         free_backend_settings(server->backend_settings,
                               server->n_backend_settings);
+        response_cache_free(server->cache);
         repository_set_free(server->set);
         free(server->repo_root);
         free(server);
@@ -1249,6 +1255,7 @@ void osp_server_free(osp_server *server) {
     repository_set_free(server->set);
     response_cache_free(server->cache);
     free(server->repo_root);
+    free(server->load_override_dir);
     free(server);
 }
 

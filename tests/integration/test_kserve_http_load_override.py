@@ -304,3 +304,25 @@ def test_dense_completion_can_be_switched_off(start_server, tmp_path, flag):
     # The loaded version keeps serving, with its own tensors.
     client = httpclient.InferenceServerClient(srv.hostport)
     assert digits_probabilities(client, "digits_mlp", "image", "probabilities").shape == (1, 10)
+
+
+def test_override_files_are_written_under_the_repository_cache_dir(start_server, tmp_path):
+    """`file:` contents go into --repository-cache-dir (the s3:// cache),
+    never next to the models: with that folder missing, the load fails,
+    and its answer names no server path."""
+    repo = tmp_path / "repo"
+    harness.write_model(repo, "m", harness.identity_config("m", "TYPE_FP32", [-1]))
+    missing = tmp_path / "no-such-cache"
+    server = start_server(repo, ["--model-control-mode=explicit",
+                                 f"--repository-cache-dir={missing}"])
+    config = ('{"backend": "identity", "max_batch_size": 8, '
+              '"input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}], '
+              '"output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}')
+    body = {"parameters": {"config": config, "file:1/README": "aGVsbG8="}}
+    r = requests.post(f"{server.url}/v2/repository/models/m/load", json=body)
+    assert r.status_code != 200, r.text
+    assert str(tmp_path) not in r.text
+    missing.mkdir()
+    r = requests.post(f"{server.url}/v2/repository/models/m/load", json=body)
+    assert r.status_code == 200, r.text
+    assert list(missing.iterdir()) == []  # the folder goes once the model is loaded

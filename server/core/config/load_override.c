@@ -77,11 +77,13 @@ static osp_error *write_file(const char *root, const osp_model_file *f) {
     return err;
 }
 
-osp_error *load_override_write(const osp_load_override *ov, char **dir) {
-    const char *tmp = getenv("TMPDIR");
+osp_error *load_override_write(const osp_load_override *ov,
+                               const char *parent, char **dir) {
+    if (!parent || !*parent)
+        parent = getenv("TMPDIR");
     char *root = NULL;
-    if (asprintf(&root, "%s/osprey-load-XXXXXX", tmp && *tmp ? tmp : "/tmp") <
-        0)
+    if (asprintf(&root, "%s/osprey-load-XXXXXX",
+                 parent && *parent ? parent : "/tmp") < 0)
         return osp_error_out_of_memory();
     if (!mkdtemp(root)) {
         osp_error *err = osp_error_new(
