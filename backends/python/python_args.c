@@ -2,19 +2,6 @@
  * (python_args.h). */
 #include "python_args.h"
 
-static const char *kind_name(osp_instance_kind kind) {
-    switch (kind) {
-    case OSP_INSTANCE_KIND_GPU:
-        return "KIND_GPU";
-    case OSP_INSTANCE_KIND_CPU:
-        return "KIND_CPU";
-    case OSP_INSTANCE_KIND_MODEL:
-        return "KIND_MODEL";
-    default:
-        return "KIND_AUTO";
-    }
-}
-
 /* "input" or "output" list entries: name, data_type, dims, optional. */
 static void io_list_json(pyproto_text *t, const char *key,
                          const osp_model_io *ios, size_t n, bool inputs) {
@@ -52,7 +39,8 @@ void pyargs_config_json(pyproto_text *t, const osp_model_config *c) {
         pyproto_text_printf(t, "%s{\"name\":", i ? "," : "");
         pyproto_text_json_string(t, g->name ? g->name : "");
         pyproto_text_printf(t, ",\"kind\":\"%s\",\"count\":%d}",
-                            kind_name(g->kind), g->count ? g->count : 1);
+                            osp_instance_kind_name(g->kind),
+                            g->count ? g->count : 1);
     }
     pyproto_text_printf(t, "],\"parameters\":{");
     for (size_t i = 0; i < c->n_parameters; i++) {

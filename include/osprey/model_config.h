@@ -279,6 +279,10 @@ osp_error *osp_model_config_parse_over(const char *text, size_t len,
 osp_error *osp_model_config_load(const char *path, osp_model_config **out);
 void osp_model_config_free(osp_model_config *config);
 
+/* Triton's name of an instance kind ("KIND_GPU"; "KIND_AUTO" for an
+ * unknown value). */
+const char *osp_instance_kind_name(osp_instance_kind kind);
+
 /* Borrowed value of parameter `key`, or NULL. */
 const char *osp_model_config_parameter(const osp_model_config *config,
                                        const char *key);

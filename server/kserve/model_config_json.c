@@ -97,19 +97,6 @@ static void write_version_policy(jbuf *b, const osp_version_policy *vp) {
     }
 }
 
-static const char *kind_name(osp_instance_kind kind) {
-    switch (kind) {
-    case OSP_INSTANCE_KIND_GPU:
-        return "KIND_GPU";
-    case OSP_INSTANCE_KIND_CPU:
-        return "KIND_CPU";
-    case OSP_INSTANCE_KIND_MODEL:
-        return "KIND_MODEL";
-    default:
-        return "KIND_AUTO";
-    }
-}
-
 static void write_instance_group(jbuf *b, const char *model,
                                  const osp_instance_group *g, size_t index) {
     bool first = true;
@@ -122,7 +109,7 @@ static void write_instance_group(jbuf *b, const char *model,
         snprintf(name, sizeof name, "%s_%zu", model, index);
         str_field(b, &first, "name", name);
     }
-    str_field(b, &first, "kind", kind_name(g->kind));
+    str_field(b, &first, "kind", osp_instance_kind_name(g->kind));
     int_field(b, &first, "count", g->count > 0 ? g->count : 1);
     key(b, &first, "gpus");
     jbuf_putc(b, '[');

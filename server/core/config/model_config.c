@@ -65,6 +65,10 @@ static const char *const instance_kind_names[] = {
     [OSP_INSTANCE_KIND_CPU] = "KIND_CPU",
     [OSP_INSTANCE_KIND_MODEL] = "KIND_MODEL",
 };
+const char *osp_instance_kind_name(osp_instance_kind kind) {
+    return (unsigned)kind < 4 ? instance_kind_names[kind] : "KIND_AUTO";
+}
+
 static const char *const timeout_action_names[] = {
     [OSP_TIMEOUT_REJECT] = "REJECT",
     [OSP_TIMEOUT_DELAY] = "DELAY",
