@@ -348,7 +348,7 @@ def serve_and_probe(stage, rootfs, work, keep_logs):
         took = time.monotonic() - start
         text = Path(log_path).read_text()
         log(f"{sig_name} to PID 1 of the container: exit {rc} after {took:.2f} s")
-        if rc != 0 or "shutting down" not in text:
+        if rc != 0 or "Waiting for in-flight requests to complete." not in text:
             raise SystemExit("no orderly stop; server log:\n" + text)
     finally:
         if proc.poll() is None:
