@@ -36,7 +36,8 @@ extern "C" cudaError_t osp_cuda_launch_cast(cudaStream_t stream,
                                             const void *src,
                                             osp_datatype src_dtype, void *dst,
                                             osp_datatype dst_dtype, size_t n) {
-    cast_kernel<<<osp_cuda_grid_for(n), OSP_CUDA_BLOCK, 0, stream>>>(
-        src, src_dtype, dst, dst_dtype, n);
-    return cudaGetLastError();
+    src = OSP_DEVICE_ARG(stream, src, n * osp_datatype_byte_size(src_dtype));
+    dst = OSP_DEVICE_ARG(stream, dst, n * osp_datatype_byte_size(dst_dtype));
+    return OSP_LAUNCH(cast_kernel, osp_cuda_grid_for(n), OSP_CUDA_BLOCK, 0,
+                      stream, src, src_dtype, dst, dst_dtype, n);
 }

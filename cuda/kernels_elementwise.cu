@@ -57,27 +57,29 @@ extern "C" cudaError_t osp_cuda_launch_binary(cudaStream_t stream,
                                               const void *b, void *out,
                                               size_t n) {
     unsigned grid = osp_cuda_grid_for(n);
+    a = OSP_DEVICE_ARG(stream, a, n * osp_datatype_byte_size(dtype));
+    b = OSP_DEVICE_ARG(stream, b, n * osp_datatype_byte_size(dtype));
+    out = OSP_DEVICE_ARG(stream, out, n * osp_datatype_byte_size(dtype));
     switch (dtype) {
     case OSP_TYPE_INT32:
-        binary_int_kernel<int32_t><<<grid, OSP_CUDA_BLOCK, 0, stream>>>(
-            op, (const int32_t *)a, (const int32_t *)b, (int32_t *)out, n);
-        break;
+        return OSP_LAUNCH(binary_int_kernel<int32_t>, grid, OSP_CUDA_BLOCK, 0,
+                          stream, op, (const int32_t *)a, (const int32_t *)b,
+                          (int32_t *)out, n);
     case OSP_TYPE_INT64:
-        binary_int_kernel<int64_t><<<grid, OSP_CUDA_BLOCK, 0, stream>>>(
-            op, (const int64_t *)a, (const int64_t *)b, (int64_t *)out, n);
-        break;
+        return OSP_LAUNCH(binary_int_kernel<int64_t>, grid, OSP_CUDA_BLOCK, 0,
+                          stream, op, (const int64_t *)a, (const int64_t *)b,
+                          (int64_t *)out, n);
     case OSP_TYPE_FP32:
-        binary_fp32_kernel<<<grid, OSP_CUDA_BLOCK, 0, stream>>>(
-            op, (const float *)a, (const float *)b, (float *)out, n);
-        break;
+        return OSP_LAUNCH(binary_fp32_kernel, grid, OSP_CUDA_BLOCK, 0, stream,
+                          op, (const float *)a, (const float *)b,
+                          (float *)out, n);
     case OSP_TYPE_FP16:
-        binary_fp16_kernel<<<grid, OSP_CUDA_BLOCK, 0, stream>>>(
-            op, (const __half *)a, (const __half *)b, (__half *)out, n);
-        break;
+        return OSP_LAUNCH(binary_fp16_kernel, grid, OSP_CUDA_BLOCK, 0, stream,
+                          op, (const __half *)a, (const __half *)b,
+                          (__half *)out, n);
     default:
         return cudaErrorInvalidValue;
     }
-    return cudaGetLastError();
 }
 
 /* ---- bias + activation ------------------------------------------------- */
@@ -95,9 +97,12 @@ osp_cuda_launch_bias_activation(cudaStream_t stream, float *x,
                                 const float *bias, int64_t rows, int64_t cols,
                                 osp_activation act) {
     size_t count = (size_t)rows * (size_t)cols;
-    bias_activation_kernel<<<osp_cuda_grid_for(count), OSP_CUDA_BLOCK, 0,
-                             stream>>>(x, bias, count, (size_t)cols, act);
-    return cudaGetLastError();
+    x = OSP_DEVICE_ARG(stream, x, count * sizeof(float));
+    if (bias != NULL)
+        bias = OSP_DEVICE_ARG(stream, bias, (size_t)cols * sizeof(float));
+    return OSP_LAUNCH(bias_activation_kernel, osp_cuda_grid_for(count),
+                      OSP_CUDA_BLOCK, 0, stream, x, bias, count, (size_t)cols,
+                      act);
 }
 
 /* ---- row softmax ------------------------------------------------------- */
@@ -147,7 +152,9 @@ extern "C" cudaError_t osp_cuda_launch_softmax_rows(cudaStream_t stream,
     if (rows <= 0 || cols <= 0) /* a 0-block grid is a launch error */
         return cudaSuccess;
     unsigned grid = rows > 65535 ? 65535u : (unsigned)rows;
-    softmax_rows_kernel<<<grid, OSP_CUDA_BLOCK, 0, stream>>>(
-        x, out, (size_t)rows, (size_t)cols);
-    return cudaGetLastError();
+    x = OSP_DEVICE_ARG(stream, x, (size_t)rows * (size_t)cols * sizeof(float));
+    out = OSP_DEVICE_ARG(stream, out,
+                         (size_t)rows * (size_t)cols * sizeof(float));
+    return OSP_LAUNCH_BLOCK_SYNC(softmax_rows_kernel, grid, OSP_CUDA_BLOCK, 0,
+                                 stream, x, out, (size_t)rows, (size_t)cols);
 }

@@ -1,7 +1,27 @@
-/* Grid sizing shared by the kernels_*.cu files. */
+/*
+ * How the kernels of cuda/ (.cu files) are launched: grid sizing, and the two
+ * launch macros and the device-argument macro that let the same files run
+ * on a GPU (nvcc) and, in tests, on the host through the fake CUDA runtime
+ * (tests/fake_cuda/fake_kernel_runtime.h, OSP_CUDA_FAKE_KERNELS).
+ *
+ * Rules for kernel code, so that both builds mean the same thing:
+ * - launch only through OSP_LAUNCH (kernels without barriers) or
+ *   OSP_LAUNCH_BLOCK_SYNC (kernels that call __syncthreads());
+ * - pass every device pointer a kernel dereferences through
+ *   OSP_DEVICE_ARG with the bytes the kernel may touch;
+ * - shapes and strides travel by value (structs of fixed-size arrays),
+ *   never behind a pointer;
+ * - block-wide cooperation through __shared__ memory and __syncthreads()
+ *   only (no warp intrinsics), and every thread of a block reaches each
+ *   barrier.
+ */
 #pragma once
 
 #include <stddef.h>
+
+#ifdef OSP_CUDA_FAKE_KERNELS
+#include "fake_kernel_runtime.h"
+#endif
 
 enum { OSP_CUDA_BLOCK = 256 };
 
@@ -14,3 +34,33 @@ static inline unsigned osp_cuda_grid_for(size_t n) {
         blocks = max_blocks;
     return blocks == 0 ? 1u : (unsigned)blocks;
 }
+
+#ifdef OSP_CUDA_FAKE_KERNELS
+#define OSP_LAUNCH_IMPL_(sync, kernel, grid, block, shmem, stream, ...)        \
+    fake_kernel_launch(stream, #kernel, dim3(grid), dim3(block), shmem, sync,  \
+                       [=]() { kernel(__VA_ARGS__); })
+#define OSP_DEVICE_ARG(stream, ptr, bytes)                                     \
+    fake_kernel_arg(stream, #ptr, ptr, bytes)
+#else
+#define OSP_LAUNCH_IMPL_(sync, kernel, grid, block, shmem, stream, ...)        \
+    ((kernel)<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__),            \
+     cudaGetLastError())
+#define OSP_DEVICE_ARG(stream, ptr, bytes) ((void)(bytes), (ptr))
+#endif
+
+/* Launches kernel(args...) on stream and returns the launch's
+ * cudaError_t. shmem: dynamic shared memory bytes (OSP_DYNAMIC_SHARED). */
+#define OSP_LAUNCH(kernel, grid, block, shmem, stream, ...)                    \
+    OSP_LAUNCH_IMPL_(false, kernel, grid, block, shmem, stream, __VA_ARGS__)
+#define OSP_LAUNCH_BLOCK_SYNC(kernel, grid, block, shmem, stream, ...)         \
+    OSP_LAUNCH_IMPL_(true, kernel, grid, block, shmem, stream, __VA_ARGS__)
+
+/* Declares `type *name`, the block's dynamic shared memory. */
+#ifdef OSP_CUDA_FAKE_KERNELS
+#define OSP_DYNAMIC_SHARED(type, name)                                         \
+    type *name = (type *)fake_kernel_dynamic_shared()
+#else
+#define OSP_DYNAMIC_SHARED(type, name)                                         \
+    extern __shared__ unsigned char osp_dynamic_shared_[];                    \
+    type *name = (type *)osp_dynamic_shared_
+#endif

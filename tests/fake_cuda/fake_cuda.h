@@ -3,15 +3,17 @@
  * CUDA device (the .c files of cuda/) runs, and is tested, on machines without
  * a GPU.
  *
- * It is not an emulator of the GPU: "kernels" run the CPU device's ops, and
- * nothing here says that the real kernels are right (the gpu-labelled tests
- * and tests/gpu/check.sh do that on a GPU). What it does check is the host
- * side, and it is strict where the real runtime would corrupt memory
- * silently or only fail on a GPU:
+ * The kernels are the real ones: the kernel files of cuda/ are compiled
+ * for the host and run here thread by thread (fake_kernel_runtime.h), so
+ * their math and indexing are tested without a GPU; what the host cannot
+ * show (races within a block, performance) is left to the gpu-labelled
+ * tests and tests/gpu/check.sh. The host side is checked strictly where
+ * the real runtime would corrupt memory silently or only fail on a GPU:
  *
  * - Device memory is mapped twice: the address handed out is PROT_NONE, so
  *   host code that touches device memory directly crashes; the fake works on
- *   a second, writable mapping of the same pages.
+ *   a second, writable mapping of the same pages, and each pointer a kernel
+ *   is given must lie inside one allocation of the stream's GPU.
  * - Each stream has its own worker thread that runs its operations in order,
  *   after a short random delay, so host code that reads results without
  *   waiting for the stream sees stale data.
@@ -40,6 +42,10 @@
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* One queued operation: run(ctx) on the stream's worker, then free(ctx). */
 typedef void (*fake_op_fn)(void *ctx);
@@ -87,3 +93,7 @@ void *fake_allocation_base(const void *ptr, size_t *size);
 cudaError_t fake_allocation_import(int fd, size_t size, int gpu, void **ptr);
 /* Unmaps what fake_allocation_import mapped at ptr. */
 cudaError_t fake_allocation_unimport(void *ptr);
+
+#ifdef __cplusplus
+}
+#endif
