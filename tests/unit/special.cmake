@@ -32,6 +32,28 @@ if(OSPREY_HAVE_CUDA)
 endif()
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_device_conformance_fakecuda)
 
+# The CUDA device's tensor ops (test_cuda_ops_*.cc, over the harness of
+# device_test_harness.h: each op on the CUDA device against the CPU
+# device). Each file is built twice: over the fake CUDA runtime, which runs
+# the kernels' own code on the host (always runs when CUDA is built), and
+# as <name>_gpu over the real runtime (label gpu, SKIPPED without a GPU).
+file(GLOB OSPREY_CUDA_OP_TESTS CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_ops_*.cc)
+foreach(src ${OSPREY_CUDA_OP_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  list(APPEND OSPREY_SPECIAL_UNIT_TESTS ${name})
+  if(OSPREY_HAVE_CUDA)
+    osprey_add_unit_test(${name} SOURCES ${src} $<TARGET_OBJECTS:osprey_cuda_fake>)
+    target_compile_definitions(${name} PRIVATE
+      OSPREY_TEST_CUDA_ONLY=1 OSPREY_TEST_FAKE_CUDA=1)
+    target_include_directories(${name} PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+    target_link_options(${name} PRIVATE -Wl,--as-needed)
+    osprey_add_unit_test(${name}_gpu SOURCES ${src} LABELS gpu)
+    target_compile_definitions(${name}_gpu PRIVATE OSPREY_TEST_CUDA_ONLY=1)
+    target_link_libraries(${name}_gpu PRIVATE osprey_cuda)
+  endif()
+endforeach()
+
 # The CUDA pools' sub-allocator is plain C and is tested without a GPU;
 # it only exists when the CUDA device is built.
 if(OSPREY_HAVE_CUDA)
