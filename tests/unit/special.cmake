@@ -213,3 +213,15 @@ list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_ops_extra)
 osprey_add_unit_test(test_s3 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_s3.cc)
 target_link_libraries(test_s3 PRIVATE osprey_s3)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_s3)
+
+# The fake CUDA runtime's kernel execution (tests/fake_cuda/
+# fake_kernel_runtime.h), with test kernels compiled for the host.
+if(OSPREY_HAVE_CUDA)
+  osprey_add_unit_test(test_fake_kernel_runtime
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_fake_kernel_runtime.cc
+    $<TARGET_OBJECTS:osprey_cuda_fake>)
+  target_include_directories(test_fake_kernel_runtime PRIVATE
+    ${CUDAToolkit_INCLUDE_DIRS} ${PROJECT_SOURCE_DIR}/tests/fake_cuda)
+  target_link_options(test_fake_kernel_runtime PRIVATE -Wl,--as-needed)
+endif()
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_fake_kernel_runtime)
