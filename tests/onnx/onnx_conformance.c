@@ -1,12 +1,14 @@
 /*
  * Runs ONNX backend test cases (a folder with model.onnx and
  * test_data_set_N/{input,output}_K.pb, the layout of onnx's
- * backend/test/data) through Osprey's ONNX runtime on the CPU device and
- * compares the outputs with |got - want| <= atol + rtol * |want|
- * (rtol 1e-3, atol 1e-5; integers and booleans exactly; NaN equals NaN).
+ * backend/test/data) through Osprey's ONNX runtime on the CPU device (or,
+ * in onnx_conformance_fakecuda, a CUDA device: the kernels' own code on
+ * the fake CUDA runtime) and compares the outputs with
+ * |got - want| <= atol + rtol * |want| (rtol 1e-3, atol 1e-5; integers and
+ * booleans exactly; NaN equals NaN).
  *
  *   onnx_conformance [--expect FILE] [--quiet] [--rtol R] [--atol A]
- *                    CASE_DIR...
+ *                    [--device cpu|cuda] CASE_DIR...
  *
  * Prints one line per case: PASS, FAIL (wrong numbers or a run error) or
  * UNSUPPORTED (the runtime refused the model at load as UNSUPPORTED),
@@ -30,16 +32,28 @@
 #include "onnx_ops.h"
 #include "onnx_runtime.h"
 #include "osprey/device.h"
+#include "osprey/device_impl.h"
+#ifdef OSPREY_CUDA_LINKED
+#include "cuda_provider.h"
+#endif
 
 static double RTOL = 1e-3, ATOL = 1e-5;
+static osp_device *DEVICE; /* where the cases run */
 #define MAX_IO 64
 
+/* A run's outputs: host memory, and on a device other than the CPU the
+ * device buffers the run writes (copied into data after the run). */
 typedef struct host_outputs {
     void *data[MAX_IO];
     size_t bytes[MAX_IO];
     osp_datatype dtype[MAX_IO];
     osp_shape shape[MAX_IO];
+    osp_buffer *device[MAX_IO];
 } host_outputs;
+
+static bool on_host(void) {
+    return DEVICE == osp_device_cpu();
+}
 
 static osp_error *alloc_host(void *ctx, size_t index, osp_datatype dtype,
                              const osp_shape *shape, size_t byte_size,
@@ -54,7 +68,45 @@ static osp_error *alloc_host(void *ctx, size_t index, osp_datatype dtype,
     h->dtype[index] = dtype;
     h->shape[index] = *shape;
     *data = h->data[index];
+    if (on_host() || byte_size == 0)
+        return NULL;
+    osp_error *err = osp_device_alloc(DEVICE, byte_size, &h->device[index]);
+    if (!err)
+        *data = h->device[index]->data;
+    return err;
+}
+
+/* Inputs as the session's device wants them: on a device other than the
+ * CPU, copies in device buffers (bufs[i], NULL for empty tensors). */
+static osp_error *inputs_to_device(osp_stream *stream, onnx_io *io,
+                                   size_t n, osp_buffer **bufs) {
+    for (size_t i = 0; i < n && !on_host(); i++) {
+        if (io[i].byte_size == 0)
+            continue;
+        osp_error *err = osp_device_alloc(DEVICE, io[i].byte_size, &bufs[i]);
+        if (!err)
+            err = osp_memcpy_async(stream, bufs[i]->data, io[i].data,
+                                   io[i].byte_size, OSP_COPY_HOST_TO_DEVICE);
+        if (err)
+            return err;
+        io[i].data = bufs[i]->data;
+    }
     return NULL;
+}
+
+/* Waits for the run and brings device outputs back into h->data. */
+static osp_error *outputs_to_host(osp_stream *stream, host_outputs *h) {
+    osp_error *err = NULL;
+    for (size_t k = 0; k < MAX_IO && !err; k++)
+        if (h->device[k])
+            err = osp_memcpy_async(stream, h->data[k], h->device[k]->data,
+                                   h->bytes[k], OSP_COPY_DEVICE_TO_HOST);
+    osp_error *sync = osp_stream_synchronize(stream);
+    if (!err)
+        err = sync;
+    else
+        osp_error_free(sync);
+    return err;
 }
 
 static double element(const void *p, osp_datatype dt, size_t i) {
@@ -124,6 +176,35 @@ static bool same_tensor(const onnx_tensor *want, osp_datatype dt,
 
 typedef enum outcome { PASS, FAIL, UNSUPPORTED } outcome;
 
+/* The device named by --device: "cpu", or "cuda" (GPU 0) where a CUDA
+ * provider is linked in. NULL (and a line on stderr) when there is none. */
+static osp_device *open_device(const char *name) {
+    if (strcmp(name, "cpu") == 0)
+        return osp_device_cpu();
+#ifdef OSPREY_CUDA_LINKED
+    if (strcmp(name, "cuda") == 0) {
+        static const osp_device_provider *providers[] = {
+            &osp_cuda_device_provider};
+        osp_device_options opts;
+        osp_device_options_init(&opts);
+        opts.providers = providers;
+        opts.n_providers = 1;
+        osp_device *dev = NULL;
+        osp_error *err = osp_devices_init(&opts);
+        if (!err)
+            err = osp_device_cuda_get(0, &dev);
+        if (err) {
+            fprintf(stderr, "device cuda: %s\n", osp_error_message(err));
+            osp_error_free(err);
+            return NULL;
+        }
+        return dev;
+    }
+#endif
+    fprintf(stderr, "no device '%s' in this build\n", name);
+    return NULL;
+}
+
 /* Runs every test_data_set_* of one case. */
 static outcome run_case(const char *dir, char *msg, size_t cap) {
     char path[4096];
@@ -137,9 +218,9 @@ static outcome run_case(const char *dir, char *msg, size_t cap) {
     if (!err)
         err = onnx_rt_model_new(file, NULL, &rt);
     if (!err)
-        err = osp_stream_new(osp_device_cpu(), &stream);
+        err = osp_stream_new(DEVICE, &stream);
     if (!err)
-        err = onnx_session_new(rt, osp_device_cpu(), stream, &session);
+        err = onnx_session_new(rt, DEVICE, stream, &session);
     if (err) {
         result = osp_error_get_code(err) == OSP_ERROR_UNSUPPORTED ? UNSUPPORTED
                                                                   : FAIL;
@@ -170,8 +251,13 @@ static outcome run_case(const char *dir, char *msg, size_t cap) {
                                  .byte_size = inputs[n_in].byte_size};
         }
         host_outputs outs = {0};
+        osp_buffer *in_bufs[MAX_IO] = {0};
+        if (!err)
+            err = inputs_to_device(stream, io, n_in, in_bufs);
         if (!err)
             err = onnx_session_run(session, io, n_in, alloc_host, &outs);
+        if (!err)
+            err = outputs_to_host(stream, &outs);
         if (err) {
             snprintf(msg, cap, "set %d: %s", set, osp_error_message(err));
             osp_error_free(err);
@@ -200,8 +286,12 @@ static outcome run_case(const char *dir, char *msg, size_t cap) {
             }
             onnx_tensor_clear(&want);
         }
-        for (size_t k = 0; k < MAX_IO; k++)
+        osp_error_free(osp_stream_synchronize(stream)); /* after a failure */
+        for (size_t k = 0; k < MAX_IO; k++) {
             osp_host_free_aligned(outs.data[k], outs.bytes[k]);
+            osp_buffer_free(outs.device[k]);
+            osp_buffer_free(in_bufs[k]);
+        }
         for (size_t i = 0; i < n_in; i++)
             onnx_tensor_clear(&inputs[i]);
     }
@@ -268,7 +358,7 @@ int main(int argc, char **argv) {
         onnx_op_each(print_op, NULL);
         return 0;
     }
-    const char *expect_path = NULL;
+    const char *expect_path = NULL, *device = "cpu";
     bool quiet = false;
     int first = 1;
     for (; first < argc && strncmp(argv[first], "--", 2) == 0; first++) {
@@ -280,7 +370,11 @@ int main(int argc, char **argv) {
             RTOL = atof(argv[++first]);
         else if (strcmp(argv[first], "--atol") == 0 && first + 1 < argc)
             ATOL = atof(argv[++first]);
+        else if (strcmp(argv[first], "--device") == 0 && first + 1 < argc)
+            device = argv[++first];
     }
+    if (!(DEVICE = open_device(device)))
+        return 2;
     char *expect = expect_path ? read_all(expect_path) : NULL;
     if (expect_path && !expect) {
         fprintf(stderr, "cannot read %s\n", expect_path);
@@ -307,5 +401,7 @@ int main(int argc, char **argv) {
     if (expect_path)
         printf("%d expected passes regressed\n", regressions);
     free(expect);
+    if (DEVICE != osp_device_cpu())
+        osp_devices_shutdown();
     return regressions ? 1 : 0;
 }
