@@ -1,7 +1,8 @@
 """The server under hostile or careless networks, with its default flags:
 thousands of idle keep-alive connections and clients dribbling headers or
 bodies one byte at a time on the HTTP port, idle HTTP/2 connections and idle
-streams on the gRPC port, and kill -9 under load followed by a restart on
+streams on the gRPC port, silent HTTP/2 peers closed by keepalive and by the
+maximum connection age, and kill -9 under load followed by a restart on
 the same ports and queue folder. A well-behaved client must keep being
 served throughout; every wait is bounded (a generous per-request timeout),
 nothing here measures time.
@@ -203,6 +204,63 @@ def test_idle_grpc_connections_and_streams_do_not_starve_others(start_server, tm
         for s in raw:
             s.close()
     _infer_http(server, 5)
+
+
+# An HTTP/2 client that sent its preface and SETTINGS and then went silent:
+# it never acknowledges anything, as a peer behind a dead NAT entry.
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_H2_PING, _H2_GOAWAY = 6, 7
+
+
+def _h2_frame_types_until_closed(sock):
+    """The types of the HTTP/2 frames the server sends on sock until it
+    closes the connection (bounded by REQUEST_TIMEOUT)."""
+    sock.settimeout(REQUEST_TIMEOUT * harness.timeout_scale())
+    data, types = b"", []
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return types
+        data += chunk
+        while len(data) >= 9:
+            length = int.from_bytes(data[:3], "big")
+            if len(data) < 9 + length:
+                break
+            types.append(data[3])
+            data = data[9 + length:]
+
+
+@pytest.mark.parametrize("flags, frame", [
+    # keepalive: the server pings the silent peer, and closes the connection
+    # when the ping goes unacknowledged past the timeout
+    (["--grpc-keepalive-time=300", "--grpc-keepalive-timeout=300",
+      "--grpc-keepalive-permit-without-calls=true"], _H2_PING),
+    # max connection age: the connection is told to go away, then closed
+    # once the grace has passed
+    (["--grpc-max-connection-age=300", "--grpc-max-connection-age-grace=300"],
+     _H2_GOAWAY),
+], ids=["keepalive", "max-connection-age"])
+def test_grpc_closes_silent_connections(start_server, tmp_path, flags, frame):
+    server = start_server(_identity_repo(tmp_path), flags)
+    silent = []
+    for _ in range(20):
+        s = socket.create_connection(("127.0.0.1", server.grpc_port), timeout=REQUEST_TIMEOUT)
+        s.sendall(_H2_PREFACE)
+        silent.append(s)
+    try:
+        for s in silent:
+            types = _h2_frame_types_until_closed(s)
+            assert frame in types, f"frames seen before the close: {types}"
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        inp = grpcclient.InferInput("INPUT0", [1, 4], "FP32")
+        inp.set_data_from_numpy(np.ones((1, 4), dtype=np.float32))
+        res = client.infer("identity_fp32", [inp],
+                           client_timeout=REQUEST_TIMEOUT * harness.timeout_scale())
+        assert res.as_numpy("OUTPUT0").tolist() == [[1, 1, 1, 1]]
+        client.close()
+    finally:
+        for s in silent:
+            s.close()
 
 
 def test_kill_9_under_load_then_restart_on_the_same_ports(start_server, tmp_path):
