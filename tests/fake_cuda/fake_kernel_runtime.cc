@@ -244,7 +244,8 @@ void run_launch(void *ctx) {
     for (unsigned bz = 0; bz < l->grid.z; bz++)
         for (unsigned by = 0; by < l->grid.y; by++)
             for (unsigned bx = 0; bx < l->grid.x; bx++) {
-                std::fill(b.shared.begin(), b.shared.end(), 0);
+                /* uninitialised on a GPU: poison it (NaN, -1) */
+                std::fill(b.shared.begin(), b.shared.end(), 0xff);
                 unsigned t = 0;
                 for (unsigned tz = 0; tz < l->block.z; tz++)
                     for (unsigned ty = 0; ty < l->block.y; ty++)

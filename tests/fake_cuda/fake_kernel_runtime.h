@@ -73,7 +73,8 @@ const fake_kernel_thread *fake_kernel_current(void);
 void __syncthreads(void);
 
 /* The dynamic shared memory of the current block (the launch's shmem
- * bytes, zeroed for each block). */
+ * bytes). Uninitialised on a GPU, so here filled with 0xff bytes (NaN
+ * floats, -1 integers) at the start of each block. */
 void *fake_kernel_dynamic_shared(void);
 
 /* Queues body(), run once per CUDA thread of grid x block, on stream, after

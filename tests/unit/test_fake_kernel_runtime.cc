@@ -38,9 +38,15 @@ __global__ void reverse_blocks(const int *in, int *out) {
     out[base + threadIdx.x] = tile[blockDim.x - 1 - threadIdx.x];
 }
 
-// Sums each block's slice in dynamic shared memory (zeroed per block).
+// Sums each block's slice in dynamic shared memory; acc[1] shows what a
+// block finds there before writing (poison: uninitialised on a GPU).
 __global__ void block_sums(const int *in, int *sums) {
     OSP_DYNAMIC_SHARED(int, acc);
+    if (threadIdx.x == 0) {
+        sums[gridDim.x + blockIdx.x] = acc[1];
+        acc[0] = 0;
+    }
+    __syncthreads();
     atomicAdd(&acc[0], in[blockIdx.x * blockDim.x + threadIdx.x]);
     __syncthreads();
     if (threadIdx.x == 0)
@@ -124,17 +130,18 @@ TEST_F(FakeKernelRuntime, SyncthreadsOrdersTheBlock) {
             ASSERT_EQ(got[b * 64 + t], b * 64 + 63 - t);
 }
 
-TEST_F(FakeKernelRuntime, DynamicSharedMemoryIsZeroedPerBlock) {
+TEST_F(FakeKernelRuntime, DynamicSharedMemoryIsPerBlockAndPoisoned) {
     std::vector<int> in(5 * 32, 1);
     in[33] = 10;
     const int *d_in = Upload(in);
-    int *d_sums = Upload(std::vector<int>(5, 0));
+    int *d_sums = Upload(std::vector<int>(10, 0));
     const int *in_view = OSP_DEVICE_ARG(stream_, d_in, in.size() * 4);
-    int *sums_view = OSP_DEVICE_ARG(stream_, d_sums, 5 * 4);
-    ASSERT_EQ(OSP_LAUNCH_BLOCK_SYNC(block_sums, 5, 32, sizeof(int), stream_,
-                                    in_view, sums_view),
+    int *sums_view = OSP_DEVICE_ARG(stream_, d_sums, 10 * 4);
+    ASSERT_EQ(OSP_LAUNCH_BLOCK_SYNC(block_sums, 5, 32, 2 * sizeof(int),
+                                    stream_, in_view, sums_view),
               cudaSuccess);
-    EXPECT_EQ(Download(d_sums, 5), (std::vector<int>{32, 41, 32, 32, 32}));
+    EXPECT_EQ(Download(d_sums, 10),
+              (std::vector<int>{32, 41, 32, 32, 32, -1, -1, -1, -1, -1}));
 }
 
 TEST_F(FakeKernelRuntime, HostPointerFailsTheLaunchAndRunsNothing) {
