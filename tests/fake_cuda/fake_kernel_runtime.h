@@ -19,7 +19,9 @@
  * it; a thread that returns while others wait at a barrier is reported (on
  * a GPU that is undefined behaviour). __shared__ variables are thread-local
  * statics: the blocks of a launch run one after another on one thread, so
- * each block sees them as its own.
+ * each block sees them as its own, though holding the previous block's
+ * values where a GPU has garbage (dynamic shared memory is poisoned
+ * instead, see fake_kernel_dynamic_shared).
  *
  * What the host cannot show: races between the threads of a block (they
  * never run at the same time here), warp-level behaviour (kernels use
