@@ -1,5 +1,6 @@
 /*
- * The cuBLAS calls of cuda/cuda_gemm.c, faked with OpenBLAS in cuBLAS's own
+ * The cuBLAS calls of cuda/cuda_gemm.c (Sgemm, GemmEx and
+ * GemmStridedBatchedEx), faked with OpenBLAS in cuBLAS's own
  * (column-major) convention, so that the row-major mapping in cuda_gemm.c
  * is really tested. Arguments are checked as cuBLAS checks them; TF32 math
  * rounds the inputs to TF32 as tensor cores do.
@@ -75,6 +76,8 @@ const char *cublasGetStatusString(cublasStatus_t status) {
 typedef struct gemm_ctx {
     bool trans_a, trans_b, tf32, fp16;
     int m, n, k, lda, ldb, ldc;
+    int batch;
+    long long stride_a, stride_b, stride_c;
     float alpha, beta;
     const void *a, *b; /* writable views of device memory */
     void *c;
@@ -109,9 +112,11 @@ static void run_gemm(void *ctx) {
         fprintf(stderr, "fake cuBLAS: out of host memory\n");
         abort();
     }
-    cblas_sgemm(CblasColMajor, g->trans_a ? CblasTrans : CblasNoTrans,
-                g->trans_b ? CblasTrans : CblasNoTrans, g->m, g->n, g->k,
-                g->alpha, a, g->lda, b, g->ldb, g->beta, c, g->ldc);
+    for (int i = 0; i < g->batch; i++)
+        cblas_sgemm(CblasColMajor, g->trans_a ? CblasTrans : CblasNoTrans,
+                    g->trans_b ? CblasTrans : CblasNoTrans, g->m, g->n, g->k,
+                    g->alpha, a + i * g->stride_a, g->lda, b + i * g->stride_b,
+                    g->ldb, g->beta, c + i * g->stride_c, g->ldc);
     if (g->fp16) {
         for (size_t i = 0; i < g->c_elems; i++)
             ((uint16_t *)g->c)[i] = osp_fp32_to_fp16(c[i]);
@@ -121,10 +126,13 @@ static void run_gemm(void *ctx) {
     free(b);
 }
 
-/* Elements a column-major rows x cols matrix with leading dimension ld
- * spans. */
-static size_t extent(int rows, int cols, int ld) {
-    return rows == 0 || cols == 0 ? 0 : (size_t)(cols - 1) * (size_t)ld + rows;
+/* Elements a batch of column-major rows x cols matrices with leading
+ * dimension ld, stride elements apart, spans. */
+static size_t extent(int rows, int cols, int ld, int batch, long long stride) {
+    return rows == 0 || cols == 0 || batch == 0
+               ? 0
+               : (size_t)(batch - 1) * (size_t)stride +
+                     (size_t)(cols - 1) * (size_t)ld + rows;
 }
 
 static bool map_matrix(gemm_ctx *g, const char *name, const void **p,
@@ -144,13 +152,32 @@ static bool map_matrix(gemm_ctx *g, const char *name, const void **p,
     return true;
 }
 
-/* Both gemms: checks as cuBLAS does, then queues run_gemm on the stream. */
+/* A batch of matrices: how many, and each operand's stride (elements). */
+typedef struct gemm_batch {
+    int count;
+    long long stride_a, stride_b, stride_c;
+} gemm_batch;
+
+/* Every gemm: checks as cuBLAS does, then queues run_gemm on the stream.
+ * TF32 when the compute type asks (fast_tf32) or the handle's math mode
+ * does. */
 static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta,
                            cublasOperation_t tb, int m, int n, int k,
                            float alpha, const void *a, int lda, const void *b,
-                           int ldb, float beta, void *c, int ldc, bool fp16) {
+                           int ldb, float beta, void *c, int ldc, bool fp16,
+                           bool fast_tf32, gemm_batch batch) {
     if (h == NULL)
         return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (batch.count < 0 || batch.stride_a < 0 || batch.stride_b < 0 ||
+        batch.stride_c < 0 ||
+        (batch.count > 1 &&
+         batch.stride_c < (long long)(n > 0 ? n - 1 : 0) * ldc + m)) {
+        fprintf(stderr,
+                "fake cuBLAS: gemm batch %d strides %lld,%lld,%lld: "
+                "invalid (outputs overlap)\n",
+                batch.count, batch.stride_a, batch.stride_b, batch.stride_c);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
     bool trans_a = ta != CUBLAS_OP_N, trans_b = tb != CUBLAS_OP_N;
     int rows_a = trans_a ? k : m, cols_a = trans_a ? m : k;
     int rows_b = trans_b ? n : k, cols_b = trans_b ? k : n;
@@ -171,29 +198,36 @@ static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta,
                 h->gpu, fake_current_device());
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
-    if (m == 0 || n == 0)
+    if (m == 0 || n == 0 || batch.count == 0)
         return CUBLAS_STATUS_SUCCESS;
     gemm_ctx g = {
         .trans_a = trans_a,
         .trans_b = trans_b,
         .fp16 = fp16,
         .tf32 = !fp16 &&
-                (h->math & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) ==
-                    CUBLAS_TF32_TENSOR_OP_MATH,
+                (fast_tf32 ||
+                 (h->math & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) ==
+                     CUBLAS_TF32_TENSOR_OP_MATH),
         .m = m,
         .n = n,
         .k = k,
         .lda = lda,
         .ldb = ldb,
         .ldc = ldc,
+        .batch = batch.count,
+        .stride_a = batch.stride_a,
+        .stride_b = batch.stride_b,
+        .stride_c = batch.stride_c,
         .alpha = alpha,
         .beta = beta,
         .a = a,
         .b = b,
         .c = c,
-        .a_elems = k ? extent(rows_a, cols_a, lda) : 0,
-        .b_elems = k ? extent(rows_b, cols_b, ldb) : 0,
-        .c_elems = extent(m, n, ldc)};
+        .a_elems =
+            k ? extent(rows_a, cols_a, lda, batch.count, batch.stride_a) : 0,
+        .b_elems =
+            k ? extent(rows_b, cols_b, ldb, batch.count, batch.stride_b) : 0,
+        .c_elems = extent(m, n, ldc, batch.count, batch.stride_c)};
     size_t elem = fp16 ? 2 : 4;
     const void *cv = c;
     if (!map_matrix(&g, "A", &g.a, g.a_elems, elem, h->gpu) ||
@@ -217,7 +251,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
                            int ldc) {
     fake_enter(__func__);
     return gemm(handle, transa, transb, m, n, k, *alpha, A, lda, B, ldb, *beta,
-                C, ldc, false);
+                C, ldc, false, false, (gemm_batch){1, 0, 0, 0});
 }
 
 /* Only what cuda_gemm.c uses: FP16 storage with FP32 compute. */
@@ -235,5 +269,29 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
         computeType != CUBLAS_COMPUTE_32F)
         return CUBLAS_STATUS_NOT_SUPPORTED;
     return gemm(handle, transa, transb, m, n, k, *(const float *)alpha, A, lda,
-                B, ldb, *(const float *)beta, C, ldc, true);
+                B, ldb, *(const float *)beta, C, ldc, true, false,
+                (gemm_batch){1, 0, 0, 0});
+}
+
+/* Only what cuda_gemm.c uses: A, B and C of one type, FP32 (compute 32F,
+ * or 32F_FAST_TF32) or FP16 (compute 32F). */
+cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+    int m, int n, int k, const void *alpha, const void *A, cudaDataType Atype,
+    int lda, long long int strideA, const void *B, cudaDataType Btype, int ldb,
+    long long int strideB, const void *beta, void *C, cudaDataType Ctype,
+    int ldc, long long int strideC, int batchCount,
+    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+    (void)algo;
+    fake_enter(__func__);
+    bool fp16 = Atype == CUDA_R_16F;
+    if ((Atype != CUDA_R_16F && Atype != CUDA_R_32F) || Btype != Atype ||
+        Ctype != Atype ||
+        (computeType != CUBLAS_COMPUTE_32F &&
+         (fp16 || computeType != CUBLAS_COMPUTE_32F_FAST_TF32)))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    return gemm(handle, transa, transb, m, n, k, *(const float *)alpha, A, lda,
+                B, ldb, *(const float *)beta, C, ldc, fp16,
+                computeType == CUBLAS_COMPUTE_32F_FAST_TF32,
+                (gemm_batch){batchCount, strideA, strideB, strideC});
 }

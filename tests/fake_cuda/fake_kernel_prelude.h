@@ -24,3 +24,5 @@
 #include "osprey/datatype.h"
 #include "osprey/device.h"
 #include "osprey/tensor_ops.h"
+#include "unary_rules.h"
+#include "kernels_nn.h"
