@@ -69,6 +69,21 @@ osp_error *cuda_gemm_batched(cuda_stream *s, const osp_gemm_args *g,
                              int64_t batch, int64_t stride_a, int64_t stride_b,
                              int64_t stride_c);
 
-/* The gemm_ex slot (cuda_gemm.c). */
+/* The neural-network tensor-op slots (osprey/tensor_ops.h): gemm_ex in
+ * cuda_gemm.c, the others in cuda_ops_nn.c. */
 osp_error *cuda_gemm_ex(osp_device *dev, void *stream_impl,
                         const osp_gemm_ex_args *args);
+osp_error *cuda_conv(osp_device *dev, void *stream_impl,
+                     const osp_conv_args *args);
+osp_error *cuda_conv_transpose(osp_device *dev, void *stream_impl,
+                               const osp_conv_transpose_args *args);
+osp_error *cuda_pool(osp_device *dev, void *stream_impl,
+                     const osp_pool_args *args);
+osp_error *cuda_reduce(osp_device *dev, void *stream_impl,
+                       const osp_reduce_args *args);
+osp_error *cuda_softmax(osp_device *dev, void *stream_impl,
+                        const osp_softmax_args *args);
+osp_error *cuda_layer_norm(osp_device *dev, void *stream_impl,
+                           const osp_layer_norm_args *args);
+osp_error *cuda_channel_affine(osp_device *dev, void *stream_impl,
+                               const osp_channel_affine_args *args);

@@ -26,3 +26,4 @@
 #include "osprey/tensor_ops.h"
 #include "unary_rules.h"
 #include "kernels_nn.h"
+#include "kernels_block.cuh"
