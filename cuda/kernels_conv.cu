@@ -24,6 +24,13 @@
 #include "unary_rules.h"
 
 enum { TILE_M = 64, TILE_N = 64, TILE_K = 16, THREAD_TILE = 4 };
+/* The implicit GEMM's threads are 16 x 16, each THREAD_TILE x THREAD_TILE
+ * outputs; the x tile's loads keep a column per thread. */
+static_assert((int)OSP_CUDA_BLOCK == 256 && TILE_M == 16 * THREAD_TILE &&
+                  TILE_N == 16 * THREAD_TILE &&
+                  (int)OSP_CUDA_BLOCK % TILE_N == 0 &&
+                  TILE_K <= (int)OSP_CUDA_BLOCK,
+              "conv tile shape");
 
 /* The shapes of a conv, by value. */
 typedef struct conv_geom {
@@ -52,56 +59,74 @@ __device__ float epilogue_apply(const conv_epilogue &e, float v, int64_t oc,
 
 /* ---- implicit GEMM ------------------------------------------------------- */
 
-/* Element (k, p) of image b's im2col matrix for group gi: channel, tap
- * and output position decoded, 0 where the tap falls in the padding. */
-__device__ float col_at(const conv_geom &g, const float *x, int64_t b,
-                        int64_t gi, int64_t cg, int64_t k, int64_t p) {
-    int64_t c = k / g.kernel_size, t = k % g.kernel_size;
-    int64_t kw = t % g.kernel[2], kh = t / g.kernel[2] % g.kernel[1],
-            kd = t / g.kernel[2] / g.kernel[1];
-    int64_t ow = p % g.out[2], oh = p / g.out[2] % g.out[1],
-            od = p / g.out[2] / g.out[1];
-    int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
-    int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
-    int64_t iw = ow * g.stride[2] - g.pad[2] + kw * g.dilation[2];
-    if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 ||
-        iw >= g.in[2])
-        return 0.0f;
-    return x[((b * g.in_channels + gi * cg + c) * g.in[0] + id) * g.in[1] *
-                 g.in[2] +
-             ih * g.in[2] + iw];
-}
+/* Each k-step of the implicit GEMM decodes its TILE_K rows of the im2col
+ * matrix once (into shared memory): row k is input channel c and tap
+ * (kd, kh, kw), which reads x at the channel's plane, shifted by the
+ * dilated tap. */
+typedef struct col_row {
+    int64_t plane;      /* c * in_size, or -1 past the last row */
+    int64_t dd, dh, dw; /* kd * dilation[0], ... */
+} col_row;
 
 /* Block (x: tile of positions, y: tile of the group's channels, z: image
- * and group, grid-stride). OSP_CUDA_BLOCK threads as 16 x 16. */
+ * and group, grid-stride). OSP_CUDA_BLOCK threads as 16 x 16; a thread
+ * loads the x tile's column tid % TILE_N, so it decodes that output
+ * position once. */
 __global__ void conv_implicit_gemm_kernel(conv_geom g, const float *x,
                                           const float *w, float *y,
                                           conv_epilogue e) {
     __shared__ float tile_w[TILE_K][TILE_M];
     __shared__ float tile_x[TILE_K][TILE_N];
+    __shared__ col_row rows[TILE_K];
     const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
     const int64_t K = cg * g.kernel_size, P = g.out_size;
     const int tid = (int)threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int64_t m0 = (int64_t)blockIdx.y * TILE_M,
                   p0 = (int64_t)blockIdx.x * TILE_N;
+    /* This thread's output position in the x tile: where its window
+     * starts in the input. */
+    const int n_mine = tid % TILE_N;
+    const int64_t p = p0 + n_mine;
+    const bool p_ok = p < P;
+    const int64_t ow = p % g.out[2], oh = p / g.out[2] % g.out[1],
+                  od = p / g.out[2] / g.out[1];
+    const int64_t d0 = od * g.stride[0] - g.pad[0],
+                  h0 = oh * g.stride[1] - g.pad[1],
+                  w0 = ow * g.stride[2] - g.pad[2];
     for (int64_t z = blockIdx.z; z < g.batch * g.group; z += gridDim.z) {
         int64_t b = z / g.group, gi = z % g.group;
+        const float *xg = x + (b * g.in_channels + gi * cg) * g.in_size;
         float acc[THREAD_TILE][THREAD_TILE];
         for (int i = 0; i < THREAD_TILE; i++)
             for (int j = 0; j < THREAD_TILE; j++)
                 acc[i][j] = 0.0f;
         for (int64_t k0 = 0; k0 < K; k0 += TILE_K) {
+            if (tid < TILE_K) {
+                int64_t k = k0 + tid, t = k % g.kernel_size;
+                col_row r;
+                r.plane = k < K ? k / g.kernel_size * g.in_size : -1;
+                r.dw = t % g.kernel[2] * g.dilation[2];
+                r.dh = t / g.kernel[2] % g.kernel[1] * g.dilation[1];
+                r.dd = t / g.kernel[2] / g.kernel[1] * g.dilation[0];
+                rows[tid] = r;
+            }
             for (int e_ = tid; e_ < TILE_K * TILE_M; e_ += OSP_CUDA_BLOCK) {
                 int kk = e_ % TILE_K, m = e_ / TILE_K;
                 int64_t oc = m0 + m, k = k0 + kk;
                 tile_w[kk][m] =
                     oc < mg && k < K ? w[(gi * mg + oc) * K + k] : 0.0f;
             }
-            for (int e_ = tid; e_ < TILE_K * TILE_N; e_ += OSP_CUDA_BLOCK) {
-                int kk = e_ / TILE_N, n = e_ % TILE_N;
-                int64_t p = p0 + n, k = k0 + kk;
-                tile_x[kk][n] =
-                    p < P && k < K ? col_at(g, x, b, gi, cg, k, p) : 0.0f;
+            __syncthreads();
+            for (int kk = tid / TILE_N; kk < TILE_K;
+                 kk += OSP_CUDA_BLOCK / TILE_N) {
+                col_row r = rows[kk];
+                int64_t id = d0 + r.dd, ih = h0 + r.dh, iw = w0 + r.dw;
+                bool inside = p_ok && r.plane >= 0 && id >= 0 &&
+                              id < g.in[0] && ih >= 0 && ih < g.in[1] &&
+                              iw >= 0 && iw < g.in[2];
+                tile_x[kk][n_mine] =
+                    inside ? xg[r.plane + (id * g.in[1] + ih) * g.in[2] + iw]
+                           : 0.0f;
             }
             __syncthreads();
             for (int kk = 0; kk < TILE_K; kk++) {
@@ -122,11 +147,11 @@ __global__ void conv_implicit_gemm_kernel(conv_geom g, const float *x,
                 continue;
             int64_t goc = gi * mg + oc;
             for (int j = 0; j < THREAD_TILE; j++) {
-                int64_t p = p0 + tx + 16 * j;
-                if (p >= P)
+                int64_t q = p0 + tx + 16 * j;
+                if (q >= P)
                     continue;
                 size_t at = (size_t)(b * g.out_channels + goc) * (size_t)P +
-                            (size_t)p;
+                            (size_t)q;
                 y[at] = epilogue_apply(e, acc[i][j], goc, at);
             }
         }

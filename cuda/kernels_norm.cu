@@ -7,10 +7,11 @@
  * below FLT_MIN.
  *
  * softmax and layer_norm give a line a block when its elements are close
- * together (inner below LINE_INNER_MAX; layer_norm's rows always), the
- * block's threads striding along it and combining in shared memory; wider
- * inner gets a thread per column, neighbouring threads reading
- * neighbouring addresses. Where out aliases x each element is read and
+ * together and it is long enough to keep a block busy (inner below
+ * LINE_INNER_MAX and n at least LINE_N_MIN; layer_norm's rows always),
+ * the block's threads striding along it and combining in shared memory;
+ * otherwise softmax gives a thread per line, neighbouring threads on
+ * neighbouring columns. Where out aliases x each element is read and
  * then written by one thread, after the line's reductions.
  */
 #include <math.h>
@@ -21,7 +22,7 @@
 #include "unary_rules.h"
 #include "kernels_block.cuh"
 
-enum { LINE_INNER_MAX = 32 };
+enum { LINE_INNER_MAX = 32, LINE_N_MIN = 64 };
 
 /* ---- softmax ------------------------------------------------------------- */
 
@@ -64,7 +65,7 @@ extern "C" cudaError_t osp_cuda_launch_softmax(cudaStream_t stream,
         OSP_DEVICE_ARG(stream, a->x, lines * (size_t)n * sizeof(float));
     float *out =
         OSP_DEVICE_ARG(stream, a->out, lines * (size_t)n * sizeof(float));
-    if (inner < LINE_INNER_MAX)
+    if (inner < LINE_INNER_MAX && n >= LINE_N_MIN)
         return OSP_LAUNCH_BLOCK_SYNC(
             softmax_kernel<true>, lines > 65535 ? 65535u : (unsigned)lines,
             OSP_CUDA_BLOCK, 0, stream, x, out, outer, n, inner, log_);

@@ -1,10 +1,12 @@
 /*
  * reduce (osprey/tensor_ops.h): x as [outer, n, inner], out[o, i] reduces
  * x[o, :, i]. Two shapes of launch:
- * - lines (inner < LINE_INNER_MAX): a block per output, its threads
- *   striding along the line, combined in shared memory (kernels_block.cuh);
- * - columns (wider inner): a thread per output walking its column, so
- *   that neighbouring threads read neighbouring addresses.
+ * - lines (inner < LINE_INNER_MAX, n >= LINE_N_MIN): a block per output,
+ *   its threads striding along the line, combined in shared memory
+ *   (kernels_block.cuh);
+ * - columns (wider inner, or short lines): a thread per output walking
+ *   its column, so that neighbouring threads read neighbouring addresses
+ *   (or, for short lines, no block idles on a few elements).
  * Semantics are the CPU device's (cpu_ops_reduce.c): FP32 sums, products
  * and norms accumulate in double; MAX and MIN propagate NaN; ARGMAX and
  * ARGMIN never pick a NaN after the first element and keep index 0 when
@@ -19,9 +21,10 @@
 #include "unary_rules.h"
 #include "kernels_block.cuh"
 
-/* Below this inner size a line gets a block (its elements are too far
- * apart for a thread per column to read coalesced anyway). */
-enum { LINE_INNER_MAX = 32 };
+/* Below this inner size a line of at least LINE_N_MIN elements gets a
+ * block (its elements are too far apart for a thread per column to read
+ * coalesced anyway); shorter lines would leave most of a block idle. */
+enum { LINE_INNER_MAX = 32, LINE_N_MIN = 64 };
 
 struct combine_mul {
     template <typename T> __device__ T operator()(T a, T b) const {
@@ -236,7 +239,7 @@ template <typename T, typename U>
 cudaError_t launch_int(cudaStream_t stream, reduce_launch r, const void *x,
                        void *out, T t_min, T t_max) {
     const T *xt = (const T *)x;
-    if (r.inner < LINE_INNER_MAX)
+    if (r.inner < LINE_INNER_MAX && r.n >= LINE_N_MIN)
         return OSP_LAUNCH_BLOCK_SYNC((reduce_int_kernel<T, U, true>),
                                      r.line_grid, OSP_CUDA_BLOCK, 0, stream,
                                      r.op, xt, out, r.outer, r.n, r.inner,
@@ -260,7 +263,7 @@ extern "C" cudaError_t osp_cuda_launch_reduce(cudaStream_t stream,
     switch (a->dtype) {
     case OSP_TYPE_FP32: {
         const float *xf = (const float *)x;
-        if (r.inner < LINE_INNER_MAX)
+        if (r.inner < LINE_INNER_MAX && r.n >= LINE_N_MIN)
             return OSP_LAUNCH_BLOCK_SYNC(reduce_f32_kernel<true>, r.line_grid,
                                          OSP_CUDA_BLOCK, 0, stream, r.op, xf,
                                          out, r.outer, r.n, r.inner, r.last);

@@ -265,10 +265,11 @@ struct Shape3 {
     int64_t outer, n, inner;
 };
 
-// Lines (a block each: inner 1 and small), columns (inner >= 32), an
-// empty axis, one element.
-const Shape3 kShapes[] = {{1, 1, 1},  {3, 7, 1},   {2, 700, 1}, {2, 33, 3},
-                          {2, 5, 40}, {1, 300, 33}, {4, 0, 3}};
+// Lines (a block each: inner below 32, n at least 64), a thread per line
+// (wider inner, or short lines), an empty axis, one element.
+const Shape3 kShapes[] = {{1, 1, 1},   {3, 7, 1},    {2, 700, 1},
+                          {2, 300, 3}, {2, 33, 3},   {2, 5, 40},
+                          {1, 300, 33}, {4, 0, 3}};
 
 TEST_P(CudaOps, ReduceFp32) {
     for (int op = 0; op < OSP_REDUCE_OP_COUNT_; op++)
@@ -354,9 +355,9 @@ TEST_P(CudaOps, ReduceIntegers) {
 // ---- softmax, layer_norm, channel_affine ---------------------------------
 
 TEST_P(CudaOps, Softmax) {
-    const Shape3 shapes[] = {{1, 1, 1},  {3, 7, 1},    {2, 700, 1},
-                             {2, 33, 3}, {2, 5, 40},   {1, 300, 33},
-                             {3, 1, 35}};
+    const Shape3 shapes[] = {{1, 1, 1},   {3, 7, 1},  {2, 700, 1},
+                             {2, 300, 3}, {2, 33, 3}, {2, 5, 40},
+                             {1, 300, 33}, {3, 1, 35}};
     for (const Shape3 &sh : shapes)
         for (bool log : {false, true})
             for (bool in_place : {false, true}) {
