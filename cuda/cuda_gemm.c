@@ -5,6 +5,8 @@
  * m and n swap, and each keeps its own transpose flag and leading
  * dimension.
  */
+#include <limits.h>
+
 #include "cuda_check.h"
 #include "cuda_internal.h"
 #include "kernels_nn.h"
@@ -65,13 +67,23 @@ osp_error *cuda_gemm_batched(cuda_stream *s, const osp_gemm_args *g,
     osp_error *err = OSP_CUBLAS_CHECK(cublasSetMathMode(s->blas, mode));
     if (err != NULL)
         return err;
-    /* Column-major: the operands swap (see the top of the file). */
-    return OSP_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        s->blas, g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-        g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)g->n, (int)g->m,
-        (int)g->k, &g->alpha, g->b, type, (int)g->ldb, stride_b, g->a,
-        type, (int)g->lda, stride_a, &g->beta, g->c, type, (int)g->ldc,
-        stride_c, (int)batch, compute, CUBLAS_GEMM_DEFAULT));
+    /* Column-major: the operands swap (see the top of the file). cuBLAS
+     * counts the batch in an int: larger batches go in parts. */
+    size_t elem = fp16 ? 2 : 4;
+    for (int64_t b0 = 0; b0 < batch && err == NULL; b0 += INT_MAX) {
+        int part = batch - b0 < INT_MAX ? (int)(batch - b0) : INT_MAX;
+        err = OSP_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+            s->blas, g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+            g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)g->n, (int)g->m,
+            (int)g->k, &g->alpha,
+            (const char *)g->b + (size_t)(b0 * stride_b) * elem, type,
+            (int)g->ldb, stride_b,
+            (const char *)g->a + (size_t)(b0 * stride_a) * elem, type,
+            (int)g->lda, stride_a, &g->beta,
+            (char *)g->c + (size_t)(b0 * stride_c) * elem, type, (int)g->ldc,
+            stride_c, part, compute, CUBLAS_GEMM_DEFAULT));
+    }
+    return err;
 }
 
 /* One strided-batched cuBLAS call for the whole batch (a stride of 0
