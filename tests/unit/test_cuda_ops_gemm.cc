@@ -1,5 +1,6 @@
-// The CUDA device's gemm_ex (cuda/cuda_gemm.c: cuBLAS strided-batched GEMM
-// and the epilogue kernel of cuda/kernels_gemm.cu) against the CPU device:
+// The CUDA device's gemm_ex (cuda/cuda_gemm.c: cuBLASLt's matmul with its
+// epilogue, or cuBLAS's strided-batched GEMM and the epilogue kernel of
+// cuda/kernels_gemm.cu) against the CPU device:
 // FP32, TF32 and FP16, transposes, padded leading dimensions, batches
 // with broadcast operands, alpha and beta, and every part of the
 // epilogue. Over the fake runtime (tests/fake_cuda) the GEMM is the fake
@@ -95,12 +96,17 @@ const GemmCase kCases[] = {
     {6, 4, 0, false, false, 2, false, false, 0, 1.0f, 0.5f},   // k == 0
 };
 
+// Bias alone and a residual with ReLU are cuBLASLt epilogues (where beta
+// is 0); GELU (erf) takes the epilogue kernel.
 TEST_P(CudaOps, GemmExFp32) {
     for (const GemmCase &gc : kCases)
         for (Epilogue ep : {kNone, kBias, kResidual, kAll})
             ASSERT_NO_FATAL_FAILURE(RunGemmCase(
                 this, gc, OSP_TYPE_FP32, false, ep,
-                ep == kNone ? OSP_UNARY_IDENTITY : OSP_UNARY_GELU, 1e-5));
+                ep == kResidual ? OSP_UNARY_RELU
+                : ep == kAll    ? OSP_UNARY_GELU
+                                : OSP_UNARY_IDENTITY,
+                1e-5));
 }
 
 TEST_P(CudaOps, GemmExActivations) {
