@@ -64,7 +64,8 @@ osp_error *cuda_memcpy_sync(osp_device *dev, void *dst, const void *src,
 
 /* Row-major C_b = alpha op(A_b) op(B_b) + beta C_b for b < batch (X_b = X
  * + b * stride_x elements; 0 reuses X), FP32 (TF32 when g asks) or FP16
- * with FP32 accumulation, in one cuBLAS call on s (cuda_gemm.c). */
+ * with FP32 accumulation, in one cuBLAS call on s (one per INT_MAX
+ * elements of the batch; cuda_gemm.c). */
 osp_error *cuda_gemm_batched(cuda_stream *s, const osp_gemm_args *g,
                              int64_t batch, int64_t stride_a, int64_t stride_b,
                              int64_t stride_c);

@@ -75,7 +75,8 @@ typedef struct col_row {
 __global__ void conv_implicit_gemm_kernel(conv_geom g, const float *x,
                                           const float *w, float *y,
                                           conv_epilogue e) {
-    __shared__ float tile_w[TILE_K][TILE_M];
+    /* +1: the weights' stores, a column at a time, hit distinct banks */
+    __shared__ float tile_w[TILE_K][TILE_M + 1];
     __shared__ float tile_x[TILE_K][TILE_N];
     __shared__ col_row rows[TILE_K];
     const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;

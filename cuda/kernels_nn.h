@@ -1,7 +1,7 @@
 /*
- * Launchers of the neural-network kernels (kernels_conv.cu, kernels_pool.cu,
- * kernels_reduce.cu, kernels_norm.cu) behind the CUDA device's tensor-op
- * slots (cuda_ops_nn.c, cuda_gemm.c). Each takes the slot's args (borrowed
+ * Launchers of the neural-network kernels (kernels_gemm.cu, kernels_conv.cu,
+ * kernels_pool.cu, kernels_reduce.cu, kernels_norm.cu) behind the CUDA
+ * device's tensor-op slots (cuda_gemm.c, cuda_ops_nn.c). Each takes the slot's args (borrowed
  * for the call; the launcher copies what its kernels need by value),
  * already validated by the dispatcher (server/device/tensor_ops*.c, so no
  * zero-element output reaches them), enqueues on `stream` and returns the
