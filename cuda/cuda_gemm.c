@@ -61,7 +61,7 @@ osp_error *cuda_gemm_batched(cuda_stream *s, const osp_gemm_args *g,
                                       ? CUBLAS_COMPUTE_32F_FAST_TF32
                                       : CUBLAS_COMPUTE_32F;
     cublasMath_t mode =
-        fp16 ? (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+        fp16            ? (cublasMath_t)(CUBLAS_DEFAULT_MATH |
                               CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)
         : g->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                         : CUBLAS_DEFAULT_MATH;
@@ -123,9 +123,8 @@ static bool lt_epilogue_of(const osp_gemm_ex_args *x, cublasLtEpilogue_t *out) {
 static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *l, int64_t rows,
                                 int64_t cols, int64_t ld, int32_t batch,
                                 int64_t stride) {
-    cublasStatus_t st =
-        cublasLtMatrixLayoutCreate(l, CUDA_R_32F, (uint64_t)rows,
-                                   (uint64_t)cols, ld);
+    cublasStatus_t st = cublasLtMatrixLayoutCreate(
+        l, CUDA_R_32F, (uint64_t)rows, (uint64_t)cols, ld);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatrixLayoutSetAttribute(
             *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
@@ -165,27 +164,25 @@ static osp_error *gemm_ex_lt(cuda_stream *s, const osp_gemm_ex_args *x,
         st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB,
                                             &op_b, sizeof op_b);
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulDescSetAttribute(
-            desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+        st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                            &epi, sizeof epi);
     if (st == CUBLAS_STATUS_SUCCESS && bias != NULL)
         st = cublasLtMatmulDescSetAttribute(
             desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
     /* Lt's A is our B (n x k after op), its B our A, C and D ours. */
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = lt_layout(&la, g->trans_b ? g->k : g->n,
-                       g->trans_b ? g->n : g->k, g->ldb, batch,
-                       batched ? x->stride_b : 0);
+        st = lt_layout(&la, g->trans_b ? g->k : g->n, g->trans_b ? g->n : g->k,
+                       g->ldb, batch, batched ? x->stride_b : 0);
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = lt_layout(&lb, g->trans_a ? g->m : g->k,
-                       g->trans_a ? g->k : g->m, g->lda, batch,
-                       batched ? x->stride_a : 0);
+        st = lt_layout(&lb, g->trans_a ? g->m : g->k, g->trans_a ? g->k : g->m,
+                       g->lda, batch, batched ? x->stride_a : 0);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = lt_layout(&lc, g->n, g->m, g->ldc, batch,
                        batched ? x->stride_c : 0);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmul((cublasLtHandle_t)s->blas, desc, &g->alpha, g->b,
-                            la, g->a, lb, &beta, c, lc, g->c, lc, NULL, NULL,
-                            0, s->stream);
+                            la, g->a, lb, &beta, c, lc, g->c, lc, NULL, NULL, 0,
+                            s->stream);
     *done = st != CUBLAS_STATUS_NOT_SUPPORTED;
     if (lc != NULL)
         cublasLtMatrixLayoutDestroy(lc);

@@ -49,9 +49,9 @@ static osp_error *conv_pointwise(cuda_stream *s, const osp_conv_args *a) {
                            .ldb = positions,
                            .c = a->y + gi * mg * positions,
                            .ldc = positions};
-        osp_error *err = cuda_gemm_batched(s, &g, a->batch, 0,
-                                           a->in_channels * positions,
-                                           a->out_channels * positions);
+        osp_error *err =
+            cuda_gemm_batched(s, &g, a->batch, 0, a->in_channels * positions,
+                              a->out_channels * positions);
         if (err != NULL)
             return err;
     }

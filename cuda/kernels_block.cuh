@@ -6,6 +6,9 @@
  */
 #pragma once
 
+#include "kernels_launch.cuh"
+#include "unary_rules.h"
+
 /* Combines v over the block with combine(a, b) (associative). T is a
  * plain type or a struct of plain members. */
 template <typename T, typename Combine>

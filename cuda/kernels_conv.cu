@@ -122,9 +122,9 @@ __global__ void conv_implicit_gemm_kernel(conv_geom g, const float *x,
                  kk += OSP_CUDA_BLOCK / TILE_N) {
                 col_row r = rows[kk];
                 int64_t id = d0 + r.dd, ih = h0 + r.dh, iw = w0 + r.dw;
-                bool inside = p_ok && r.plane >= 0 && id >= 0 &&
-                              id < g.in[0] && ih >= 0 && ih < g.in[1] &&
-                              iw >= 0 && iw < g.in[2];
+                bool inside = p_ok && r.plane >= 0 && id >= 0 && id < g.in[0] &&
+                              ih >= 0 && ih < g.in[1] && iw >= 0 &&
+                              iw < g.in[2];
                 tile_x[kk][n_mine] =
                     inside ? xg[r.plane + (id * g.in[1] + ih) * g.in[2] + iw]
                            : 0.0f;
@@ -151,8 +151,8 @@ __global__ void conv_implicit_gemm_kernel(conv_geom g, const float *x,
                 int64_t q = p0 + tx + 16 * j;
                 if (q >= P)
                     continue;
-                size_t at = (size_t)(b * g.out_channels + goc) * (size_t)P +
-                            (size_t)q;
+                size_t at =
+                    (size_t)(b * g.out_channels + goc) * (size_t)P + (size_t)q;
                 y[at] = epilogue_apply(e, acc[i][j], goc, at);
             }
         }
@@ -242,10 +242,10 @@ __global__ void conv_transpose_kernel(conv_geom g, const float *x,
                     if (nw < 0 || nw % g.stride[2] != 0 ||
                         nw / g.stride[2] >= g.in[2])
                         continue;
-                    int64_t at = (nd / g.stride[0] * g.in[1] +
-                                  nh / g.stride[1]) *
-                                     g.in[2] +
-                                 nw / g.stride[2];
+                    int64_t at =
+                        (nd / g.stride[0] * g.in[1] + nh / g.stride[1]) *
+                            g.in[2] +
+                        nw / g.stride[2];
                     int64_t tap = (kd * g.kernel[1] + kh) * g.kernel[2] + kw;
                     for (int64_t c = 0; c < cg; c++) {
                         int64_t ic = gi * cg + c;
@@ -349,10 +349,9 @@ extern "C" cudaError_t osp_cuda_launch_conv_transpose(cudaStream_t stream,
     const float *w = OSP_DEVICE_ARG(stream, a->w, w_count * sizeof(float));
     float *y = OSP_DEVICE_ARG(stream, a->y, y_count * sizeof(float));
     const float *bias =
-        a->bias != NULL
-            ? OSP_DEVICE_ARG(stream, a->bias,
-                             (size_t)g.out_channels * sizeof(float))
-            : NULL;
+        a->bias != NULL ? OSP_DEVICE_ARG(stream, a->bias,
+                                         (size_t)g.out_channels * sizeof(float))
+                        : NULL;
     return OSP_LAUNCH(conv_transpose_kernel, osp_cuda_grid_for(y_count),
                       OSP_CUDA_BLOCK, 0, stream, g, x, w, bias, y);
 }

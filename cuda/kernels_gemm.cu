@@ -72,14 +72,12 @@ osp_cuda_launch_gemm_epilogue(cudaStream_t stream,
     size_t span =
         (size_t)((e.batch - 1) * e.stride_c + (e.m - 1) * e.ldc + e.n);
     size_t count = (size_t)(e.batch * e.m * e.n);
-    e.bias = args->bias != NULL
-                 ? OSP_DEVICE_ARG(stream, args->bias,
-                                  (size_t)e.n * sizeof(float))
-                 : NULL;
-    e.residual = args->residual != NULL
-                     ? OSP_DEVICE_ARG(stream, args->residual,
-                                      span * sizeof(float))
-                     : NULL;
+    e.bias = args->bias != NULL ? OSP_DEVICE_ARG(stream, args->bias,
+                                                 (size_t)e.n * sizeof(float))
+                                : NULL;
+    e.residual = args->residual != NULL ? OSP_DEVICE_ARG(stream, args->residual,
+                                                         span * sizeof(float))
+                                        : NULL;
     if (g->dtype == OSP_TYPE_FP16) {
         __half *c = OSP_DEVICE_ARG(stream, (__half *)g->c, span * 2);
         return OSP_LAUNCH(gemm_epilogue_kernel<__half>,

@@ -1,10 +1,10 @@
 /*
  * Launchers of the neural-network kernels (kernels_gemm.cu, kernels_conv.cu,
  * kernels_pool.cu, kernels_reduce.cu, kernels_norm.cu) behind the CUDA
- * device's tensor-op slots (cuda_gemm.c, cuda_ops_nn.c). Each takes the slot's args (borrowed
- * for the call; the launcher copies what its kernels need by value),
- * already validated by the dispatcher (server/device/tensor_ops*.c, so no
- * zero-element output reaches them), enqueues on `stream` and returns the
+ * device's tensor-op slots (cuda_gemm.c, cuda_ops_nn.c). Each takes the slot's
+ * args (borrowed for the call; the launcher copies what its kernels need by
+ * value), already validated by the dispatcher (server/device/tensor_ops*.c, so
+ * no zero-element output reaches them), enqueues on `stream` and returns the
  * launch's cudaError_t (wrap it in OSP_CUDA_CHECK). Each matches the CPU
  * device's slot (server/device/cpu_ops_*.c) up to float rounding.
  */

@@ -17,10 +17,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "kernels_block.cuh"
 #include "kernels_launch.cuh"
 #include "kernels_nn.h"
 #include "unary_rules.h"
-#include "kernels_block.cuh"
 
 enum { LINE_INNER_MAX = 32, LINE_N_MIN = 64 };
 
@@ -32,7 +32,8 @@ __global__ void softmax_kernel(const float *x, float *out, int64_t outer,
     size_t count = (size_t)outer * (size_t)inner;
     int64_t first = BLOCK ? (int64_t)threadIdx.x : 0;
     int64_t step = BLOCK ? (int64_t)blockDim.x : 1;
-    size_t q0 = BLOCK ? blockIdx.x : blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    size_t q0 =
+        BLOCK ? blockIdx.x : blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     size_t q_step = BLOCK ? gridDim.x : (size_t)gridDim.x * blockDim.x;
     for (size_t q = q0; q < count; q += q_step) {
         int64_t o = (int64_t)(q / (size_t)inner), i = (int64_t)(q % inner);
@@ -131,18 +132,17 @@ osp_cuda_launch_layer_norm(cudaStream_t stream, const osp_layer_norm_args *a) {
         a->bias != NULL
             ? OSP_DEVICE_ARG(stream, a->bias, (size_t)cols * sizeof(float))
             : NULL;
-    float *mean =
-        a->mean != NULL
-            ? OSP_DEVICE_ARG(stream, a->mean, (size_t)rows * sizeof(float))
-            : NULL;
+    float *mean = a->mean != NULL ? OSP_DEVICE_ARG(stream, a->mean,
+                                                   (size_t)rows * sizeof(float))
+                                  : NULL;
     float *inv_std =
         a->inv_std != NULL
             ? OSP_DEVICE_ARG(stream, a->inv_std, (size_t)rows * sizeof(float))
             : NULL;
-    return OSP_LAUNCH_BLOCK_SYNC(
-        layer_norm_kernel, rows > 65535 ? 65535u : (unsigned)rows,
-        OSP_CUDA_BLOCK, 0, stream, x, scale, bias, out, rows, cols, epsilon,
-        mean, inv_std);
+    return OSP_LAUNCH_BLOCK_SYNC(layer_norm_kernel,
+                                 rows > 65535 ? 65535u : (unsigned)rows,
+                                 OSP_CUDA_BLOCK, 0, stream, x, scale, bias, out,
+                                 rows, cols, epsilon, mean, inv_std);
 }
 
 /* ---- channel_affine ------------------------------------------------------ */
@@ -164,8 +164,7 @@ __global__ void channel_affine_kernel(const float *x, float *out, size_t count,
 extern "C" cudaError_t
 osp_cuda_launch_channel_affine(cudaStream_t stream,
                                const osp_channel_affine_args *a) {
-    size_t count =
-        (size_t)a->batch * (size_t)a->channels * (size_t)a->spatial;
+    size_t count = (size_t)a->batch * (size_t)a->channels * (size_t)a->spatial;
     const float *x = OSP_DEVICE_ARG(stream, a->x, count * sizeof(float));
     float *out = OSP_DEVICE_ARG(stream, a->out, count * sizeof(float));
     const float *scale =

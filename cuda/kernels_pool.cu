@@ -29,8 +29,8 @@ __device__ float lp_term(float v, float p) {
  * that count. */
 __device__ float avg_count(const pool_geom &g, int d, int64_t o,
                            bool include_pad) {
-    int64_t in = g.in[d], s = g.stride[d], pad = g.pad[d],
-            dil = g.dilation[d], k = g.kernel[d];
+    int64_t in = g.in[d], s = g.stride[d], pad = g.pad[d], dil = g.dilation[d],
+            k = g.kernel[d];
     int64_t pad_end = (g.out[d] - 1) * s + (k - 1) * dil + 1 - in - pad;
     if (pad_end < 0)
         pad_end = 0;
@@ -44,8 +44,8 @@ __device__ float avg_count(const pool_geom &g, int d, int64_t o,
 }
 
 __global__ void pool_kernel(osp_pool_kind kind, pool_geom g, int64_t planes,
-                            bool include_pad, float p, const float *x,
-                            float *y, int64_t *indices) {
+                            bool include_pad, float p, const float *x, float *y,
+                            int64_t *indices) {
     size_t count = (size_t)planes * (size_t)g.out_size;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
          i += (size_t)gridDim.x * blockDim.x) {

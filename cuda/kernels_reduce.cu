@@ -16,10 +16,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "kernels_block.cuh"
 #include "kernels_launch.cuh"
 #include "kernels_nn.h"
 #include "unary_rules.h"
-#include "kernels_block.cuh"
 
 /* Below this inner size a line of at least LINE_N_MIN elements gets a
  * block (its elements are too far apart for a thread per column to read
@@ -120,8 +120,8 @@ __global__ void reduce_f32_kernel(osp_reduce_op op, const float *x, void *out,
         switch (op) {
         case OSP_REDUCE_ARGMAX:
         case OSP_REDUCE_ARGMIN: {
-            int64_t at = line_arg<float, BLOCK>(
-                line, n, inner, op == OSP_REDUCE_ARGMAX, last);
+            int64_t at = line_arg<float, BLOCK>(line, n, inner,
+                                                op == OSP_REDUCE_ARGMAX, last);
             if (!BLOCK || threadIdx.x == 0)
                 ((int64_t *)out)[q] = at;
             continue;
@@ -171,10 +171,10 @@ __global__ void reduce_f32_kernel(osp_reduce_op op, const float *x, void *out,
             s = W::all(s, osp_combine_add());
             if (BLOCK && threadIdx.x != 0)
                 continue;
-            *y = op == OSP_REDUCE_MEAN       ? (float)(s / (double)n)
-                 : op == OSP_REDUCE_L2       ? (float)sqrt(s)
+            *y = op == OSP_REDUCE_MEAN      ? (float)(s / (double)n)
+                 : op == OSP_REDUCE_L2      ? (float)sqrt(s)
                  : op == OSP_REDUCE_LOG_SUM ? (float)log(s)
-                                             : (float)s;
+                                            : (float)s;
             continue;
         }
         }
@@ -213,7 +213,8 @@ __global__ void reduce_int_kernel(osp_reduce_op op, const T *x, void *out,
             bool prod = op == OSP_REDUCE_PROD;
             U acc = prod ? 1 : 0;
             for (int64_t k = W::first(); k < n; k += W::step())
-                acc = prod ? acc * (U)line[k * inner] : acc + (U)line[k * inner];
+                acc =
+                    prod ? acc * (U)line[k * inner] : acc + (U)line[k * inner];
             acc = prod ? W::all(acc, combine_mul())
                        : W::all(acc, osp_combine_add());
             r = (T)acc;
@@ -240,10 +241,9 @@ cudaError_t launch_int(cudaStream_t stream, reduce_launch r, const void *x,
                        void *out, T t_min, T t_max) {
     const T *xt = (const T *)x;
     if (r.inner < LINE_INNER_MAX && r.n >= LINE_N_MIN)
-        return OSP_LAUNCH_BLOCK_SYNC((reduce_int_kernel<T, U, true>),
-                                     r.line_grid, OSP_CUDA_BLOCK, 0, stream,
-                                     r.op, xt, out, r.outer, r.n, r.inner,
-                                     r.last, t_min, t_max);
+        return OSP_LAUNCH_BLOCK_SYNC(
+            (reduce_int_kernel<T, U, true>), r.line_grid, OSP_CUDA_BLOCK, 0,
+            stream, r.op, xt, out, r.outer, r.n, r.inner, r.last, t_min, t_max);
     return OSP_LAUNCH((reduce_int_kernel<T, U, false>),
                       osp_cuda_grid_for(r.count), OSP_CUDA_BLOCK, 0, stream,
                       r.op, xt, out, r.outer, r.n, r.inner, r.last, t_min,
@@ -252,8 +252,13 @@ cudaError_t launch_int(cudaStream_t stream, reduce_launch r, const void *x,
 
 extern "C" cudaError_t osp_cuda_launch_reduce(cudaStream_t stream,
                                               const osp_reduce_args *a) {
-    reduce_launch r = {a->op, a->outer, a->n, a->inner, a->select_last_index,
-                       (size_t)a->outer * (size_t)a->inner, 0};
+    reduce_launch r = {a->op,
+                       a->outer,
+                       a->n,
+                       a->inner,
+                       a->select_last_index,
+                       (size_t)a->outer * (size_t)a->inner,
+                       0};
     r.line_grid = r.count > 65535 ? 65535u : (unsigned)r.count;
     size_t es = osp_datatype_byte_size(a->dtype);
     bool arg = r.op == OSP_REDUCE_ARGMAX || r.op == OSP_REDUCE_ARGMIN;

@@ -1,7 +1,7 @@
 /*
  * The cuBLAS calls of cuda/cuda_gemm.c (Sgemm, GemmEx,
- * GemmStridedBatchedEx and cuBLASLt's matmul), faked with OpenBLAS in cuBLAS's own
- * (column-major) convention, so that the row-major mapping in cuda_gemm.c
+ * GemmStridedBatchedEx and cuBLASLt's matmul), faked with OpenBLAS in cuBLAS's
+ * own (column-major) convention, so that the row-major mapping in cuda_gemm.c
  * is really tested. Arguments are checked as cuBLAS checks them; TF32 math
  * rounds the inputs to TF32 as tensor cores do.
  */
@@ -206,10 +206,10 @@ static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta,
         .trans_a = trans_a,
         .trans_b = trans_b,
         .fp16 = fp16,
-        .tf32 = !fp16 &&
-                (fast_tf32 ||
-                 (h->math & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) ==
-                     CUBLAS_TF32_TENSOR_OP_MATH),
+        .tf32 = !fp16 && (fast_tf32 ||
+                          (h->math &
+                           ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) ==
+                              CUBLAS_TF32_TENSOR_OP_MATH),
         .m = m,
         .n = n,
         .k = k,
@@ -453,23 +453,23 @@ static bool same_layout(const lt_layout *a, const lt_layout *b) {
            a->ld == b->ld && a->batch == b->batch && a->stride == b->stride;
 }
 
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
-                              cublasLtMatmulDesc_t computeDesc,
-                              const void *alpha, const void *A,
-                              cublasLtMatrixLayout_t Adesc, const void *B,
-                              cublasLtMatrixLayout_t Bdesc, const void *beta,
-                              const void *C, cublasLtMatrixLayout_t Cdesc,
-                              void *D, cublasLtMatrixLayout_t Ddesc,
-                              const cublasLtMatmulAlgo_t *algo, void *workspace,
-                              size_t workspaceSizeInBytes,
-                              cudaStream_t stream) {
+cublasStatus_t
+cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t computeDesc,
+               const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
+               const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
+               const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
+               cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo,
+               void *workspace, size_t workspaceSizeInBytes,
+               cudaStream_t stream) {
     (void)workspace;
     (void)workspaceSizeInBytes;
     fake_enter(__func__);
     struct cublasContext *h = (struct cublasContext *)handle;
     const lt_desc *d = (const lt_desc *)computeDesc;
-    const lt_layout *la = (const lt_layout *)Adesc, *lb = (const lt_layout *)Bdesc,
-                    *lc = (const lt_layout *)Cdesc, *ld = (const lt_layout *)Ddesc;
+    const lt_layout *la = (const lt_layout *)Adesc,
+                    *lb = (const lt_layout *)Bdesc,
+                    *lc = (const lt_layout *)Cdesc,
+                    *ld = (const lt_layout *)Ddesc;
     if (h == NULL)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     uint32_t act = d->epilogue & ~(uint32_t)CUBLASLT_EPILOGUE_BIAS;
@@ -492,8 +492,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
         ld->ld < (int64_t)(m > 1 ? m : 1) || m > INT32_MAX || n > INT32_MAX ||
         k > INT32_MAX || la->ld > INT32_MAX || lb->ld > INT32_MAX ||
         ld->ld > INT32_MAX || (with_bias && d->bias == NULL)) {
-        fprintf(stderr, "fake cuBLASLt: matmul m=%llu n=%llu k=%llu: "
-                        "layouts or epilogue invalid\n",
+        fprintf(stderr,
+                "fake cuBLASLt: matmul m=%llu n=%llu k=%llu: "
+                "layouts or epilogue invalid\n",
                 (unsigned long long)m, (unsigned long long)n,
                 (unsigned long long)k);
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -502,41 +503,41 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
     if (gpu != fake_current_device() ||
         fake_check_launch(stream) != cudaSuccess) {
         (void)cudaGetLastError();
-        fprintf(stderr, "fake cuBLASLt: stream of GPU %d used with GPU %d "
-                        "current, or a bad stream\n",
+        fprintf(stderr,
+                "fake cuBLASLt: stream of GPU %d used with GPU %d "
+                "current, or a bad stream\n",
                 gpu, fake_current_device());
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
-    lt_ctx l = {
-        .g = {.trans_a = ta,
-              .trans_b = tb,
-              .tf32 = d->compute == CUBLAS_COMPUTE_32F_FAST_TF32,
-              .m = (int)m,
-              .n = (int)n,
-              .k = (int)k,
-              .lda = (int)la->ld,
-              .ldb = (int)lb->ld,
-              .ldc = (int)ld->ld,
-              .batch = ld->batch,
-              .stride_a = la->stride,
-              .stride_b = lb->stride,
-              .stride_c = ld->stride,
-              .alpha = *(const float *)alpha,
-              .beta = *(const float *)beta,
-              .a = A,
-              .b = B,
-              .c = D,
-              .a_elems = k ? extent((int)la->rows, (int)la->cols, (int)la->ld,
-                                    la->batch, la->stride)
-                           : 0,
-              .b_elems = k ? extent((int)lb->rows, (int)lb->cols, (int)lb->ld,
-                                    lb->batch, lb->stride)
-                           : 0,
-              .c_elems = extent((int)m, (int)n, (int)ld->ld, ld->batch,
-                                ld->stride)},
-        .c = C,
-        .epilogue = d->epilogue,
-        .bias = with_bias ? d->bias : NULL};
+    lt_ctx l = {.g = {.trans_a = ta,
+                      .trans_b = tb,
+                      .tf32 = d->compute == CUBLAS_COMPUTE_32F_FAST_TF32,
+                      .m = (int)m,
+                      .n = (int)n,
+                      .k = (int)k,
+                      .lda = (int)la->ld,
+                      .ldb = (int)lb->ld,
+                      .ldc = (int)ld->ld,
+                      .batch = ld->batch,
+                      .stride_a = la->stride,
+                      .stride_b = lb->stride,
+                      .stride_c = ld->stride,
+                      .alpha = *(const float *)alpha,
+                      .beta = *(const float *)beta,
+                      .a = A,
+                      .b = B,
+                      .c = D,
+                      .a_elems = k ? extent((int)la->rows, (int)la->cols,
+                                            (int)la->ld, la->batch, la->stride)
+                                   : 0,
+                      .b_elems = k ? extent((int)lb->rows, (int)lb->cols,
+                                            (int)lb->ld, lb->batch, lb->stride)
+                                   : 0,
+                      .c_elems = extent((int)m, (int)n, (int)ld->ld, ld->batch,
+                                        ld->stride)},
+                .c = C,
+                .epilogue = d->epilogue,
+                .bias = with_bias ? d->bias : NULL};
     const void *dv = D, *cv = C, *bias = l.bias;
     if (ld->batch > 1 && ld->stride < (int64_t)((n - 1) * ld->ld + m)) {
         fprintf(stderr, "fake cuBLASLt: batch outputs overlap\n");

@@ -26,14 +26,15 @@ enum Epilogue { kNone, kBias, kResidual, kAll };
 void RunGemmCase(CudaOps *t, const GemmCase &gc, osp_datatype dt, bool tf32,
                  Epilogue ep, osp_unary_op act, double tol) {
     SCOPED_TRACE(testing::Message()
-                 << "m=" << gc.m << " n=" << gc.n << " k=" << gc.k
-                 << " trans=" << gc.trans_a << gc.trans_b
-                 << " batch=" << gc.batch << " bcast=" << gc.broadcast_a
-                 << gc.broadcast_b << " pad=" << gc.pad
-                 << " dtype=" << osp_datatype_wire_name(dt) << " tf32=" << tf32
-                 << " epilogue=" << ep << " act=" << act);
-    int64_t a_rows = gc.trans_a ? gc.k : gc.m, a_cols = gc.trans_a ? gc.m : gc.k;
-    int64_t b_rows = gc.trans_b ? gc.n : gc.k, b_cols = gc.trans_b ? gc.k : gc.n;
+                 << "m=" << gc.m << " n=" << gc.n << " k=" << gc.k << " trans="
+                 << gc.trans_a << gc.trans_b << " batch=" << gc.batch
+                 << " bcast=" << gc.broadcast_a << gc.broadcast_b
+                 << " pad=" << gc.pad << " dtype=" << osp_datatype_wire_name(dt)
+                 << " tf32=" << tf32 << " epilogue=" << ep << " act=" << act);
+    int64_t a_rows = gc.trans_a ? gc.k : gc.m,
+            a_cols = gc.trans_a ? gc.m : gc.k;
+    int64_t b_rows = gc.trans_b ? gc.n : gc.k,
+            b_cols = gc.trans_b ? gc.k : gc.n;
     int64_t lda = std::max<int64_t>(a_cols, 1) + gc.pad,
             ldb = std::max<int64_t>(b_cols, 1) + gc.pad, ldc = gc.n + gc.pad;
     int64_t batch = std::max<int64_t>(gc.batch, 1);
@@ -101,12 +102,12 @@ const GemmCase kCases[] = {
 TEST_P(CudaOps, GemmExFp32) {
     for (const GemmCase &gc : kCases)
         for (Epilogue ep : {kNone, kBias, kResidual, kAll})
-            ASSERT_NO_FATAL_FAILURE(RunGemmCase(
-                this, gc, OSP_TYPE_FP32, false, ep,
-                ep == kResidual ? OSP_UNARY_RELU
-                : ep == kAll    ? OSP_UNARY_GELU
-                                : OSP_UNARY_IDENTITY,
-                1e-5));
+            ASSERT_NO_FATAL_FAILURE(
+                RunGemmCase(this, gc, OSP_TYPE_FP32, false, ep,
+                            ep == kResidual ? OSP_UNARY_RELU
+                            : ep == kAll    ? OSP_UNARY_GELU
+                                            : OSP_UNARY_IDENTITY,
+                            1e-5));
 }
 
 TEST_P(CudaOps, GemmExActivations) {
@@ -122,8 +123,8 @@ TEST_P(CudaOps, GemmExActivations) {
 // TF32 keeps 10 mantissa bits of each input: about 1e-3 of the CPU's FP32.
 TEST_P(CudaOps, GemmExTf32) {
     for (const GemmCase &gc : kCases)
-        ASSERT_NO_FATAL_FAILURE(RunGemmCase(this, gc, OSP_TYPE_FP32, true,
-                                            kAll, OSP_UNARY_RELU, 5e-3));
+        ASSERT_NO_FATAL_FAILURE(RunGemmCase(this, gc, OSP_TYPE_FP32, true, kAll,
+                                            OSP_UNARY_RELU, 5e-3));
 }
 
 // FP16 storage, FP32 accumulation; C rounds to FP16 (twice with an
@@ -138,10 +139,10 @@ TEST_P(CudaOps, GemmExFp16) {
 
 // A large-ish GEMM through the whole path.
 TEST_P(CudaOps, GemmExLarge) {
-    const GemmCase gc = {130, 257, 96, false, true, 2, false, true, 0, 1.0f,
-                         0.0f};
-    ASSERT_NO_FATAL_FAILURE(
-        RunGemmCase(this, gc, OSP_TYPE_FP32, false, kAll, OSP_UNARY_RELU, 1e-5));
+    const GemmCase gc = {130,   257,  96, false, true, 2,
+                         false, true, 0,  1.0f,  0.0f};
+    ASSERT_NO_FATAL_FAILURE(RunGemmCase(this, gc, OSP_TYPE_FP32, false, kAll,
+                                        OSP_UNARY_RELU, 1e-5));
 }
 
 // Host memory where device memory belongs: the call fails, nothing runs.

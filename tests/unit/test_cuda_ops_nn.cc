@@ -23,8 +23,7 @@ struct ConvCase {
     const char *name;
     int rank;
     int64_t batch, in_channels, out_channels, group;
-    int64_t in[3], kernel[3], stride[3], pad_begin[3], pad_end[3],
-        dilation[3];
+    int64_t in[3], kernel[3], stride[3], pad_begin[3], pad_end[3], dilation[3];
 };
 
 // ONNX's output size: floor((in + pads - dilated kernel) / stride) + 1.
@@ -37,29 +36,118 @@ int64_t ConvOut(const ConvCase &c, int d) {
 
 const ConvCase kConvCases[] = {
     {"3x3", 2, 2, 3, 5, 1, {7, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
-    {"stride2_odd", 2, 1, 4, 6, 1, {11, 8}, {3, 2}, {2, 2}, {1, 0}, {0, 1},
+    {"stride2_odd",
+     2,
+     1,
+     4,
+     6,
+     1,
+     {11, 8},
+     {3, 2},
+     {2, 2},
+     {1, 0},
+     {0, 1},
      {1, 1}},
-    {"dilation2", 2, 2, 2, 3, 1, {9, 10}, {3, 3}, {1, 2}, {2, 1}, {2, 2},
+    {"dilation2",
+     2,
+     2,
+     2,
+     3,
+     1,
+     {9, 10},
+     {3, 3},
+     {1, 2},
+     {2, 1},
+     {2, 2},
      {2, 3}},
     {"groups2", 2, 2, 4, 6, 2, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
-    {"depthwise3x3", 2, 2, 5, 5, 5, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1},
+    {"depthwise3x3",
+     2,
+     2,
+     5,
+     5,
+     5,
+     {9, 8},
+     {3, 3},
+     {1, 1},
+     {1, 1},
+     {1, 1},
      {1, 1}},
-    {"depthwise_s2", 2, 1, 6, 6, 6, {10, 9}, {3, 3}, {2, 2}, {1, 1}, {0, 1},
+    {"depthwise_s2",
+     2,
+     1,
+     6,
+     6,
+     6,
+     {10, 9},
+     {3, 3},
+     {2, 2},
+     {1, 1},
+     {0, 1},
      {1, 1}},
-    {"depthwise_mult2", 2, 2, 3, 6, 3, {5, 6}, {5, 3}, {1, 2}, {2, 1},
-     {2, 1}, {1, 1}},
-    {"pointwise", 2, 3, 8, 5, 1, {6, 5}, {1, 1}, {1, 1}, {0, 0}, {0, 0},
+    {"depthwise_mult2",
+     2,
+     2,
+     3,
+     6,
+     3,
+     {5, 6},
+     {5, 3},
+     {1, 2},
+     {2, 1},
+     {2, 1},
      {1, 1}},
-    {"pointwise_groups", 2, 2, 8, 6, 2, {3, 5}, {1, 1}, {1, 1}, {0, 0},
-     {0, 0}, {1, 1}},
-    {"1x1_stride2", 2, 2, 4, 3, 1, {7, 7}, {1, 1}, {2, 2}, {0, 0}, {0, 0},
+    {"pointwise",
+     2,
+     3,
+     8,
+     5,
+     1,
+     {6, 5},
+     {1, 1},
+     {1, 1},
+     {0, 0},
+     {0, 0},
+     {1, 1}},
+    {"pointwise_groups",
+     2,
+     2,
+     8,
+     6,
+     2,
+     {3, 5},
+     {1, 1},
+     {1, 1},
+     {0, 0},
+     {0, 0},
+     {1, 1}},
+    {"1x1_stride2",
+     2,
+     2,
+     4,
+     3,
+     1,
+     {7, 7},
+     {1, 1},
+     {2, 2},
+     {0, 0},
+     {0, 0},
      {1, 1}},
     {"1d", 1, 2, 3, 4, 1, {17}, {5}, {2}, {2}, {1}, {1}},
-    {"3d", 3, 1, 2, 3, 1, {4, 5, 6}, {3, 2, 3}, {1, 2, 1}, {1, 0, 1},
-     {1, 1, 0}, {1, 1, 2}},
+    {"3d",
+     3,
+     1,
+     2,
+     3,
+     1,
+     {4, 5, 6},
+     {3, 2, 3},
+     {1, 2, 1},
+     {1, 0, 1},
+     {1, 1, 0},
+     {1, 1, 2}},
     // More than one 64 x 64 tile of channels and positions, K > 16.
-    {"tiles", 2, 1, 5, 70, 1, {12, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1},
-     {1, 1}},
+    {"tiles", 2, 1, 5, 70, 1, {12, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
     {"single", 2, 1, 1, 1, 1, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}},
 };
 
@@ -75,11 +163,10 @@ osp_conv_args ConvArgs(const ConvCase &c, const Ptrs &p, bool transpose) {
         a.in_dims[d] = c.in[d];
         // conv_transpose: out = (in - 1) stride - pads + dilated kernel
         // (+ the output padding, here pad_end's spare).
-        a.out_dims[d] = transpose ? (c.in[d] - 1) * c.stride[d] -
-                                        c.pad_begin[d] +
-                                        c.dilation[d] * (c.kernel[d] - 1) + 1 +
-                                        c.pad_end[d]
-                                  : ConvOut(c, d);
+        a.out_dims[d] =
+            transpose ? (c.in[d] - 1) * c.stride[d] - c.pad_begin[d] +
+                            c.dilation[d] * (c.kernel[d] - 1) + 1 + c.pad_end[d]
+                      : ConvOut(c, d);
         a.kernel[d] = c.kernel[d];
         a.stride[d] = c.stride[d];
         a.pad_begin[d] = c.pad_begin[d];
@@ -139,8 +226,8 @@ TEST_P(CudaOps, ConvClipEpilogue) {
         size_t xn, wn, yn;
         ConvCounts(c, false, &xn, &wn, &yn);
         std::vector<Bytes> arrays = {Floats(xn), Floats(wn),
-                                     Floats((size_t)c.out_channels),
-                                     Floats(yn), FloatZeros(yn)};
+                                     Floats((size_t)c.out_channels), Floats(yn),
+                                     FloatZeros(yn)};
         Op op = [&](osp_stream *s, const Ptrs &p) {
             osp_conv_args a = ConvArgs(c, p, false);
             a.act = OSP_UNARY_CLIP;
@@ -148,28 +235,49 @@ TEST_P(CudaOps, ConvClipEpilogue) {
             a.act_beta = 6.0f;
             return osp_op_conv(s, &a);
         };
-        ASSERT_NO_FATAL_FAILURE(Compare(op, arrays, {{4, OSP_TYPE_FP32}}, 1e-5));
+        ASSERT_NO_FATAL_FAILURE(
+            Compare(op, arrays, {{4, OSP_TYPE_FP32}}, 1e-5));
     }
 }
 
 TEST_P(CudaOps, ConvTranspose) {
     const ConvCase cases[] = {
         {"s2", 2, 2, 3, 4, 1, {4, 5}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, {1, 1}},
-        {"groups_dil", 2, 1, 4, 6, 2, {5, 3}, {2, 3}, {1, 3}, {0, 2}, {0, 2},
+        {"groups_dil",
+         2,
+         1,
+         4,
+         6,
+         2,
+         {5, 3},
+         {2, 3},
+         {1, 3},
+         {0, 2},
+         {0, 2},
          {2, 1}},
         {"1d", 1, 2, 2, 3, 1, {7}, {4}, {3}, {1}, {2}, {1}},
-        {"3d", 3, 1, 2, 2, 1, {2, 3, 4}, {2, 2, 3}, {2, 1, 2}, {0, 1, 1},
-         {1, 0, 0}, {1, 1, 1}},
+        {"3d",
+         3,
+         1,
+         2,
+         2,
+         1,
+         {2, 3, 4},
+         {2, 2, 3},
+         {2, 1, 2},
+         {0, 1, 1},
+         {1, 0, 0},
+         {1, 1, 1}},
     };
     for (const ConvCase &c : cases)
         for (bool bias : {false, true}) {
             SCOPED_TRACE(testing::Message() << c.name << " bias " << bias);
             size_t xn, wn, yn;
             ConvCounts(c, true, &xn, &wn, &yn);
-            std::vector<Bytes> arrays = {
-                Floats(xn), Floats(wn),
-                bias ? Floats((size_t)c.out_channels) : Bytes(), Bytes(),
-                FloatZeros(yn)};
+            std::vector<Bytes> arrays = {Floats(xn), Floats(wn),
+                                         bias ? Floats((size_t)c.out_channels)
+                                              : Bytes(),
+                                         Bytes(), FloatZeros(yn)};
             Op op = [&](osp_stream *s, const Ptrs &p) {
                 osp_conv_transpose_args a = ConvArgs(c, p, true);
                 return osp_op_conv_transpose(s, &a);
@@ -196,7 +304,14 @@ TEST_P(CudaOps, Pool) {
         {"dilation", 2, 1, {9, 8}, {5, 4}, {2, 3}, {2, 2}, {1, 1}, {3, 2}},
         {"global", 2, 4, {7, 9}, {1, 1}, {7, 9}, {1, 1}, {0, 0}, {1, 1}},
         {"1d", 1, 3, {13}, {6}, {4}, {2}, {1}, {1}},
-        {"3d", 3, 2, {4, 5, 6}, {2, 3, 3}, {2, 3, 2}, {2, 2, 2}, {0, 1, 0},
+        {"3d",
+         3,
+         2,
+         {4, 5, 6},
+         {2, 3, 3},
+         {2, 3, 2},
+         {2, 2, 2},
+         {0, 1, 0},
          {1, 1, 1}},
         {"single", 2, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {1, 1}},
     };
@@ -215,8 +330,8 @@ TEST_P(CudaOps, Pool) {
         for (const Kind &k : kinds) {
             SCOPED_TRACE(testing::Message()
                          << c.name << " kind " << k.kind << " include_pad "
-                         << k.include_pad << " indices " << k.indices
-                         << " p " << k.p);
+                         << k.include_pad << " indices " << k.indices << " p "
+                         << k.p);
             size_t in = 1, out = 1;
             for (int d = 0; d < c.rank; d++) {
                 in *= (size_t)c.in[d];
@@ -254,8 +369,8 @@ TEST_P(CudaOps, Pool) {
             if (k.indices)
                 outputs.push_back({2, OSP_TYPE_INT64});
             // MAX picks values: bit for bit; the sums may round apart.
-            ASSERT_NO_FATAL_FAILURE(Compare(
-                op, arrays, outputs, k.kind == OSP_POOL_MAX ? 0 : 1e-5));
+            ASSERT_NO_FATAL_FAILURE(Compare(op, arrays, outputs,
+                                            k.kind == OSP_POOL_MAX ? 0 : 1e-5));
         }
 }
 
@@ -267,9 +382,8 @@ struct Shape3 {
 
 // Lines (a block each: inner below 32, n at least 64), a thread per line
 // (wider inner, or short lines), an empty axis, one element.
-const Shape3 kShapes[] = {{1, 1, 1},   {3, 7, 1},    {2, 700, 1},
-                          {2, 300, 3}, {2, 33, 3},   {2, 5, 40},
-                          {1, 300, 33}, {4, 0, 3}};
+const Shape3 kShapes[] = {{1, 1, 1},  {3, 7, 1},  {2, 700, 1},  {2, 300, 3},
+                          {2, 33, 3}, {2, 5, 40}, {1, 300, 33}, {4, 0, 3}};
 
 TEST_P(CudaOps, ReduceFp32) {
     for (int op = 0; op < OSP_REDUCE_OP_COUNT_; op++)
@@ -302,14 +416,12 @@ TEST_P(CudaOps, ReduceFp32) {
                 }
                 std::vector<Bytes> arrays = {x, Bytes(out * (arg ? 8 : 4))};
                 Op run = [&](osp_stream *s, const Ptrs &p) {
-                    osp_reduce_args a = {rop,      OSP_TYPE_FP32, p[0],
-                                         sh.outer, sh.n,          sh.inner,
-                                         p[1],     last};
+                    osp_reduce_args a = {rop,  OSP_TYPE_FP32, p[0], sh.outer,
+                                         sh.n, sh.inner,      p[1], last};
                     return osp_op_reduce(s, &a);
                 };
                 ASSERT_NO_FATAL_FAILURE(Compare(
-                    run, arrays,
-                    {{1, arg ? OSP_TYPE_INT64 : OSP_TYPE_FP32}},
+                    run, arrays, {{1, arg ? OSP_TYPE_INT64 : OSP_TYPE_FP32}},
                     arg || rop == OSP_REDUCE_MAX || rop == OSP_REDUCE_MIN
                         ? 0
                         : 1e-6));
@@ -318,14 +430,15 @@ TEST_P(CudaOps, ReduceFp32) {
 
 // Integers over their whole range: sums and products wrap, bit for bit.
 TEST_P(CudaOps, ReduceIntegers) {
-    const osp_reduce_op ops[] = {OSP_REDUCE_SUM, OSP_REDUCE_PROD,
-                                 OSP_REDUCE_MAX, OSP_REDUCE_MIN,
+    const osp_reduce_op ops[] = {OSP_REDUCE_SUM,    OSP_REDUCE_PROD,
+                                 OSP_REDUCE_MAX,    OSP_REDUCE_MIN,
                                  OSP_REDUCE_ARGMAX, OSP_REDUCE_ARGMIN};
     for (osp_datatype dt : {OSP_TYPE_INT32, OSP_TYPE_INT64})
         for (osp_reduce_op op : ops)
             for (const Shape3 &sh : kShapes)
                 for (bool last : {false, true}) {
-                    bool arg = op == OSP_REDUCE_ARGMAX || op == OSP_REDUCE_ARGMIN;
+                    bool arg =
+                        op == OSP_REDUCE_ARGMAX || op == OSP_REDUCE_ARGMIN;
                     if ((arg && sh.n == 0) || (last && !arg))
                         continue;
                     SCOPED_TRACE(testing::Message()
@@ -342,9 +455,8 @@ TEST_P(CudaOps, ReduceIntegers) {
                     std::vector<Bytes> arrays = {
                         x, Bytes(out * (arg ? 8 : ByteSize(dt)))};
                     Op run = [&](osp_stream *s, const Ptrs &p) {
-                        osp_reduce_args a = {op,   dt,       p[0],
-                                             sh.outer, sh.n, sh.inner,
-                                             p[1], last};
+                        osp_reduce_args a = {op,   dt,       p[0], sh.outer,
+                                             sh.n, sh.inner, p[1], last};
                         return osp_op_reduce(s, &a);
                     };
                     ASSERT_NO_FATAL_FAILURE(Compare(
@@ -355,9 +467,8 @@ TEST_P(CudaOps, ReduceIntegers) {
 // ---- softmax, layer_norm, channel_affine ---------------------------------
 
 TEST_P(CudaOps, Softmax) {
-    const Shape3 shapes[] = {{1, 1, 1},   {3, 7, 1},  {2, 700, 1},
-                             {2, 300, 3}, {2, 33, 3}, {2, 5, 40},
-                             {1, 300, 33}, {3, 1, 35}};
+    const Shape3 shapes[] = {{1, 1, 1},  {3, 7, 1},  {2, 700, 1},  {2, 300, 3},
+                             {2, 33, 3}, {2, 5, 40}, {1, 300, 33}, {3, 1, 35}};
     for (const Shape3 &sh : shapes)
         for (bool log : {false, true})
             for (bool in_place : {false, true}) {
@@ -372,9 +483,12 @@ TEST_P(CudaOps, Softmax) {
                 }
                 std::vector<Bytes> arrays = {x, FloatZeros(count)};
                 Op op = [&](osp_stream *s, const Ptrs &p) {
-                    osp_softmax_args a = {
-                        (const float *)p[0], (float *)(in_place ? p[0] : p[1]),
-                        sh.outer, sh.n, sh.inner, log};
+                    osp_softmax_args a = {(const float *)p[0],
+                                          (float *)(in_place ? p[0] : p[1]),
+                                          sh.outer,
+                                          sh.n,
+                                          sh.inner,
+                                          log};
                     return osp_op_softmax(s, &a);
                 };
                 ASSERT_NO_FATAL_FAILURE(Compare(
@@ -389,20 +503,26 @@ TEST_P(CudaOps, LayerNorm) {
         for (int variant = 0; variant < 4; variant++) {
             bool scale = variant & 1, bias = variant & 2,
                  in_place = variant == 3;
-            SCOPED_TRACE(testing::Message() << rows << "x" << cols
-                                            << " variant " << variant);
+            SCOPED_TRACE(testing::Message()
+                         << rows << "x" << cols << " variant " << variant);
             size_t count = (size_t)(rows * cols);
             std::vector<Bytes> arrays = {
                 count ? Floats(count, 0.1, 5.0) : Bytes(),
                 scale && cols ? Floats((size_t)cols) : Bytes(),
                 bias && cols ? Floats((size_t)cols) : Bytes(),
                 count ? FloatZeros(count) : Bytes(),
-                FloatZeros((size_t)rows), FloatZeros((size_t)rows)};
+                FloatZeros((size_t)rows),
+                FloatZeros((size_t)rows)};
             Op op = [&](osp_stream *s, const Ptrs &p) {
-                osp_layer_norm_args a = {
-                    (const float *)p[0], (const float *)p[1],
-                    (const float *)p[2], (float *)(in_place ? p[0] : p[3]),
-                    rows, cols, 1e-5f, (float *)p[4], (float *)p[5]};
+                osp_layer_norm_args a = {(const float *)p[0],
+                                         (const float *)p[1],
+                                         (const float *)p[2],
+                                         (float *)(in_place ? p[0] : p[3]),
+                                         rows,
+                                         cols,
+                                         1e-5f,
+                                         (float *)p[4],
+                                         (float *)p[5]};
                 return osp_op_layer_norm(s, &a);
             };
             std::vector<Output> outputs = {{4, OSP_TYPE_FP32},
@@ -415,24 +535,30 @@ TEST_P(CudaOps, LayerNorm) {
 
 TEST_P(CudaOps, ChannelAffine) {
     const osp_unary_op acts[] = {OSP_UNARY_IDENTITY, OSP_UNARY_RELU,
-                                 OSP_UNARY_CLIP, OSP_UNARY_LEAKY_RELU,
-                                 OSP_UNARY_SIGMOID, OSP_UNARY_SILU};
+                                 OSP_UNARY_CLIP,     OSP_UNARY_LEAKY_RELU,
+                                 OSP_UNARY_SIGMOID,  OSP_UNARY_SILU};
     for (osp_unary_op act : acts)
         for (int variant = 0; variant < 4; variant++) {
             bool scale = variant & 1, shift = variant & 2,
                  in_place = variant == 3;
-            SCOPED_TRACE(testing::Message() << "act " << act << " variant "
-                                            << variant);
+            SCOPED_TRACE(testing::Message()
+                         << "act " << act << " variant " << variant);
             const int64_t batch = 2, channels = 5, spatial = 13;
             size_t count = (size_t)(batch * channels * spatial);
             std::vector<Bytes> arrays = {
                 Floats(count), scale ? Floats(channels) : Bytes(),
                 shift ? Floats(channels) : Bytes(), FloatZeros(count)};
             Op op = [&](osp_stream *s, const Ptrs &p) {
-                osp_channel_affine_args a = {
-                    (const float *)p[0], (float *)(in_place ? p[0] : p[3]),
-                    batch, channels, spatial, (const float *)p[1],
-                    (const float *)p[2], act, 0.1f, 0.9f};
+                osp_channel_affine_args a = {(const float *)p[0],
+                                             (float *)(in_place ? p[0] : p[3]),
+                                             batch,
+                                             channels,
+                                             spatial,
+                                             (const float *)p[1],
+                                             (const float *)p[2],
+                                             act,
+                                             0.1f,
+                                             0.9f};
                 return osp_op_channel_affine(s, &a);
             };
             ASSERT_NO_FATAL_FAILURE(Compare(
@@ -453,13 +579,14 @@ TEST_P(CudaOps, HostPointersFail) {
     osp_softmax_args sm = {x.data(), y.data(), 1, 8, 1, false};
     expect_fail(osp_op_softmax(s, &sm), "softmax");
     osp_reduce_args rd = {OSP_REDUCE_SUM, OSP_TYPE_FP32, x.data(), 2, 4, 1,
-                          y.data(), false};
+                          y.data(),       false};
     expect_fail(osp_op_reduce(s, &rd), "reduce");
-    osp_layer_norm_args ln = {x.data(), nullptr, nullptr, y.data(), 2, 4,
-                              1e-5f, nullptr, nullptr};
+    osp_layer_norm_args ln = {x.data(), nullptr, nullptr, y.data(), 2,
+                              4,        1e-5f,   nullptr, nullptr};
     expect_fail(osp_op_layer_norm(s, &ln), "layer_norm");
-    osp_channel_affine_args ca = {x.data(), y.data(), 1, 2, 4, nullptr,
-                                  nullptr, OSP_UNARY_IDENTITY, 0, 0};
+    osp_channel_affine_args ca = {
+        x.data(), y.data(),           1, 2, 4, nullptr,
+        nullptr,  OSP_UNARY_IDENTITY, 0, 0};
     expect_fail(osp_op_channel_affine(s, &ca), "channel_affine");
     osp_pool_args pl = {};
     pl.kind = OSP_POOL_MAX;
