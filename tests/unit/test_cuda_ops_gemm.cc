@@ -145,6 +145,23 @@ TEST_P(CudaOps, GemmExLarge) {
                                         OSP_UNARY_RELU, 1e-5));
 }
 
+// No output (m or n 0): nothing runs, NULL operands are fine.
+TEST_P(CudaOps, GemmExEmpty) {
+    for (int64_t m : {0, 3}) {
+        osp_gemm_ex_args x = {};
+        x.gemm.m = m;
+        x.gemm.n = 3 - m;
+        x.gemm.k = 2;
+        x.gemm.alpha = 1.0f;
+        x.gemm.dtype = OSP_TYPE_FP32;
+        x.gemm.lda = x.gemm.ldb = x.gemm.ldc = 3;
+        x.batch_count = 4;
+        x.act = OSP_UNARY_RELU;
+        ASSERT_OK(osp_op_gemm_ex(stream_.get(), &x));
+    }
+    ASSERT_OK(osp_stream_synchronize(stream_.get()));
+}
+
 // Host memory where device memory belongs: the call fails, nothing runs.
 TEST_P(CudaOps, GemmExHostPointerFails) {
     if (!kFakeCuda)

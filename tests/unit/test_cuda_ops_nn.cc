@@ -566,6 +566,36 @@ TEST_P(CudaOps, ChannelAffine) {
         }
 }
 
+// Zero output elements: every slot succeeds without touching memory (the
+// pointers are NULL).
+TEST_P(CudaOps, EmptyShapesDoNothing) {
+    osp_stream *s = stream_.get();
+    Ptrs none(5, nullptr);
+    osp_conv_args cv = ConvArgs(kConvCases[0], none, false);
+    cv.batch = 0;
+    ASSERT_OK(osp_op_conv(s, &cv));
+    ASSERT_OK(osp_op_conv_transpose(s, &cv));
+    osp_pool_args pl = {};
+    pl.kind = OSP_POOL_AVG;
+    pl.spatial_rank = 1;
+    pl.in_dims[0] = 4;
+    pl.out_dims[0] = 2;
+    pl.kernel[0] = pl.stride[0] = pl.dilation[0] = 1;
+    ASSERT_OK(osp_op_pool(s, &pl)); // planes 0
+    osp_reduce_args rd = {OSP_REDUCE_SUM, OSP_TYPE_FP32, nullptr, 0, 4, 3,
+                          nullptr,        false};
+    ASSERT_OK(osp_op_reduce(s, &rd));
+    osp_softmax_args sm = {nullptr, nullptr, 3, 0, 2, true};
+    ASSERT_OK(osp_op_softmax(s, &sm));
+    osp_layer_norm_args ln = {nullptr, nullptr, nullptr, nullptr, 0,
+                              8,       1e-5f,   nullptr, nullptr};
+    ASSERT_OK(osp_op_layer_norm(s, &ln));
+    osp_channel_affine_args ca = {nullptr, nullptr,        2, 0, 5, nullptr,
+                                  nullptr, OSP_UNARY_RELU, 0, 0};
+    ASSERT_OK(osp_op_channel_affine(s, &ca));
+    ASSERT_OK(osp_stream_synchronize(s));
+}
+
 // Host memory where device memory belongs: every slot's launch fails.
 TEST_P(CudaOps, HostPointersFail) {
     if (!kFakeCuda)
