@@ -434,6 +434,14 @@ static const osp_device_ops cuda_ops = {
     .memcpy_sync = cuda_memcpy_sync,
     .ipc_open = cuda_ipc_open,
     .ipc_close = cuda_ipc_close,
+    .gemm_ex = cuda_gemm_ex,
+    .conv = cuda_conv,
+    .conv_transpose = cuda_conv_transpose,
+    .pool = cuda_pool,
+    .reduce = cuda_reduce,
+    .softmax = cuda_softmax,
+    .layer_norm = cuda_layer_norm,
+    .channel_affine = cuda_channel_affine,
 };
 
 /* ---- discovery --------------------------------------------------------- */

@@ -61,3 +61,30 @@ osp_error *cuda_ipc_open(osp_device *dev, const void *handle, size_t handle_len,
 osp_error *cuda_ipc_close(osp_device *dev, void *ptr);
 osp_error *cuda_memcpy_sync(osp_device *dev, void *dst, const void *src,
                             size_t n, osp_copy_kind kind);
+
+/* Row-major C_b = alpha op(A_b) op(B_b) + beta C_b for b < batch (X_b = X
+ * + b * stride_x elements; 0 reuses X), FP32 (TF32 when g asks) or FP16
+ * with FP32 accumulation, in one cuBLAS call on s (one per INT_MAX
+ * elements of the batch; cuda_gemm.c). */
+osp_error *cuda_gemm_batched(cuda_stream *s, const osp_gemm_args *g,
+                             int64_t batch, int64_t stride_a, int64_t stride_b,
+                             int64_t stride_c);
+
+/* The neural-network tensor-op slots (osprey/tensor_ops.h): gemm_ex in
+ * cuda_gemm.c, the others in cuda_ops_nn.c. */
+osp_error *cuda_gemm_ex(osp_device *dev, void *stream_impl,
+                        const osp_gemm_ex_args *args);
+osp_error *cuda_conv(osp_device *dev, void *stream_impl,
+                     const osp_conv_args *args);
+osp_error *cuda_conv_transpose(osp_device *dev, void *stream_impl,
+                               const osp_conv_transpose_args *args);
+osp_error *cuda_pool(osp_device *dev, void *stream_impl,
+                     const osp_pool_args *args);
+osp_error *cuda_reduce(osp_device *dev, void *stream_impl,
+                       const osp_reduce_args *args);
+osp_error *cuda_softmax(osp_device *dev, void *stream_impl,
+                        const osp_softmax_args *args);
+osp_error *cuda_layer_norm(osp_device *dev, void *stream_impl,
+                           const osp_layer_norm_args *args);
+osp_error *cuda_channel_affine(osp_device *dev, void *stream_impl,
+                               const osp_channel_affine_args *args);

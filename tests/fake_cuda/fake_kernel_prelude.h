@@ -24,3 +24,6 @@
 #include "osprey/datatype.h"
 #include "osprey/device.h"
 #include "osprey/tensor_ops.h"
+#include "unary_rules.h"
+#include "kernels_nn.h"
+#include "kernels_block.cuh"

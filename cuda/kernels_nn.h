@@ -1,0 +1,55 @@
+/*
+ * Launchers of the neural-network kernels (kernels_gemm.cu, kernels_conv.cu,
+ * kernels_pool.cu, kernels_reduce.cu, kernels_norm.cu) behind the CUDA
+ * device's tensor-op slots (cuda_gemm.c, cuda_ops_nn.c). Each takes the slot's
+ * args (borrowed for the call; the launcher copies what its kernels need by
+ * value), already validated by the dispatcher (server/device/tensor_ops*.c, so
+ * no zero-element output reaches them), enqueues on `stream` and returns the
+ * launch's cudaError_t (wrap it in OSP_CUDA_CHECK). Each matches the CPU
+ * device's slot (server/device/cpu_ops_*.c) up to float rounding.
+ */
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "osprey/tensor_ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* gemm_ex's epilogue on C after the GEMM: C_b = act(C_b + bias[col] +
+ * residual_b), FP32 or FP16 C (computed in FP32). */
+cudaError_t osp_cuda_launch_gemm_epilogue(cudaStream_t stream,
+                                          const osp_gemm_ex_args *args);
+
+/* conv as an implicit GEMM (any groups, strides, pads, dilations), or the
+ * depthwise kernel (in_channels == group > 1), epilogue fused. */
+cudaError_t osp_cuda_launch_conv(cudaStream_t stream, const osp_conv_args *a);
+
+/* conv's epilogue alone, on y already holding the convolution (the
+ * pointwise route, whose GEMM is cuBLAS's). */
+cudaError_t osp_cuda_launch_conv_epilogue(cudaStream_t stream,
+                                          const osp_conv_args *a);
+
+/* conv_transpose, each output gathering its inputs (no atomics). */
+cudaError_t osp_cuda_launch_conv_transpose(cudaStream_t stream,
+                                           const osp_conv_args *a);
+
+cudaError_t osp_cuda_launch_pool(cudaStream_t stream, const osp_pool_args *a);
+
+cudaError_t osp_cuda_launch_reduce(cudaStream_t stream,
+                                   const osp_reduce_args *a);
+
+cudaError_t osp_cuda_launch_softmax(cudaStream_t stream,
+                                    const osp_softmax_args *a);
+
+cudaError_t osp_cuda_launch_layer_norm(cudaStream_t stream,
+                                       const osp_layer_norm_args *a);
+
+cudaError_t osp_cuda_launch_channel_affine(cudaStream_t stream,
+                                           const osp_channel_affine_args *a);
+
+#ifdef __cplusplus
+}
+#endif
