@@ -36,9 +36,14 @@ static inline unsigned osp_cuda_grid_for(size_t n) {
 }
 
 #ifdef OSP_CUDA_FAKE_KERNELS
+/* The arguments are evaluated at the launch, as CUDA does (the body runs
+ * later, on the stream's worker, when what they read may be gone). */
 #define OSP_LAUNCH_IMPL_(sync, kernel, grid, block, shmem, stream, ...)        \
-    fake_kernel_launch(stream, #kernel, dim3(grid), dim3(block), shmem, sync,  \
-                       [=]() { kernel(__VA_ARGS__); })
+    fake_kernel_launch(                                                        \
+        stream, #kernel, dim3(grid), dim3(block), shmem, sync,                 \
+        [osp_launch_args_ = std::make_tuple(__VA_ARGS__)]() {                  \
+            std::apply(kernel, osp_launch_args_);                              \
+        })
 #define OSP_DEVICE_ARG(stream, ptr, bytes)                                     \
     fake_kernel_arg(stream, #ptr, ptr, bytes)
 #else
