@@ -434,6 +434,16 @@ static const osp_device_ops cuda_ops = {
     .memcpy_sync = cuda_memcpy_sync,
     .ipc_open = cuda_ipc_open,
     .ipc_close = cuda_ipc_close,
+    .unary = cuda_unary,
+    .binary_nd = cuda_binary_nd,
+    .where = cuda_where,
+    .copy_strided = cuda_copy_strided,
+    .gather = cuda_gather,
+    .fill = cuda_fill,
+    .pad = cuda_pad,
+    .topk = cuda_topk,
+    .cumsum = cuda_cumsum,
+    .scatter = cuda_scatter,
 };
 
 /* ---- discovery --------------------------------------------------------- */

@@ -19,8 +19,12 @@
 #include <string.h>
 
 #include "activation_rules.h"
+#include "binary_rules.h"
 #include "kernels.h"
 #include "kernels_launch.cuh"
+#include "kernels_nd.cuh"
 #include "osprey/datatype.h"
 #include "osprey/device.h"
 #include "osprey/tensor_ops.h"
+#include "pad_rules.h"
+#include "unary_rules.h"

@@ -1,0 +1,229 @@
+/*
+ * The index-driven kernels: gather and scatter, over data viewed as
+ * [outer, axis_len, inner] (osprey/tensor_ops.h). One thread per element
+ * of the gathered output or of the updates, consecutive threads along
+ * inner, so rows move coalesced; gather moves rows as the widest words
+ * (up to 8 bytes) that the row length and the pointers allow.
+ *
+ * The indices are device memory, so a bad one cannot be reported before
+ * the slot returns: gather writes zeros for it, scatter skips it (the
+ * contract's choice for such devices). Scatter's reductions combine with
+ * compare-and-swap loops, so repeated indices all apply (in some order:
+ * integer results are exact, float sums and products may round
+ * differently from the CPU's in-order loop); NONE keeps any one update.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "kernels_launch.cuh"
+#include "kernels_nd.cuh"
+
+/* indices[j], negative counting from len; -1 when outside [-len, len). */
+template <typename X>
+__device__ __forceinline__ int64_t axis_index(const X *indices, int64_t j,
+                                              int64_t len) {
+    int64_t v = (int64_t)indices[j];
+    if (v < -len || v >= len)
+        return -1;
+    return v < 0 ? v + len : v;
+}
+
+/* ---- gather ------------------------------------------------------------ */
+
+/* out[o, j, i] = data[o, indices[j], i] over words of type E (inner
+ * counts words). */
+template <typename E, typename X>
+__global__ void gather_kernel(const E *data, const X *indices, E *out,
+                              int64_t len, int64_t n_indices, int64_t inner,
+                              int64_t n) {
+    OSP_GRID_STRIDE(int64_t, e, n) {
+        int64_t i = e % inner, row = e / inner;
+        int64_t j = row % n_indices, o = row / n_indices;
+        int64_t v = axis_index(indices, j, len);
+        E word;
+        memset(&word, 0, sizeof word);
+        out[e] = v < 0 ? word : data[(o * len + v) * inner + i];
+    }
+}
+
+/* A 16-byte element (8-byte aligned: two 8-byte moves). */
+struct gather_elem16 {
+    uint64_t lo, hi;
+};
+
+template <typename E>
+static cudaError_t launch_gather(cudaStream_t stream,
+                                 const osp_gather_args *args, int64_t inner) {
+    size_t data_bytes =
+        (size_t)(args->outer * args->axis_len * inner) * sizeof(E);
+    size_t out_bytes =
+        (size_t)(args->outer * args->n_indices * inner) * sizeof(E);
+    int64_t n = args->outer * args->n_indices * inner;
+    const E *data = OSP_DEVICE_ARG(stream, (const E *)args->data, data_bytes);
+    E *out = OSP_DEVICE_ARG(stream, (E *)args->out, out_bytes);
+    unsigned grid = osp_cuda_grid_for((size_t)n);
+    if (args->index_dtype == OSP_TYPE_INT32) {
+        const int32_t *idx =
+            OSP_DEVICE_ARG(stream, (const int32_t *)args->indices,
+                           (size_t)args->n_indices * sizeof(int32_t));
+        return OSP_LAUNCH((gather_kernel<E, int32_t>), grid, OSP_CUDA_BLOCK, 0,
+                          stream, data, idx, out, args->axis_len,
+                          args->n_indices, inner, n);
+    }
+    const int64_t *idx =
+        OSP_DEVICE_ARG(stream, (const int64_t *)args->indices,
+                       (size_t)args->n_indices * sizeof(int64_t));
+    return OSP_LAUNCH((gather_kernel<E, int64_t>), grid, OSP_CUDA_BLOCK, 0,
+                      stream, data, idx, out, args->axis_len, args->n_indices,
+                      inner, n);
+}
+
+extern "C" cudaError_t osp_cuda_launch_gather(cudaStream_t stream,
+                                              const osp_gather_args *args) {
+    /* Rows of row_bytes move as words of w bytes. */
+    size_t row_bytes = (size_t)args->inner * args->elem_size;
+    size_t w = args->elem_size == 16 ? 16 : 8;
+    while (w > 1 && (row_bytes % w != 0 || (uintptr_t)args->data % w != 0 ||
+                     (uintptr_t)args->out % w != 0))
+        w /= 2;
+    if (w < args->elem_size) /* misaligned elements: as they are */
+        w = args->elem_size;
+    int64_t inner = (int64_t)(row_bytes / w);
+    switch (w) {
+    case 1:
+        return launch_gather<uint8_t>(stream, args, inner);
+    case 2:
+        return launch_gather<uint16_t>(stream, args, inner);
+    case 4:
+        return launch_gather<uint32_t>(stream, args, inner);
+    case 8:
+        return launch_gather<uint64_t>(stream, args, inner);
+    default:
+        return launch_gather<gather_elem16>(stream, args, inner);
+    }
+}
+
+/* ---- scatter ----------------------------------------------------------- */
+
+/* The CPU device's combination of an update s with the element d it
+ * lands on (cpu_ops_index.c); integers in unsigned arithmetic (U, float
+ * for float), so that sums and products wrap. */
+template <typename T, typename U>
+__device__ __forceinline__ T scatter_combine(osp_scatter_reduction r, T d,
+                                             T s) {
+    switch (r) {
+    case OSP_SCATTER_ADD:
+        return (T)((U)d + (U)s);
+    case OSP_SCATTER_MUL:
+        return (T)((U)d * (U)s);
+    case OSP_SCATTER_MAX:
+        return s > d ? s : d;
+    default: /* MIN */
+        return s < d ? s : d;
+    }
+}
+
+/* How an update lands: stored (NONE), or combined atomically by a
+ * compare-and-swap loop on the bits (W, the unsigned type atomicCAS takes,
+ * of T's size). */
+struct scatter_store {
+    template <typename T>
+    static __device__ __forceinline__ void apply(osp_scatter_reduction r, T *p,
+                                                 T s) {
+        (void)r;
+        *p = s;
+    }
+};
+
+template <typename U, typename W> struct scatter_atomic {
+    template <typename T>
+    static __device__ __forceinline__ void apply(osp_scatter_reduction r, T *p,
+                                                 T s) {
+        W *word = (W *)p;
+        W old = *word, assumed;
+        do {
+            assumed = old;
+            T d;
+            memcpy(&d, &assumed, sizeof d);
+            T v = scatter_combine<T, U>(r, d, s);
+            W bits;
+            memcpy(&bits, &v, sizeof bits);
+            old = atomicCAS(word, assumed, bits);
+        } while (old != assumed);
+    }
+};
+
+/* One thread per update element (o, j, i), landing as Land says. */
+template <typename T, typename Land, typename X>
+__global__ void scatter_kernel(osp_scatter_reduction r, T *data,
+                               const X *indices, const T *updates, int64_t len,
+                               int64_t n_indices, int64_t inner, int64_t n) {
+    OSP_GRID_STRIDE(int64_t, e, n) {
+        int64_t i = e % inner, row = e / inner;
+        int64_t j = row % n_indices, o = row / n_indices;
+        int64_t v = axis_index(indices, j, len);
+        if (v >= 0)
+            Land::apply(r, data + (o * len + v) * inner + i, updates[e]);
+    }
+}
+
+template <typename T, typename Land>
+static cudaError_t launch_scatter(cudaStream_t stream,
+                                  const osp_scatter_args *args) {
+    int64_t inner = args->inner, n = args->outer * args->n_indices * inner;
+    T *data = OSP_DEVICE_ARG(stream, (T *)args->data,
+                             (size_t)(args->outer * args->axis_len * inner) *
+                                 sizeof(T));
+    const T *updates =
+        OSP_DEVICE_ARG(stream, (const T *)args->updates, (size_t)n * sizeof(T));
+    unsigned grid = osp_cuda_grid_for((size_t)n);
+    if (args->index_dtype == OSP_TYPE_INT32) {
+        const int32_t *idx =
+            OSP_DEVICE_ARG(stream, (const int32_t *)args->indices,
+                           (size_t)args->n_indices * sizeof(int32_t));
+        return OSP_LAUNCH((scatter_kernel<T, Land, int32_t>), grid,
+                          OSP_CUDA_BLOCK, 0, stream, args->reduction, data, idx,
+                          updates, args->axis_len, args->n_indices, inner, n);
+    }
+    const int64_t *idx =
+        OSP_DEVICE_ARG(stream, (const int64_t *)args->indices,
+                       (size_t)args->n_indices * sizeof(int64_t));
+    return OSP_LAUNCH((scatter_kernel<T, Land, int64_t>), grid, OSP_CUDA_BLOCK,
+                      0, stream, args->reduction, data, idx, updates,
+                      args->axis_len, args->n_indices, inner, n);
+}
+
+extern "C" cudaError_t osp_cuda_launch_scatter(cudaStream_t stream,
+                                               const osp_scatter_args *args) {
+    if (args->reduction != OSP_SCATTER_NONE) {
+        switch (args->dtype) {
+        case OSP_TYPE_FP32:
+            return launch_scatter<float, scatter_atomic<float, unsigned int>>(
+                stream, args);
+        case OSP_TYPE_INT32:
+            return launch_scatter<int32_t,
+                                  scatter_atomic<uint32_t, unsigned int>>(
+                stream, args);
+        case OSP_TYPE_INT64:
+            return launch_scatter<int64_t,
+                                  scatter_atomic<uint64_t, unsigned long long>>(
+                stream, args);
+        default:
+            return cudaErrorInvalidValue;
+        }
+    }
+    /* NONE moves elements: by size. */
+    switch (osp_datatype_byte_size(args->dtype)) {
+    case 1:
+        return launch_scatter<uint8_t, scatter_store>(stream, args);
+    case 2:
+        return launch_scatter<uint16_t, scatter_store>(stream, args);
+    case 4:
+        return launch_scatter<uint32_t, scatter_store>(stream, args);
+    case 8:
+        return launch_scatter<uint64_t, scatter_store>(stream, args);
+    default:
+        return cudaErrorInvalidValue;
+    }
+}

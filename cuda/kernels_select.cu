@@ -1,0 +1,142 @@
+/*
+ * Selection and scans: topk and cumsum over x viewed as [outer, n, inner]
+ * (osprey/tensor_ops.h), each matching the CPU device's result exactly.
+ *
+ * topk ranks instead of sorting: the CPU's order is a strict total order
+ * (larger, or smaller, values first, NaN the largest of all, equal values
+ * by index), so an element's place in the sorted line is the number of
+ * elements that come before it. One thread per element counts them and,
+ * when the place is below k, writes the element there. That is n^2
+ * comparisons per line, all independent (the line is read through the
+ * cache; threads of a warp read the same element or neighbouring ones):
+ * fast for the lines TopK meets in models (a few thousand), quadratic
+ * beyond. The result is always sorted, as on the CPU.
+ *
+ * cumsum runs one thread per line (o, i), adding along the axis in the
+ * axis order, as the CPU does, so float sums round the same; consecutive
+ * threads take consecutive i, so the reads coalesce when inner > 1.
+ */
+#include <stdint.h>
+
+#include "kernels.h"
+#include "kernels_launch.cuh"
+#include "kernels_nd.cuh"
+
+/* ---- topk -------------------------------------------------------------- */
+
+/* a > b in the order that puts NaN above everything (the CPU's
+ * greater_f32). */
+__device__ __forceinline__ bool topk_greater(float a, float b) {
+    return a > b || (a != a && b == b);
+}
+
+__device__ __forceinline__ bool topk_greater(int64_t a, int64_t b) {
+    return a > b;
+}
+
+/* Whether (va, ia) is listed before (vb, ib). */
+template <typename T>
+__device__ __forceinline__ bool topk_before(T va, int64_t ia, T vb, int64_t ib,
+                                            bool largest) {
+    if (topk_greater(va, vb))
+        return largest;
+    if (topk_greater(vb, va))
+        return !largest;
+    return ia < ib;
+}
+
+template <typename T>
+__global__ void topk_kernel(const T *x, T *values, int64_t *indices, int64_t n,
+                            int64_t inner, int64_t k, bool largest,
+                            int64_t count) {
+    OSP_GRID_STRIDE(int64_t, e, count) {
+        int64_t i = e % inner, j = e / inner % n, o = e / inner / n;
+        const T *line = x + o * n * inner + i;
+        T v = line[j * inner];
+        int64_t place = 0;
+        for (int64_t t = 0; t < n && place < k; t++)
+            place += topk_before(line[t * inner], t, v, j, largest);
+        if (place < k) {
+            int64_t at = (o * k + place) * inner + i;
+            values[at] = v;
+            indices[at] = j;
+        }
+    }
+}
+
+template <typename T>
+static cudaError_t launch_topk(cudaStream_t stream, const osp_topk_args *args) {
+    int64_t count = args->outer * args->n * args->inner;
+    size_t out_n = (size_t)(args->outer * args->k * args->inner);
+    const T *x =
+        OSP_DEVICE_ARG(stream, (const T *)args->x, (size_t)count * sizeof(T));
+    T *values = OSP_DEVICE_ARG(stream, (T *)args->values, out_n * sizeof(T));
+    int64_t *indices =
+        OSP_DEVICE_ARG(stream, args->indices, out_n * sizeof(int64_t));
+    return OSP_LAUNCH(topk_kernel<T>, osp_cuda_grid_for((size_t)count),
+                      OSP_CUDA_BLOCK, 0, stream, x, values, indices, args->n,
+                      args->inner, args->k, args->largest, count);
+}
+
+extern "C" cudaError_t osp_cuda_launch_topk(cudaStream_t stream,
+                                            const osp_topk_args *args) {
+    switch (args->dtype) {
+    case OSP_TYPE_FP32:
+        return launch_topk<float>(stream, args);
+    case OSP_TYPE_INT64:
+        return launch_topk<int64_t>(stream, args);
+    default:
+        return cudaErrorInvalidValue;
+    }
+}
+
+/* ---- cumsum ------------------------------------------------------------ */
+
+/* One thread per line: sums in U (unsigned for integers, so that they
+ * wrap), exclusive and/or reversed as ONNX CumSum. */
+template <typename T, typename U>
+__global__ void cumsum_kernel(const T *x, T *y, int64_t n, int64_t inner,
+                              bool exclusive, bool reverse, int64_t lines) {
+    OSP_GRID_STRIDE(int64_t, line, lines) {
+        int64_t i = line % inner, o = line / inner;
+        int64_t base = o * n * inner + i;
+        U acc = 0;
+        for (int64_t t = 0; t < n; t++) {
+            int64_t at = base + (reverse ? n - 1 - t : t) * inner;
+            U v = (U)x[at];
+            if (exclusive) {
+                y[at] = (T)acc;
+                acc += v;
+            } else {
+                acc += v;
+                y[at] = (T)acc;
+            }
+        }
+    }
+}
+
+template <typename T, typename U>
+static cudaError_t launch_cumsum(cudaStream_t stream,
+                                 const osp_cumsum_args *args) {
+    int64_t lines = args->outer * args->inner;
+    size_t bytes = (size_t)(lines * args->n) * sizeof(T);
+    const T *x = OSP_DEVICE_ARG(stream, (const T *)args->x, bytes);
+    T *y = OSP_DEVICE_ARG(stream, (T *)args->y, bytes);
+    return OSP_LAUNCH((cumsum_kernel<T, U>), osp_cuda_grid_for((size_t)lines),
+                      OSP_CUDA_BLOCK, 0, stream, x, y, args->n, args->inner,
+                      args->exclusive, args->reverse, lines);
+}
+
+extern "C" cudaError_t osp_cuda_launch_cumsum(cudaStream_t stream,
+                                              const osp_cumsum_args *args) {
+    switch (args->dtype) {
+    case OSP_TYPE_FP32:
+        return launch_cumsum<float, float>(stream, args);
+    case OSP_TYPE_INT32:
+        return launch_cumsum<int32_t, uint32_t>(stream, args);
+    case OSP_TYPE_INT64:
+        return launch_cumsum<int64_t, uint64_t>(stream, args);
+    default:
+        return cudaErrorInvalidValue;
+    }
+}
