@@ -41,9 +41,7 @@ __global__ void gather_kernel(const E *data, const X *indices, E *out,
         int64_t i = e % inner, row = e / inner;
         int64_t j = row % n_indices, o = row / n_indices;
         int64_t v = axis_index(indices, j, len);
-        E word;
-        memset(&word, 0, sizeof word);
-        out[e] = v < 0 ? word : data[(o * len + v) * inner + i];
+        out[e] = v < 0 ? E() : data[(o * len + v) * inner + i];
     }
 }
 
