@@ -3,7 +3,8 @@
  * [outer, axis_len, inner] (osprey/tensor_ops.h). One thread per element
  * of the gathered output or of the updates, consecutive threads along
  * inner, so rows move coalesced; gather moves rows as the widest words
- * (up to 8 bytes) that the row length and the pointers allow.
+ * (up to 8 bytes, 16-byte elements whole) that the row length and the
+ * pointers allow.
  *
  * The indices are device memory, so a bad one cannot be reported before
  * the slot returns: gather writes zeros for it, scatter skips it (the
@@ -31,17 +32,27 @@ __device__ __forceinline__ int64_t axis_index(const X *indices, int64_t j,
 
 /* ---- gather ------------------------------------------------------------ */
 
+/* Element e of an [outer, n_indices, inner] box as (o, j, i); I is the
+ * index type (uint32_t where the box fits, as kernels_nd.cuh's). */
+template <typename I>
+__device__ __forceinline__ void
+box_position(I e, I n_indices, I inner, int64_t *o, int64_t *j, int64_t *i) {
+    I row = e / inner, oo = row / n_indices;
+    *i = (int64_t)(e - row * inner);
+    *j = (int64_t)(row - oo * n_indices);
+    *o = (int64_t)oo;
+}
+
 /* out[o, j, i] = data[o, indices[j], i] over words of type E (inner
  * counts words). */
-template <typename E, typename X>
+template <typename E, typename X, typename I>
 __global__ void gather_kernel(const E *data, const X *indices, E *out,
-                              int64_t len, int64_t n_indices, int64_t inner,
-                              int64_t n) {
-    OSP_GRID_STRIDE(int64_t, e, n) {
-        int64_t i = e % inner, row = e / inner;
-        int64_t j = row % n_indices, o = row / n_indices;
+                              int64_t len, I n_indices, I inner, I n) {
+    OSP_GRID_STRIDE(I, e, n) {
+        int64_t o, j, i;
+        box_position(e, n_indices, inner, &o, &j, &i);
         int64_t v = axis_index(indices, j, len);
-        out[e] = v < 0 ? E() : data[(o * len + v) * inner + i];
+        out[e] = v < 0 ? E() : data[(o * len + v) * (int64_t)inner + i];
     }
 }
 
@@ -50,31 +61,35 @@ struct gather_elem16 {
     uint64_t lo, hi;
 };
 
+template <typename E, typename X, typename I>
+static cudaError_t launch_gather_as(cudaStream_t stream,
+                                    const osp_gather_args *args, const E *data,
+                                    E *out, int64_t inner, int64_t n) {
+    const X *idx = OSP_DEVICE_ARG(stream, (const X *)args->indices,
+                                  (size_t)args->n_indices * sizeof(X));
+    return OSP_LAUNCH((gather_kernel<E, X, I>), osp_cuda_grid_for((size_t)n),
+                      OSP_CUDA_BLOCK, 0, stream, data, idx, out, args->axis_len,
+                      (I)args->n_indices, (I)inner, (I)n);
+}
+
 template <typename E>
 static cudaError_t launch_gather(cudaStream_t stream,
                                  const osp_gather_args *args, int64_t inner) {
-    size_t data_bytes =
-        (size_t)(args->outer * args->axis_len * inner) * sizeof(E);
-    size_t out_bytes =
-        (size_t)(args->outer * args->n_indices * inner) * sizeof(E);
     int64_t n = args->outer * args->n_indices * inner;
-    const E *data = OSP_DEVICE_ARG(stream, (const E *)args->data, data_bytes);
-    E *out = OSP_DEVICE_ARG(stream, (E *)args->out, out_bytes);
-    unsigned grid = osp_cuda_grid_for((size_t)n);
-    if (args->index_dtype == OSP_TYPE_INT32) {
-        const int32_t *idx =
-            OSP_DEVICE_ARG(stream, (const int32_t *)args->indices,
-                           (size_t)args->n_indices * sizeof(int32_t));
-        return OSP_LAUNCH((gather_kernel<E, int32_t>), grid, OSP_CUDA_BLOCK, 0,
-                          stream, data, idx, out, args->axis_len,
-                          args->n_indices, inner, n);
-    }
-    const int64_t *idx =
-        OSP_DEVICE_ARG(stream, (const int64_t *)args->indices,
-                       (size_t)args->n_indices * sizeof(int64_t));
-    return OSP_LAUNCH((gather_kernel<E, int64_t>), grid, OSP_CUDA_BLOCK, 0,
-                      stream, data, idx, out, args->axis_len, args->n_indices,
-                      inner, n);
+    const E *data = OSP_DEVICE_ARG(
+        stream, (const E *)args->data,
+        (size_t)(args->outer * args->axis_len * inner) * sizeof(E));
+    E *out = OSP_DEVICE_ARG(stream, (E *)args->out, (size_t)n * sizeof(E));
+    bool small = (uint64_t)n <= OSP_ND_SMALL_COUNT;
+    if (args->index_dtype == OSP_TYPE_INT32)
+        return small ? launch_gather_as<E, int32_t, uint32_t>(
+                           stream, args, data, out, inner, n)
+                     : launch_gather_as<E, int32_t, int64_t>(stream, args, data,
+                                                             out, inner, n);
+    return small ? launch_gather_as<E, int64_t, uint32_t>(stream, args, data,
+                                                          out, inner, n)
+                 : launch_gather_as<E, int64_t, int64_t>(stream, args, data,
+                                                         out, inner, n);
 }
 
 extern "C" cudaError_t osp_cuda_launch_gather(cudaStream_t stream,
@@ -153,43 +168,52 @@ template <typename U, typename W> struct scatter_atomic {
 };
 
 /* One thread per update element (o, j, i), landing as Land says. */
-template <typename T, typename Land, typename X>
+template <typename T, typename Land, typename X, typename I>
 __global__ void scatter_kernel(osp_scatter_reduction r, T *data,
                                const X *indices, const T *updates, int64_t len,
-                               int64_t n_indices, int64_t inner, int64_t n) {
-    OSP_GRID_STRIDE(int64_t, e, n) {
-        int64_t i = e % inner, row = e / inner;
-        int64_t j = row % n_indices, o = row / n_indices;
+                               I n_indices, I inner, I n) {
+    OSP_GRID_STRIDE(I, e, n) {
+        int64_t o, j, i;
+        box_position(e, n_indices, inner, &o, &j, &i);
         int64_t v = axis_index(indices, j, len);
         if (v >= 0)
-            Land::apply(r, data + (o * len + v) * inner + i, updates[e]);
+            Land::apply(r, data + (o * len + v) * (int64_t)inner + i,
+                        updates[e]);
     }
+}
+
+template <typename T, typename Land, typename X, typename I>
+static cudaError_t launch_scatter_as(cudaStream_t stream,
+                                     const osp_scatter_args *args, T *data,
+                                     const T *updates, int64_t n) {
+    const X *idx = OSP_DEVICE_ARG(stream, (const X *)args->indices,
+                                  (size_t)args->n_indices * sizeof(X));
+    return OSP_LAUNCH((scatter_kernel<T, Land, X, I>),
+                      osp_cuda_grid_for((size_t)n), OSP_CUDA_BLOCK, 0, stream,
+                      args->reduction, data, idx, updates, args->axis_len,
+                      (I)args->n_indices, (I)args->inner, (I)n);
 }
 
 template <typename T, typename Land>
 static cudaError_t launch_scatter(cudaStream_t stream,
                                   const osp_scatter_args *args) {
-    int64_t inner = args->inner, n = args->outer * args->n_indices * inner;
-    T *data = OSP_DEVICE_ARG(stream, (T *)args->data,
-                             (size_t)(args->outer * args->axis_len * inner) *
-                                 sizeof(T));
+    int64_t n = args->outer * args->n_indices * args->inner;
+    T *data = OSP_DEVICE_ARG(
+        stream, (T *)args->data,
+        (size_t)(args->outer * args->axis_len * args->inner) * sizeof(T));
     const T *updates =
         OSP_DEVICE_ARG(stream, (const T *)args->updates, (size_t)n * sizeof(T));
-    unsigned grid = osp_cuda_grid_for((size_t)n);
-    if (args->index_dtype == OSP_TYPE_INT32) {
-        const int32_t *idx =
-            OSP_DEVICE_ARG(stream, (const int32_t *)args->indices,
-                           (size_t)args->n_indices * sizeof(int32_t));
-        return OSP_LAUNCH((scatter_kernel<T, Land, int32_t>), grid,
-                          OSP_CUDA_BLOCK, 0, stream, args->reduction, data, idx,
-                          updates, args->axis_len, args->n_indices, inner, n);
-    }
-    const int64_t *idx =
-        OSP_DEVICE_ARG(stream, (const int64_t *)args->indices,
-                       (size_t)args->n_indices * sizeof(int64_t));
-    return OSP_LAUNCH((scatter_kernel<T, Land, int64_t>), grid, OSP_CUDA_BLOCK,
-                      0, stream, args->reduction, data, idx, updates,
-                      args->axis_len, args->n_indices, inner, n);
+    bool small = (uint64_t)n <= OSP_ND_SMALL_COUNT;
+    if (args->index_dtype == OSP_TYPE_INT32)
+        return small ? launch_scatter_as<T, Land, int32_t, uint32_t>(
+                           stream, args, data, updates, n)
+                     : launch_scatter_as<T, Land, int32_t, int64_t>(
+                           stream, args, data, updates, n);
+    return small
+               ? launch_scatter_as<T, Land, int64_t, uint32_t>(stream, args,
+                                                               data, updates, n)
+               : launch_scatter_as<T, Land, int64_t, int64_t>(stream, args,
+                                                              data, updates, n);
 }
 
 extern "C" cudaError_t osp_cuda_launch_scatter(cudaStream_t stream,

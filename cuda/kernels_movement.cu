@@ -186,8 +186,9 @@ osp_cuda_launch_copy_strided(cudaStream_t stream,
 /* ---- fill -------------------------------------------------------------- */
 
 template <typename E> __global__ void fill_kernel(E *dst, size_t n, E value) {
-    OSP_GRID_STRIDE(size_t, i, n)
-    dst[i] = value;
+    OSP_GRID_STRIDE(size_t, i, n) {
+        dst[i] = value;
+    }
 }
 
 template <typename E>

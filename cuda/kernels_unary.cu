@@ -16,8 +16,9 @@
 template <float (*F)(float, float, float)>
 __global__ void unary_f32_kernel(const float *x, float *y, size_t n,
                                  float alpha, float beta) {
-    OSP_GRID_STRIDE(size_t, i, n)
-    y[i] = F(x[i], alpha, beta);
+    OSP_GRID_STRIDE(size_t, i, n) {
+        y[i] = F(x[i], alpha, beta);
+    }
 }
 
 /* ISNAN (is_nan) or ISINF: FP32 in, BOOL out. */
@@ -32,8 +33,9 @@ __global__ void unary_test_f32_kernel(const float *x, uint8_t *y, size_t n,
 
 /* NOT of BOOL bytes (0 or 1). */
 __global__ void unary_not_kernel(const uint8_t *x, uint8_t *y, size_t n) {
-    OSP_GRID_STRIDE(size_t, i, n)
-    y[i] = x[i] ^ 1u;
+    OSP_GRID_STRIDE(size_t, i, n) {
+        y[i] = x[i] ^ 1u;
+    }
 }
 
 /* ABS, NEG, SIGN, RELU and CLIP (bounds lo, hi already in T) of a signed
