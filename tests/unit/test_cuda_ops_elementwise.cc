@@ -370,6 +370,43 @@ TEST_P(CudaOps, BinaryNdLargeBroadcastMatchesTheCpu) {
                                     ia, ib));
 }
 
+// Operands read through any strides: a transposed, b with its rows
+// reversed (a negative stride, the pointer at its last row).
+TEST_P(CudaOps, BinaryNdReadsTransposedAndReversedOperands) {
+    Bytes a = Rng().Data(OSP_TYPE_FP32, 35), b = Rng().Data(OSP_TYPE_FP32, 35);
+    auto run = [](osp_stream *s, const Ptrs &p) {
+        osp_binary_nd_args args = {};
+        args.op = OSP_BINARY_ND_SUB;
+        args.dtype = OSP_TYPE_FP32;
+        args.rank = 2;
+        args.dims[0] = 5;
+        args.dims[1] = 7;
+        args.a = p[0]; // stored [7, 5]
+        args.a_strides[0] = 1;
+        args.a_strides[1] = 5;
+        args.b = (float *)p[1] + 28; // stored [5, 7], rows last to first
+        args.b_strides[0] = -7;
+        args.b_strides[1] = 1;
+        args.out = p[2];
+        return osp_op_binary_nd(s, &args);
+    };
+    Bytes wa = a, wb = b, want(35 * 4), ga = a, gb = b, got(35 * 4, 0xCC);
+    RunOnCpu(run, {&wa, &wb, &want});
+    RunOnDevice(run, {&ga, &gb, &got});
+    EXPECT_TRUE(SameValues(OSP_TYPE_FP32, got, want, 35));
+}
+
+// The CUDA device offers every slot this file and
+// test_cuda_ops_movement.cc test (the ONNX runtime checks this before it
+// places a model on the device).
+TEST_P(CudaOps, DeviceOffersTheSlots) {
+    for (osp_op_kind op :
+         {OSP_OP_UNARY, OSP_OP_BINARY_ND, OSP_OP_WHERE, OSP_OP_COPY_STRIDED,
+          OSP_OP_GATHER, OSP_OP_FILL, OSP_OP_PAD, OSP_OP_TOPK, OSP_OP_CUMSUM,
+          OSP_OP_SCATTER})
+        EXPECT_TRUE(osp_device_supports_op(dev_, op)) << osp_op_kind_name(op);
+}
+
 // ---- where ----------------------------------------------------------------
 
 TEST_P(CudaOps, WhereMatchesTheCpuForEveryElementSize) {
