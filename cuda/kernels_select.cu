@@ -12,9 +12,10 @@
  * fast for the lines TopK meets in models (a few thousand), quadratic
  * beyond. The result is always sorted, as on the CPU.
  *
- * cumsum runs one thread per line (o, i), adding along the axis in the
- * axis order, as the CPU does, so float sums round the same; consecutive
- * threads take consecutive i, so the reads coalesce when inner > 1.
+ * cumsum adds each line (o, i) in the axis order in one thread, as the
+ * CPU does, so float sums round the same: consecutive threads take
+ * consecutive i when inner > 1, so the reads coalesce; contiguous lines
+ * (inner == 1) go through shared-memory tiles so that they coalesce too.
  */
 #include <stdint.h>
 
@@ -115,6 +116,52 @@ __global__ void cumsum_kernel(const T *x, T *y, int64_t n, int64_t inner,
     }
 }
 
+enum { SCAN_TILE = 32, SCAN_ROWS = 8 };
+
+/* The same sums for contiguous lines (inner == 1), whose elements one
+ * thread per line would read SCAN_TILE lines apart: a block of
+ * SCAN_TILE x SCAN_ROWS threads takes SCAN_TILE lines and walks them
+ * SCAN_TILE positions at a time, loading the tile coalesced (along the
+ * lines) into shared memory, where one thread per line adds its
+ * positions in order, then storing it coalesced. */
+template <typename T, typename U>
+__global__ void cumsum_lines_kernel(const T *x, T *y, int64_t lines, int64_t n,
+                                    bool exclusive, bool reverse) {
+    __shared__ T tile[SCAN_TILE][SCAN_TILE + 1];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int64_t groups = (lines + SCAN_TILE - 1) / SCAN_TILE;
+    for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+        int64_t first = g * SCAN_TILE;
+        U acc = 0; /* line first + tx's sum, in the threads of row 0 */
+        for (int64_t p0 = 0; p0 < n; p0 += SCAN_TILE) {
+            /* Position p of a line is element p, or n - 1 - p reversed. */
+            int64_t p = p0 + tx, at = reverse ? n - 1 - p : p;
+            for (int r = ty; r < SCAN_TILE; r += SCAN_ROWS)
+                if (first + r < lines && p < n)
+                    tile[r][tx] = x[(first + r) * n + at];
+            __syncthreads();
+            if (ty == 0 && first + tx < lines) {
+                int steps = n - p0 < SCAN_TILE ? (int)(n - p0) : SCAN_TILE;
+                for (int k = 0; k < steps; k++) {
+                    U v = (U)tile[tx][k];
+                    if (exclusive) {
+                        tile[tx][k] = (T)acc;
+                        acc += v;
+                    } else {
+                        acc += v;
+                        tile[tx][k] = (T)acc;
+                    }
+                }
+            }
+            __syncthreads();
+            for (int r = ty; r < SCAN_TILE; r += SCAN_ROWS)
+                if (first + r < lines && p < n)
+                    y[(first + r) * n + at] = tile[r][tx];
+            __syncthreads(); /* the tile is refilled next */
+        }
+    }
+}
+
 template <typename T, typename U>
 static cudaError_t launch_cumsum(cudaStream_t stream,
                                  const osp_cumsum_args *args) {
@@ -122,6 +169,14 @@ static cudaError_t launch_cumsum(cudaStream_t stream,
     size_t bytes = (size_t)(lines * args->n) * sizeof(T);
     const T *x = OSP_DEVICE_ARG(stream, (const T *)args->x, bytes);
     T *y = OSP_DEVICE_ARG(stream, (T *)args->y, bytes);
+    if (args->inner == 1) {
+        int64_t groups = (lines + SCAN_TILE - 1) / SCAN_TILE;
+        return OSP_LAUNCH_BLOCK_SYNC((cumsum_lines_kernel<T, U>),
+                                     groups > 65535 ? 65535u : (unsigned)groups,
+                                     dim3(SCAN_TILE, SCAN_ROWS), 0, stream, x,
+                                     y, lines, args->n, args->exclusive,
+                                     args->reverse);
+    }
     return OSP_LAUNCH((cumsum_kernel<T, U>), osp_cuda_grid_for((size_t)lines),
                       OSP_CUDA_BLOCK, 0, stream, x, y, args->n, args->inner,
                       args->exclusive, args->reverse, lines);

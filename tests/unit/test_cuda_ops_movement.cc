@@ -472,7 +472,9 @@ TEST_P(CudaOps, CumsumMatchesTheCpuExactly) {
         int64_t outer, n, inner;
     };
     const CumsumCase cases[] = {
-        {1, 1, 1}, {1, 1000, 1}, {3, 17, 5}, {2, 0, 3}, {4, 9, 1},
+        {1, 1, 1}, {1, 1000, 1}, {3, 17, 5}, {2, 0, 3},
+        {4, 9, 1}, {70, 45, 1}, // contiguous lines: three tiles of lines,
+                                // partial ones
     };
     for (osp_datatype dt : {OSP_TYPE_FP32, OSP_TYPE_INT32, OSP_TYPE_INT64}) {
         for (const CumsumCase &c : cases) {
