@@ -146,16 +146,24 @@ static void op_pad(const bench *b) {
     BENCH_CHECK(osp_op_pad(b->s, &p));
 }
 
-/* Down the columns of [SIDE, SIDE]: SIDE lines, consecutive threads on
- * consecutive columns. */
-static void op_cumsum(const bench *b) {
+/* [SIDE, SIDE] down the columns (rows: false; SIDE lines, consecutive
+ * threads on consecutive columns) or along the rows (contiguous lines). */
+static void cumsum(const bench *b, bool rows) {
     osp_cumsum_args c = {.dtype = OSP_TYPE_FP32,
                          .x = b->a,
                          .y = b->out,
-                         .outer = 1,
+                         .outer = rows ? SIDE : 1,
                          .n = SIDE,
-                         .inner = SIDE};
+                         .inner = rows ? 1 : SIDE};
     BENCH_CHECK(osp_op_cumsum(b->s, &c));
+}
+
+static void op_cumsum_cols(const bench *b) {
+    cumsum(b, false);
+}
+
+static void op_cumsum_rows(const bench *b) {
+    cumsum(b, true);
 }
 
 int main(void) {
@@ -211,7 +219,8 @@ int main(void) {
         {"slice", op_slice, N * f4},
         {"gather", op_gather, 2 * N * f4},
         {"pad", op_pad, (double)(SIDE - 2) * (SIDE - 2) * f4 + N * f4},
-        {"cumsum", op_cumsum, 2 * N * f4},
+        {"cumsum_cols", op_cumsum_cols, 2 * N * f4},
+        {"cumsum_rows", op_cumsum_rows, 2 * N * f4},
     };
     double copy_gbps = 0;
     printf("%-10s %10s %12s\n", "op", "GB/s", "% of copy");

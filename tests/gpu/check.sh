@@ -270,7 +270,7 @@ else
     OPS_LOG=$LOGS/bench_tensor_ops.log
     STEP_CAP=60 step "bench_tensor_ops" "$OPS_LOG" "$BUILD/tests/gpu/bench_tensor_ops"
     if ((STEP_RC == 0)); then
-        for op in copy relu gelu add_same add_row where transpose slice gather pad cumsum; do
+        for op in copy relu gelu add_same add_row where transpose slice gather pad cumsum_cols cumsum_rows; do
             row "op $op GB/s (% of D2D copy)" \
                 "$(result "$OPS_LOG" ops "op=$op" gbps) ($(result "$OPS_LOG" ops "op=$op" pct_copy)%)"
         done
