@@ -5,12 +5,13 @@
  * topk ranks instead of sorting: the CPU's order is a strict total order
  * (larger, or smaller, values first, NaN the largest of all, equal values
  * by index), so an element's place in the sorted line is the number of
- * elements that come before it. One thread per element counts them and,
- * when the place is below k, writes the element there. That is n^2
- * comparisons per line, all independent (the line is read through the
- * cache; threads of a warp read the same element or neighbouring ones):
- * fast for the lines TopK meets in models (a few thousand), quadratic
- * beyond. The result is always sorted, as on the CPU.
+ * elements that come before it. One thread per element counts them,
+ * stopping once it has found k, and when the place is below k writes the
+ * element there. The k kept elements scan the whole line and the others
+ * stop early: about k n ln(n / k) comparisons per line in random order,
+ * n^2 at worst (k near n), all independent (the line is read through the
+ * cache; threads of a warp read the same element or neighbouring ones).
+ * The result is always sorted, as on the CPU.
  *
  * cumsum adds each line (o, i) in the axis order in one thread, as the
  * CPU does, so float sums round the same: consecutive threads take
