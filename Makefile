@@ -35,8 +35,8 @@ test: deps venv build
 # The leak check: an AddressSanitizer + LeakSanitizer + UBSan build of the server
 # driven by a short mix of the integration tests (tritonclient flows and the
 # malformed-request cases, without the 64 MiB bodies, load overrides,
-# classification, the TF Serving REST surface, the models on fake GPUs
-# when the CUDA toolkit is there, and the queue service's raw HTTP/WebSocket
+# classification, the TF Serving REST surface, the models (ONNX too) on fake
+# GPUs when the CUDA toolkit is there, and the queue service's raw HTTP/WebSocket
 # scenario and model services, the ONNX models, ensembles, the response
 # cache, the sequence batcher, model warmup and the python backend's server
 # side); the harness fails a test whose server log holds any sanitizer
@@ -48,7 +48,8 @@ leakcheck: deps venv
 	UBSAN_OPTIONS=print_stacktrace=1 OSPREY_BIN=$(BUILD)-asan/osprey OSPREY_TIMEOUT_SCALE=3 \
 	  $(VENV)/bin/python -m pytest -q -m "not large" \
 	  tests/integration/test_kserve_http_tritonclient.py tests/integration/test_kserve_http_protocol.py \
-	  tests/integration/test_kserve_http_fake_gpu.py tests/integration/test_kserve_http_load_override.py \
+	  tests/integration/test_kserve_http_fake_gpu.py tests/integration/test_onnx_fake_gpu.py \
+	  tests/integration/test_kserve_http_load_override.py \
 	  tests/integration/test_kserve_http_classification.py tests/integration/test_kserve_http_logging.py \
 	  tests/integration/test_tfserving_rest.py tests/integration/test_kserve_http_shm.py \
 	  tests/integration/test_kserve_http_cuda_shm.py tests/integration/test_kserve_grpc_cuda_shm.py \

@@ -442,6 +442,16 @@ static const osp_device_ops cuda_ops = {
     .softmax = cuda_softmax,
     .layer_norm = cuda_layer_norm,
     .channel_affine = cuda_channel_affine,
+    .unary = cuda_unary,
+    .binary_nd = cuda_binary_nd,
+    .where = cuda_where,
+    .copy_strided = cuda_copy_strided,
+    .gather = cuda_gather,
+    .fill = cuda_fill,
+    .pad = cuda_pad,
+    .topk = cuda_topk,
+    .cumsum = cuda_cumsum,
+    .scatter = cuda_scatter,
 };
 
 /* ---- discovery --------------------------------------------------------- */

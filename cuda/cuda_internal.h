@@ -88,3 +88,40 @@ osp_error *cuda_layer_norm(osp_device *dev, void *stream_impl,
                            const osp_layer_norm_args *args);
 osp_error *cuda_channel_affine(osp_device *dev, void *stream_impl,
                                const osp_channel_affine_args *args);
+
+/* Defines the tensor-op slot cuda_<name>(dev, stream_impl, args): makes
+ * dev's GPU current, enqueues launcher(stream, args) (kernels.h) and maps
+ * its status to an osp_error. */
+#define CUDA_TENSOR_OP_SLOT(name, args_type, launcher)                         \
+    osp_error *cuda_##name(osp_device *dev, void *stream_impl,                 \
+                           const args_type *args) {                            \
+        osp_error *err = cuda_device_make_current(dev);                        \
+        if (err != NULL)                                                       \
+            return err;                                                        \
+        return OSP_CUDA_CHECK(                                                 \
+            launcher(((cuda_stream *)stream_impl)->stream, args));             \
+    }
+
+/* The elementwise slots (cuda_ops_elementwise.c). */
+osp_error *cuda_unary(osp_device *dev, void *stream_impl,
+                      const osp_unary_args *args);
+osp_error *cuda_binary_nd(osp_device *dev, void *stream_impl,
+                          const osp_binary_nd_args *args);
+osp_error *cuda_where(osp_device *dev, void *stream_impl,
+                      const osp_where_args *args);
+
+/* The data-movement, index and scan slots (cuda_ops_movement.c). */
+osp_error *cuda_copy_strided(osp_device *dev, void *stream_impl,
+                             const osp_copy_strided_args *args);
+osp_error *cuda_fill(osp_device *dev, void *stream_impl,
+                     const osp_fill_args *args);
+osp_error *cuda_pad(osp_device *dev, void *stream_impl,
+                    const osp_pad_args *args);
+osp_error *cuda_gather(osp_device *dev, void *stream_impl,
+                       const osp_gather_args *args);
+osp_error *cuda_scatter(osp_device *dev, void *stream_impl,
+                        const osp_scatter_args *args);
+osp_error *cuda_topk(osp_device *dev, void *stream_impl,
+                     const osp_topk_args *args);
+osp_error *cuda_cumsum(osp_device *dev, void *stream_impl,
+                       const osp_cumsum_args *args);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "osprey/device.h"
+#include "osprey/tensor_ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,6 +35,34 @@ cudaError_t osp_cuda_launch_softmax_rows(cudaStream_t stream, const float *x,
 cudaError_t osp_cuda_launch_cast(cudaStream_t stream, const void *src,
                                  osp_datatype src_dtype, void *dst,
                                  osp_datatype dst_dtype, size_t n);
+
+/* The elementwise and data-movement tensor ops of osprey/tensor_ops.h,
+ * each with the CPU device's rules (the per-element math is shared:
+ * unary_rules.h, binary_rules.h, pad_rules.h). args as the dispatcher
+ * validated them (never zero elements); borrowed for the call. Where the
+ * contract leaves a choice to devices that cannot report before
+ * returning, these take it: gather writes zeros for an index out of
+ * range, scatter skips it, and scatter NONE with repeated indices keeps
+ * any one update. topk always sorts. */
+cudaError_t osp_cuda_launch_unary(cudaStream_t stream,
+                                  const osp_unary_args *args);
+cudaError_t osp_cuda_launch_binary_nd(cudaStream_t stream,
+                                      const osp_binary_nd_args *args);
+cudaError_t osp_cuda_launch_where(cudaStream_t stream,
+                                  const osp_where_args *args);
+cudaError_t osp_cuda_launch_copy_strided(cudaStream_t stream,
+                                         const osp_copy_strided_args *args);
+cudaError_t osp_cuda_launch_fill(cudaStream_t stream,
+                                 const osp_fill_args *args);
+cudaError_t osp_cuda_launch_pad(cudaStream_t stream, const osp_pad_args *args);
+cudaError_t osp_cuda_launch_gather(cudaStream_t stream,
+                                   const osp_gather_args *args);
+cudaError_t osp_cuda_launch_scatter(cudaStream_t stream,
+                                    const osp_scatter_args *args);
+cudaError_t osp_cuda_launch_topk(cudaStream_t stream,
+                                 const osp_topk_args *args);
+cudaError_t osp_cuda_launch_cumsum(cudaStream_t stream,
+                                   const osp_cumsum_args *args);
 
 #ifdef __cplusplus
 }

@@ -36,9 +36,16 @@ static inline unsigned osp_cuda_grid_for(size_t n) {
 }
 
 #ifdef OSP_CUDA_FAKE_KERNELS
+/* The arguments are evaluated at the launch, as CUDA does (the body runs
+ * later, on the stream's worker, when what they read may be gone), and
+ * the kernel is called as written, so template arguments may be
+ * deduced. */
 #define OSP_LAUNCH_IMPL_(sync, kernel, grid, block, shmem, stream, ...)        \
     fake_kernel_launch(stream, #kernel, dim3(grid), dim3(block), shmem, sync,  \
-                       [=]() { kernel(__VA_ARGS__); })
+                       [osp_launch_args_ = std::make_tuple(__VA_ARGS__)]() {   \
+                           std::apply([](const auto &...a) { kernel(a...); },  \
+                                      osp_launch_args_);                       \
+                       })
 #define OSP_DEVICE_ARG(stream, ptr, bytes)                                     \
     fake_kernel_arg(stream, #ptr, ptr, bytes)
 #else

@@ -11,6 +11,7 @@
 #include "cpu_ops_nd.h"
 #include "cpu_threads.h"
 #include "osprey/error.h"
+#include "pad_rules.h"
 
 /* A 16-byte element, copied as one value. */
 typedef struct elem16 {
@@ -320,34 +321,6 @@ osp_error *cpu_op_fill(osp_device *dev, void *stream,
 
 /* ---- pad --------------------------------------------------------------- */
 
-/* One dimension of a pad: the input kept after cropping is
- * x[lo .. lo + kept), and output position o reads kept position o - before
- * (mapped by the mode where it falls outside). */
-typedef struct pad_dim {
-    int64_t lo, kept, before, out;
-} pad_dim;
-
-/* Where output position j (relative to the kept input, so j < 0 or
- * j >= kept is padding) reads, as an input position; -1 for the CONSTANT
- * value. The dispatcher saw to kept > 0 wherever a non-constant mode pads,
- * and to reflect pads < kept. */
-static inline int64_t pad_source(osp_pad_mode mode, const pad_dim *pd,
-                                 int64_t j) {
-    int64_t k = pd->kept;
-    if (j >= 0 && j < k)
-        return pd->lo + j;
-    switch (mode) {
-    case OSP_PAD_EDGE:
-        return pd->lo + (j < 0 ? 0 : k - 1);
-    case OSP_PAD_WRAP:
-        return pd->lo + ((j % k) + k) % k;
-    case OSP_PAD_REFLECT:
-        return pd->lo + (j < 0 ? -j : 2 * (k - 1) - j);
-    default:
-        return -1;
-    }
-}
-
 osp_error *cpu_op_pad(osp_device *dev, void *stream, const osp_pad_args *args) {
     (void)dev;
     (void)stream;
@@ -362,13 +335,8 @@ osp_error *cpu_op_pad(osp_device *dev, void *stream, const osp_pad_args *args) {
     pad_dim pd[OSP_MAX_DIMS] = {{0, 0, 0, 0}};
     int64_t in_strides[OSP_MAX_DIMS];
     cpu_nd_contiguous(rank, args->in_dims, in_strides);
-    for (int d = 0; d < rank; d++) {
-        int64_t b = args->pad_begin[d], e = args->pad_end[d];
-        pd[d].lo = b < 0 ? -b : 0;
-        pd[d].kept = args->in_dims[d] - pd[d].lo - (e < 0 ? -e : 0);
-        pd[d].before = b > 0 ? b : 0;
-        pd[d].out = pd[d].kept + pd[d].before + (e > 0 ? e : 0);
-    }
+    for (int d = 0; d < rank; d++)
+        pd[d] = pad_dim_of(args, d);
     const pad_dim *last = &pd[rank - 1];
     int64_t row_len = last->out, rows = 1;
     for (int d = 0; d < rank - 1; d++)

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "binary_rules.h"
 #include "cpu_ops.h"
 #include "cpu_ops_nd.h"
 #include "cpu_ops_nn.h"
@@ -259,30 +260,7 @@ typedef bool (*binary_row_fn)(osp_binary_nd_op op, int64_t n,
         ROW_LOOP(T, bool, x >= y);                                             \
         return true;
 
-/* c ? a : b on the bits, a and b both computed: a select GCC keeps
- * branch-free (as osp_unary_select_f32), for PRELU's x * y. */
-static inline double select_f64(bool c, double a, double b) {
-    uint64_t ab, bb, mask = c ? ~(uint64_t)0 : 0;
-    memcpy(&ab, &a, 8);
-    memcpy(&bb, &b, 8);
-    ab = (ab & mask) | (bb & ~mask);
-    memcpy(&a, &ab, 8);
-    return a;
-}
-
-/* Python's %: the remainder takes the divisor's sign. */
-static inline float mod_py_f32(float x, float y) {
-    float r = fmodf(x, y);
-    return r != 0.0f && ((r < 0.0f) != (y < 0.0f)) ? r + y : r;
-}
-
-static inline double mod_py_f64(double x, double y) {
-    double r = fmod(x, y);
-    return r != 0.0 && ((r < 0.0) != (y < 0.0)) ? r + y : r;
-}
-
-/* The float rows. MAX and MIN propagate NaN from either side (numpy's
- * maximum). */
+/* The float rows (binary_rules.h). */
 #define BINARY_ROW_FLOAT(T, sfx, POW, FMOD, SELECT)                            \
     CPU_NN_HOT static bool binary_row_##sfx(                                   \
         osp_binary_nd_op op, int64_t n, const void *restrict a, int64_t sa,    \
@@ -304,13 +282,13 @@ static inline double mod_py_f64(double x, double y) {
             ROW_LOOP(T, T, POW(x, y));                                         \
             return true;                                                       \
         case OSP_BINARY_ND_MAX:                                                \
-            ROW_LOOP(T, T, (x >= y || x != x) ? x : y);                        \
+            ROW_LOOP(T, T, osp_binary_max_##sfx(x, y));                        \
             return true;                                                       \
         case OSP_BINARY_ND_MIN:                                                \
-            ROW_LOOP(T, T, (x <= y || x != x) ? x : y);                        \
+            ROW_LOOP(T, T, osp_binary_min_##sfx(x, y));                        \
             return true;                                                       \
         case OSP_BINARY_ND_MOD:                                                \
-            ROW_LOOP(T, T, mod_py_##sfx(x, y));                                \
+            ROW_LOOP(T, T, osp_binary_mod_##sfx(x, y));                        \
             return true;                                                       \
         case OSP_BINARY_ND_FMOD:                                               \
             ROW_LOOP(T, T, FMOD(x, y));                                        \
@@ -324,45 +302,8 @@ static inline double mod_py_f64(double x, double y) {
         }                                                                      \
     }
 BINARY_ROW_FLOAT(float, f32, powf, fmodf, osp_unary_select_f32)
-BINARY_ROW_FLOAT(double, f64, pow, fmod, select_f64)
+BINARY_ROW_FLOAT(double, f64, pow, fmod, osp_binary_select_f64)
 #undef BINARY_ROW_FLOAT
-
-/* Integer helpers of a signed type T, arithmetic in AU (an unsigned type at
- * least as wide as T and as unsigned int): division truncates toward zero,
- * TMIN / -1 wraps to TMIN, and every division or remainder by zero is 0. */
-#define SIGNED_HELPERS(T, AU, sfx)                                             \
-    static inline T div_##sfx(T x, T y) {                                      \
-        if (y == 0)                                                            \
-            return 0;                                                          \
-        if (y == -1)                                                           \
-            return (T)(0u - (AU)x);                                            \
-        return (T)(x / y);                                                     \
-    }                                                                          \
-    static inline T fmod_##sfx(T x, T y) {                                     \
-        return y == 0 || y == -1 ? 0 : (T)(x % y);                             \
-    }                                                                          \
-    static inline T mod_##sfx(T x, T y) {                                      \
-        T r = fmod_##sfx(x, y);                                                \
-        return r != 0 && ((r < 0) != (y < 0)) ? (T)((AU)r + (AU)y) : r;        \
-    }                                                                          \
-    /* x^y by squaring, wrapping; a negative y truncates 1 / x^|y| toward      \
-     * zero (0 unless x is 1 or -1). */                                        \
-    static inline T pow_##sfx(T x, T y) {                                      \
-        if (y < 0)                                                             \
-            return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;              \
-        AU r = 1, base = (AU)x;                                                \
-        for (uint64_t e = (uint64_t)y; e != 0; e >>= 1) {                      \
-            if (e & 1)                                                         \
-                r *= base;                                                     \
-            base *= base;                                                      \
-        }                                                                      \
-        return (T)r;                                                           \
-    }
-SIGNED_HELPERS(int8_t, uint32_t, i8)
-SIGNED_HELPERS(int16_t, uint32_t, i16)
-SIGNED_HELPERS(int32_t, uint32_t, i32)
-SIGNED_HELPERS(int64_t, uint64_t, i64)
-#undef SIGNED_HELPERS
 
 #define BINARY_ROW_SIGNED(T, AU, sfx)                                          \
     static bool binary_row_##sfx(                                              \
@@ -379,10 +320,10 @@ SIGNED_HELPERS(int64_t, uint64_t, i64)
             ROW_LOOP(T, T, (AU)x *(AU)y);                                      \
             return true;                                                       \
         case OSP_BINARY_ND_DIV:                                                \
-            ROW_LOOP(T, T, div_##sfx(x, y));                                   \
+            ROW_LOOP(T, T, osp_binary_div_##sfx(x, y));                        \
             return true;                                                       \
         case OSP_BINARY_ND_POW:                                                \
-            ROW_LOOP(T, T, pow_##sfx(x, y));                                   \
+            ROW_LOOP(T, T, osp_binary_pow_##sfx(x, y));                        \
             return true;                                                       \
         case OSP_BINARY_ND_MAX:                                                \
             ROW_LOOP(T, T, x > y ? x : y);                                     \
@@ -391,10 +332,10 @@ SIGNED_HELPERS(int64_t, uint64_t, i64)
             ROW_LOOP(T, T, x < y ? x : y);                                     \
             return true;                                                       \
         case OSP_BINARY_ND_MOD:                                                \
-            ROW_LOOP(T, T, mod_##sfx(x, y));                                   \
+            ROW_LOOP(T, T, osp_binary_mod_##sfx(x, y));                        \
             return true;                                                       \
         case OSP_BINARY_ND_FMOD:                                               \
-            ROW_LOOP(T, T, fmod_##sfx(x, y));                                  \
+            ROW_LOOP(T, T, osp_binary_fmod_##sfx(x, y));                       \
             return true;                                                       \
         case OSP_BINARY_ND_PRELU:                                              \
             ROW_LOOP(T, T, x < 0 ? (T)((AU)x * (AU)y) : x);                    \
@@ -410,20 +351,9 @@ BINARY_ROW_SIGNED(int32_t, uint32_t, i32)
 BINARY_ROW_SIGNED(int64_t, uint64_t, i64)
 #undef BINARY_ROW_SIGNED
 
-/* x^y of an unsigned type, by squaring, wrapping. */
-static inline uint64_t pow_u64(uint64_t x, uint64_t y) {
-    uint64_t r = 1;
-    for (; y != 0; y >>= 1) {
-        if (y & 1)
-            r *= x;
-        x *= x;
-    }
-    return r;
-}
-
 /* Unsigned rows: PRELU is the identity (nothing is negative); shifts by
  * the type's width or more give 0. */
-#define BINARY_ROW_UNSIGNED(T, AU, sfx, BITS)                                  \
+#define BINARY_ROW_UNSIGNED(T, AU, sfx)                                        \
     static bool binary_row_##sfx(                                              \
         osp_binary_nd_op op, int64_t n, const void *restrict a, int64_t sa,    \
         const void *restrict b, int64_t sb, void *restrict out) {              \
@@ -438,10 +368,10 @@ static inline uint64_t pow_u64(uint64_t x, uint64_t y) {
             ROW_LOOP(T, T, (AU)x *(AU)y);                                      \
             return true;                                                       \
         case OSP_BINARY_ND_DIV:                                                \
-            ROW_LOOP(T, T, y == 0 ? 0 : x / y);                                \
+            ROW_LOOP(T, T, osp_binary_div_##sfx(x, y));                        \
             return true;                                                       \
         case OSP_BINARY_ND_POW:                                                \
-            ROW_LOOP(T, T, pow_u64(x, y));                                     \
+            ROW_LOOP(T, T, osp_binary_pow_u64(x, y));                          \
             return true;                                                       \
         case OSP_BINARY_ND_MAX:                                                \
             ROW_LOOP(T, T, x > y ? x : y);                                     \
@@ -451,26 +381,26 @@ static inline uint64_t pow_u64(uint64_t x, uint64_t y) {
             return true;                                                       \
         case OSP_BINARY_ND_MOD:                                                \
         case OSP_BINARY_ND_FMOD:                                               \
-            ROW_LOOP(T, T, y == 0 ? 0 : x % y);                                \
+            ROW_LOOP(T, T, osp_binary_mod_##sfx(x, y));                        \
             return true;                                                       \
         case OSP_BINARY_ND_PRELU:                                              \
             ROW_LOOP(T, T, ((void)y, x));                                      \
             return true;                                                       \
         case OSP_BINARY_ND_BITSHIFT_LEFT:                                      \
-            ROW_LOOP(T, T, y >= (BITS) ? 0 : (AU)x << y);                      \
+            ROW_LOOP(T, T, osp_binary_shl_##sfx(x, y));                        \
             return true;                                                       \
         case OSP_BINARY_ND_BITSHIFT_RIGHT:                                     \
-            ROW_LOOP(T, T, y >= (BITS) ? 0 : x >> y);                          \
+            ROW_LOOP(T, T, osp_binary_shr_##sfx(x, y));                        \
             return true;                                                       \
             COMPARE_CASES(T)                                                   \
         default:                                                               \
             return false;                                                      \
         }                                                                      \
     }
-BINARY_ROW_UNSIGNED(uint8_t, uint32_t, u8, 8)
-BINARY_ROW_UNSIGNED(uint16_t, uint32_t, u16, 16)
-BINARY_ROW_UNSIGNED(uint32_t, uint32_t, u32, 32)
-BINARY_ROW_UNSIGNED(uint64_t, uint64_t, u64, 64)
+BINARY_ROW_UNSIGNED(uint8_t, uint32_t, u8)
+BINARY_ROW_UNSIGNED(uint16_t, uint32_t, u16)
+BINARY_ROW_UNSIGNED(uint32_t, uint32_t, u32)
+BINARY_ROW_UNSIGNED(uint64_t, uint64_t, u64)
 #undef BINARY_ROW_UNSIGNED
 
 /* BOOL as bytes (0 or 1): bitwise logic gives the same 0 or 1 and,

@@ -19,11 +19,14 @@
 #include <string.h>
 
 #include "activation_rules.h"
+#include "binary_rules.h"
 #include "kernels.h"
+#include "kernels_block.cuh"
 #include "kernels_launch.cuh"
+#include "kernels_nd.cuh"
+#include "kernels_nn.h"
 #include "osprey/datatype.h"
 #include "osprey/device.h"
 #include "osprey/tensor_ops.h"
+#include "pad_rules.h"
 #include "unary_rules.h"
-#include "kernels_nn.h"
-#include "kernels_block.cuh"

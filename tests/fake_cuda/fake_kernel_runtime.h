@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <tuple>
 #include <math.h>
 #include <stdint.h>
 
@@ -124,5 +125,20 @@ static inline unsigned long long atomicAdd(unsigned long long *p,
                                            unsigned long long v) {
     unsigned long long old = *p;
     *p = old + v;
+    return old;
+}
+static inline unsigned int atomicCAS(unsigned int *p, unsigned int compare,
+                                     unsigned int v) {
+    unsigned int old = *p;
+    if (old == compare)
+        *p = v;
+    return old;
+}
+static inline unsigned long long atomicCAS(unsigned long long *p,
+                                           unsigned long long compare,
+                                           unsigned long long v) {
+    unsigned long long old = *p;
+    if (old == compare)
+        *p = v;
     return old;
 }

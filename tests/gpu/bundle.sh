@@ -23,14 +23,14 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$ROOT/build-gpu
 DIR=$BUILD/bundle
-PROGRAMS=(osprey libosprey_cuda.so tests/gpu/bench_h2d tests/gpu/bench_gemm tests/bench/load_client)
+PROGRAMS=(osprey libosprey_cuda.so tests/gpu/bench_h2d tests/gpu/bench_gemm tests/gpu/bench_tensor_ops tests/bench/load_client)
 MAX_MIB=48 # the device tool carries at most 64 MiB with the working tree
 
 # shellcheck disable=SC2016 # $ORIGIN is for the loader, not the shell
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DOSPREY_CUDA=ON \
     -DOSPREY_WERROR=ON '-DCMAKE_BUILD_RPATH=$ORIGIN/lib;$ORIGIN/../../lib' >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target \
-    osprey osprey_cuda_module bench_h2d bench_gemm load_client test_device_conformance_cuda
+    osprey osprey_cuda_module bench_h2d bench_gemm bench_tensor_ops load_client test_device_conformance_cuda
 # Every gpu-labelled test program, as ctest knows them after a build.
 mapfile -t GPU_TESTS < <("$ROOT/tests/gpu/list_gpu_tests.py" "$BUILD")
 cmake --build "$BUILD" -j "$(nproc)" --target "${GPU_TESTS[@]##*/}"

@@ -146,7 +146,7 @@ SANITIZER=$(command -v compute-sanitizer || true)
 if ((BUNDLED)); then
     mapfile -t GPU_TESTS <"$BUILD/gpu-tests.txt"
     for program in osprey libosprey_cuda.so "${GPU_TESTS[@]}"; do find_cuda_libs "$BUILD/$program"; done
-    missing=$(for p in osprey libosprey_cuda.so tests/gpu/bench_h2d tests/gpu/bench_gemm tests/bench/load_client \
+    missing=$(for p in osprey libosprey_cuda.so tests/gpu/bench_h2d tests/gpu/bench_gemm tests/gpu/bench_tensor_ops tests/bench/load_client \
         "${GPU_TESTS[@]}"; do missing_libs "$BUILD/$p"; done | sort -u | tr '\n' ' ' | sed 's/ $//')
     if [[ -n $missing ]]; then
         row "bundle libraries" "FAIL (not found: $missing)"
@@ -211,7 +211,7 @@ result() {
 }
 
 if ((DRY_RUN)); then
-    row "memcheck, bench_h2d, bench_gemm" "NOT RUN (dry run)"
+    row "memcheck, bench_h2d, bench_gemm, bench_tensor_ops" "NOT RUN (dry run)"
 else
     # ---- memcheck ---------------------------------------------------------------------
     CONFORMANCE=$BUILD/tests/unit/test_device_conformance_cuda
@@ -264,6 +264,15 @@ else
                 cells+=("$(awk -v h="$h" -v o="$o" 'BEGIN { printf "%.1f", h + o }')")
             done
             row "mlp b=$batch 64->64->10 us FP32/TF32/FP16" "${cells[0]} / ${cells[1]} / ${cells[2]}"
+        done
+    fi
+
+    OPS_LOG=$LOGS/bench_tensor_ops.log
+    STEP_CAP=60 step "bench_tensor_ops" "$OPS_LOG" "$BUILD/tests/gpu/bench_tensor_ops"
+    if ((STEP_RC == 0)); then
+        for op in copy relu gelu add_same add_row where transpose slice gather pad cumsum_cols cumsum_rows; do
+            row "op $op GB/s (% of D2D copy)" \
+                "$(result "$OPS_LOG" ops "op=$op" gbps) ($(result "$OPS_LOG" ops "op=$op" pct_copy)%)"
         done
     fi
 
