@@ -100,7 +100,7 @@ static osp_error *bind_inputs(onnx_rt_model *m, onnx_plan *p,
         p->desc[v] = (onnx_desc){
             .present = true, .dtype = in->dtype, .shape = in->shape};
         p->input_shapes[i] = in->shape;
-        if (value_inputs[i]) {
+        if (value_inputs && value_inputs[i]) {
             p->input_values[i] = malloc(in->byte_size ? in->byte_size : 1);
             if (!p->input_values[i])
                 return osp_error_out_of_memory();
