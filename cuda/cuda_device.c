@@ -434,6 +434,10 @@ static const osp_device_ops cuda_ops = {
     .memcpy_sync = cuda_memcpy_sync,
     .ipc_open = cuda_ipc_open,
     .ipc_close = cuda_ipc_close,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_free = cuda_graph_free,
 };
 
 /* ---- discovery --------------------------------------------------------- */

@@ -61,3 +61,9 @@ osp_error *cuda_ipc_open(osp_device *dev, const void *handle, size_t handle_len,
 osp_error *cuda_ipc_close(osp_device *dev, void *ptr);
 osp_error *cuda_memcpy_sync(osp_device *dev, void *dst, const void *src,
                             size_t n, osp_copy_kind kind);
+
+/* The graph slots (cuda_graph.c): stream capture into CUDA graphs. */
+osp_error *cuda_graph_begin(osp_device *dev, void *stream_impl);
+osp_error *cuda_graph_end(osp_device *dev, void *stream_impl, void **graph);
+osp_error *cuda_graph_launch(osp_device *dev, void *graph, void *stream_impl);
+void cuda_graph_free(osp_device *dev, void *graph);
