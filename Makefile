@@ -36,7 +36,8 @@ test: deps venv build
 # driven by a short mix of the integration tests (tritonclient flows and the
 # malformed-request cases, without the 64 MiB bodies, load overrides,
 # classification, the TF Serving REST surface, the models on fake GPUs
-# when the CUDA toolkit is there, and the queue service's raw HTTP/WebSocket
+# when the CUDA toolkit is there (ONNX ones included, with CUDA graphs),
+# and the queue service's raw HTTP/WebSocket
 # scenario and model services, the ONNX models, ensembles, the response
 # cache, the sequence batcher, model warmup and the python backend's server
 # side); the harness fails a test whose server log holds any sanitizer
@@ -56,7 +57,7 @@ leakcheck: deps venv
 	  tests/integration/test_kserve_grpc_protocol.py tests/integration/test_onnx_models.py \
 	  tests/integration/test_ensemble.py tests/integration/test_response_cache.py \
 	  tests/integration/test_sequence_batcher.py tests/integration/test_model_warmup.py \
-	  tests/integration/test_python_backend.py
+	  tests/integration/test_python_backend.py tests/integration/test_onnx_fake_gpu.py
 
 # ThreadSanitizer on the concurrent core: a -fsanitize=thread build of the
 # server and of the unit tests of the batcher, instance execution, the

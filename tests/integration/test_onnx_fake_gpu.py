@@ -1,0 +1,153 @@
+"""ONNX models on GPU instances, without a GPU (issue 23).
+
+`osprey_fakegpu` (the real server over tests/fake_cuda's runtime, two fake
+GPUs) serves one ONNX graph three times: on two instances of a GPU with
+CUDA graphs on, with them off, and on the CPU. Every copy must answer what
+the CPU copy answers, through KServe HTTP and gRPC, batch after batch
+(the graph copy records its graph on the second run of a shape and then
+replays it), for several batch sizes. The graph is what the CUDA device can
+run today: MatMul chains with a Cast (its gemm and cast slots).
+"""
+
+import pathlib
+
+import numpy as np
+import onnx
+import pytest
+import requests
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from onnx import TensorProto, helper, numpy_helper
+
+import harness
+
+FAKE_GPU_BIN = pathlib.Path(harness.osprey_bin()).parent / "osprey_fakegpu"
+
+pytestmark = pytest.mark.skipif(
+    not FAKE_GPU_BIN.exists(),
+    reason="osprey_fakegpu is built only with the CUDA toolkit (OSPREY_CUDA)")
+
+IN, HIDDEN, OUT = 32, 256, 8
+
+
+def matmul_model():
+    """x[batch, 32] -> MatMul(W1) -> MatMul(W2) -> y[batch, 8] (FP32), and
+    y cast to FP16 as y16."""
+    rng = np.random.default_rng(23)
+    inits = [numpy_helper.from_array((rng.standard_normal((IN, HIDDEN)) * 0.2)
+                                     .astype(np.float32), "w1"),
+             numpy_helper.from_array((rng.standard_normal((HIDDEN, OUT)) * 0.2)
+                                     .astype(np.float32), "w2")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+             helper.make_node("MatMul", ["h", "w2"], ["y"], name="fc2"),
+             helper.make_node("Cast", ["y"], ["y16"], to=TensorProto.FLOAT16,
+                              name="cast")]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", IN])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", OUT]),
+         helper.make_tensor_value_info("y16", TensorProto.FLOAT16, ["batch", OUT])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+VARIANTS = {
+    "mm_graphs": ('instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0 ] } ]\n'
+                  'parameters { key: "cuda_graphs" value: { string_value: "true" } }\n'),
+    "mm_eager": 'instance_group [ { kind: KIND_GPU count: 2 gpus: [ 1 ] } ]\n',
+    "mm_tf32": ('instance_group [ { kind: KIND_GPU count: 1 gpus: [ 1 ] } ]\n'
+                'parameters { key: "allow_tf32" value: { string_value: "true" } }\n'),
+    "mm_fp16": ('instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0 ] } ]\n'
+                'parameters { key: "precision" value: { string_value: "fp16" } }\n'
+                'parameters { key: "cuda_graphs" value: { string_value: "true" } }\n'),
+    "mm_cpu": 'instance_group [ { kind: KIND_CPU count: 1 } ]\n',
+}
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("onnx_fake_gpu")
+    model = matmul_model()
+    for name, placement in VARIANTS.items():
+        (root / name / "1").mkdir(parents=True)
+        onnx.save(model, str(root / name / "1" / "model.onnx"))
+        (root / name / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "onnxruntime"\nmax_batch_size: 64\n'
+            'optimization { graph { level: -1 } }\n' + placement)
+    return root
+
+
+@pytest.fixture
+def server(start_server, repo):
+    return start_server(repo, ["--strict-gpu"], binary=FAKE_GPU_BIN)
+
+
+def infer_http(client, model, x):
+    i = httpclient.InferInput("x", list(x.shape), "FP32")
+    i.set_data_from_numpy(x, binary_data=True)
+    outs = [httpclient.InferRequestedOutput(o, binary_data=True) for o in ("y", "y16")]
+    r = client.infer(model, [i], outputs=outs)
+    return r.as_numpy("y"), r.as_numpy("y16")
+
+
+def infer_grpc(client, model, x):
+    i = grpcclient.InferInput("x", list(x.shape), "FP32")
+    i.set_data_from_numpy(x)
+    outs = [grpcclient.InferRequestedOutput(o) for o in ("y", "y16")]
+    r = client.infer(model, [i], outputs=outs)
+    return r.as_numpy("y"), r.as_numpy("y16")
+
+
+def test_gpu_instances_answer_as_the_cpu_over_http_and_grpc(server):
+    http = httpclient.InferenceServerClient(server.hostport)
+    grpc = grpcclient.InferenceServerClient(server.grpc_url)
+    rng = np.random.default_rng(5)
+    # Each batch size several times: warm-up, recording, replays (and the
+    # two instances of each model take turns).
+    for batch in (1, 4, 4, 4, 4, 16, 16, 16, 1, 1, 1):
+        x = rng.standard_normal((batch, IN)).astype(np.float32)
+        want, want16 = infer_http(http, "mm_cpu", x)
+        for model in ("mm_graphs", "mm_eager"):
+            for infer, client in ((infer_http, http), (infer_grpc, grpc)):
+                y, y16 = infer(client, model, x)
+                np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5,
+                                           err_msg=f"{model} batch {batch}")
+                assert y16.dtype == np.float16
+                np.testing.assert_allclose(y16.astype(np.float32),
+                                           want16.astype(np.float32),
+                                           rtol=1e-3, atol=1e-3)
+    log = server.log()
+    assert "Fake CUDA GPU 0" in log and "Fake CUDA GPU 1" in log, log
+
+
+def test_reduced_precisions_stay_close_but_are_not_fp32(server):
+    """allow_tf32 reaches cuBLAS's math mode (the fake rounds the products'
+    inputs to TF32) and precision fp16 runs the MatMuls in FP16: both close
+    to the CPU's FP32, neither equal to it."""
+    http = httpclient.InferenceServerClient(server.hostport)
+    x = np.random.default_rng(9).standard_normal((16, IN)).astype(np.float32)
+    want, _ = infer_http(http, "mm_cpu", x)
+    scale = np.abs(want).max()
+    for model, tol in (("mm_tf32", 5e-3), ("mm_fp16", 5e-3)):
+        for _ in range(3):  # fp16 with graphs: warm-up, recording, replay
+            y, _ = infer_http(http, model, x)
+            assert np.abs(y - want).max() <= tol * scale, model
+            assert not np.array_equal(y, want), f"{model} gave FP32 results"
+
+
+def test_bad_graph_parameter_fails_the_load(start_server, tmp_path):
+    root = tmp_path / "repo"
+    (root / "bad" / "1").mkdir(parents=True)
+    onnx.save(matmul_model(), str(root / "bad" / "1" / "model.onnx"))
+    (root / "bad" / "config.pbtxt").write_text(
+        'name: "bad"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
+        'instance_group [ { kind: KIND_GPU count: 1 } ]\n'
+        'parameters { key: "cuda_graphs" value: { string_value: "yes" } }\n')
+    srv = start_server(root, ["--exit-on-error=false"], wait="live",
+                       binary=FAKE_GPU_BIN)
+    index = requests.post(srv.url + "/v2/repository/index", data="{}").json()
+    assert index[0]["state"] == "UNAVAILABLE"
+    assert "parameter 'cuda_graphs' must be true or false, got 'yes'" in index[0]["reason"]
