@@ -1114,12 +1114,12 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
     if (!same_thread)
         return fake_status(cudaErrorStreamCaptureWrongThread);
     t_capture = NULL;
-    struct CUgraph_st *g = NULL;
-    if (r->invalidated || (g = malloc(sizeof *g)) == NULL) {
+    bool invalidated = r->invalidated;
+    struct CUgraph_st *g = invalidated ? NULL : malloc(sizeof *g);
+    if (g == NULL) {
         recording_unref(r);
-        return fake_status(g == NULL && !r->invalidated
-                               ? cudaErrorMemoryAllocation
-                               : cudaErrorStreamCaptureInvalidated);
+        return fake_status(invalidated ? cudaErrorStreamCaptureInvalidated
+                                       : cudaErrorMemoryAllocation);
     }
     g->rec = r;
     *graph = g;
