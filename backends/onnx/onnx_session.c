@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "osprey/clock.h"
+#include "osprey/log.h"
 
 #include "onnx_rt_internal.h"
 
@@ -471,9 +472,14 @@ static osp_error *run_plan(onnx_session *s, const onnx_plan *p) {
     if (!e->graph && e->warm && !e->eager_only) {
         if (record_graph(s, p, &e->graph)) {
             s->graph_stats.captures++;
+            OSP_LOG_VERBOSE("ONNX plan %llu: CUDA graph recorded (%zu steps)",
+                            (unsigned long long)p->id, p->n_steps);
         } else {
             e->eager_only = true;
             s->graph_stats.refused++;
+            OSP_LOG_VERBOSE("ONNX plan %llu: the device refused to record "
+                            "a graph; its steps run one by one",
+                            (unsigned long long)p->id);
         }
     }
     if (e->graph) {

@@ -82,7 +82,7 @@ def repo(tmp_path_factory):
 
 @pytest.fixture
 def server(start_server, repo):
-    return start_server(repo, ["--strict-gpu"], binary=FAKE_GPU_BIN)
+    return start_server(repo, ["--strict-gpu", "--log-verbose=1"], binary=FAKE_GPU_BIN)
 
 
 def infer_http(client, model, x):
@@ -121,6 +121,11 @@ def test_gpu_instances_answer_as_the_cpu_over_http_and_grpc(server):
                                            rtol=1e-3, atol=1e-3)
     log = server.log()
     assert "Fake CUDA GPU 0" in log and "Fake CUDA GPU 1" in log, log
+    # mm_graphs recorded a graph per (instance, batch size) it ran twice:
+    # batch 4 and 16 on at least one instance each, batch 1 too.
+    recorded = log.count("CUDA graph recorded")
+    assert recorded >= 3, log
+    assert "refused to record" not in log, log
 
 
 def test_reduced_precisions_stay_close_but_are_not_fp32(server):
