@@ -13,9 +13,9 @@
 # test_cuda_ops_*_gpu and the ONNX sessions' test_onnx_session_gpu_gpu among
 # them), compute-sanitizer memcheck on the device conformance test and on a
 # short run of those, the ONNX architectures end to end (e2e_onnx.py:
-# ResNet-18 and BERT on the GPU against onnxruntime's CPU outputs, FP32 and
-# TF32 tolerances, then infer/s at batch 1, 8, 64 with and without CUDA
-# graphs), and the benchmarks in tests/gpu/: H2D
+# ResNet-18 and BERT on the GPU against onnxruntime's CPU outputs, FP32,
+# TF32 and FP16 tolerances, then infer/s at batch 1, 8, 64 with and without
+# CUDA graphs), and the benchmarks in tests/gpu/: H2D
 # bandwidth pinned vs pageable (4 KiB..256 MiB) and GEMM TFLOP/s (FP32/TF32/
 # FP16 at 8192^3 and at digits_mlp-like shapes), then an end-to-end HTTP
 # run of a 4096-4096-4096-1000 dense model on the GPU vs the CPU
@@ -330,7 +330,7 @@ STEP_CAP=180 step "e2e onnx (resnet18, bert)" "$ONNX_LOG" "$PYTHON" "$ROOT/tests
 if ((STEP_RC == 3)); then
     row "e2e onnx (resnet18, bert)" "NOT RUN ($(tail -1 "$ONNX_LOG"))"
 elif ((STEP_RC == 0)); then
-    row "e2e onnx outputs vs onnxruntime (FP32/TF32 tol)" \
+    row "e2e onnx outputs vs onnxruntime (FP32/TF32/FP16)" \
         "PASS ($(grep -c '^CHECK onnx .* ok=1$' "$ONNX_LOG") checks)"
     for arch in $(awk '$1 == "RESULT" && $2 == "onnx" { split($3, a, "="); print a[2] }' "$ONNX_LOG" | sort -u); do
         for batch in $(awk -v arch="arch=$arch" '$1 == "RESULT" && $3 == arch { split($5, b, "="); print b[2] }' \

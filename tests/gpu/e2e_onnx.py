@@ -9,6 +9,7 @@ options:
   <arch>_gpu         KIND_GPU, FP32
   <arch>_gpu_graphs  KIND_GPU, FP32, parameter cuda_graphs=true
   <arch>_gpu_tf32    KIND_GPU, parameter allow_tf32=true
+  <arch>_gpu_fp16    KIND_GPU, parameter precision=fp16
   <arch>_cpu         KIND_CPU (the reference when onnxruntime is missing)
 
 starts the real server with --strict-gpu, checks each GPU model's outputs
@@ -49,14 +50,16 @@ except ImportError as e:  # a bare GPU host: check.sh reports NOT RUN
 
 # (rtol, atol) against onnxruntime's FP32 CPU results, per precision. FP32:
 # sums in another order (cuBLAS, the kernels); TF32 rounds the products'
-# inputs to 10 mantissa bits.
-TOLERANCES = {"fp32": (1e-3, 1e-3), "tf32": (2e-2, 2e-2)}
+# inputs to 10 mantissa bits; FP16 (MatMul weights and products) rounds
+# them and the products to 11 significant bits.
+TOLERANCES = {"fp32": (1e-3, 1e-3), "tf32": (2e-2, 2e-2), "fp16": (5e-2, 5e-2)}
 
 # variant suffix -> (precision, instance kind on a GPU host, parameters)
 VARIANTS = {
     "gpu": ("fp32", "KIND_GPU", {}),
     "gpu_graphs": ("fp32", "KIND_GPU", {"cuda_graphs": "true"}),
     "gpu_tf32": ("tf32", "KIND_GPU", {"allow_tf32": "true"}),
+    "gpu_fp16": ("fp16", "KIND_GPU", {"precision": "fp16"}),
     "cpu": ("fp32", "KIND_CPU", {}),
 }
 SEQ = 128
