@@ -284,8 +284,8 @@ static osp_error *read_bool(const osp_model_config *config, const char *key,
     return NULL;
 }
 
-/* The GPU options (docs/gpu.md): cuda_graphs (default false, as Triton's
- * optimization.cuda.graphs), cuda_graph_max_shapes (input shapes an
+/* The GPU options (docs/gpu.md): cuda_graphs (default: Triton's
+ * optimization { cuda { graphs } }, false), cuda_graph_max_shapes (input shapes an
  * instance keeps graphs for, 1..1024, default 16), allow_tf32 (or
  * --backend-config=onnxruntime,allow-tf32=...; default false) and
  * precision (fp32, the default, or fp16: MatMul weights in FP16, with the
@@ -293,7 +293,8 @@ static osp_error *read_bool(const osp_model_config *config, const char *key,
 static osp_error *read_gpu_options(const osp_model_config *config,
                                    onnx_rt_options *opts) {
     osp_error *err = NULL;
-    if ((err = read_bool(config, "cuda_graphs", NULL, false, &opts->graphs)) ||
+    if ((err = read_bool(config, "cuda_graphs", NULL,
+                         config->optimization.cuda_graphs, &opts->graphs)) ||
         (err = read_bool(config, "allow_tf32", "allow-tf32", false,
                          &opts->allow_tf32)))
         return err;

@@ -54,16 +54,17 @@ def matmul_model():
     return model
 
 
+# name -> (optimization fields after graph { level: -1 }, placement)
 VARIANTS = {
-    "mm_graphs": ('instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0 ] } ]\n'
-                  'parameters { key: "cuda_graphs" value: { string_value: "true" } }\n'),
-    "mm_eager": 'instance_group [ { kind: KIND_GPU count: 2 gpus: [ 1 ] } ]\n',
-    "mm_tf32": ('instance_group [ { kind: KIND_GPU count: 1 gpus: [ 1 ] } ]\n'
+    "mm_graphs": ("cuda { graphs: true }",  # Triton's field
+                  'instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0 ] } ]\n'),
+    "mm_eager": ("", 'instance_group [ { kind: KIND_GPU count: 2 gpus: [ 1 ] } ]\n'),
+    "mm_tf32": ("", 'instance_group [ { kind: KIND_GPU count: 1 gpus: [ 1 ] } ]\n'
                 'parameters { key: "allow_tf32" value: { string_value: "true" } }\n'),
-    "mm_fp16": ('instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0 ] } ]\n'
+    "mm_fp16": ("", 'instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0 ] } ]\n'
                 'parameters { key: "precision" value: { string_value: "fp16" } }\n'
                 'parameters { key: "cuda_graphs" value: { string_value: "true" } }\n'),
-    "mm_cpu": 'instance_group [ { kind: KIND_CPU count: 1 } ]\n',
+    "mm_cpu": ("", 'instance_group [ { kind: KIND_CPU count: 1 } ]\n'),
 }
 
 
@@ -71,12 +72,12 @@ VARIANTS = {
 def repo(tmp_path_factory):
     root = tmp_path_factory.mktemp("onnx_fake_gpu")
     model = matmul_model()
-    for name, placement in VARIANTS.items():
+    for name, (optimization, placement) in VARIANTS.items():
         (root / name / "1").mkdir(parents=True)
         onnx.save(model, str(root / name / "1" / "model.onnx"))
         (root / name / "config.pbtxt").write_text(
             f'name: "{name}"\nbackend: "onnxruntime"\nmax_batch_size: 64\n'
-            'optimization { graph { level: -1 } }\n' + placement)
+            f'optimization {{ graph {{ level: -1 }} {optimization} }}\n' + placement)
     return root
 
 
