@@ -35,8 +35,9 @@ test: deps venv build
 # The leak check: an AddressSanitizer + LeakSanitizer + UBSan build of the server
 # driven by a short mix of the integration tests (tritonclient flows and the
 # malformed-request cases, without the 64 MiB bodies, load overrides,
-# classification, the TF Serving REST surface, the models (ONNX too) on fake
-# GPUs when the CUDA toolkit is there, and the queue service's raw HTTP/WebSocket
+# classification, the TF Serving REST surface, the models on fake GPUs
+# when the CUDA toolkit is there (ONNX ones included, with CUDA graphs),
+# and the queue service's raw HTTP/WebSocket
 # scenario and model services, the ONNX models, ensembles, the response
 # cache, the sequence batcher, model warmup and the python backend's server
 # side); the harness fails a test whose server log holds any sanitizer
@@ -57,7 +58,7 @@ leakcheck: deps venv
 	  tests/integration/test_kserve_grpc_protocol.py tests/integration/test_onnx_models.py \
 	  tests/integration/test_ensemble.py tests/integration/test_response_cache.py \
 	  tests/integration/test_sequence_batcher.py tests/integration/test_model_warmup.py \
-	  tests/integration/test_python_backend.py
+	  tests/integration/test_python_backend.py tests/integration/test_onnx_fake_gpu_ops.py
 
 # ThreadSanitizer on the concurrent core: a -fsanitize=thread build of the
 # server and of the unit tests of the batcher, instance execution, the

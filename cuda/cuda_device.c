@@ -452,6 +452,10 @@ static const osp_device_ops cuda_ops = {
     .topk = cuda_topk,
     .cumsum = cuda_cumsum,
     .scatter = cuda_scatter,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_free = cuda_graph_free,
 };
 
 /* ---- discovery --------------------------------------------------------- */

@@ -125,3 +125,9 @@ osp_error *cuda_topk(osp_device *dev, void *stream_impl,
                      const osp_topk_args *args);
 osp_error *cuda_cumsum(osp_device *dev, void *stream_impl,
                        const osp_cumsum_args *args);
+
+/* The graph slots (cuda_graph.c): stream capture into CUDA graphs. */
+osp_error *cuda_graph_begin(osp_device *dev, void *stream_impl);
+osp_error *cuda_graph_end(osp_device *dev, void *stream_impl, void **graph);
+osp_error *cuda_graph_launch(osp_device *dev, void *graph, void *stream_impl);
+void cuda_graph_free(osp_device *dev, void *graph);

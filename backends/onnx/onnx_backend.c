@@ -8,7 +8,8 @@
  *                  checks the config against it with the messages of
  *                  Triton's onnxruntime backend.
  *   instance_new   a session (arena) on the instance's device; the
- *                  weights are the model's, shared.
+ *                  weights are the model's on the CPU, one device copy per
+ *                  GPU shared by the instances on it.
  *   execute        the batch's inputs go in where the core put them; the
  *                  outputs the requests asked for are written straight
  *                  into the core's buffers.
@@ -258,6 +259,70 @@ static osp_error *read_thread_counts(const osp_model_config *config,
     return NULL;
 }
 
+/* A "true"/"false" model parameter (absent: `fallback`, which a backend
+ * setting of the same name with dashes for underscores replaces, as
+ * --backend-config=onnxruntime,allow-tf32=true). */
+static osp_error *read_bool(const osp_model_config *config, const char *key,
+                            const char *setting, bool fallback, bool *out) {
+    const char *v = osp_model_config_parameter(config, key);
+    const char *what = "parameter", *name = key;
+    if (!v && setting &&
+        (v = osp_model_config_backend_setting(config, setting))) {
+        what = "backend config";
+        name = setting;
+    }
+    if (!v) {
+        *out = fallback;
+        return NULL;
+    }
+    if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "unable to load model '%s': %s '%s' must be "
+                             "true or false, got '%s'",
+                             config->name, what, name, v);
+    *out = v[0] == 't';
+    return NULL;
+}
+
+/* The GPU options (docs/gpu.md): cuda_graphs (default: Triton's
+ * optimization { cuda { graphs } }, false), cuda_graph_max_shapes (input shapes an
+ * instance keeps graphs for, 1..1024, default 16), allow_tf32 (or
+ * --backend-config=onnxruntime,allow-tf32=...; default false) and
+ * precision (fp32, the default, or fp16: MatMul weights in FP16, with the
+ * fusion passes off so that MatMul stays apart from its bias). */
+static osp_error *read_gpu_options(const osp_model_config *config,
+                                   onnx_rt_options *opts) {
+    osp_error *err = NULL;
+    if ((err = read_bool(config, "cuda_graphs", NULL,
+                         config->optimization.cuda_graphs, &opts->graphs)) ||
+        (err = read_bool(config, "allow_tf32", "allow-tf32", false,
+                         &opts->allow_tf32)))
+        return err;
+    const char *v = osp_model_config_parameter(config, "precision");
+    if (v && strcmp(v, "fp32") != 0 && strcmp(v, "fp16") != 0)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "unable to load model '%s': parameter "
+                             "'precision' must be fp32 or fp16, got '%s'",
+                             config->name, v);
+    if (v && strcmp(v, "fp16") == 0) {
+        opts->fp16_weights = true;
+        opts->fuse = false;
+    }
+    v = osp_model_config_parameter(config, "cuda_graph_max_shapes");
+    if (!v)
+        return NULL;
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < 1 || n > 1024)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "unable to load model '%s': parameter "
+                             "'cuda_graph_max_shapes' must be an integer "
+                             "from 1 to 1024, got '%s'",
+                             config->name, v);
+    opts->max_graphs = (size_t)n;
+    return NULL;
+}
+
 /* Instances of groups that run on the CPU (KIND_CPU, or KIND_AUTO, which
  * is the CPU on a machine without GPUs); a count of 0 means 1. */
 static int count_cpu_instances(const osp_model_config *config) {
@@ -344,6 +409,10 @@ static osp_error *backend_model_new(const osp_model_config *config,
     }
     m->cpu_instances = count_cpu_instances(config);
     onnx_rt_options opts = {.fuse = config->optimization.graph_level != -1};
+    if ((err = read_gpu_options(config, &opts))) {
+        onnx_model_free(file);
+        goto out;
+    }
     if ((err = onnx_rt_model_new(file, &opts, &m->rt)))
         err = osp_error_wrap(err, "unable to load model '%s'", config->name);
     for (size_t i = 0; i < config->optimization.n_cpu_accelerators; i++)

@@ -60,6 +60,12 @@ typedef struct onnx_infer_ctx {
     /* Bytes of scratch device memory run needs (0 by default); the planner
      * gives run that much, 64-byte aligned, in ctx->workspace. */
     size_t workspace_bytes;
+    /* In: the model's weights may be held in FP16 (precision fp16). Out:
+     * bit j set when run reads constant FP32 input j as FP16 from
+     * ctx->in_fp16 where the session gives it (devices other than the
+     * CPU), and as FP32 from ctx->in otherwise. */
+    bool fp16_weights;
+    uint32_t fp16_inputs;
 } onnx_infer_ctx;
 
 typedef struct onnx_run_ctx {
@@ -74,6 +80,11 @@ typedef struct onnx_run_ctx {
     void *const *out; /* device memory, contiguous, sized by out_desc;
                          NULL when not present */
     void *workspace;  /* infer's workspace_bytes of device memory */
+    bool allow_tf32;  /* FP32 matrix products may use TF32 (the model's
+                         allow_tf32) */
+    /* NULL, or per input: an FP16 device copy of constant input j for each
+     * bit j infer set in fp16_inputs (ctx->in[j] is then NULL). */
+    const void *const *in_fp16;
 } onnx_run_ctx;
 
 typedef struct onnx_op {

@@ -571,6 +571,7 @@ osp_error *onnx_math__einsum_run(onnx_run_ctx *ctx) {
                 .alpha = 1.0f,
                 .beta = 0.0f,
                 .dtype = dtype,
+                .allow_tf32 = ctx->allow_tf32,
                 .a = a,
                 .lda = at_least_1(p.trans_a ? p.m : p.k),
                 .b = b,

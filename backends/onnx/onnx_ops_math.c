@@ -37,8 +37,9 @@
     }
 
 static const onnx_op math_ops[] = {
-    PRODUCT_OP("MatMul", "", matmul, OSP_OP_GEMM_EX),
-    PRODUCT_OP("FusedMatMul", "osprey", matmul, OSP_OP_GEMM_EX),
+    /* the cast is precision fp16's (onnx_ops_matmul.c) */
+    PRODUCT_OP("MatMul", "", matmul, OSP_OP_GEMM_EX, OSP_OP_CAST),
+    PRODUCT_OP("FusedMatMul", "osprey", matmul, OSP_OP_GEMM_EX, OSP_OP_CAST),
     PRODUCT_OP("Gemm", "", gemm, OSP_OP_GEMM_EX, OSP_OP_COPY_STRIDED),
     PRODUCT_OP("FusedGemm", "osprey", gemm, OSP_OP_GEMM_EX,
                OSP_OP_COPY_STRIDED),

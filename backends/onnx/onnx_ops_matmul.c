@@ -234,6 +234,11 @@ void onnx_math__matmul_free(void *state) {
     free(st);
 }
 
+/* FP16 A, then the FP16 product, of the fp16 path: bytes of A's block. */
+static size_t fp16_a_bytes(const mm_geom *g) {
+    return ((size_t)(g->m * g->k) * 2 + 63) / 64 * 64;
+}
+
 osp_error *onnx_math__matmul_infer(onnx_infer_ctx *ctx) {
     const onnx_node *node = ctx->node;
     const matmul_state *st = ctx->state;
@@ -287,7 +292,50 @@ osp_error *onnx_math__matmul_infer(onnx_infer_ctx *ctx) {
     }
     ctx->outputs[0].dtype = a->dtype;
     ctx->outputs[0].shape = g.out;
+    /* precision fp16: a constant 2-D B read as FP16, A and the product
+     * converted in the workspace (one GEMM, no epilogue) */
+    if (ctx->fp16_weights && a->dtype == OSP_TYPE_FP32 && b->host &&
+        b->shape.rank == 2 && !fused_extras && g.k > 0 &&
+        g.batches.n_loop == 0 && g.batches.count == 1) {
+        ctx->workspace_bytes = fp16_a_bytes(&g) + (size_t)(g.m * g.n) * 2;
+        ctx->fp16_inputs = 1u << 1;
+    }
     return NULL;
+}
+
+/* C = A B with B given as FP16 (ctx->in_fp16[1]): A cast to FP16 in the
+ * workspace, an FP16 GEMM accumulating in FP32, the product cast back
+ * into the FP32 output. */
+static osp_error *matmul_run_fp16(onnx_run_ctx *ctx, const mm_geom *g) {
+    char *ws = ctx->workspace;
+    void *a16 = ws, *c16 = ws + fp16_a_bytes(g);
+    size_t a_count = (size_t)(g->m * g->k), c_count = (size_t)(g->m * g->n);
+    osp_gemm_ex_args x = {
+        .gemm =
+            {
+                .m = g->m,
+                .n = g->n,
+                .k = g->k,
+                .alpha = 1.0f,
+                .beta = 0.0f,
+                .dtype = OSP_TYPE_FP16,
+                .a = a16,
+                .lda = g->k,
+                .b = ctx->in_fp16[1],
+                .ldb = g->n,
+                .c = c16,
+                .ldc = g->n,
+            },
+        .act = OSP_UNARY_IDENTITY,
+    };
+    osp_error *err = osp_op_cast(ctx->stream, ctx->in[0], OSP_TYPE_FP32, a16,
+                                 OSP_TYPE_FP16, a_count);
+    if (!err)
+        err = osp_op_gemm_ex(ctx->stream, &x);
+    if (!err)
+        err = osp_op_cast(ctx->stream, c16, OSP_TYPE_FP16, ctx->out[0],
+                          OSP_TYPE_FP32, c_count);
+    return err;
 }
 
 osp_error *onnx_math__matmul_run(onnx_run_ctx *ctx) {
@@ -299,6 +347,8 @@ osp_error *onnx_math__matmul_run(onnx_run_ctx *ctx) {
         return err;
     if (onnx_shape_count(&g.out) == 0)
         return NULL;
+    if (ctx->in_fp16 && ctx->in_fp16[1])
+        return matmul_run_fp16(ctx, &g);
     void *y = ctx->out[0];
     /* K == 0: the product is zeros (beta 0); A and B hold nothing, so any
      * valid pointer stands in for them. */
@@ -313,6 +363,7 @@ osp_error *onnx_math__matmul_run(onnx_run_ctx *ctx) {
                 .alpha = 1.0f,
                 .beta = 0.0f,
                 .dtype = a->dtype,
+                .allow_tf32 = ctx->allow_tf32,
                 .a = pa,
                 .lda = at_least_1(g.k),
                 .b = pb,
@@ -483,6 +534,7 @@ osp_error *onnx_math__gemm_run(onnx_run_ctx *ctx) {
                 .alpha = st->alpha,
                 .beta = 0.0f,
                 .dtype = a->dtype,
+                .allow_tf32 = ctx->allow_tf32,
                 .a = k > 0 ? ctx->in[0] : y,
                 .lda = at_least_1(a->shape.dims[1]),
                 .b = k > 0 ? ctx->in[1] : y,

@@ -185,7 +185,8 @@ static osp_error *bind_node(onnx_rt_model *m, onnx_plan *p, int index) {
                            .n_inputs = n->n_in,
                            .inputs = in_desc,
                            .n_outputs = n->n_out,
-                           .outputs = out_desc};
+                           .outputs = out_desc,
+                           .fp16_weights = m->opts.fp16_weights};
     if ((err = rt_node_error(n->node, n->op->infer(&ictx))))
         goto out;
     for (size_t j = 0; j < n->n_out; j++) {
@@ -233,6 +234,7 @@ static osp_error *bind_node(onnx_rt_model *m, onnx_plan *p, int index) {
     s->in_desc = in_desc;
     s->out_desc = out_desc;
     s->ws_bytes = ictx.workspace_bytes;
+    s->fp16_inputs = ictx.fp16_inputs;
     in_desc = out_desc = NULL;
 out:
     free(in_desc);
@@ -531,6 +533,7 @@ osp_error *onnx_plan_acquire(onnx_rt_model *m, const onnx_io *inputs,
     }
     m->plans = grown;
     m->plans[m->n_plans++] = p;
+    p->id = ++m->plan_ids;
     p->refs = 1;
     p->last_used = ++m->plan_clock;
     pthread_mutex_unlock(&m->plans_lock);

@@ -448,12 +448,15 @@ osp_error *onnx_rt_model_new(onnx_model *model, const onnx_rt_options *opts,
     }
     m->model = model;
     pthread_mutex_init(&m->plans_lock, NULL);
+    pthread_mutex_init(&m->weights_lock, NULL);
     if (opts)
         m->opts = *opts;
     else
         m->opts.fuse = true;
     if (m->opts.max_plans == 0)
         m->opts.max_plans = 16;
+    if (m->opts.max_graphs == 0)
+        m->opts.max_graphs = 16;
     if (!model->graph) {
         err = osp_error_new(OSP_ERROR_INVALID_ARG, "the model has no graph");
         goto out;
@@ -533,6 +536,7 @@ void onnx_rt_model_free(onnx_rt_model *m) {
         onnx_node_free_synth(m->synth[i]);
     free(m->synth);
     pthread_mutex_destroy(&m->plans_lock);
+    pthread_mutex_destroy(&m->weights_lock); /* the sessions are gone */
     onnx_model_free(m->model);
     free(m);
 }

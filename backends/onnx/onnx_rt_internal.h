@@ -38,6 +38,7 @@ typedef struct rt_node {
 } rt_node;
 
 typedef struct onnx_plan onnx_plan;
+typedef struct rt_weights rt_weights;
 
 struct onnx_rt_model {
     onnx_model *model; /* owned */
@@ -63,6 +64,11 @@ struct onnx_rt_model {
     onnx_plan **plans;
     size_t n_plans;
     uint64_t plan_clock;
+    uint64_t plan_ids; /* the last onnx_plan.id handed out */
+
+    /* Device copies of the constants, one store per device (onnx_weights.c). */
+    pthread_mutex_t weights_lock;
+    rt_weights *weights;
 };
 
 /* "node 'name' (Op, opset N): <inner>" with inner's code, unless inner
@@ -97,6 +103,7 @@ typedef struct plan_step {
     int node; /* index in m->nodes */
     onnx_desc *in_desc, *out_desc;
     size_t ws_offset, ws_bytes;
+    uint32_t fp16_inputs; /* infer's: inputs run may read as FP16 */
 } plan_step;
 
 typedef enum plan_output_mode {
@@ -117,7 +124,9 @@ struct onnx_plan {
     size_t n_steps;
     plan_output_mode *output_mode; /* per graph output */
     uint64_t last_used;
-    int refs; /* sessions running it (under plans_lock) */
+    uint64_t id; /* unique among the model's plans, for the life of the model
+                    (a session's CUDA graphs are keyed by it) */
+    int refs;    /* sessions running it (under plans_lock) */
 };
 
 /* The plan for these input shapes, from the cache or made now; a
@@ -135,6 +144,28 @@ void onnx_plan_free(onnx_rt_model *m, onnx_plan *p);
 osp_error *rt_run_on_host(const rt_node *n, const onnx_desc *in_desc,
                           const void *const *in, const onnx_desc *out_desc,
                           size_t ws_bytes, void **out);
+
+/* ---- weights once per device (onnx_weights.c) --------------------------
+ */
+
+/* The store of m's constants on dev (a device without host memory),
+ * shared by the sessions on it: a reference the caller gives back with
+ * rt_weights_release, which frees the store with the last reference
+ * (after the caller made sure no stream still reads it). */
+osp_error *rt_weights_acquire(onnx_rt_model *m, osp_device *dev,
+                              rt_weights **out);
+void rt_weights_release(onnx_rt_model *m, rt_weights *w);
+/* *out: the device copy of the constant at host (bytes long, borrowed from
+ * the model), uploaded now if it is the first time, and complete when this
+ * returns; valid while the store is. */
+osp_error *rt_weights_get(rt_weights *w, const void *host, size_t bytes,
+                          const void **out);
+/* The same for an FP16 device copy of the FP32 constant at host (`count`
+ * elements), converted (round to nearest even) on the first call. */
+osp_error *rt_weights_get_fp16(rt_weights *w, const float *host, size_t count,
+                               const void **out);
+/* Bytes of constants the store holds. */
+size_t rt_weights_bytes(rt_weights *w);
 
 /* Bytes of a tensor of this dtype and shape (BYTES counts as 0). */
 size_t rt_desc_bytes(const onnx_desc *d);

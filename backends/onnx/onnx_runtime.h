@@ -38,6 +38,16 @@ typedef struct onnx_session onnx_session;
 typedef struct onnx_rt_options {
     bool fuse;          /* fusion passes (graph level -1 turns them off) */
     size_t max_plans;   /* input-shape plans cached per model (default 16) */
+    /* On devices that record graphs (CUDA): the second run of a plan in a
+     * session records its steps as a graph, later runs replay it. */
+    bool graphs;
+    size_t max_graphs;  /* input shapes a session keeps graphs for (LRU,
+                           default 16) */
+    bool allow_tf32;    /* FP32 matrix products may use TF32 tensor cores */
+    /* On devices other than the CPU: MatMul's constant FP32 weights held
+     * in FP16, products in FP16 with FP32 accumulation, activations FP32
+     * between ops (docs/gpu.md). */
+    bool fp16_weights;
 } onnx_rt_options;
 
 /* Prepares `model` (ownership moves, also on error). Errors: a node the
@@ -92,6 +102,21 @@ osp_error *onnx_session_run(onnx_session *s, const onnx_io *inputs,
 
 /* Bytes of the session's arena now (for tests and memory reports). */
 size_t onnx_session_arena_bytes(const onnx_session *s);
+
+/* Bytes of constants on the session's device that its model's sessions
+ * on that device share (0 on the CPU device, which reads the model's). */
+size_t onnx_session_weight_bytes(const onnx_session *s);
+
+/* What a session did with graphs (for tests and reports). */
+typedef struct onnx_graph_stats {
+    size_t graphs;        /* graphs held now */
+    uint64_t captures;    /* graphs recorded */
+    uint64_t replays;     /* runs that launched a graph */
+    uint64_t eager_runs;  /* runs that enqueued their steps one by one */
+    uint64_t refused;     /* recordings the device refused (run eagerly) */
+    uint64_t invalidated; /* graphs dropped because the arena moved */
+} onnx_graph_stats;
+void onnx_session_graph_stats(const onnx_session *s, onnx_graph_stats *out);
 
 /* Per-op timing (for benchmarks): when on, every step is followed by a
  * stream synchronisation and its time is added to its op type's total.

@@ -1,22 +1,39 @@
 /*
  * Sessions: one per instance. A session owns an arena of device memory
- * (grown to the largest plan it has run) and, on a device whose memory is
- * not the host's, device copies of the host values its plans read
- * (weights, folded constants, shape tensors), made the first time a value
- * is needed. On the CPU device the weights are the model's own host
- * memory, shared by every instance without a copy.
+ * (grown to the largest plan it has run). On a device whose memory is not
+ * the host's, the model's constants (weights, folded values) come from the
+ * store the model's sessions on that device share (onnx_weights.c); on the
+ * CPU device they are the model's own host memory.
+ *
+ * Graphs (when the model asks and the device can record them): a
+ * session's inputs are copied into blocks of its arena placed after the
+ * plan's, so that every pointer a plan's steps use is the session's own
+ * and stays put from run to run. The first run of a plan is enqueued step
+ * by step (the warm-up, with the arena already sized); the second records
+ * the steps as a graph and launches it; later ones only launch it. A
+ * graph is dropped when the arena has to move, and the least recently
+ * used one when the session holds max_graphs. A plan whose recording the
+ * device refuses (a step that synchronises, or launches a host function)
+ * keeps running step by step.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "osprey/clock.h"
+#include "osprey/log.h"
 
 #include "onnx_rt_internal.h"
 
-typedef struct device_copy {
-    const void *host; /* the host value it mirrors (borrowed) */
-    osp_buffer *buf;
-} device_copy;
+#define IO_ALIGNMENT 256 /* input blocks start where cudaMalloc'd memory may */
+
+/* What a session knows of one plan (keyed by plan id) for graphs. */
+typedef struct session_graph {
+    uint64_t plan_id;
+    osp_graph *graph; /* NULL: not recorded (yet) */
+    bool warm;        /* ran once step by step */
+    bool eager_only;  /* the device refused to record it */
+    uint64_t last_used;
+} session_graph;
 
 struct onnx_session {
     onnx_rt_model *model;
@@ -24,11 +41,19 @@ struct onnx_session {
     osp_stream *stream;
     bool host_memory; /* the device's memory is host memory (CPU) */
     osp_buffer *arena;
-    device_copy *copies;
-    size_t n_copies, cap_copies;
+    rt_weights *weights; /* NULL on the CPU device */
+    /* graphs (see the top of the file) */
+    bool graphs;
+    session_graph *graph_cache;
+    size_t n_graphs;
+    uint64_t graph_clock;
+    onnx_graph_stats graph_stats;
+    const void **input_ptrs; /* per graph input: where the steps read it */
     /* per-run scratch, sized for the model */
     void **ptr; /* per value */
+    bool *read_fp32; /* per value: a step (or output) reads its FP32 copy */
     const void **in_ptrs;
+    const void **in_fp16; /* per node input: FP16 copies (precision fp16) */
     void **out_ptrs;
     size_t max_io;
     /* per-op timing, when profiling */
@@ -54,6 +79,12 @@ osp_error *onnx_session_new(onnx_rt_model *m, osp_device *device,
     osp_device_info info;
     osp_device_get_info(device, &info);
     s->host_memory = info.type == OSP_DEVICE_CPU;
+    s->graphs = m->opts.graphs && !s->host_memory &&
+                osp_stream_supports_graphs(stream);
+    if (!s->host_memory && (err = rt_weights_acquire(m, device, &s->weights))) {
+        free(s);
+        return err;
+    }
     for (size_t i = 0; i < m->n_nodes; i++) {
         if (m->nodes[i].n_in > s->max_io)
             s->max_io = m->nodes[i].n_in;
@@ -62,8 +93,17 @@ osp_error *onnx_session_new(onnx_rt_model *m, osp_device *device,
     }
     s->ptr = calloc(m->n_values ? m->n_values : 1, sizeof *s->ptr);
     s->in_ptrs = calloc(s->max_io ? s->max_io : 1, sizeof *s->in_ptrs);
+    s->in_fp16 = calloc(s->max_io ? s->max_io : 1, sizeof *s->in_fp16);
+    s->read_fp32 = calloc(m->n_values ? m->n_values : 1, sizeof *s->read_fp32);
     s->out_ptrs = calloc(s->max_io ? s->max_io : 1, sizeof *s->out_ptrs);
-    if (!s->ptr || !s->in_ptrs || !s->out_ptrs) {
+    s->input_ptrs =
+        calloc(m->n_inputs ? m->n_inputs : 1, sizeof *s->input_ptrs);
+    s->graph_cache = s->graphs ? calloc(m->opts.max_graphs,
+                                        sizeof *s->graph_cache)
+                               : NULL;
+    if (!s->ptr || !s->in_ptrs || !s->in_fp16 || !s->read_fp32 ||
+        !s->out_ptrs || !s->input_ptrs ||
+        (s->graphs && !s->graph_cache)) {
         onnx_session_free(s);
         return osp_error_out_of_memory();
     }
@@ -74,17 +114,21 @@ osp_error *onnx_session_new(onnx_rt_model *m, osp_device *device,
 void onnx_session_free(onnx_session *s) {
     if (!s)
         return;
-    if (s->stream && (s->arena || s->n_copies)) {
+    if (s->stream && (s->arena || s->weights)) {
         osp_error *err = osp_stream_synchronize(s->stream);
         osp_error_free(err);
     }
+    for (size_t i = 0; i < s->n_graphs; i++)
+        osp_graph_free(s->graph_cache[i].graph);
+    free(s->graph_cache);
     osp_buffer_free(s->arena);
-    for (size_t i = 0; i < s->n_copies; i++)
-        osp_buffer_free(s->copies[i].buf);
-    free(s->copies);
+    rt_weights_release(s->model, s->weights);
+    free(s->input_ptrs);
     free(s->times);
     free(s->ptr);
+    free(s->read_fp32);
     free(s->in_ptrs);
+    free(s->in_fp16);
     free(s->out_ptrs);
     free(s);
 }
@@ -93,40 +137,25 @@ size_t onnx_session_arena_bytes(const onnx_session *s) {
     return s->arena ? s->arena->size : 0;
 }
 
-/* The device address of a model constant: itself on the CPU, else a
- * copy this session uploads once (keyed by the constant's host address,
- * which lives as long as the model). */
-static osp_error *device_value(onnx_session *s, const void *host,
-                               size_t bytes, const void **out) {
-    if (s->host_memory) {
-        *out = host;
-        return NULL;
-    }
-    for (size_t i = 0; i < s->n_copies; i++)
-        if (s->copies[i].host == host) {
-            *out = s->copies[i].buf->data;
-            return NULL;
+size_t onnx_session_weight_bytes(const onnx_session *s) {
+    return s->weights ? rt_weights_bytes(s->weights) : 0;
+}
+
+void onnx_session_graph_stats(const onnx_session *s, onnx_graph_stats *out) {
+    *out = s->graph_stats;
+    out->graphs = 0;
+    for (size_t i = 0; i < s->n_graphs; i++)
+        out->graphs += s->graph_cache[i].graph != NULL;
+}
+
+/* Frees every graph: they point into an arena about to move. */
+static void drop_graphs(onnx_session *s) {
+    for (size_t i = 0; i < s->n_graphs; i++)
+        if (s->graph_cache[i].graph) {
+            osp_graph_free(s->graph_cache[i].graph);
+            s->graph_cache[i].graph = NULL;
+            s->graph_stats.invalidated++;
         }
-    if (s->n_copies == s->cap_copies) {
-        size_t cap = s->cap_copies ? s->cap_copies * 2 : 64;
-        device_copy *grown = realloc(s->copies, cap * sizeof *grown);
-        if (!grown)
-            return osp_error_out_of_memory();
-        s->copies = grown;
-        s->cap_copies = cap;
-    }
-    osp_buffer *buf = NULL;
-    osp_error *err = osp_device_alloc(s->device, bytes, &buf);
-    if (!err && bytes)
-        err = osp_memcpy_async(s->stream, buf->data, host, bytes,
-                               OSP_COPY_HOST_TO_DEVICE);
-    if (err) {
-        osp_buffer_free(buf);
-        return err;
-    }
-    s->copies[s->n_copies++] = (device_copy){.host = host, .buf = buf};
-    *out = buf->data;
-    return NULL;
 }
 
 static osp_error *ensure_arena(onnx_session *s, size_t bytes) {
@@ -137,23 +166,96 @@ static osp_error *ensure_arena(onnx_session *s, size_t bytes) {
         osp_error *err = osp_stream_synchronize(s->stream);
         if (err)
             return err;
+        drop_graphs(s);
         osp_buffer_free(s->arena);
         s->arena = NULL;
     }
     return osp_device_alloc(s->device, bytes, &s->arena);
 }
 
-/* Points s->ptr[v] at every value the plan's steps and outputs touch. */
-static osp_error *resolve_values(onnx_session *s, const onnx_plan *p,
-                                 const onnx_io *inputs) {
+static size_t align_io(size_t n) {
+    return (n + IO_ALIGNMENT - 1) / IO_ALIGNMENT * IO_ALIGNMENT;
+}
+
+/* The arena this run needs: the plan's, then (with graphs) a block per
+ * input. Zero on overflow. */
+static size_t arena_for_run(const onnx_session *s, const onnx_plan *p,
+                            const onnx_io *inputs) {
+    size_t total = p->arena_bytes;
+    if (!s->graphs)
+        return total;
+    total = align_io(total);
+    for (size_t i = 0; i < s->model->n_inputs; i++) {
+        size_t add = align_io(inputs[i].byte_size);
+        if (add < inputs[i].byte_size || total > SIZE_MAX - add)
+            return 0;
+        total += add;
+    }
+    return total ? total : 1;
+}
+
+/* Sets s->input_ptrs: the caller's inputs, or with graphs the session's
+ * input blocks, filled from them on the stream. */
+static osp_error *place_inputs(onnx_session *s, const onnx_plan *p,
+                               const onnx_io *inputs) {
     onnx_rt_model *m = s->model;
+    size_t off = align_io(p->arena_bytes);
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        if (!s->graphs) {
+            s->input_ptrs[i] = inputs[i].data;
+            continue;
+        }
+        char *block = (char *)s->arena->data + off;
+        s->input_ptrs[i] = block;
+        off += align_io(inputs[i].byte_size);
+        if (inputs[i].byte_size == 0)
+            continue;
+        osp_error *err =
+            osp_memcpy_async(s->stream, block, inputs[i].data,
+                             inputs[i].byte_size, OSP_COPY_DEVICE_TO_DEVICE);
+        if (err)
+            return err;
+    }
+    return NULL;
+}
+
+/* Whether step st's input j is given to its op as an FP16 copy: the op
+ * asked, the session has a store, and the input is an FP32 constant. */
+static bool fp16_served(const onnx_session *s, const onnx_plan *p,
+                        const plan_step *st, size_t j) {
+    const rt_node *n = &s->model->nodes[st->node];
+    if (!s->weights || j >= 32 || !(st->fp16_inputs >> j & 1) || n->in[j] < 0)
+        return false;
+    int r = p->root[n->in[j]];
+    return s->model->values[r].konst && p->desc[r].dtype == OSP_TYPE_FP32;
+}
+
+/* s->read_fp32: the values a step or an output reads as they are (every
+ * one but the constants only read as FP16 copies). */
+static void mark_fp32_reads(onnx_session *s, const onnx_plan *p) {
+    onnx_rt_model *m = s->model;
+    memset(s->read_fp32, 0, m->n_values * sizeof *s->read_fp32);
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const rt_node *n = &m->nodes[p->steps[i].node];
+        for (size_t j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0 && !fp16_served(s, p, &p->steps[i], j))
+                s->read_fp32[p->root[n->in[j]]] = true;
+    }
+    for (size_t k = 0; k < m->n_outputs; k++)
+        s->read_fp32[p->root[m->outputs[k]]] = true;
+}
+
+/* Points s->ptr[v] at every value the plan's steps and outputs touch. */
+static osp_error *resolve_values(onnx_session *s, const onnx_plan *p) {
+    onnx_rt_model *m = s->model;
+    mark_fp32_reads(s, p);
     char *arena = s->arena ? s->arena->data : NULL;
     for (size_t v = 0; v < m->n_values; v++) {
         s->ptr[v] = NULL;
         int r = p->root[v];
         const rt_value *rv = &m->values[r];
         if (rv->graph_input >= 0) {
-            s->ptr[v] = (void *)inputs[rv->graph_input].data;
+            s->ptr[v] = (void *)s->input_ptrs[rv->graph_input];
         } else if (p->desc[r].host && s->host_memory) {
             s->ptr[v] = (void *)p->desc[r].host;
         } else if (p->desc[r].host && !rv->konst) {
@@ -170,9 +272,11 @@ static osp_error *resolve_values(onnx_session *s, const onnx_plan *p,
             if (err)
                 return err;
         } else if (p->desc[r].host) {
+            if (!s->read_fp32[r])
+                continue; /* only read as FP16 */
             const void *dev = NULL;
-            osp_error *err = device_value(s, p->desc[r].host,
-                                          rt_desc_bytes(&p->desc[r]), &dev);
+            osp_error *err = rt_weights_get(s->weights, p->desc[r].host,
+                                            rt_desc_bytes(&p->desc[r]), &dev);
             if (err)
                 return err;
             s->ptr[v] = (void *)dev;
@@ -184,7 +288,8 @@ static osp_error *resolve_values(onnx_session *s, const onnx_plan *p,
 }
 
 /* Asks the caller for each output's buffer; a DIRECT output's storage
- * becomes that buffer. copy_to[k] is where a COPY output goes. */
+ * becomes that buffer (not with graphs: a graph's steps only write the
+ * session's memory). copy_to[k] is where a COPY output goes. */
 static osp_error *bind_outputs(onnx_session *s, const onnx_plan *p,
                                onnx_output_alloc_fn alloc, void *alloc_ctx,
                                void **copy_to) {
@@ -200,7 +305,7 @@ static osp_error *bind_outputs(onnx_session *s, const onnx_plan *p,
             return err;
         if (!buf)
             continue;
-        if (p->output_mode[k] == PLAN_OUTPUT_DIRECT) {
+        if (p->output_mode[k] == PLAN_OUTPUT_DIRECT && !s->graphs) {
             /* Every view of this root reads the caller's buffer too. */
             void *old = s->ptr[v];
             for (size_t w = 0; w < m->n_values; w++)
@@ -216,8 +321,20 @@ static osp_error *bind_outputs(onnx_session *s, const onnx_plan *p,
 static osp_error *run_step(onnx_session *s, const onnx_plan *p,
                            const plan_step *st) {
     const rt_node *n = &s->model->nodes[st->node];
-    for (size_t j = 0; j < n->n_in; j++)
+    bool fp16 = false;
+    for (size_t j = 0; j < n->n_in; j++) {
         s->in_ptrs[j] = n->in[j] >= 0 ? s->ptr[n->in[j]] : NULL;
+        s->in_fp16[j] = NULL;
+        if (!fp16_served(s, p, st, j))
+            continue;
+        const onnx_desc *d = &p->desc[p->root[n->in[j]]];
+        osp_error *err = rt_weights_get_fp16(
+            s->weights, d->host, (size_t)onnx_shape_count(&d->shape),
+            &s->in_fp16[j]);
+        if (err)
+            return rt_node_error(n->node, err);
+        fp16 = true;
+    }
     for (size_t j = 0; j < n->n_out; j++)
         s->out_ptrs[j] = n->out[j] >= 0 ? s->ptr[n->out[j]] : NULL;
     onnx_run_ctx ctx = {
@@ -233,8 +350,9 @@ static osp_error *run_step(onnx_session *s, const onnx_plan *p,
         .workspace = st->ws_bytes && s->arena
                          ? (char *)s->arena->data + st->ws_offset
                          : NULL,
+        .allow_tf32 = s->model->opts.allow_tf32,
+        .in_fp16 = fp16 ? s->in_fp16 : NULL,
     };
-    (void)p;
     return rt_node_error(n->node, n->op->run(&ctx));
 }
 
@@ -284,6 +402,95 @@ void onnx_session_profile_report(const onnx_session *s, FILE *out) {
     free(sorted);
 }
 
+/* Enqueues the plan's steps one by one (timing them when profiling). */
+static osp_error *run_steps(onnx_session *s, const onnx_plan *p) {
+    for (size_t i = 0; i < p->n_steps; i++) {
+        uint64_t start = s->profiling ? osp_now_ns() : 0;
+        osp_error *err = run_step(s, p, &p->steps[i]);
+        if (err)
+            return err;
+        if (s->profiling)
+            profile_step(s, s->model->nodes[p->steps[i].node].node->op_type,
+                         start);
+    }
+    return NULL;
+}
+
+/* The session's entry for plan_id, made now (in place of the least
+ * recently used one when the session holds max_graphs). */
+static session_graph *graph_entry(onnx_session *s, uint64_t plan_id) {
+    session_graph *e = NULL;
+    for (size_t i = 0; i < s->n_graphs && !e; i++)
+        if (s->graph_cache[i].plan_id == plan_id)
+            e = &s->graph_cache[i];
+    if (!e && s->n_graphs < s->model->opts.max_graphs) {
+        e = &s->graph_cache[s->n_graphs++];
+        *e = (session_graph){.plan_id = plan_id};
+    } else if (!e) {
+        e = &s->graph_cache[0];
+        for (size_t i = 1; i < s->n_graphs; i++)
+            if (s->graph_cache[i].last_used < e->last_used)
+                e = &s->graph_cache[i];
+        /* A launch still queued keeps what it replays (CUDA defers the
+         * destruction of an executing graph). */
+        osp_graph_free(e->graph);
+        *e = (session_graph){.plan_id = plan_id};
+    }
+    e->last_used = ++s->graph_clock;
+    return e;
+}
+
+/* Records the plan's steps as a graph; false (and nothing recorded) when
+ * the device refused something a step did. */
+static bool record_graph(onnx_session *s, const onnx_plan *p,
+                         osp_graph **out) {
+    osp_error *err = osp_stream_begin_capture(s->stream);
+    if (err) {
+        osp_error_free(err);
+        return false;
+    }
+    osp_error *steps = run_steps(s, p);
+    osp_graph *g = NULL;
+    err = osp_stream_end_capture(s->stream, &g);
+    if (steps || err) {
+        osp_error_free(steps);
+        osp_error_free(err);
+        osp_graph_free(g);
+        return false;
+    }
+    *out = g;
+    return true;
+}
+
+/* The steps of plan p: replayed, recorded, or enqueued one by one. */
+static osp_error *run_plan(onnx_session *s, const onnx_plan *p) {
+    if (!s->graphs || s->profiling) {
+        s->graph_stats.eager_runs++;
+        return run_steps(s, p);
+    }
+    session_graph *e = graph_entry(s, p->id);
+    if (!e->graph && e->warm && !e->eager_only) {
+        if (record_graph(s, p, &e->graph)) {
+            s->graph_stats.captures++;
+            OSP_LOG_VERBOSE("ONNX plan %llu: CUDA graph recorded (%zu steps)",
+                            (unsigned long long)p->id, p->n_steps);
+        } else {
+            e->eager_only = true;
+            s->graph_stats.refused++;
+            OSP_LOG_VERBOSE("ONNX plan %llu: the device refused to record "
+                            "a graph; its steps run one by one",
+                            (unsigned long long)p->id);
+        }
+    }
+    if (e->graph) {
+        s->graph_stats.replays++;
+        return osp_graph_launch(e->graph, s->stream);
+    }
+    e->warm = true;
+    s->graph_stats.eager_runs++;
+    return run_steps(s, p);
+}
+
 osp_error *onnx_session_run(onnx_session *s, const onnx_io *inputs,
                             size_t n_inputs, onnx_output_alloc_fn alloc,
                             void *alloc_ctx) {
@@ -297,21 +504,16 @@ osp_error *onnx_session_run(onnx_session *s, const onnx_io *inputs,
     if (err)
         return err;
     void **copy_to = calloc(m->n_outputs ? m->n_outputs : 1, sizeof *copy_to);
-    if (!copy_to) {
+    size_t arena_bytes = arena_for_run(s, p, inputs);
+    if (!copy_to || (s->graphs && arena_bytes == 0)) {
         err = osp_error_out_of_memory();
         goto out;
     }
-    if ((err = ensure_arena(s, p->arena_bytes)) ||
-        (err = resolve_values(s, p, inputs)) ||
-        (err = bind_outputs(s, p, alloc, alloc_ctx, copy_to)))
+    if ((err = ensure_arena(s, arena_bytes)) ||
+        (err = place_inputs(s, p, inputs)) || (err = resolve_values(s, p)) ||
+        (err = bind_outputs(s, p, alloc, alloc_ctx, copy_to)) ||
+        (err = run_plan(s, p)))
         goto out;
-    for (size_t i = 0; i < p->n_steps; i++) {
-        uint64_t start = s->profiling ? osp_now_ns() : 0;
-        if ((err = run_step(s, p, &p->steps[i])))
-            goto out;
-        if (s->profiling)
-            profile_step(s, m->nodes[p->steps[i].node].node->op_type, start);
-    }
     for (size_t k = 0; k < m->n_outputs; k++) {
         int v = m->outputs[k];
         size_t bytes = rt_desc_bytes(&p->desc[v]);

@@ -162,6 +162,35 @@ osp_error *osp_event_elapsed_ns(osp_event *start, osp_event *end, uint64_t *ns);
 osp_error *osp_device_memcpy(osp_device *dev, void *dst, const void *src,
                              size_t n, osp_copy_kind kind);
 
+/* ---- graphs (recorded work replayed at once: CUDA graphs) ---------------- */
+
+typedef struct osp_graph osp_graph;
+
+/* Whether `stream`'s device can record graphs (the CUDA device can; the
+ * CPU device cannot). */
+bool osp_stream_supports_graphs(const osp_stream *stream);
+
+/* Starts recording: until osp_stream_end_capture, work enqueued on
+ * `stream` by the calling thread is recorded, not run. UNSUPPORTED on a
+ * device without graphs. While recording, the calling thread must not
+ * synchronise (streams, events, the device), allocate device memory
+ * through the device's own allocator past its pool, or launch host
+ * functions on `stream` (refused: a replay would call them again); such
+ * a call fails and so does the capture. Every pointer the recorded work
+ * touches must stay valid, and mean the same, for as long as the graph
+ * may be launched. */
+osp_error *osp_stream_begin_capture(osp_stream *stream);
+/* Ends the recording begun on `stream` by this thread. On success *out
+ * is the graph (caller owns, osp_graph_free); when something refused
+ * during the capture invalidated it, an error and no graph. Either way
+ * the stream is back to running work. */
+osp_error *osp_stream_end_capture(osp_stream *stream, osp_graph **out);
+/* Enqueues the recorded work on `stream` (a stream of the graph's
+ * device; it need not be the one recorded on). */
+osp_error *osp_graph_launch(osp_graph *graph, osp_stream *stream);
+/* Frees a graph; launches already enqueued still run. NULL is a no-op. */
+void osp_graph_free(osp_graph *graph);
+
 /* ---- memory shared by another process (CUDA IPC) ------------------------ */
 
 /* Bytes of a CUDA IPC memory handle (cudaIpcMemHandle_t). */

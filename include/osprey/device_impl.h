@@ -13,6 +13,7 @@
  *   memory_stats   -> all zero
  *   memcpy_sync    -> synchronous memmove (memory is host memory)
  *   ipc_open/ipc_close -> UNSUPPORTED (the device cannot share memory)
+ *   graph_*       -> UNSUPPORTED (osp_stream_supports_graphs is false)
  */
 #pragma once
 
@@ -69,6 +70,17 @@ typedef struct osp_device_ops {
     osp_error *(*ipc_open)(osp_device *dev, const void *handle,
                            size_t handle_len, void **ptr, size_t *size);
     osp_error *(*ipc_close)(osp_device *dev, void *ptr);
+
+    /* (optional, all four or none) Graphs (osprey/device.h): begin and end
+     * a recording of what the calling thread enqueues on a stream (end
+     * gives the device's replayable graph in *graph, or an error when the
+     * capture was invalidated, leaving the stream out of capture either
+     * way); launch a graph on a stream; free a graph. */
+    osp_error *(*graph_begin)(osp_device *dev, void *stream_impl);
+    osp_error *(*graph_end)(osp_device *dev, void *stream_impl, void **graph);
+    osp_error *(*graph_launch)(osp_device *dev, void *graph,
+                               void *stream_impl);
+    void (*graph_free)(osp_device *dev, void *graph);
 
     /* Compute ops: arguments already validated by the dispatcher. */
     osp_error *(*gemm)(osp_device *dev, void *stream_impl,

@@ -104,8 +104,8 @@ typedef struct osp_execution_accelerator {
 } osp_execution_accelerator;
 
 /* optimization { ... } (ModelOptimizationPolicy). What a config leaves out
- * has Triton's defaults: pinned memory enabled, PRIORITY_DEFAULT. Its
- * `cuda` message is accepted and not kept. */
+ * has Triton's defaults: pinned memory enabled, PRIORITY_DEFAULT. Of its
+ * `cuda` message only `graphs` is kept; the other fields are accepted. */
 typedef struct osp_model_optimization {
     bool has_graph;      /* graph { } was given */
     int32_t graph_level; /* graph.level; 0 when absent */
@@ -119,6 +119,7 @@ typedef struct osp_model_optimization {
     bool output_pinned_memory; /* output_pinned_memory.enable */
     uint32_t gather_kernel_buffer_threshold;
     bool eager_batching;
+    bool cuda_graphs; /* cuda.graphs */
 } osp_model_optimization;
 
 /* One step of ensemble_scheduling: a model and how its inputs and outputs

@@ -250,6 +250,7 @@ osp_error *osp_stream_new(osp_device *dev, osp_stream **out) {
                              "osp_stream_new: out of memory");
     s->device = dev;
     s->impl = NULL;
+    s->capturing = false;
     osp_error *err = dev->ops->stream_new(dev, &s->impl);
     if (err != NULL) {
         free(s);
@@ -324,6 +325,10 @@ osp_error *osp_stream_launch_host_func(osp_stream *stream,
             OSP_ERROR_INVALID_ARG,
             "osp_stream_launch_host_func: stream and fn are required");
     osp_device *dev = stream->device;
+    if (stream->capturing) /* a graph would call it at every replay */
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "osp_stream_launch_host_func: the stream is "
+                             "recording a graph");
     if (dev->ops->launch_host_func != NULL)
         return dev->ops->launch_host_func(dev, stream->impl, fn, arg);
     osp_error *err = dev->ops->stream_synchronize(dev, stream->impl);

@@ -17,6 +17,7 @@ extern "C" {
 struct osp_stream {
     osp_device *device;
     void *impl;
+    bool capturing; /* between osp_stream_begin_capture and _end_capture */
 };
 
 /* The process-wide CPU device (a static object; never NULL, never freed). */

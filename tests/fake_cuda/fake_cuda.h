@@ -24,6 +24,16 @@
  *   is forbidden by CUDA and aborts the test here.
  * - Pageable copies follow CUDA's rules: H2D copies the source before
  *   returning, D2H returns when the data has arrived.
+ * - Stream capture (cudaStreamBeginCapture ... cudaStreamEndCapture,
+ *   cudaGraphInstantiate, cudaGraphLaunch): while a stream captures, what
+ *   is queued on it (kernels, copies, cuBLAS calls, host functions) is
+ *   recorded instead of run, and a graph launch replays the recording in
+ *   order on its stream. What CUDA refuses during a capture fails here
+ *   too and invalidates it (synchronising, allocating, freeing, event
+ *   queries on the capturing thread; copies involving pageable memory);
+ *   so does cudaEventRecord on a capturing stream, which the fake does
+ *   not capture. A launch whose captured device ranges were freed since
+ *   the capture fails instead of writing into freed memory.
  *
  * - IPC handles (fake_ipc.c) name either an allocation of this process
  *   (cudaIpcGetMemHandle) or a POSIX shared memory object that a test
@@ -47,7 +57,8 @@
 extern "C" {
 #endif
 
-/* One queued operation: run(ctx) on the stream's worker, then free(ctx). */
+/* One queued operation: run(ctx) on the stream's worker (see
+ * fake_stream_enqueue for when ctx is freed). */
 typedef void (*fake_op_fn)(void *ctx);
 
 /* Runs at the top of every fake entry point: aborts when called from a
@@ -68,8 +79,19 @@ int fake_stream_device(cudaStream_t stream);
 /* The calling thread's current GPU. */
 int fake_current_device(void);
 
-/* Queues op on stream; ctx (malloc'd) is freed after it ran. */
+/* Queues run(ctx) on stream. ctx (malloc'd; ownership moves, also on
+ * error) is freed when the op is dropped: after it ran, or, when the
+ * stream was capturing, when the graph holding it is destroyed, after
+ * any number of replays. So run must leave ctx as it found it: what ctx
+ * owns is freed by drop (fake_stream_enqueue_owned), never by run. */
 cudaError_t fake_stream_enqueue(cudaStream_t stream, fake_op_fn run, void *ctx);
+/* The same, with drop(ctx) instead of free(ctx) to free ctx and what it
+ * owns (drop NULL: free). */
+cudaError_t fake_stream_enqueue_owned(cudaStream_t stream, fake_op_fn run,
+                                      fake_op_fn drop, void *ctx);
+
+/* Whether stream is capturing (cudaStreamBeginCapture). */
+bool fake_stream_capturing(cudaStream_t stream);
 
 /* cudaSuccess when stream may take a kernel or cuBLAS call from the calling
  * thread: it is live and its GPU is current. */

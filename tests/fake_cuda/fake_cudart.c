@@ -23,6 +23,8 @@ typedef struct allocation {
     size_t size, mapped;
     int gpu;
     bool imported; /* mapped from another process's memory (fake_ipc.c) */
+    uint64_t id;   /* unique for the process's life: a freed and reused
+                      address is another allocation */
     struct allocation *next;
 } allocation;
 
@@ -34,9 +36,38 @@ typedef struct host_block { /* cudaHostAlloc'd (pinned) memory */
 
 typedef struct op {
     fake_op_fn run;
+    fake_op_fn drop; /* frees ctx and what it owns; NULL: free(ctx) */
     void *ctx;
     struct op *next;
 } op;
+
+/* A device range a captured operation touches, and the allocation it lay
+ * in when captured. */
+typedef struct captured_range {
+    const char *ptr;
+    size_t bytes;
+    uint64_t allocation_id;
+} captured_range;
+
+/* What a stream capture recorded: its operations, in order, and the device
+ * ranges they touch. Shared by the capture, the cudaGraph_t made from it
+ * and every cudaGraphExec_t instantiated from that; refs under g_lock. */
+typedef struct recording {
+    int refs;
+    int gpu;
+    bool invalidated; /* a call the capture refuses was made */
+    op *head, *tail;
+    captured_range *ranges;
+    size_t n_ranges, cap_ranges;
+} recording;
+
+struct CUgraph_st {
+    recording *rec;
+};
+
+struct CUgraphExec_st {
+    recording *rec;
+};
 
 struct CUstream_st {
     int gpu;
@@ -46,6 +77,8 @@ struct CUstream_st {
     op *head, *tail; /* an op stays at head while it runs */
     bool stopping;
     uint64_t rng;
+    recording *capture; /* while capturing: where operations go instead */
+    pthread_t capture_thread;
     struct CUstream_st *next;
 };
 
@@ -76,6 +109,10 @@ static pthread_cond_t g_event_cond = PTHREAD_COND_INITIALIZER;
 static _Thread_local int t_device;
 static _Thread_local cudaError_t t_last_error;
 static _Thread_local bool t_in_host_func;
+/* The capture this thread began (cudaStreamCaptureModeThreadLocal: the
+ * calls CUDA calls unsafe during a capture are refused on this thread). */
+static _Thread_local recording *t_capture;
+static uint64_t g_next_allocation_id = 1; /* under g_lock */
 
 static void init_once(void) {
     const char *devices = getenv("FAKE_CUDA_DEVICES");
@@ -138,12 +175,34 @@ static bool stream_is_live(cudaStream_t s) {
     return false;
 }
 
+/* Notes, while this thread captures, that the operation being captured
+ * touches [ptr, ptr + bytes) of allocation a (g_lock held). */
+static void capture_note_range(const allocation *a, const void *ptr,
+                               size_t bytes) {
+    recording *r = t_capture;
+    if (r == NULL || a == NULL)
+        return;
+    if (r->n_ranges == r->cap_ranges) {
+        size_t cap = r->cap_ranges ? r->cap_ranges * 2 : 16;
+        captured_range *grown = realloc(r->ranges, cap * sizeof *grown);
+        if (grown == NULL) {
+            r->invalidated = true;
+            return;
+        }
+        r->ranges = grown;
+        r->cap_ranges = cap;
+    }
+    r->ranges[r->n_ranges++] =
+        (captured_range){.ptr = ptr, .bytes = bytes, .allocation_id = a->id};
+}
+
 void *fake_device_view(const void *ptr, size_t bytes, int *device) {
     pthread_mutex_lock(&g_lock);
     allocation *a = allocation_of(ptr, bytes);
     void *view = a != NULL ? a->view + ((const char *)ptr - a->device) : NULL;
     if (a != NULL && device != NULL)
         *device = a->gpu;
+    capture_note_range(a, ptr, bytes);
     pthread_mutex_unlock(&g_lock);
     return view;
 }
@@ -227,6 +286,14 @@ const char *cudaGetErrorName(cudaError_t e) {
         return "cudaErrorNotReady";
     case cudaErrorMapBufferObjectFailed:
         return "cudaErrorMapBufferObjectFailed";
+    case cudaErrorIllegalState:
+        return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported:
+        return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated:
+        return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureWrongThread:
+        return "cudaErrorStreamCaptureWrongThread";
     default:
         return "cudaErrorUnknown";
     }
@@ -252,6 +319,15 @@ const char *cudaGetErrorString(cudaError_t e) {
         return "device not ready";
     case cudaErrorMapBufferObjectFailed:
         return "mapping of buffer object failed";
+    case cudaErrorIllegalState:
+        return "the resource is not in a valid state";
+    case cudaErrorStreamCaptureUnsupported:
+        return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+        return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureWrongThread:
+        return "attempt to terminate a thread-local capture sequence from "
+               "another thread";
     default:
         return "unknown error";
     }
@@ -271,6 +347,14 @@ static void jitter(struct CUstream_st *s) {
     }
 }
 
+static void op_drop(op *o) {
+    if (o->drop != NULL)
+        o->drop(o->ctx);
+    else
+        free(o->ctx);
+    free(o);
+}
+
 static void *stream_worker(void *arg) {
     struct CUstream_st *s = arg;
     pthread_mutex_lock(&s->lock);
@@ -283,12 +367,11 @@ static void *stream_worker(void *arg) {
         pthread_mutex_unlock(&s->lock);
         jitter(s);
         o->run(o->ctx);
-        free(o->ctx);
         pthread_mutex_lock(&s->lock);
         s->head = o->next;
         if (s->head == NULL)
             s->tail = NULL;
-        free(o);
+        op_drop(o);
         pthread_cond_broadcast(&s->cond);
     }
     pthread_mutex_unlock(&s->lock);
@@ -303,15 +386,28 @@ static void stream_drain(struct CUstream_st *s) {
     pthread_mutex_unlock(&s->lock);
 }
 
-cudaError_t fake_stream_enqueue(cudaStream_t stream, fake_op_fn run,
-                                void *ctx) {
+cudaError_t fake_stream_enqueue_owned(cudaStream_t stream, fake_op_fn run,
+                                      fake_op_fn drop, void *ctx) {
     op *o = malloc(sizeof *o);
     if (o == NULL) {
-        free(ctx);
+        if (drop != NULL)
+            drop(ctx);
+        else
+            free(ctx);
         return fake_status(cudaErrorMemoryAllocation);
     }
-    *o = (op){.run = run, .ctx = ctx};
+    *o = (op){.run = run, .drop = drop, .ctx = ctx};
     pthread_mutex_lock(&stream->lock);
+    if (stream->capture != NULL) { /* recorded, not run */
+        recording *r = stream->capture;
+        if (r->tail != NULL)
+            r->tail->next = o;
+        else
+            r->head = o;
+        r->tail = o;
+        pthread_mutex_unlock(&stream->lock);
+        return cudaSuccess;
+    }
     if (stream->tail != NULL)
         stream->tail->next = o;
     else
@@ -320,6 +416,44 @@ cudaError_t fake_stream_enqueue(cudaStream_t stream, fake_op_fn run,
     pthread_cond_broadcast(&stream->cond);
     pthread_mutex_unlock(&stream->lock);
     return cudaSuccess;
+}
+
+cudaError_t fake_stream_enqueue(cudaStream_t stream, fake_op_fn run,
+                                void *ctx) {
+    return fake_stream_enqueue_owned(stream, run, NULL, ctx);
+}
+
+bool fake_stream_capturing(cudaStream_t stream) {
+    pthread_mutex_lock(&stream->lock);
+    bool capturing = stream->capture != NULL;
+    pthread_mutex_unlock(&stream->lock);
+    return capturing;
+}
+
+/* For calls CUDA refuses while this thread captures (synchronisation,
+ * allocation, event queries: "unsafe" in cudaStreamCaptureModeThreadLocal):
+ * cudaSuccess when the thread is not capturing; otherwise the capture is
+ * invalidated, as CUDA does, and the call fails. */
+static cudaError_t capture_refuse(const char *what) {
+    if (t_capture == NULL)
+        return cudaSuccess;
+    fprintf(stderr, "fake CUDA: %s while the thread captures a stream\n", what);
+    t_capture->invalidated = true;
+    return fake_status(cudaErrorStreamCaptureUnsupported);
+}
+
+/* Like capture_refuse, for an operation on `stream` that cannot be
+ * captured: refused when that stream captures (from any thread). */
+static cudaError_t capture_refuse_on(cudaStream_t stream, const char *what) {
+    pthread_mutex_lock(&stream->lock);
+    recording *r = stream->capture;
+    if (r != NULL)
+        r->invalidated = true;
+    pthread_mutex_unlock(&stream->lock);
+    if (r == NULL)
+        return capture_refuse(what);
+    fprintf(stderr, "fake CUDA: %s on a capturing stream\n", what);
+    return fake_status(cudaErrorStreamCaptureUnsupported);
 }
 
 /* cudaSuccess when s is a live stream. Osprey never uses the legacy
@@ -398,6 +532,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
         return fake_status(cudaErrorInvalidResourceHandle);
     }
     pthread_mutex_lock(&stream->lock);
+    if (stream->capture != NULL) {
+        fprintf(stderr, "fake CUDA: cudaStreamDestroy of a capturing "
+                        "stream\n");
+        abort();
+    }
     stream->stopping = true;
     pthread_cond_broadcast(&stream->cond);
     pthread_mutex_unlock(&stream->lock);
@@ -413,6 +552,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     fake_enter(__func__);
     pthread_rwlock_rdlock(&g_streams_rw);
     cudaError_t st = check_stream(stream);
+    if (st == cudaSuccess)
+        st = capture_refuse_on(stream, "cudaStreamSynchronize");
     if (st == cudaSuccess)
         stream_drain(stream);
     pthread_rwlock_unlock(&g_streams_rw);
@@ -441,6 +582,9 @@ static void drain_device(int gpu) {
 
 cudaError_t cudaDeviceSynchronize(void) {
     fake_enter(__func__);
+    cudaError_t st = capture_refuse(__func__);
+    if (st != cudaSuccess)
+        return st;
     drain_device(t_device);
     return cudaSuccess;
 }
@@ -479,6 +623,9 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
     if (ptr == NULL)
         return fake_status(cudaErrorInvalidValue);
     *ptr = NULL;
+    cudaError_t refused = capture_refuse(__func__);
+    if (refused != cudaSuccess)
+        return refused;
     if (size == 0)
         return cudaSuccess;
     allocation *a = calloc(1, sizeof *a);
@@ -519,6 +666,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
         return fake_status(cudaErrorMemoryAllocation);
     }
     pthread_mutex_lock(&g_lock);
+    a->id = g_next_allocation_id++;
     a->next = g_allocations;
     g_allocations = a;
     pthread_mutex_unlock(&g_lock);
@@ -531,6 +679,9 @@ cudaError_t cudaFree(void *ptr) {
     fake_enter(__func__);
     if (ptr == NULL)
         return cudaSuccess;
+    cudaError_t refused = capture_refuse(__func__);
+    if (refused != cudaSuccess)
+        return refused;
     pthread_mutex_lock(&g_lock);
     allocation *a = allocation_of(ptr, 0);
     int gpu = a != NULL && a->device == ptr && !a->imported ? a->gpu : -1;
@@ -558,6 +709,9 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
     fake_enter(__func__);
     if (ptr == NULL || size == 0)
         return fake_status(cudaErrorInvalidValue);
+    cudaError_t refused = capture_refuse(__func__);
+    if (refused != cudaSuccess)
+        return refused;
     if (g_no_pinned)
         return fake_status(cudaErrorMemoryAllocation);
     host_block *b = calloc(1, sizeof *b);
@@ -607,7 +761,12 @@ typedef struct copy_ctx {
 static void run_copy(void *ctx) {
     copy_ctx *c = ctx;
     memcpy(c->dst, c->src, c->n);
+}
+
+static void drop_copy(void *ctx) {
+    copy_ctx *c = ctx;
     free(c->staging);
+    free(c);
 }
 
 /* Host pointers must not be device memory; device ranges must lie inside
@@ -624,6 +783,7 @@ static cudaError_t resolve_copy(void **dst, const void **src, size_t n,
     const char *why = NULL;
     if (dst_device) {
         allocation *a = allocation_of(*dst, n);
+        capture_note_range(a, *dst, n);
         if (a == NULL)
             ok = false, why = "destination is not a device range";
         else
@@ -633,6 +793,7 @@ static cudaError_t resolve_copy(void **dst, const void **src, size_t n,
     }
     if (ok && src_device) {
         allocation *a = allocation_of(*src, n);
+        capture_note_range(a, *src, n);
         if (a == NULL)
             ok = false, why = "source is not a device range";
         else
@@ -685,7 +846,14 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
     }
     bool synchronous = (host_dst && !dst_pinned) ||
                        (kind == cudaMemcpyHostToHost && !src_pinned);
-    st = fake_stream_enqueue(stream, run_copy, c);
+    if ((synchronous || c->staging != NULL || kind == cudaMemcpyHostToHost) &&
+        fake_stream_capturing(stream)) {
+        /* A graph cannot hold a copy that involves pageable memory. */
+        drop_copy(c);
+        return capture_refuse_on(stream, "cudaMemcpyAsync of pageable or "
+                                         "host-to-host memory");
+    }
+    st = fake_stream_enqueue_owned(stream, run_copy, drop_copy, c);
     if (st == cudaSuccess && synchronous) /* returns once the data is there */
         stream_drain(stream);
     return st;
@@ -756,6 +924,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
                 event->gpu, stream->gpu);
         return fake_status(cudaErrorInvalidResourceHandle);
     }
+    if (fake_stream_capturing(stream)) /* CUDA allows it; the fake does not */
+        return capture_refuse_on(stream, "cudaEventRecord (not captured by "
+                                         "the fake)");
     record_ctx *r = malloc(sizeof *r);
     if (r == NULL)
         return fake_status(cudaErrorMemoryAllocation);
@@ -771,6 +942,9 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     fake_enter(__func__);
     if (event == NULL)
         return fake_status(cudaErrorInvalidResourceHandle);
+    cudaError_t refused = capture_refuse(__func__);
+    if (refused != cudaSuccess)
+        return refused;
     pthread_mutex_lock(&g_event_lock);
     while (event->done < event->recorded)
         pthread_cond_wait(&g_event_cond, &g_event_lock);
@@ -782,6 +956,9 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
     fake_enter(__func__);
     if (event == NULL)
         return fake_status(cudaErrorInvalidResourceHandle);
+    cudaError_t refused = capture_refuse(__func__);
+    if (refused != cudaSuccess)
+        return refused;
     pthread_mutex_lock(&g_event_lock);
     bool done = event->done >= event->recorded;
     pthread_mutex_unlock(&g_event_lock);
@@ -829,6 +1006,9 @@ cudaError_t fake_allocation_import(int fd, size_t size, int gpu, void **ptr) {
     a->mapped = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
     a->gpu = gpu;
     a->imported = true;
+    pthread_mutex_lock(&g_lock);
+    a->id = g_next_allocation_id++;
+    pthread_mutex_unlock(&g_lock);
     a->device = mmap(NULL, a->mapped, PROT_NONE, MAP_SHARED, fd, 0);
     a->view = mmap(NULL, a->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (a->device == MAP_FAILED || a->view == MAP_FAILED) {
@@ -870,4 +1050,164 @@ cudaError_t fake_allocation_unimport(void *ptr) {
     munmap(a->view, a->mapped);
     free(a);
     return cudaSuccess;
+}
+
+/* ---- graphs (stream capture) --------------------------------------------- */
+
+/* Drops one reference to r (takes g_lock); the last frees its operations
+ * (each op's drop) and ranges. */
+static void recording_unref(recording *r) {
+    pthread_mutex_lock(&g_lock);
+    bool last = --r->refs == 0;
+    pthread_mutex_unlock(&g_lock);
+    if (!last)
+        return;
+    for (op *o = r->head, *next; o != NULL; o = next) {
+        next = o->next;
+        op_drop(o);
+    }
+    free(r->ranges);
+    free(r);
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream,
+                                   enum cudaStreamCaptureMode mode) {
+    fake_enter(__func__);
+    cudaError_t st = check_stream(stream);
+    if (st != cudaSuccess)
+        return st;
+    if (mode != cudaStreamCaptureModeThreadLocal &&
+        mode != cudaStreamCaptureModeGlobal)
+        return fake_status(cudaErrorInvalidValue); /* Relaxed: unused */
+    if (t_capture != NULL || fake_stream_capturing(stream))
+        return fake_status(cudaErrorIllegalState);
+    recording *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return fake_status(cudaErrorMemoryAllocation);
+    r->refs = 1; /* the capture's, handed to the graph at the end */
+    r->gpu = stream->gpu;
+    pthread_mutex_lock(&stream->lock);
+    stream->capture = r;
+    stream->capture_thread = pthread_self();
+    pthread_mutex_unlock(&stream->lock);
+    t_capture = r;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+    fake_enter(__func__);
+    cudaError_t st = check_stream(stream);
+    if (st != cudaSuccess)
+        return st;
+    if (graph == NULL)
+        return fake_status(cudaErrorInvalidValue);
+    *graph = NULL;
+    pthread_mutex_lock(&stream->lock);
+    recording *r = stream->capture;
+    bool same_thread =
+        r != NULL && pthread_equal(stream->capture_thread, pthread_self());
+    if (same_thread)
+        stream->capture = NULL;
+    pthread_mutex_unlock(&stream->lock);
+    if (r == NULL)
+        return fake_status(cudaErrorIllegalState);
+    if (!same_thread)
+        return fake_status(cudaErrorStreamCaptureWrongThread);
+    t_capture = NULL;
+    bool invalidated = r->invalidated;
+    struct CUgraph_st *g = invalidated ? NULL : malloc(sizeof *g);
+    if (g == NULL) {
+        recording_unref(r);
+        return fake_status(invalidated ? cudaErrorStreamCaptureInvalidated
+                                       : cudaErrorMemoryAllocation);
+    }
+    g->rec = r;
+    *graph = g;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags) {
+    fake_enter(__func__);
+    if (exec == NULL || graph == NULL || flags != 0)
+        return fake_status(cudaErrorInvalidValue);
+    struct CUgraphExec_st *e = malloc(sizeof *e);
+    if (e == NULL)
+        return fake_status(cudaErrorMemoryAllocation);
+    pthread_mutex_lock(&g_lock);
+    graph->rec->refs++;
+    pthread_mutex_unlock(&g_lock);
+    e->rec = graph->rec;
+    *exec = e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    fake_enter(__func__);
+    if (graph == NULL)
+        return fake_status(cudaErrorInvalidValue);
+    recording_unref(graph->rec);
+    free(graph);
+    return cudaSuccess;
+}
+
+/* Unlike CUDA, a launch still queued keeps what it replays alive. */
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    fake_enter(__func__);
+    if (exec == NULL)
+        return fake_status(cudaErrorInvalidValue);
+    recording_unref(exec->rec);
+    free(exec);
+    return cudaSuccess;
+}
+
+/* A queued graph launch: every recorded operation, in order. */
+static void run_replay(void *ctx) {
+    recording *r = ctx;
+    for (op *o = r->head; o != NULL; o = o->next)
+        o->run(o->ctx);
+}
+
+static void drop_replay(void *ctx) {
+    recording_unref(ctx);
+}
+
+/* Besides CUDA's checks, the device ranges the graph touches must still
+ * be the allocations they were at capture: replaying into freed (or
+ * freed and reallocated) memory corrupts silently on a GPU; here it fails
+ * the launch with cudaErrorInvalidValue and says which range. */
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+    fake_enter(__func__);
+    cudaError_t st = check_stream(stream);
+    if (st != cudaSuccess)
+        return st;
+    if (exec == NULL)
+        return fake_status(cudaErrorInvalidValue);
+    recording *r = exec->rec;
+    if (r->gpu != stream->gpu || fake_stream_capturing(stream)) {
+        fprintf(stderr,
+                "fake CUDA: graph of GPU %d launched on a %s stream "
+                "of GPU %d\n",
+                r->gpu, fake_stream_capturing(stream) ? "capturing" : "",
+                stream->gpu);
+        return fake_status(cudaErrorInvalidValue);
+    }
+    pthread_mutex_lock(&g_lock);
+    const captured_range *stale = NULL;
+    for (size_t i = 0; i < r->n_ranges && stale == NULL; i++) {
+        allocation *a = allocation_of(r->ranges[i].ptr, r->ranges[i].bytes);
+        if (a == NULL || a->id != r->ranges[i].allocation_id)
+            stale = &r->ranges[i];
+    }
+    if (stale == NULL)
+        r->refs++; /* the queued launch's */
+    pthread_mutex_unlock(&g_lock);
+    if (stale != NULL) {
+        fprintf(stderr,
+                "fake CUDA: cudaGraphLaunch: device range %p (%zu bytes) "
+                "captured by the graph has been freed since\n",
+                (const void *)stale->ptr, stale->bytes);
+        return fake_status(cudaErrorInvalidValue);
+    }
+    return fake_stream_enqueue_owned(stream, run_replay, drop_replay, r);
 }

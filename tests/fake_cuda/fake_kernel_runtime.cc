@@ -274,7 +274,12 @@ void run_launch(void *ctx) {
     }
     t_current = nullptr;
     t_block = nullptr;
-    delete l;
+}
+
+/* The launch is freed when dropped (after it ran, or with its graph). */
+void drop_launch(void *ctx) {
+    delete *static_cast<launch **>(ctx);
+    free(ctx);
 }
 
 } // namespace
@@ -347,5 +352,5 @@ cudaError_t fake_kernel_launch(cudaStream_t stream, const char *kernel,
         return fake_status(cudaErrorMemoryAllocation);
     }
     *ctx = l;
-    return fake_stream_enqueue(stream, run_launch, ctx);
+    return fake_stream_enqueue_owned(stream, run_launch, drop_launch, ctx);
 }

@@ -9,13 +9,18 @@
 # bundle instead, made on any Linux x86-64 machine by tests/gpu/bundle.sh
 # (programs + their non-CUDA shared libraries, no build needed here).
 #
-# Then it runs the gpu-labelled test programs, compute-sanitizer memcheck on
-# the device conformance test, and the benchmarks in tests/gpu/: H2D
+# Then it runs the gpu-labelled test programs (the CUDA tensor-op tests
+# test_cuda_ops_*_gpu and the ONNX sessions' test_onnx_session_gpu_gpu among
+# them), compute-sanitizer memcheck on the device conformance test and on a
+# short run of those, the ONNX architectures end to end (e2e_onnx.py:
+# ResNet-18 and BERT on the GPU against onnxruntime's CPU outputs, FP32,
+# TF32 and FP16 tolerances, then infer/s at batch 1, 8, 64 with and without
+# CUDA graphs), and the benchmarks in tests/gpu/: H2D
 # bandwidth pinned vs pageable (4 KiB..256 MiB) and GEMM TFLOP/s (FP32/TF32/
 # FP16 at 8192^3 and at digits_mlp-like shapes), then an end-to-end HTTP
 # run of a 4096-4096-4096-1000 dense model on the GPU vs the CPU
 # (e2e_dense.py: p50, infer/s, share of H2D/compute/D2H). Every step gets
-# what is left of an 8-minute budget; the summary table is printed last.
+# what is left of a 9-minute budget; the summary table is printed last.
 # Logs go to <dir>/gpu-check/. Exit status 0 when every step passed.
 #
 # --dry-run tries the script and the programs on a host without a GPU: GPU
@@ -43,7 +48,7 @@ fi
 BUNDLED=0
 [[ -f $BUILD/BUNDLE ]] && BUNDLED=1
 LOGS=$BUILD/gpu-check
-BUDGET_S=480
+BUDGET_S=540
 RESERVE_S=10 # kept back for the summary
 START=$SECONDS
 mkdir -p "$LOGS"
@@ -72,7 +77,7 @@ step() {
     if ((${STEP_CAP:-0} > 0 && STEP_CAP < left)); then left=$STEP_CAP; fi
     if ((left <= 0)); then
         STEP_RC=124
-        row "$name" "NOT RUN (8-minute budget spent)"
+        row "$name" "NOT RUN (9-minute budget spent)"
         FAILED=1
         return
     fi
@@ -229,6 +234,20 @@ else
         ((STEP_RC == 0)) && row "memcheck (conformance test)" "PASS (${errors:-?} errors, ${STEP_S}s)"
     fi
 
+    # ---- memcheck over the CUDA op tests and the ONNX sessions --------------------------
+    # One step for all of them (a short run: each program once, brief
+    # output), capped so that the end-to-end runs keep their time.
+    OP_TESTS=()
+    for program in "${GPU_TESTS[@]}"; do
+        case ${program##*/} in test_cuda_ops_*_gpu | test_onnx_session_gpu_gpu) OP_TESTS+=("$BUILD/$program") ;; esac
+    done
+    if [[ -n $SANITIZER && ${#OP_TESTS[@]} -gt 0 ]]; then
+        STEP_CAP=150 step "memcheck (op tests, ONNX sessions)" "$LOGS/memcheck_ops.log" \
+            bash -c 'rc=0; s=$1; shift; for p; do echo "== $p"; "$s" --tool memcheck --leak-check full \
+                --error-exitcode 1 "$p" --gtest_brief=1 || rc=1; done; exit $rc' _ "$SANITIZER" "${OP_TESTS[@]}"
+        ((STEP_RC == 0)) && row "memcheck (${#OP_TESTS[@]} op/session programs)" "PASS (${STEP_S}s)"
+    fi
+
     # ---- benchmarks --------------------------------------------------------------------
     H2D_LOG=$LOGS/bench_h2d.log
     STEP_CAP=60 step "bench_h2d" "$H2D_LOG" "$BUILD/tests/gpu/bench_h2d"
@@ -309,6 +328,28 @@ if ((STEP_RC == 0)); then
         row "e2e dense_gpu b=$batch H2D/compute/D2H %" \
             "$(result "$E2E_LOG" e2e model=dense_gpu "batch=$batch" h2d_pct) / $(result "$E2E_LOG" e2e model=dense_gpu "batch=$batch" compute_pct) / $(result "$E2E_LOG" e2e model=dense_gpu "batch=$batch" d2h_pct)"
     done
+fi
+
+# ---- ONNX architectures end to end, with and without CUDA graphs ----------------
+ONNX_LOG=$LOGS/e2e_onnx.log
+ONNX_ARGS=(--duration 2)
+((DRY_RUN)) && ONNX_ARGS=(--dry-run --archs mlp)
+STEP_CAP=180 step "e2e onnx (resnet18, bert)" "$ONNX_LOG" "$PYTHON" "$ROOT/tests/gpu/e2e_onnx.py" \
+    --osprey "$BUILD/osprey" --load-client "$BUILD/tests/bench/load_client" "${ONNX_ARGS[@]}"
+if ((STEP_RC == 3)); then
+    row "e2e onnx (resnet18, bert)" "NOT RUN ($(tail -1 "$ONNX_LOG"))"
+elif ((STEP_RC == 0)); then
+    row "e2e onnx outputs vs onnxruntime (FP32/TF32/FP16)" \
+        "PASS ($(grep -c '^CHECK onnx .* ok=1$' "$ONNX_LOG") checks)"
+    for arch in $(awk '$1 == "RESULT" && $2 == "onnx" { split($3, a, "="); print a[2] }' "$ONNX_LOG" | sort -u); do
+        for batch in $(awk -v arch="arch=$arch" '$1 == "RESULT" && $3 == arch { split($5, b, "="); print b[2] }' \
+            "$ONNX_LOG" | sort -nu); do
+            row "onnx $arch b=$batch infer/s graphs off / on" \
+                "$(result "$ONNX_LOG" onnx "arch=$arch" graphs=off "batch=$batch" infer_per_s) / $(result "$ONNX_LOG" onnx "arch=$arch" graphs=on "batch=$batch" infer_per_s)"
+        done
+    done
+elif [[ -f $ONNX_LOG ]]; then
+    grep '^CHECK onnx .* ok=0$' "$ONNX_LOG" | head -5 >&2
 fi
 
 summary

@@ -1,21 +1,20 @@
-"""An ONNX model on GPUs, without a GPU (issue 23).
+"""ONNX models on GPU instances, without a GPU (issue 23).
 
-`osprey_fakegpu` is the server over tests/fake_cuda, whose kernels are the
-CUDA device's own `.cu` files run on the host. The model here is built of
-ONNX ops that the CUDA device's elementwise and data-movement slots carry
-(Transpose, Add with broadcast, Tanh, Gather, Pad, Greater, Where, CumSum,
-Slice, Concat, Expand, ScatterElements, TopK); it is loaded on both fake
-GPUs and on the CPU, and the GPU copy must answer exactly what the CPU copy
-answers, over HTTP (binary and JSON) and gRPC, and what onnxruntime
-answers to within float rounding.
+`osprey_fakegpu` (the real server over tests/fake_cuda's runtime, two fake
+GPUs) serves one ONNX graph three times: on two instances of a GPU with
+CUDA graphs on, with them off, and on the CPU. Every copy must answer what
+the CPU copy answers, through KServe HTTP and gRPC, batch after batch
+(the graph copy records its graph on the second run of a shape and then
+replays it), for several batch sizes. The graph is what the CUDA device can
+run today: MatMul chains with a Cast (its gemm and cast slots).
 """
 
 import pathlib
 
 import numpy as np
 import onnx
-import onnxruntime
 import pytest
+import requests
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from onnx import TensorProto, helper, numpy_helper
@@ -28,108 +27,133 @@ pytestmark = pytest.mark.skipif(
     not FAKE_GPU_BIN.exists(),
     reason="osprey_fakegpu is built only with the CUDA toolkit (OSPREY_CUDA)")
 
+IN, HIDDEN, OUT = 32, 256, 8
 
-def movement_model():
-    """x [batch, 3, 8] FP32 -> values [batch, 3, 5] FP32, indices INT64."""
-    def const(name, array):
-        return numpy_helper.from_array(np.asarray(array), name)
 
-    inits = [
-        const("bias", np.linspace(-1, 1, 3, dtype=np.float32).reshape(3, 1)),
-        const("idx", np.array([7, 0, -1, 3], dtype=np.int64)),
-        const("pads", np.array([0, 1, 2, 0, 1, 1], dtype=np.int64)),
-        const("zero", np.array(0, dtype=np.float32)),
-        const("neg", np.array(-0.5, dtype=np.float32)),
-        const("axis", np.array(2, dtype=np.int64)),
-        const("starts", np.array([1], dtype=np.int64)),
-        const("ends", np.array([4], dtype=np.int64)),
-        const("axes", np.array([1], dtype=np.int64)),
-        const("shape", np.array([1, 3, 7], dtype=np.int64)),
-        const("sidx", np.array([[[0, 13], [5, 2], [9, 9]]], dtype=np.int64)),
-        const("supd", np.full((1, 3, 2), 10.0, dtype=np.float32)),
-        const("k", np.array([5], dtype=np.int64)),
-    ]
-    node = helper.make_node
-    nodes = [
-        node("Transpose", ["x"], ["t"], perm=[0, 2, 1]),
-        node("Transpose", ["t"], ["t2"], perm=[0, 2, 1]),
-        node("Add", ["t2", "bias"], ["a"]),
-        node("Tanh", ["a"], ["g"]),
-        node("Gather", ["g", "idx"], ["h"], axis=2),             # [b, 3, 4]
-        node("Pad", ["h", "pads"], ["p"], mode="reflect"),       # [b, 5, 7]
-        node("Greater", ["p", "zero"], ["c"]),
-        node("Where", ["c", "p", "neg"], ["w"]),
-        node("CumSum", ["w", "axis"], ["cs"]),
-        node("Slice", ["cs", "starts", "ends", "axes"], ["s"]),  # [b, 3, 7]
-        node("Expand", ["neg", "shape"], ["e"]),                 # [1, 3, 7]
-        node("Add", ["s", "e"], ["se"]),
-        node("Concat", ["s", "se"], ["cat"], axis=2),            # [b, 3, 14]
-        node("ScatterElements", ["cat", "sidx", "supd"], ["sc"], axis=2),
-        node("TopK", ["sc", "k"], ["values", "indices"], axis=2),
-    ]
+def matmul_model():
+    """x[batch, 32] -> MatMul(W1) -> MatMul(W2) -> y[batch, 8] (FP32), and
+    y cast to FP16 as y16."""
+    rng = np.random.default_rng(23)
+    inits = [numpy_helper.from_array((rng.standard_normal((IN, HIDDEN)) * 0.2)
+                                     .astype(np.float32), "w1"),
+             numpy_helper.from_array((rng.standard_normal((HIDDEN, OUT)) * 0.2)
+                                     .astype(np.float32), "w2")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+             helper.make_node("MatMul", ["h", "w2"], ["y"], name="fc2"),
+             helper.make_node("Cast", ["y"], ["y16"], to=TensorProto.FLOAT16,
+                              name="cast")]
     graph = helper.make_graph(
-        nodes, "movement",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 3, 8])],
-        [helper.make_tensor_value_info("values", TensorProto.FLOAT, ["b", 3, 5]),
-         helper.make_tensor_value_info("indices", TensorProto.INT64, ["b", 3, 5])],
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", IN])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", OUT]),
+         helper.make_tensor_value_info("y16", TensorProto.FLOAT16, ["batch", OUT])],
         inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
     onnx.checker.check_model(model)
     return model
 
 
+# name -> (optimization fields after graph { level: -1 }, placement)
+VARIANTS = {
+    "mm_graphs": ("cuda { graphs: true }",  # Triton's field
+                  'instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0 ] } ]\n'),
+    "mm_eager": ("", 'instance_group [ { kind: KIND_GPU count: 2 gpus: [ 1 ] } ]\n'),
+    "mm_tf32": ("", 'instance_group [ { kind: KIND_GPU count: 1 gpus: [ 1 ] } ]\n'
+                'parameters { key: "allow_tf32" value: { string_value: "true" } }\n'),
+    "mm_fp16": ("", 'instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0 ] } ]\n'
+                'parameters { key: "precision" value: { string_value: "fp16" } }\n'
+                'parameters { key: "cuda_graphs" value: { string_value: "true" } }\n'),
+    "mm_cpu": ("", 'instance_group [ { kind: KIND_CPU count: 1 } ]\n'),
+}
+
+
 @pytest.fixture(scope="module")
-def model():
-    return movement_model()
+def repo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("onnx_fake_gpu")
+    model = matmul_model()
+    for name, (optimization, placement) in VARIANTS.items():
+        (root / name / "1").mkdir(parents=True)
+        onnx.save(model, str(root / name / "1" / "model.onnx"))
+        (root / name / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "onnxruntime"\nmax_batch_size: 64\n'
+            f'optimization {{ graph {{ level: -1 }} {optimization} }}\n' + placement)
+    return root
 
 
 @pytest.fixture
-def gpu_server(start_server, tmp_path, model):
-    repo = tmp_path / "repo"
-    for name, group in (("movement", "kind: KIND_GPU count: 1 gpus: [ 0, 1 ]"),
-                        ("movement_cpu", "kind: KIND_CPU count: 1")):
-        (repo / name / "1").mkdir(parents=True)
-        onnx.save(model, str(repo / name / "1" / "model.onnx"))
-        (repo / name / "config.pbtxt").write_text(
-            f'name: "{name}"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
-            f"instance_group [ {{ {group} }} ]\n")
-    return start_server(repo, ["--strict-gpu"], binary=FAKE_GPU_BIN)
+def server(start_server, repo):
+    return start_server(repo, ["--strict-gpu", "--log-verbose=1"], binary=FAKE_GPU_BIN)
 
 
-def http_infer(server, model_name, x, binary):
-    client = httpclient.InferenceServerClient(server.hostport)
+def infer_http(client, model, x):
     i = httpclient.InferInput("x", list(x.shape), "FP32")
-    i.set_data_from_numpy(x, binary_data=binary)
-    outs = [httpclient.InferRequestedOutput(o, binary_data=binary)
-            for o in ("values", "indices")]
-    r = client.infer(model_name, [i], outputs=outs)
-    return r.as_numpy("values"), r.as_numpy("indices")
+    i.set_data_from_numpy(x, binary_data=True)
+    outs = [httpclient.InferRequestedOutput(o, binary_data=True) for o in ("y", "y16")]
+    r = client.infer(model, [i], outputs=outs)
+    return r.as_numpy("y"), r.as_numpy("y16")
 
 
-def grpc_infer(server, model_name, x):
-    client = grpcclient.InferenceServerClient(server.grpc_url)
+def infer_grpc(client, model, x):
     i = grpcclient.InferInput("x", list(x.shape), "FP32")
     i.set_data_from_numpy(x)
-    r = client.infer(model_name, [i])
-    return r.as_numpy("values"), r.as_numpy("indices")
+    outs = [grpcclient.InferRequestedOutput(o) for o in ("y", "y16")]
+    r = client.infer(model, [i], outputs=outs)
+    return r.as_numpy("y"), r.as_numpy("y16")
 
 
-def test_model_is_placed_on_both_gpus(gpu_server):
-    assert ("successfully loaded 'movement' version 1 on GPU 0 (Fake CUDA "
-            "GPU 0), GPU 1 (Fake CUDA GPU 1)") in gpu_server.log()
+def test_gpu_instances_answer_as_the_cpu_over_http_and_grpc(server):
+    http = httpclient.InferenceServerClient(server.hostport)
+    grpc = grpcclient.InferenceServerClient(server.grpc_url)
+    rng = np.random.default_rng(5)
+    # Each batch size several times: warm-up, recording, replays (and the
+    # two instances of each model take turns).
+    for batch in (1, 4, 4, 4, 4, 16, 16, 16, 1, 1, 1):
+        x = rng.standard_normal((batch, IN)).astype(np.float32)
+        want, want16 = infer_http(http, "mm_cpu", x)
+        for model in ("mm_graphs", "mm_eager"):
+            for infer, client in ((infer_http, http), (infer_grpc, grpc)):
+                y, y16 = infer(client, model, x)
+                np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5,
+                                           err_msg=f"{model} batch {batch}")
+                assert y16.dtype == np.float16
+                np.testing.assert_allclose(y16.astype(np.float32),
+                                           want16.astype(np.float32),
+                                           rtol=1e-3, atol=1e-3)
+    log = server.log()
+    assert "Fake CUDA GPU 0" in log and "Fake CUDA GPU 1" in log, log
+    # mm_graphs recorded a graph per (instance, batch size) it ran twice:
+    # batch 4 and 16 on at least one instance each, batch 1 too.
+    recorded = log.count("CUDA graph recorded")
+    assert recorded >= 3, log
+    assert "refused to record" not in log, log
 
 
-@pytest.mark.parametrize("batch", [1, 5])
-def test_gpu_answers_what_the_cpu_and_onnxruntime_answer(gpu_server, model, batch):
-    x = np.random.default_rng(batch).standard_normal((batch, 3, 8)).astype(np.float32)
-    want_values, want_indices = onnxruntime.InferenceSession(
-        model.SerializeToString()).run(None, {"x": x})
-    cpu = http_infer(gpu_server, "movement_cpu", x, True)
-    answers = [http_infer(gpu_server, "movement", x, True),
-               http_infer(gpu_server, "movement", x, False),
-               grpc_infer(gpu_server, "movement", x)]
-    for values, indices in answers:
-        np.testing.assert_array_equal(values, cpu[0])
-        np.testing.assert_array_equal(indices, cpu[1])
-        np.testing.assert_allclose(values, want_values, rtol=1e-5, atol=1e-6)
-        np.testing.assert_array_equal(indices, want_indices)
+def test_reduced_precisions_stay_close_but_are_not_fp32(server):
+    """allow_tf32 reaches cuBLAS's math mode (the fake rounds the products'
+    inputs to TF32) and precision fp16 runs the MatMuls in FP16: both close
+    to the CPU's FP32, neither equal to it."""
+    http = httpclient.InferenceServerClient(server.hostport)
+    x = np.random.default_rng(9).standard_normal((16, IN)).astype(np.float32)
+    want, _ = infer_http(http, "mm_cpu", x)
+    scale = np.abs(want).max()
+    for model, tol in (("mm_tf32", 5e-3), ("mm_fp16", 5e-3)):
+        for _ in range(3):  # fp16 with graphs: warm-up, recording, replay
+            y, _ = infer_http(http, model, x)
+            assert np.abs(y - want).max() <= tol * scale, model
+            assert not np.array_equal(y, want), f"{model} gave FP32 results"
+
+
+def test_bad_graph_parameter_fails_the_load(start_server, tmp_path):
+    root = tmp_path / "repo"
+    (root / "bad" / "1").mkdir(parents=True)
+    onnx.save(matmul_model(), str(root / "bad" / "1" / "model.onnx"))
+    (root / "bad" / "config.pbtxt").write_text(
+        'name: "bad"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
+        'instance_group [ { kind: KIND_GPU count: 1 } ]\n'
+        'parameters { key: "cuda_graphs" value: { string_value: "yes" } }\n')
+    srv = start_server(root, ["--exit-on-error=false"], wait="live",
+                       binary=FAKE_GPU_BIN)
+    index = requests.post(srv.url + "/v2/repository/index", data="{}").json()
+    assert index[0]["state"] == "UNAVAILABLE"
+    assert "parameter 'cuda_graphs' must be true or false, got 'yes'" in index[0]["reason"]

@@ -225,3 +225,25 @@ if(OSPREY_HAVE_CUDA)
   target_link_options(test_fake_kernel_runtime PRIVATE -Wl,--as-needed)
 endif()
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_fake_kernel_runtime)
+
+# The ONNX runtime's sessions on the CUDA device (weights once per device,
+# CUDA graphs): over the fake CUDA runtime (every build) and as _gpu over
+# the real one (label gpu, SKIPPED without a GPU).
+if(OSPREY_HAVE_CUDA)
+  osprey_add_unit_test(test_onnx_session_gpu
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_session_gpu.cc
+    $<TARGET_OBJECTS:osprey_cuda_fake>)
+  target_compile_definitions(test_onnx_session_gpu PRIVATE
+    OSPREY_TEST_CUDA_ONLY=1 OSPREY_TEST_FAKE_CUDA=1)
+  target_include_directories(test_onnx_session_gpu PRIVATE
+    ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_options(test_onnx_session_gpu PRIVATE -Wl,--as-needed)
+  target_link_libraries(test_onnx_session_gpu PRIVATE osprey_onnx)
+  osprey_add_unit_test(test_onnx_session_gpu_gpu
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_session_gpu.cc LABELS gpu
+    TEST_PREFIX gpu.)
+  target_compile_definitions(test_onnx_session_gpu_gpu PRIVATE
+    OSPREY_TEST_CUDA_ONLY=1)
+  target_link_libraries(test_onnx_session_gpu_gpu PRIVATE osprey_cuda osprey_onnx)
+endif()
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_session_gpu)

@@ -352,6 +352,7 @@ default_model_filename: "graph.onnx"
     EXPECT_FALSE(o.output_pinned_memory);
     EXPECT_EQ(o.gather_kernel_buffer_threshold, 7u);
     EXPECT_TRUE(o.eager_batching);
+    EXPECT_TRUE(o.cuda_graphs);
     EXPECT_STREQ(p->default_model_filename, "graph.onnx");
 
     Parsed level0("optimization { graph { } }");
@@ -359,6 +360,10 @@ default_model_filename: "graph.onnx"
     EXPECT_TRUE(level0->optimization.has_graph);
     EXPECT_EQ(level0->optimization.graph_level, 0);
     EXPECT_TRUE(level0->optimization.input_pinned_memory);
+    EXPECT_FALSE(level0->optimization.cuda_graphs);
+    EXPECT_NE(ParseError("optimization { cuda { graphs: 3 } }")
+                  .find("optimization.cuda.graphs"),
+              std::string::npos);
 }
 
 TEST(ModelConfig, OptimizationErrors) {

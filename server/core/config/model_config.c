@@ -926,7 +926,22 @@ static osp_error *map_graph(const mapper *m, const pbtxt_node *n,
     return NULL;
 }
 
-/* optimization { ... } (ModelOptimizationPolicy); `cuda` is skipped. */
+/* `cuda { graphs: B ... }`: graphs kept, the other fields accepted. */
+static osp_error *map_cuda(const mapper *m, const pbtxt_node *n,
+                           osp_model_optimization *opt) {
+    osp_error *err = NULL;
+    unsigned seen = 0;
+    if ((err = expect_kind(m, "optimization", n, PBTXT_MESSAGE, "a message")))
+        return err;
+    for (const pbtxt_node *f = n->first_child; f; f = f->next)
+        if (!strcmp(f->name, "graphs") &&
+            ((err = once(m, "optimization.cuda", f, &seen, 1)) ||
+             (err = get_bool(m, "optimization.cuda", f, &opt->cuda_graphs))))
+            return err;
+    return NULL;
+}
+
+/* optimization { ... } (ModelOptimizationPolicy); of `cuda`, graphs. */
 static osp_error *map_optimization(const mapper *m, const pbtxt_node *n,
                                    osp_model_optimization *opt) {
     osp_error *err = NULL;
@@ -948,7 +963,7 @@ static osp_error *map_optimization(const mapper *m, const pbtxt_node *n,
             opt->priority = (osp_model_priority)priority;
         } else if (!strcmp(name, "cuda")) {
             if ((err = once(m, prefix, f, &seen, 4)) ||
-                (err = expect_kind(m, prefix, f, PBTXT_MESSAGE, "a message")))
+                (err = map_cuda(m, f, opt)))
                 return err;
         } else if (!strcmp(name, "execution_accelerators")) {
             if ((err = once(m, prefix, f, &seen, 8)) ||

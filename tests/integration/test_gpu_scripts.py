@@ -1,0 +1,56 @@
+"""The Python parts of tests/gpu/check.sh, tried on a host without a GPU:
+check.sh parses (bash -n), and e2e_onnx.py's --dry-run (every model on the
+CPU) generates its models, checks the served outputs against onnxruntime
+and prints the throughput rows check.sh reads."""
+
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import harness
+
+sys.path.insert(0, str(harness.ROOT / "tests" / "gpu"))
+import e2e_onnx  # noqa: E402
+
+LOAD_CLIENT = pathlib.Path(harness.osprey_bin()).parent / "tests" / "bench" / "load_client"
+
+
+def test_check_sh_parses():
+    subprocess.run(["bash", "-n", str(harness.ROOT / "tests" / "gpu" / "check.sh")], check=True)
+
+
+def test_tolerances_hold_per_precision():
+    want = np.array([1.0, -2.0, 100.0], np.float32)
+    assert e2e_onnx.within(want + 5e-4, want, "fp32")[1]
+    assert not e2e_onnx.within(want + 0.05, want, "fp32")[1]
+    assert e2e_onnx.within(want * 1.01, want, "tf32")[1]
+    assert not e2e_onnx.within(want[:2], want, "tf32")[1]
+
+
+def test_request_body_round_trips():
+    feeds = {"a": np.arange(6, dtype=np.float32).reshape(2, 3),
+             "b": np.array([[7]], np.int64)}
+    body, ihcl = e2e_onnx.request_body(feeds, ["y"])
+    header = body[:ihcl].decode()
+    assert '"binary_data_size":24' in header and '"binary_data_size":8' in header
+    assert body[ihcl:] == feeds["a"].tobytes() + feeds["b"].tobytes()
+
+
+@pytest.mark.skipif(not LOAD_CLIENT.exists(), reason="tests/bench/load_client not built")
+def test_e2e_onnx_dry_run(capsys):
+    rc = e2e_onnx.main(["--osprey", harness.osprey_bin(), "--load-client", str(LOAD_CLIENT),
+                        "--archs", "mlp", "--dry-run"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    checks = re.findall(r"^CHECK onnx model=(\S+) batch=(\d+) .* ok=(\d)$", out, re.M)
+    assert len(checks) == 2 * len(e2e_onnx.VARIANTS), out
+    assert all(ok == "1" for _, _, ok in checks), out
+    rows = re.findall(r"^RESULT onnx arch=mlp graphs=(on|off) batch=(\d+) p50_ms=\S+ "
+                      r"infer_per_s=(\S+)$", out, re.M)
+    assert sorted((g, b) for g, b, _ in rows) == [("off", "1"), ("off", "2"),
+                                                  ("on", "1"), ("on", "2")], out
+    assert all(float(v) > 0 for _, _, v in rows)

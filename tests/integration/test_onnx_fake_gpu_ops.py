@@ -1,0 +1,135 @@
+"""An ONNX model on GPUs, without a GPU (issue 23).
+
+`osprey_fakegpu` is the server over tests/fake_cuda, whose kernels are the
+CUDA device's own `.cu` files run on the host. The model here is built of
+ONNX ops that the CUDA device's elementwise and data-movement slots carry
+(Transpose, Add with broadcast, Tanh, Gather, Pad, Greater, Where, CumSum,
+Slice, Concat, Expand, ScatterElements, TopK); it is loaded on both fake
+GPUs and on the CPU, and the GPU copy must answer exactly what the CPU copy
+answers, over HTTP (binary and JSON) and gRPC, and what onnxruntime
+answers to within float rounding.
+"""
+
+import pathlib
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from onnx import TensorProto, helper, numpy_helper
+
+import harness
+
+FAKE_GPU_BIN = pathlib.Path(harness.osprey_bin()).parent / "osprey_fakegpu"
+
+pytestmark = pytest.mark.skipif(
+    not FAKE_GPU_BIN.exists(),
+    reason="osprey_fakegpu is built only with the CUDA toolkit (OSPREY_CUDA)")
+
+
+def movement_model():
+    """x [batch, 3, 8] FP32 -> values [batch, 3, 5] FP32, indices INT64."""
+    def const(name, array):
+        return numpy_helper.from_array(np.asarray(array), name)
+
+    inits = [
+        const("bias", np.linspace(-1, 1, 3, dtype=np.float32).reshape(3, 1)),
+        const("idx", np.array([7, 0, -1, 3], dtype=np.int64)),
+        const("pads", np.array([0, 1, 2, 0, 1, 1], dtype=np.int64)),
+        const("zero", np.array(0, dtype=np.float32)),
+        const("neg", np.array(-0.5, dtype=np.float32)),
+        const("axis", np.array(2, dtype=np.int64)),
+        const("starts", np.array([1], dtype=np.int64)),
+        const("ends", np.array([4], dtype=np.int64)),
+        const("axes", np.array([1], dtype=np.int64)),
+        const("shape", np.array([1, 3, 7], dtype=np.int64)),
+        const("sidx", np.array([[[0, 13], [5, 2], [9, 9]]], dtype=np.int64)),
+        const("supd", np.full((1, 3, 2), 10.0, dtype=np.float32)),
+        const("k", np.array([5], dtype=np.int64)),
+    ]
+    node = helper.make_node
+    nodes = [
+        node("Transpose", ["x"], ["t"], perm=[0, 2, 1]),
+        node("Transpose", ["t"], ["t2"], perm=[0, 2, 1]),
+        node("Add", ["t2", "bias"], ["a"]),
+        node("Tanh", ["a"], ["g"]),
+        node("Gather", ["g", "idx"], ["h"], axis=2),             # [b, 3, 4]
+        node("Pad", ["h", "pads"], ["p"], mode="reflect"),       # [b, 5, 7]
+        node("Greater", ["p", "zero"], ["c"]),
+        node("Where", ["c", "p", "neg"], ["w"]),
+        node("CumSum", ["w", "axis"], ["cs"]),
+        node("Slice", ["cs", "starts", "ends", "axes"], ["s"]),  # [b, 3, 7]
+        node("Expand", ["neg", "shape"], ["e"]),                 # [1, 3, 7]
+        node("Add", ["s", "e"], ["se"]),
+        node("Concat", ["s", "se"], ["cat"], axis=2),            # [b, 3, 14]
+        node("ScatterElements", ["cat", "sidx", "supd"], ["sc"], axis=2),
+        node("TopK", ["sc", "k"], ["values", "indices"], axis=2),
+    ]
+    graph = helper.make_graph(
+        nodes, "movement",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 3, 8])],
+        [helper.make_tensor_value_info("values", TensorProto.FLOAT, ["b", 3, 5]),
+         helper.make_tensor_value_info("indices", TensorProto.INT64, ["b", 3, 5])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    return model
+
+
+@pytest.fixture(scope="module")
+def model():
+    return movement_model()
+
+
+@pytest.fixture
+def gpu_server(start_server, tmp_path, model):
+    repo = tmp_path / "repo"
+    for name, group in (("movement", "kind: KIND_GPU count: 1 gpus: [ 0, 1 ]"),
+                        ("movement_cpu", "kind: KIND_CPU count: 1")):
+        (repo / name / "1").mkdir(parents=True)
+        onnx.save(model, str(repo / name / "1" / "model.onnx"))
+        (repo / name / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
+            f"instance_group [ {{ {group} }} ]\n")
+    return start_server(repo, ["--strict-gpu"], binary=FAKE_GPU_BIN)
+
+
+def http_infer(server, model_name, x, binary):
+    client = httpclient.InferenceServerClient(server.hostport)
+    i = httpclient.InferInput("x", list(x.shape), "FP32")
+    i.set_data_from_numpy(x, binary_data=binary)
+    outs = [httpclient.InferRequestedOutput(o, binary_data=binary)
+            for o in ("values", "indices")]
+    r = client.infer(model_name, [i], outputs=outs)
+    return r.as_numpy("values"), r.as_numpy("indices")
+
+
+def grpc_infer(server, model_name, x):
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    i = grpcclient.InferInput("x", list(x.shape), "FP32")
+    i.set_data_from_numpy(x)
+    r = client.infer(model_name, [i])
+    return r.as_numpy("values"), r.as_numpy("indices")
+
+
+def test_model_is_placed_on_both_gpus(gpu_server):
+    assert ("successfully loaded 'movement' version 1 on GPU 0 (Fake CUDA "
+            "GPU 0), GPU 1 (Fake CUDA GPU 1)") in gpu_server.log()
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_gpu_answers_what_the_cpu_and_onnxruntime_answer(gpu_server, model, batch):
+    x = np.random.default_rng(batch).standard_normal((batch, 3, 8)).astype(np.float32)
+    want_values, want_indices = onnxruntime.InferenceSession(
+        model.SerializeToString()).run(None, {"x": x})
+    cpu = http_infer(gpu_server, "movement_cpu", x, True)
+    answers = [http_infer(gpu_server, "movement", x, True),
+               http_infer(gpu_server, "movement", x, False),
+               grpc_infer(gpu_server, "movement", x)]
+    for values, indices in answers:
+        np.testing.assert_array_equal(values, cpu[0])
+        np.testing.assert_array_equal(indices, cpu[1])
+        np.testing.assert_allclose(values, want_values, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(indices, want_indices)

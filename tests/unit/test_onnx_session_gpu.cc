@@ -1,0 +1,585 @@
+// The ONNX runtime's sessions on the CUDA device (backends/onnx/
+// onnx_session.c, onnx_weights.c) and the graph slots under them
+// (server/device/device_graph.c, cuda/cuda_graph.c): weights uploaded once
+// per device and shared by the instances on it, CUDA graphs recorded after
+// a warm-up run and replayed (same results as the CPU device), a graph per
+// input shape within a bound, graphs dropped when the arena moves, and the
+// fake runtime's capture rules. Built over the fake CUDA runtime (every
+// build) and as _gpu over the real one (label gpu, SKIPPED without a GPU).
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_provider.h"
+#include "onnx_runtime.h"
+#include "osp_test.h"
+#include "osprey/device.h"
+#include "osprey/device_impl.h"
+#ifdef OSPREY_TEST_FAKE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace {
+
+// The GPUs (the fake's two, or the real ones), freed at exit so that
+// compute-sanitizer --leak-check sees every pool returned.
+void InitDevicesOnce() {
+    static const bool done = [] {
+        osp_device_options opts;
+        osp_device_options_init(&opts);
+        opts.pinned_pool_bytes = size_t{8} << 20;
+        opts.cuda_pool_bytes_default = size_t{16} << 20;
+        static const osp_device_provider *const providers[] = {
+            &osp_cuda_device_provider};
+        opts.providers = providers;
+        opts.n_providers = 1;
+        osp_error *err = osp_devices_init(&opts);
+        if (err != nullptr)
+            fprintf(stderr, "osp_devices_init: %s\n", TakeMessage(err).c_str());
+        return true;
+    }();
+    (void)done;
+}
+
+class DeviceShutdown : public ::testing::Environment {
+  public:
+    void TearDown() override {
+        osp_devices_shutdown();
+    }
+};
+const auto *const kShutdown =
+    ::testing::AddGlobalTestEnvironment(new DeviceShutdown);
+
+// ---- a protobuf writer, just enough for a MatMul model ----
+
+class Pb {
+  public:
+    Pb &Varint(int field, uint64_t v) {
+        Key(field, 0);
+        Raw(v);
+        return *this;
+    }
+    Pb &Bytes(int field, const std::string &s) {
+        Key(field, 2);
+        Raw(s.size());
+        b_ += s;
+        return *this;
+    }
+    Pb &Msg(int field, const Pb &m) {
+        return Bytes(field, m.b_);
+    }
+    const std::string &str() const {
+        return b_;
+    }
+
+  private:
+    void Key(int field, int wire_type) {
+        Raw(static_cast<uint64_t>(field) << 3 | wire_type);
+    }
+    void Raw(uint64_t v) {
+        while (v >= 0x80) {
+            b_ += static_cast<char>(v | 0x80);
+            v >>= 7;
+        }
+        b_ += static_cast<char>(v);
+    }
+    std::string b_;
+};
+
+constexpr int kFloat = 1;
+
+Pb Value(const std::string &name, const std::vector<int64_t> &dims) {
+    Pb shape;
+    for (int64_t d : dims) {
+        Pb dim;
+        if (d >= 0)
+            dim.Varint(1, static_cast<uint64_t>(d));
+        else
+            dim.Bytes(2, "N");
+        shape.Msg(1, dim);
+    }
+    Pb tensor_type;
+    tensor_type.Varint(1, kFloat).Msg(2, shape);
+    Pb type;
+    type.Msg(1, tensor_type);
+    Pb v;
+    v.Bytes(1, name).Msg(2, type);
+    return v;
+}
+
+Pb Initializer(const std::string &name, const std::vector<int64_t> &dims,
+               const std::vector<float> &values) {
+    Pb t;
+    for (int64_t d : dims)
+        t.Varint(1, static_cast<uint64_t>(d));
+    t.Varint(2, kFloat).Bytes(8, name);
+    t.Bytes(9, std::string(reinterpret_cast<const char *>(values.data()),
+                           values.size() * sizeof(float)));
+    return t;
+}
+
+Pb MatMulNode(const std::string &a, const std::string &b,
+              const std::string &y) {
+    Pb n;
+    n.Bytes(1, a).Bytes(1, b).Bytes(2, y).Bytes(4, "MatMul");
+    return n;
+}
+
+constexpr int64_t kIn = 64, kHidden = 1024, kOut = 16;
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float &f : v)
+        f = dist(rng);
+    return v;
+}
+
+// y[N, 16] = (x[N, 64] W1[64, 1024]) W2[1024, 16]: what the CUDA device
+// runs today (MatMul through its gemm). W1 and W2 are 320 KiB together.
+std::string MlpModel() {
+    Pb g;
+    g.Bytes(2, "mlp")
+        .Msg(1, MatMulNode("x", "w1", "h"))
+        .Msg(1, MatMulNode("h", "w2", "y"))
+        .Msg(5,
+             Initializer("w1", {kIn, kHidden}, RandomFloats(kIn * kHidden, 1)))
+        .Msg(5, Initializer("w2", {kHidden, kOut},
+                            RandomFloats(kHidden * kOut, 2)))
+        .Msg(11, Value("x", {-1, kIn}))
+        .Msg(12, Value("y", {-1, kOut}));
+    Pb opset;
+    opset.Bytes(1, "").Varint(2, 13);
+    Pb m;
+    m.Varint(1, 8).Msg(7, g).Msg(8, opset);
+    return m.str();
+}
+
+constexpr size_t kWeightBytes = (kIn * kHidden + kHidden * kOut) * 4;
+
+struct ModelFree {
+    void operator()(onnx_rt_model *m) const {
+        onnx_rt_model_free(m);
+    }
+};
+using ModelPtr = std::unique_ptr<onnx_rt_model, ModelFree>;
+
+ModelPtr LoadMlp(const onnx_rt_options &opts) {
+    std::string bytes = MlpModel();
+    onnx_model *file = nullptr;
+    osp_error *err = onnx_model_load_bytes(bytes.data(), bytes.size(), nullptr,
+                                           nullptr, &file);
+    if (err != nullptr) {
+        ADD_FAILURE() << TakeMessage(err);
+        return nullptr;
+    }
+    onnx_rt_model *m = nullptr;
+    if ((err = onnx_rt_model_new(file, &opts, &m)) != nullptr)
+        ADD_FAILURE() << TakeMessage(err);
+    return ModelPtr(m);
+}
+
+// A session with its stream on `dev`.
+struct Instance {
+    osp_stream *stream = nullptr;
+    onnx_session *session = nullptr;
+    ~Instance() {
+        onnx_session_free(session);
+        osp_stream_free(stream);
+    }
+};
+
+osp_error *NewInstance(onnx_rt_model *m, osp_device *dev, Instance *out) {
+    osp_error *err = osp_stream_new(dev, &out->stream);
+    if (err == nullptr)
+        err = onnx_session_new(m, dev, out->stream, &out->session);
+    return err;
+}
+
+// Output 0 into a device buffer the run allocates.
+struct OutputSink {
+    osp_device *dev;
+    osp_buffer *buf = nullptr;
+    static osp_error *Alloc(void *ctx, size_t, osp_datatype, const osp_shape *,
+                            size_t bytes, void **data) {
+        auto *sink = static_cast<OutputSink *>(ctx);
+        osp_buffer_free(sink->buf);
+        sink->buf = nullptr;
+        osp_error *err = osp_device_alloc(sink->dev, bytes, &sink->buf);
+        if (err == nullptr)
+            *data = sink->buf->data;
+        return err;
+    }
+    ~OutputSink() {
+        osp_buffer_free(buf);
+    }
+};
+
+// Runs the session on x[n, 64] (host values) and returns y (host values).
+std::vector<float> RunModel(Instance &inst, const std::vector<float> &x) {
+    osp_device *dev = osp_stream_device(inst.stream);
+    int64_t n = (int64_t)x.size() / kIn;
+    size_t in_bytes = x.size() * sizeof(float);
+    osp_buffer *in = nullptr;
+    std::vector<float> y((size_t)n * kOut, NAN);
+    osp_error *err = osp_device_alloc(dev, in_bytes, &in);
+    if (err == nullptr && in_bytes > 0)
+        err = osp_memcpy_async(inst.stream, in->data, x.data(), in_bytes,
+                               OSP_COPY_HOST_TO_DEVICE);
+    OutputSink sink{dev};
+    onnx_io io = {};
+    io.dtype = OSP_TYPE_FP32;
+    io.shape.rank = 2;
+    io.shape.dims[0] = n;
+    io.shape.dims[1] = kIn;
+    io.data = in != nullptr ? in->data : nullptr;
+    io.byte_size = in_bytes;
+    if (err == nullptr)
+        err = onnx_session_run(inst.session, &io, 1, OutputSink::Alloc, &sink);
+    if (err == nullptr && sink.buf != nullptr && !y.empty())
+        err =
+            osp_memcpy_async(inst.stream, y.data(), sink.buf->data,
+                             y.size() * sizeof(float), OSP_COPY_DEVICE_TO_HOST);
+    if (err == nullptr)
+        err = osp_stream_synchronize(inst.stream);
+    if (err != nullptr)
+        ADD_FAILURE() << TakeMessage(err);
+    osp_buffer_free(in);
+    return y;
+}
+
+// The CPU device's answer for the same model: the oracle.
+std::vector<float> RunOnCpu(onnx_rt_model *m, const std::vector<float> &x) {
+    Instance cpu;
+    osp_error *err = NewInstance(m, osp_device_cpu(), &cpu);
+    if (err != nullptr) {
+        ADD_FAILURE() << TakeMessage(err);
+        return {};
+    }
+    return RunModel(cpu, x);
+}
+
+void ExpectClose(const std::vector<float> &got,
+                 const std::vector<float> &want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); i++)
+        ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i])))
+            << "element " << i;
+}
+
+class OnnxSessionGpu : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        InitDevicesOnce();
+        if (osp_device_cuda_count() < 1)
+            GTEST_SKIP() << "no CUDA GPU";
+        ASSERT_OK(osp_device_cuda_get(0, &gpu_));
+    }
+    size_t PoolUsed() const {
+        osp_device_memory_stats st;
+        osp_device_get_memory_stats(gpu_, &st);
+        return st.device_pool_used;
+    }
+    osp_device *gpu_ = nullptr;
+};
+
+TEST_F(OnnxSessionGpu, WeightsAreUploadedOncePerDeviceAndShared) {
+    onnx_rt_options opts = {};
+    ModelPtr m = LoadMlp(opts);
+    ASSERT_TRUE(m);
+    std::vector<float> x = RandomFloats(2 * kIn, 3);
+    std::vector<float> want = RunOnCpu(m.get(), x);
+    size_t before = PoolUsed();
+
+    std::vector<std::unique_ptr<Instance>> insts;
+    std::vector<size_t> used;
+    for (int i = 0; i < 4; i++) {
+        insts.push_back(std::make_unique<Instance>());
+        ASSERT_OK(NewInstance(m.get(), gpu_, insts.back().get()));
+        ExpectClose(RunModel(*insts.back(), x), want);
+        EXPECT_EQ(onnx_session_weight_bytes(insts.back()->session),
+                  kWeightBytes);
+        used.push_back(PoolUsed() - before);
+    }
+    size_t arena = onnx_session_arena_bytes(insts[0]->session);
+    printf("device memory: 1 instance %zu bytes, 4 instances %zu bytes "
+           "(weights %zu, arena %zu per instance)\n",
+           used[0], used[3], kWeightBytes, arena);
+    EXPECT_GE(used[0], kWeightBytes + arena);
+    // Each later instance adds its arena (and the run's buffers, freed),
+    // not another copy of the weights.
+    EXPECT_LT(used[3] - used[0], kWeightBytes);
+    EXPECT_LE(used[3] - used[0], 3 * (arena + 4096));
+
+    insts.clear();
+    EXPECT_EQ(PoolUsed(), before); // the last instance freed the weights
+}
+
+TEST_F(OnnxSessionGpu, InstancesOnTwoGpusHaveAStoreEach) {
+    if (osp_device_cuda_count() < 2)
+        GTEST_SKIP() << "needs two GPUs";
+    osp_device *gpu1 = nullptr;
+    ASSERT_OK(osp_device_cuda_get(1, &gpu1));
+    ModelPtr m = LoadMlp(onnx_rt_options{});
+    ASSERT_TRUE(m);
+    std::vector<float> x = RandomFloats(3 * kIn, 4);
+    std::vector<float> want = RunOnCpu(m.get(), x);
+    Instance a, b;
+    ASSERT_OK(NewInstance(m.get(), gpu_, &a));
+    ASSERT_OK(NewInstance(m.get(), gpu1, &b));
+    ExpectClose(RunModel(a, x), want);
+    ExpectClose(RunModel(b, x), want);
+    EXPECT_EQ(onnx_session_weight_bytes(b.session), kWeightBytes);
+}
+
+TEST_F(OnnxSessionGpu, GraphIsRecordedAfterWarmupAndReplayedWithNewInputs) {
+    onnx_rt_options opts = {};
+    opts.graphs = true;
+    ModelPtr m = LoadMlp(opts);
+    ASSERT_TRUE(m);
+    Instance inst;
+    ASSERT_OK(NewInstance(m.get(), gpu_, &inst));
+    for (uint32_t run = 0; run < 4; run++) {
+        std::vector<float> x = RandomFloats(4 * kIn, 10 + run);
+        ExpectClose(RunModel(inst, x), RunOnCpu(m.get(), x));
+    }
+    onnx_graph_stats st;
+    onnx_session_graph_stats(inst.session, &st);
+    EXPECT_EQ(st.eager_runs, 1u); // the warm-up
+    EXPECT_EQ(st.captures, 1u);
+    EXPECT_EQ(st.replays, 3u);
+    EXPECT_EQ(st.graphs, 1u);
+    EXPECT_EQ(st.refused, 0u);
+}
+
+TEST_F(OnnxSessionGpu, WithoutTheOptionNothingIsRecorded) {
+    ModelPtr m = LoadMlp(onnx_rt_options{});
+    ASSERT_TRUE(m);
+    Instance inst;
+    ASSERT_OK(NewInstance(m.get(), gpu_, &inst));
+    for (uint32_t run = 0; run < 3; run++)
+        RunModel(inst, RandomFloats(2 * kIn, run));
+    onnx_graph_stats st;
+    onnx_session_graph_stats(inst.session, &st);
+    EXPECT_EQ(st.eager_runs, 3u);
+    EXPECT_EQ(st.captures + st.replays, 0u);
+}
+
+TEST_F(OnnxSessionGpu, EachShapeGetsItsGraphWithinTheBound) {
+    onnx_rt_options opts = {};
+    opts.graphs = true;
+    opts.max_graphs = 2;
+    ModelPtr m = LoadMlp(opts);
+    ASSERT_TRUE(m);
+    Instance inst;
+    ASSERT_OK(NewInstance(m.get(), gpu_, &inst));
+    // Largest first, so the arena never moves here.
+    for (int64_t n : {8, 8, 8, 2, 2, 2, 8}) {
+        std::vector<float> x = RandomFloats((size_t)(n * kIn), (uint32_t)n);
+        ExpectClose(RunModel(inst, x), RunOnCpu(m.get(), x));
+    }
+    onnx_graph_stats st;
+    onnx_session_graph_stats(inst.session, &st);
+    EXPECT_EQ(st.captures, 2u);
+    EXPECT_EQ(st.replays, 5u);
+    EXPECT_EQ(st.graphs, 2u);
+    EXPECT_EQ(st.invalidated, 0u);
+
+    // A third shape takes the place of the least recently used (n = 2),
+    // which then starts over: warm-up, then a new recording.
+    for (int64_t n : {5, 5, 2, 2}) {
+        std::vector<float> x = RandomFloats((size_t)(n * kIn), (uint32_t)n);
+        ExpectClose(RunModel(inst, x), RunOnCpu(m.get(), x));
+    }
+    onnx_session_graph_stats(inst.session, &st);
+    EXPECT_EQ(st.graphs, 2u);
+    EXPECT_EQ(st.captures, 4u);
+    EXPECT_EQ(st.eager_runs, 4u);
+}
+
+TEST_F(OnnxSessionGpu, GraphsAreDroppedWhenTheArenaMoves) {
+    onnx_rt_options opts = {};
+    opts.graphs = true;
+    ModelPtr m = LoadMlp(opts);
+    ASSERT_TRUE(m);
+    Instance inst;
+    ASSERT_OK(NewInstance(m.get(), gpu_, &inst));
+    std::vector<float> small = RandomFloats(1 * kIn, 20);
+    RunModel(inst, small);
+    RunModel(inst, small); // recorded against the small arena
+    size_t arena = onnx_session_arena_bytes(inst.session);
+    std::vector<float> big = RandomFloats(64 * kIn, 21);
+    ExpectClose(RunModel(inst, big), RunOnCpu(m.get(), big));
+    EXPECT_GT(onnx_session_arena_bytes(inst.session), arena);
+    onnx_graph_stats st;
+    onnx_session_graph_stats(inst.session, &st);
+    EXPECT_EQ(st.invalidated, 1u);
+    // The small shape is recorded again, against the new arena.
+    ExpectClose(RunModel(inst, small), RunOnCpu(m.get(), small));
+    onnx_session_graph_stats(inst.session, &st);
+    EXPECT_EQ(st.captures, 2u);
+    ExpectClose(RunModel(inst, small), RunOnCpu(m.get(), small));
+}
+
+// Norm-wise relative error of got against want.
+double RelativeError(const std::vector<float> &got,
+                     const std::vector<float> &want) {
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < want.size() && i < got.size(); i++) {
+        diff += (double)(got[i] - want[i]) * (got[i] - want[i]);
+        norm += (double)want[i] * want[i];
+    }
+    return got.size() == want.size() ? std::sqrt(diff / (norm + 1e-30)) : 1e9;
+}
+
+TEST_F(OnnxSessionGpu, Fp16HoldsMatMulWeightsInHalfWithFp32Accumulation) {
+    onnx_rt_options opts = {};
+    opts.fp16_weights = true;
+    opts.graphs = true;
+    ModelPtr m = LoadMlp(opts);
+    ModelPtr fp32 = LoadMlp(onnx_rt_options{});
+    ASSERT_TRUE(m && fp32);
+    Instance inst;
+    ASSERT_OK(NewInstance(m.get(), gpu_, &inst));
+    for (uint32_t run = 0; run < 3; run++) { // warm-up, recording, replay
+        std::vector<float> x = RandomFloats(4 * kIn, 30 + run);
+        std::vector<float> want = RunOnCpu(fp32.get(), x);
+        std::vector<float> got = RunModel(inst, x);
+        double err = RelativeError(got, want);
+        EXPECT_LT(err, 2e-3) << "run " << run;
+        EXPECT_GT(err, 0.0) << "run " << run << ": FP32 results, not FP16";
+        // On the CPU device the option changes nothing.
+        ExpectClose(RunOnCpu(m.get(), x), want);
+    }
+    // Only the FP16 copies are on the GPU: half the FP32 weights.
+    EXPECT_EQ(onnx_session_weight_bytes(inst.session), kWeightBytes / 2);
+    onnx_graph_stats st;
+    onnx_session_graph_stats(inst.session, &st);
+    EXPECT_EQ(st.replays, 2u);
+}
+
+// ---- the graph slots themselves ----
+
+TEST_F(OnnxSessionGpu, CaptureRecordsInsteadOfRunningAndReplaysEachLaunch) {
+    osp_stream *s = nullptr;
+    ASSERT_OK(osp_stream_new(gpu_, &s));
+    ASSERT_TRUE(osp_stream_supports_graphs(s));
+    const size_t n = 1000;
+    osp_buffer *a = nullptr, *b = nullptr;
+    ASSERT_OK(osp_device_alloc(gpu_, n * 4, &a));
+    ASSERT_OK(osp_device_alloc(gpu_, n * 4, &b));
+    std::vector<float> ones(n, 1.0f), got(n);
+    ASSERT_OK(osp_memcpy_async(s, a->data, ones.data(), n * 4,
+                               OSP_COPY_HOST_TO_DEVICE));
+    ASSERT_OK(osp_memcpy_async(s, b->data, ones.data(), n * 4,
+                               OSP_COPY_HOST_TO_DEVICE));
+    ASSERT_OK(osp_stream_synchronize(s));
+
+    // b = a + b, recorded: nothing runs until the graph is launched.
+    ASSERT_OK(osp_stream_begin_capture(s));
+    ASSERT_OK(osp_op_binary(s, OSP_BINARY_ADD, OSP_TYPE_FP32, a->data, b->data,
+                            b->data, n));
+    osp_graph *g = nullptr;
+    ASSERT_OK(osp_stream_end_capture(s, &g));
+    ASSERT_OK(osp_memcpy_async(s, got.data(), b->data, n * 4,
+                               OSP_COPY_DEVICE_TO_HOST));
+    ASSERT_OK(osp_stream_synchronize(s));
+    EXPECT_EQ(got[0], 1.0f);
+    for (int launch = 0; launch < 3; launch++)
+        ASSERT_OK(osp_graph_launch(g, s));
+    ASSERT_OK(osp_memcpy_async(s, got.data(), b->data, n * 4,
+                               OSP_COPY_DEVICE_TO_HOST));
+    ASSERT_OK(osp_stream_synchronize(s));
+    EXPECT_EQ(got[0], 4.0f);
+    EXPECT_EQ(got[n - 1], 4.0f);
+    osp_graph_free(g);
+    osp_buffer_free(a);
+    osp_buffer_free(b);
+    osp_stream_free(s);
+}
+
+TEST_F(OnnxSessionGpu, CaptureRefusesWhatAReplayCannotRepeat) {
+    osp_stream *s = nullptr;
+    ASSERT_OK(osp_stream_new(gpu_, &s));
+    // Synchronising the capturing stream invalidates the capture.
+    ASSERT_OK(osp_stream_begin_capture(s));
+    osp_error *sync = osp_stream_synchronize(s);
+    EXPECT_NE(sync, nullptr) << "synchronize allowed";
+    osp_error_free(sync);
+    osp_graph *g = nullptr;
+    osp_error *err = osp_stream_end_capture(s, &g);
+    EXPECT_NE(err, nullptr);
+    osp_error_free(err);
+    EXPECT_EQ(g, nullptr);
+    // A host function would run at every replay: refused by the layer.
+    ASSERT_OK(osp_stream_begin_capture(s));
+    EXPECT_ERROR_CODE(osp_stream_launch_host_func(
+                          s, [](void *) {}, nullptr),
+                      OSP_ERROR_UNSUPPORTED);
+    ASSERT_OK(osp_stream_end_capture(s, &g));
+    osp_graph_free(g);
+    // The stream works normally afterwards.
+    ASSERT_OK(osp_stream_synchronize(s));
+    // The CPU device records nothing.
+    osp_stream *cpu = nullptr;
+    ASSERT_OK(osp_stream_new(osp_device_cpu(), &cpu));
+    EXPECT_FALSE(osp_stream_supports_graphs(cpu));
+    EXPECT_ERROR_CODE(osp_stream_begin_capture(cpu), OSP_ERROR_UNSUPPORTED);
+    osp_stream_free(cpu);
+    osp_stream_free(s);
+}
+
+#ifdef OSPREY_TEST_FAKE_CUDA
+// What a GPU would silently corrupt, the fake catches: a graph replayed
+// after memory it captured was freed.
+TEST_F(OnnxSessionGpu, FakeRefusesReplayIntoFreedMemory) {
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    void *src = nullptr, *dst = nullptr;
+    ASSERT_EQ(cudaMalloc(&src, 4096), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dst, 4096), cudaSuccess);
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+              cudaSuccess);
+    // Allocating is refused while this thread captures.
+    void *refused = nullptr;
+    EXPECT_EQ(cudaMalloc(&refused, 64), cudaErrorStreamCaptureUnsupported);
+    cudaGraph_t graph = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(s, &graph),
+              cudaErrorStreamCaptureInvalidated);
+    EXPECT_EQ(graph, nullptr);
+    (void)cudaGetLastError();
+
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(dst, src, 4096, cudaMemcpyDeviceToDevice, s),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+    EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    ASSERT_EQ(cudaFree(src), cudaSuccess);
+    EXPECT_EQ(cudaGraphLaunch(exec, s), cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    // Memory reallocated at the same address is another allocation.
+    void *again = nullptr;
+    ASSERT_EQ(cudaMalloc(&again, 4096), cudaSuccess);
+    EXPECT_EQ(cudaGraphLaunch(exec, s), cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+    EXPECT_EQ(cudaFree(again), cudaSuccess);
+    EXPECT_EQ(cudaFree(dst), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+#endif
+
+} // namespace
