@@ -18,8 +18,12 @@
  * the bare value when it has one element), "model_name", "model_version",
  * "id" when the request had one, and the response parameters. generate
  * answers it as application/json; generate_stream as one server-sent event,
- * `data: <json>\n\n`, with Content-Type text/event-stream; charset=utf-8
- * (Osprey's models are not decoupled: exactly one response each).
+ * `data: <json>\n\n`, per response, with Content-Type text/event-stream;
+ * charset=utf-8. A decoupled model may send 0..n responses: generate
+ * needs exactly one (Triton's error otherwise); generate_stream sends one
+ * event each, an error as `{"error":...}` (the first event's status is the
+ * reply's). The events go out together once the model's final flag has
+ * come: the transport sends whole replies.
  *
  * The body is buffered by the transport, so it is bounded by
  * --http-max-input-size with Triton's "request JSON size" error before any
@@ -47,7 +51,13 @@ typedef struct generate_ctx {
     size_t max_input;
     size_t consumed; /* expanded input bytes so far */
     osp_infer_request *request;
+    /* What the core answered, gathered until the final flag (the core
+     * calls back one response at a time). generate: the first response
+     * and how many came; generate_stream: the events and the status. */
     osp_infer_response *response;
+    size_t n_responses;
+    jbuf events;
+    unsigned status;
 } generate_ctx;
 
 static void generate_ctx_free(void *p) {
@@ -59,6 +69,7 @@ static void generate_ctx_free(void *p) {
     free(ctx->model_name);
     osp_infer_request_free(ctx->request);
     osp_infer_response_free(ctx->response);
+    jbuf_free(&ctx->events);
     free(ctx);
 }
 
@@ -457,50 +468,19 @@ static osp_error *write_response(jbuf *b, const osp_infer_response *r) {
 
 static const char *const SSE_TYPE = "text/event-stream; charset=utf-8";
 
-/* Replies with `json` (taken): as it is, or as one server-sent event. */
-static osp_error *reply(generate_ctx *ctx, unsigned status, jbuf *json) {
-    if (ctx->streaming) {
-        jbuf ev;
-        jbuf_init(&ev);
-        jbuf_puts(&ev, "data: ");
-        jbuf_put(&ev, json->data, json->len);
-        jbuf_puts(&ev, "\n\n");
-        jbuf_free(json);
-        size_t n;
-        char *body = jbuf_take(&ev, &n);
-        if (!body)
-            return osp_error_out_of_memory();
-        http_reply(ctx->http, status, SSE_TYPE, body, n);
-        return NULL;
-    }
-    size_t n;
-    char *body = jbuf_take(json, &n);
-    if (!body)
-        return osp_error_out_of_memory();
-    http_reply(ctx->http, status, "application/json", body, n);
-    return NULL;
-}
-
-static osp_error *generate_on_resume(http_request *http) {
-    generate_ctx *ctx = http_request_handler_ctx(http);
-    osp_infer_response *r = ctx->response;
-    if (!r)
-        return osp_error_new(OSP_ERROR_INTERNAL, "no inference response");
+/* Appends response r (borrowed; its error taken) to the stream's events:
+ * `data: <json>\n\n`, or `data: {"error":...}\n\n`. The first sets the
+ * reply's status. */
+static void add_event(generate_ctx *ctx, osp_infer_response *r) {
     jbuf b;
     jbuf_init(&b);
     osp_error *err = r->error;
     r->error = NULL;
     if (!err)
         err = write_response(&b, r);
-    if (err && !ctx->streaming) {
-        jbuf_free(&b);
-        return err; /* the surface's error reply */
-    }
-    unsigned status = 200;
+    if (ctx->n_responses++ == 0)
+        ctx->status = err ? kserve_error_status(osp_error_get_code(err)) : 200;
     if (err) {
-        /* The stream's first response is the error: its status, and the
-         * error as the event. */
-        status = kserve_error_status(osp_error_get_code(err));
         jbuf_free(&b);
         jbuf_init(&b);
         jbuf_puts(&b, "{\"error\":");
@@ -508,13 +488,63 @@ static osp_error *generate_on_resume(http_request *http) {
         jbuf_putc(&b, '}');
         osp_error_free(err);
     }
-    return reply(ctx, status, &b);
+    jbuf_puts(&ctx->events, "data: ");
+    jbuf_put(&ctx->events, b.data, b.len);
+    jbuf_puts(&ctx->events, "\n\n");
+    jbuf_free(&b);
 }
 
-static void generate_done(osp_infer_response *response, void *user) {
+static osp_error *generate_on_resume(http_request *http) {
+    generate_ctx *ctx = http_request_handler_ctx(http);
+    size_t n;
+    if (ctx->streaming) {
+        if (ctx->events.oom)
+            return osp_error_out_of_memory();
+        char *body = jbuf_take(&ctx->events, &n);
+        http_reply(http, ctx->n_responses ? ctx->status : 200, SSE_TYPE, body,
+                   n);
+        return NULL;
+    }
+    osp_infer_response *r = ctx->response;
+    if (!r || ctx->n_responses != 1)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "generate expects model to produce exactly 1 "
+                             "response, use generate stream for model that "
+                             "generates various number of responses");
+    if (r->error) {
+        osp_error *err = r->error;
+        r->error = NULL;
+        return err; /* the surface's error reply */
+    }
+    jbuf b;
+    jbuf_init(&b);
+    osp_error *err = write_response(&b, r);
+    if (err) {
+        jbuf_free(&b);
+        return err;
+    }
+    char *body = jbuf_take(&b, &n);
+    if (!body)
+        return osp_error_out_of_memory();
+    http_reply(http, 200, "application/json", body, n);
+    return NULL;
+}
+
+/* The core's callback for each response (one at a time, in order). */
+static void generate_respond(osp_infer_response *response, bool final,
+                             void *user) {
     generate_ctx *ctx = user;
-    ctx->response = response;
-    http_request_resume(ctx->http);
+    if (response && ctx->streaming) {
+        add_event(ctx, response);
+        osp_infer_response_free(response);
+    } else if (response) {
+        if (ctx->n_responses++ == 0)
+            ctx->response = response;
+        else
+            osp_infer_response_free(response);
+    }
+    if (final)
+        http_request_resume(ctx->http);
 }
 
 static osp_error *generate_on_complete(http_request *http) {
@@ -527,8 +557,8 @@ static osp_error *generate_on_complete(http_request *http) {
     request->receive_start_ns = http_request_start_ns(http);
     request->trace = http_request_trace(http);
     http_request_begin_async(http);
-    if ((err =
-             osp_server_infer_async(ctx->core, request, generate_done, ctx))) {
+    if ((err = osp_server_infer_stream_async(ctx->core, request, NULL,
+                                             generate_respond, ctx))) {
         http_request_resume(http); /* the callback will not run */
         return err;
     }
@@ -575,6 +605,7 @@ void kserve_generate_route(http_request *http, const char *name,
     ctx->core = core;
     ctx->version = v;
     ctx->streaming = streaming;
+    jbuf_init(&ctx->events);
     ctx->max_input = http_request_max_input_size(http);
     osp_trace *trace = osp_tracer_sample(kserve_tracer(http), name);
     if (trace)

@@ -1,0 +1,253 @@
+"""Decoupled models (model_transaction_policy { decoupled: true }) end to
+end: python models written as Triton's repeat and square examples send 0..n
+responses and a final flag; tritonclient's gRPC stream and HTTP
+/generate_stream get every response, non-streaming calls get Triton's
+errors, a BLS model iterates exec(decoupled=True), and a client that closes
+its stream mid-way cancels the request while the server goes on serving.
+"""
+
+import json
+import queue
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import requests
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+import harness
+from test_python_backend import MODELS, python_flags, wait_for
+
+SERVED = ["py_repeat", "py_square", "py_bls_square", "simple"]
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("decoupled-repo")
+    for name in SERVED[:-1]:
+        shutil.copytree(MODELS / name, repo / name)
+    shutil.copytree(MODELS.parent.parent.parent / "models" / "simple", repo / "simple")
+    server = harness.OspreyServer(
+        repo, ["--model-control-mode=explicit"] +
+        [f"--load-model={m}" for m in SERVED] + python_flags(),
+        workdir=tmp_path_factory.mktemp("decoupled-srv")).start()
+    yield server
+    server.stop()
+    problems = server.clean_exit_problems()
+    assert not problems, "; ".join(problems) + "\n" + server.log_tail()
+
+
+def grpc_input(name, array, dtype):
+    i = grpcclient.InferInput(name, list(array.shape), dtype)
+    i.set_data_from_numpy(array)
+    return i
+
+
+class Stream:
+    """A tritonclient gRPC stream whose callback results land in a queue."""
+
+    def __init__(self, srv):
+        self.client = grpcclient.InferenceServerClient(srv.grpc_url)
+        self.results = queue.Queue()
+        self.client.start_stream(callback=lambda result, error: self.results.put((result, error)))
+
+    def send(self, model, inputs, **kwargs):
+        self.client.async_stream_infer(model, inputs, **kwargs)
+
+    def next(self):
+        return self.results.get(timeout=30 * harness.timeout_scale())
+
+    def close(self, cancel=False):
+        self.client.stop_stream(cancel_requests=cancel)
+        self.client.close()
+
+
+def repeat_inputs(values, delay_ms=0):
+    return [grpc_input("IN", np.array(values, np.int32), "INT32"),
+            grpc_input("DELAY_MS", np.array([delay_ms], np.int32), "INT32")]
+
+
+def square_input(n, make=grpc_input):
+    return [make("IN", np.array([n], np.int32), "INT32")]
+
+
+def final_flag(result):
+    return result.get_response().parameters["triton_final_response"].bool_param
+
+
+def test_repeat_streams_every_response_then_an_empty_final_one(srv):
+    stream = Stream(srv)
+    try:
+        stream.send("py_repeat", repeat_inputs([4, 7, 9]), request_id="r1",
+                    enable_empty_final_response=True)
+        got = []
+        for _ in range(3):
+            result, error = stream.next()
+            assert error is None
+            assert not final_flag(result)
+            assert result.get_response().id == "r1"
+            got.append((int(result.as_numpy("OUT")[0]), int(result.as_numpy("IDX")[0])))
+        assert got == [(4, 0), (7, 1), (9, 2)]
+        result, error = stream.next()  # the final flag alone, as an empty response
+        assert error is None and final_flag(result)
+        response = result.get_response()
+        assert (response.id, response.model_name, len(response.outputs)) == ("r1", "py_repeat", 0)
+    finally:
+        stream.close()
+
+
+def test_square_final_flag_rides_on_the_last_response_and_zero_responses(srv):
+    stream = Stream(srv)
+    try:
+        # 0 responses and no empty final response asked for: nothing comes
+        # back for the first request; the second answers in order.
+        stream.send("py_square", square_input(0), request_id="zero")
+        stream.send("py_square", square_input(3), request_id="three")
+        flags = []
+        for _ in range(3):
+            result, error = stream.next()
+            assert error is None
+            assert result.get_response().id == "three"
+            assert int(result.as_numpy("OUT")[0]) == 3
+            flags.append(final_flag(result))
+        assert flags == [False, False, True]
+        stream.send("py_square", square_input(0), request_id="zero-empty",
+                    enable_empty_final_response=True)
+        result, error = stream.next()
+        assert error is None and final_flag(result)
+        assert result.get_response().id == "zero-empty"
+        assert stream.results.empty()
+    finally:
+        stream.close()
+
+
+def test_error_response_is_in_band_and_the_stream_goes_on(srv):
+    stream = Stream(srv)
+    try:
+        stream.send("py_square", square_input(-1), request_id="bad")
+        result, error = stream.next()
+        assert result is None
+        assert "negative count -1" in error.message()
+        stream.send("py_square", square_input(1), request_id="good")
+        result, error = stream.next()
+        assert error is None and int(result.as_numpy("OUT")[0]) == 1
+    finally:
+        stream.close()
+
+
+def test_execute_must_return_none_and_sending_after_final_fails(srv):
+    stream = Stream(srv)
+    try:
+        stream.send("py_square", square_input(-2))
+        result, error = stream.next()
+        assert result is None
+        assert ("Python model 'py_square_0_0' is using the decoupled mode and the "
+                "execute function must return None.") in error.message()
+        stream.send("py_square", square_input(1000))
+        result, error = stream.next()
+        assert error is None and final_flag(result)
+    finally:
+        stream.close()
+    wait_for(lambda: "py_square: Unable to send response. Response sender has been "
+             "closed." in srv.log(), "the send-after-final error in the log")
+
+
+def test_non_streaming_calls_get_tritons_errors(srv):
+    http = httpclient.InferenceServerClient(srv.hostport)
+    i = httpclient.InferInput("IN", [1], "INT32")
+    i.set_data_from_numpy(np.array([2], np.int32))
+    with pytest.raises(InferenceServerException) as e:
+        http.infer("py_square", [i])
+    assert e.value.message() == ("HTTP end point doesn't support models with decoupled "
+                                 "transaction policy")
+    with pytest.raises(InferenceServerException) as e:
+        grpcclient.InferenceServerClient(srv.grpc_url).infer("py_square", square_input(2))
+    assert "ModelInfer RPC doesn't support models with decoupled transaction policy" in \
+        e.value.message()
+    assert e.value.status() == "StatusCode.UNIMPLEMENTED"
+    # TF Serving's predict refuses it with the core's reason.
+    r = requests.post(f"{srv.url}/v1/models/py_square:predict",
+                      json={"inputs": {"IN": [2]}}, timeout=10)
+    assert r.status_code >= 400
+    assert "decoupled" in r.text
+
+
+def test_generate_stream_sends_one_event_per_response(srv):
+    url = f"{srv.url}/v2/models/py_square/generate_stream"
+    r = requests.post(url, json={"IN": 3}, timeout=30)
+    assert r.status_code == 200
+    assert r.headers["Content-Type"] == "text/event-stream; charset=utf-8"
+    events = [json.loads(line[len("data: "):]) for line in r.text.split("\n\n") if line]
+    assert [e["OUT"] for e in events] == [3, 3, 3]
+    assert all(e["model_name"] == "py_square" for e in events)
+    r = requests.post(url, json={"IN": 0}, timeout=30)
+    assert (r.status_code, r.text) == (200, "")
+    r = requests.post(url, json={"IN": -1}, timeout=30)
+    assert r.status_code == 500  # TritonError's default code: INTERNAL
+    assert json.loads(r.text[len("data: "):])["error"].endswith("negative count -1")
+
+
+def test_generate_needs_exactly_one_response(srv):
+    url = f"{srv.url}/v2/models/py_square/generate"
+    r = requests.post(url, json={"IN": 1}, timeout=30)
+    assert r.status_code == 200 and r.json()["OUT"] == 1
+    for n in (0, 2):
+        r = requests.post(url, json={"IN": n}, timeout=30)
+        assert r.status_code == 400
+        assert r.json()["error"] == (
+            "generate expects model to produce exactly 1 response, use generate stream "
+            "for model that generates various number of responses")
+
+
+def test_bls_iterates_a_decoupled_model(srv):
+    http = httpclient.InferenceServerClient(srv.hostport)
+    for n, count in ((4, 4), (0, 0), (1, 1)):
+        i = httpclient.InferInput("IN", [1], "INT32")
+        i.set_data_from_numpy(np.array([n], np.int32))
+        result = http.infer("py_bls_square", [i])
+        assert int(result.as_numpy("COUNT")[0]) == count
+        assert int(result.as_numpy("SUM")[0]) == n * count
+    i = httpclient.InferInput("IN", [1], "INT32")
+    i.set_data_from_numpy(np.array([-1], np.int32))
+    with pytest.raises(InferenceServerException) as e:
+        http.infer("py_bls_square", [i])
+    assert "negative count -1" in e.value.message()
+
+
+def test_closing_the_stream_cancels_the_request_and_the_server_serves_on(srv):
+    stream = Stream(srv)
+    stream.send("py_repeat", repeat_inputs(list(range(1000)), delay_ms=5))
+    result, error = stream.next()
+    assert error is None and int(result.as_numpy("OUT")[0]) == 0
+    stream.close(cancel=True)
+    wait_for(lambda: "py_repeat: cancelled after" in srv.log(), "the model to see is_cancelled")
+    # Both instances serve new streams afterwards.
+    for _ in range(2):
+        again = Stream(srv)
+        try:
+            again.send("py_repeat", repeat_inputs([5, 6]), enable_empty_final_response=True)
+            values = [int(again.next()[0].as_numpy("OUT")[0]) for _ in range(2)]
+            assert values == [5, 6]
+            assert final_flag(again.next()[0])
+        finally:
+            again.close()
+
+
+def test_statistics_count_each_request_once_at_its_final_flag(srv):
+    def stats():
+        r = requests.get(f"{srv.url}/v2/models/py_square/stats", timeout=10).json()
+        return r["model_stats"][0]["inference_stats"]
+    before = stats()
+    stream = Stream(srv)
+    try:
+        stream.send("py_square", square_input(2))
+        stream.send("py_square", square_input(-1))
+        for _ in range(3):
+            stream.next()
+    finally:
+        stream.close()
+    wait_for(lambda: stats()["success"]["count"] == before["success"]["count"] + 1 and
+             stats()["fail"]["count"] == before["fail"]["count"] + 1, "statistics")
