@@ -1585,9 +1585,9 @@ osp_error *osp_server_infer_stream_async(osp_server *server,
 }
 
 osp_error *server_infer_step(osp_server *server, osp_infer_request *req,
-                             osp_infer_complete_fn complete, void *user,
+                             osp_infer_response_fn respond, void *user,
                              stats_sink *sink) {
-    return submit(server, req, complete, NULL, NULL, user, sink);
+    return submit(server, req, NULL, respond, NULL, user, sink);
 }
 
 /* ---- statistics -----------------------------------------------------------

@@ -24,15 +24,52 @@ from test_python_backend import MODELS, python_flags, wait_for
 SERVED = ["py_repeat", "py_square", "py_bls_square", "simple"]
 
 
+def ensemble_step(model, inputs, outputs):
+    return ("    { model_name: \"%s\" model_version: -1\n" % model +
+            "".join("      input_map { key: \"%s\" value: \"%s\" }\n" % kv
+                    for kv in inputs.items()) +
+            "".join("      output_map { key: \"%s\" value: \"%s\" }\n" % kv
+                    for kv in outputs.items()) + "    }")
+
+
+def ensemble_config(name, inputs, outputs, steps):
+    def tensors(specs):
+        return ",\n".join("  { name: \"%s\" data_type: TYPE_INT32 dims: [ %s ] }"
+                          % (n, d) for n, d in specs)
+    return ("name: \"%s\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n" % name +
+            "input [\n%s\n]\noutput [\n%s\n]\n" % (tensors(inputs), tensors(outputs)) +
+            "ensemble_scheduling { step [\n%s\n] }\n" % ",\n".join(steps))
+
+
+# py_square's responses each go through an identity step: one ensemble
+# response per response of the decoupled step.
+ENSEMBLES = {
+    "ident_i32": harness.identity_config("ident_i32", "TYPE_INT32", [-1], max_batch_size=0),
+    "ident2_i32": harness.identity_config("ident2_i32", "TYPE_INT32", [-1], n=2,
+                                          max_batch_size=0),
+    "ens_square": ensemble_config("ens_square", [("N", "1")], [("Y", "-1")], [
+        ensemble_step("py_square", {"IN": "N"}, {"OUT": "sq"}),
+        ensemble_step("ident_i32", {"INPUT0": "sq"}, {"OUTPUT0": "Y"})]),
+    # A step reading the ensemble's input and a decoupled step's output:
+    # their iterations never meet, and Triton refuses it.
+    "ens_mixed": ensemble_config("ens_mixed", [("N", "1")], [("A", "-1"), ("B", "-1")], [
+        ensemble_step("py_square", {"IN": "N"}, {"OUT": "sq"}),
+        ensemble_step("ident2_i32", {"INPUT0": "N", "INPUT1": "sq"},
+                      {"OUTPUT0": "A", "OUTPUT1": "B"})]),
+}
+
+
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
     repo = tmp_path_factory.mktemp("decoupled-repo")
     for name in SERVED[:-1]:
         shutil.copytree(MODELS / name, repo / name)
     shutil.copytree(MODELS.parent.parent.parent / "models" / "simple", repo / "simple")
+    for name, config in ENSEMBLES.items():
+        harness.write_model(repo, name, config)
     server = harness.OspreyServer(
         repo, ["--model-control-mode=explicit"] +
-        [f"--load-model={m}" for m in SERVED] + python_flags(),
+        [f"--load-model={m}" for m in SERVED + ["ens_square"]] + python_flags(),
         workdir=tmp_path_factory.mktemp("decoupled-srv")).start()
     yield server
     server.stop()
@@ -251,3 +288,46 @@ def test_statistics_count_each_request_once_at_its_final_flag(srv):
         stream.close()
     wait_for(lambda: stats()["success"]["count"] == before["success"]["count"] + 1 and
              stats()["fail"]["count"] == before["fail"]["count"] + 1, "statistics")
+
+
+def test_an_ensemble_with_a_decoupled_step_answers_once_per_response(srv):
+    config = requests.get(f"{srv.url}/v2/models/ens_square/config", timeout=10).json()
+    assert config["model_transaction_policy"] == {"decoupled": True}  # as Triton sets it
+    stream = Stream(srv)
+    try:
+        stream.send("ens_square", [grpc_input("N", np.array([3], np.int32), "INT32")],
+                    request_id="e3")
+        flags = []
+        for _ in range(3):
+            result, error = stream.next()
+            assert error is None
+            assert result.get_response().model_name == "ens_square"
+            assert result.as_numpy("Y").tolist() == [3]
+            flags.append(final_flag(result))
+        assert flags == [False, False, True]
+        stream.send("ens_square", [grpc_input("N", np.array([0], np.int32), "INT32")],
+                    request_id="e0", enable_empty_final_response=True)
+        result, error = stream.next()
+        assert error is None and final_flag(result)
+        assert result.get_response().id == "e0" and not result.get_response().outputs
+        stream.send("ens_square", [grpc_input("N", np.array([-1], np.int32), "INT32")])
+        result, error = stream.next()
+        assert result is None
+        assert "in ensemble 'ens_square', " in error.message()
+        assert "negative count -1" in error.message()
+    finally:
+        stream.close()
+    r = requests.post(f"{srv.url}/v2/models/ens_square/generate_stream", json={"N": 2},
+                      timeout=30)
+    assert [json.loads(e[len("data: "):])["Y"] for e in r.text.split("\n\n") if e] == [2, 2]
+    r = requests.post(f"{srv.url}/v2/models/ens_square/infer", json={"inputs": [
+        {"name": "N", "datatype": "INT32", "shape": [1], "data": [2]}]}, timeout=30)
+    assert r.status_code == 501
+
+
+def test_an_ensemble_mixing_iterations_of_decoupled_steps_is_refused(srv):
+    r = requests.post(f"{srv.url}/v2/repository/models/ens_mixed/load", timeout=30)
+    assert r.status_code == 400
+    assert r.json()["error"] == (
+        "load failed for model 'ens_mixed': in ensemble ens_mixed, step of model "
+        "'ident2_i32' receives inputs originated from different decoupled models\n")
