@@ -22,13 +22,15 @@
  * charset=utf-8. A decoupled model may send 0..n responses: generate
  * needs exactly one (Triton's error otherwise); generate_stream sends one
  * event each, an error as `{"error":...}` (the first event's status is the
- * reply's). The events go out together once the model's final flag has
- * come: the transport sends whole replies.
+ * reply's). Events go out as they come (a chunked body); a client that
+ * goes away cancels the request (the model's is_cancelled()).
  *
  * The body is buffered by the transport, so it is bounded by
  * --http-max-input-size with Triton's "request JSON size" error before any
  * of this runs; each input's expanded size is bounded again below.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,14 +53,42 @@ typedef struct generate_ctx {
     size_t max_input;
     size_t consumed; /* expanded input bytes so far */
     osp_infer_request *request;
-    /* What the core answered, gathered until the final flag (the core
-     * calls back one response at a time). generate: the first response
-     * and how many came; generate_stream: the events and the status. */
+    struct answer *answer;
+} generate_ctx;
+
+/* What the core answers, shared by the request's handler and the core's
+ * callbacks (a reference each): the core may answer after the client has
+ * gone and the handler is destroyed. The first response (generate_stream)
+ * or the final flag resumes the connection; generate_stream's events go
+ * out as they come once on_resume has started the reply's stream. */
+typedef struct answer {
+    pthread_mutex_t mu;
+    atomic_int refs;
+    http_request *http; /* valid until resumed */
+    bool streaming;
+    bool resumed;
+    bool final;
+    /* generate: the first response and how many came */
     osp_infer_response *response;
     size_t n_responses;
+    /* generate_stream: events not yet written, the reply's status (the
+     * first event's), the reply's stream once started, and the token that
+     * tells the model its client has gone */
     jbuf events;
     unsigned status;
-} generate_ctx;
+    http_stream *stream;
+    osp_cancel_token *cancel;
+} answer;
+
+static void answer_unref(answer *a) {
+    if (!a || atomic_fetch_sub(&a->refs, 1) != 1)
+        return;
+    osp_infer_response_free(a->response);
+    jbuf_free(&a->events);
+    osp_cancel_token_unref(a->cancel);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+}
 
 static void generate_ctx_free(void *p) {
     generate_ctx *ctx = p;
@@ -68,8 +98,7 @@ static void generate_ctx_free(void *p) {
         osp_model_unref(ctx->model);
     free(ctx->model_name);
     osp_infer_request_free(ctx->request);
-    osp_infer_response_free(ctx->response);
-    jbuf_free(&ctx->events);
+    answer_unref(ctx->answer);
     free(ctx);
 }
 
@@ -471,7 +500,7 @@ static const char *const SSE_TYPE = "text/event-stream; charset=utf-8";
 /* Appends response r (borrowed; its error taken) to the stream's events:
  * `data: <json>\n\n`, or `data: {"error":...}\n\n`. The first sets the
  * reply's status. */
-static void add_event(generate_ctx *ctx, osp_infer_response *r) {
+static void add_event(answer *ctx, osp_infer_response *r) {
     jbuf b;
     jbuf_init(&b);
     osp_error *err = r->error;
@@ -494,19 +523,41 @@ static void add_event(generate_ctx *ctx, osp_infer_response *r) {
     jbuf_free(&b);
 }
 
+/* Hands the events gathered so far to the reply's stream (lock held); a
+ * client that has gone is told to the model. */
+static void flush_events_locked(answer *a) {
+    if (!a->stream || a->events.len == 0)
+        return;
+    if (a->events.oom ||
+        !http_stream_write(a->stream, a->events.data, a->events.len))
+        osp_cancel_token_cancel(a->cancel);
+    jbuf_free(&a->events);
+    jbuf_init(&a->events);
+}
+
 static osp_error *generate_on_resume(http_request *http) {
     generate_ctx *ctx = http_request_handler_ctx(http);
+    answer *a = ctx->answer;
     size_t n;
-    if (ctx->streaming) {
-        if (ctx->events.oom)
-            return osp_error_out_of_memory();
-        char *body = jbuf_take(&ctx->events, &n);
-        http_reply(http, ctx->n_responses ? ctx->status : 200, SSE_TYPE, body,
-                   n);
+    if (a->streaming) {
+        pthread_mutex_lock(&a->mu);
+        http_stream *s = http_reply_stream(
+            http, a->n_responses ? a->status : 200, SSE_TYPE);
+        if (s) {
+            a->stream = s;
+            flush_events_locked(a);
+            if (a->final) {
+                http_stream_end(s);
+                a->stream = NULL;
+            }
+        } else {
+            osp_cancel_token_cancel(a->cancel); /* nowhere to send */
+        }
+        pthread_mutex_unlock(&a->mu);
         return NULL;
     }
-    osp_infer_response *r = ctx->response;
-    if (!r || ctx->n_responses != 1)
+    osp_infer_response *r = a->response; /* the final flag has come */
+    if (!r || a->n_responses != 1)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "generate expects model to produce exactly 1 "
                              "response, use generate stream for model that "
@@ -533,18 +584,33 @@ static osp_error *generate_on_resume(http_request *http) {
 /* The core's callback for each response (one at a time, in order). */
 static void generate_respond(osp_infer_response *response, bool final,
                              void *user) {
-    generate_ctx *ctx = user;
-    if (response && ctx->streaming) {
-        add_event(ctx, response);
+    answer *a = user;
+    pthread_mutex_lock(&a->mu);
+    if (response && a->streaming) {
+        add_event(a, response);
         osp_infer_response_free(response);
+        flush_events_locked(a);
     } else if (response) {
-        if (ctx->n_responses++ == 0)
-            ctx->response = response;
+        if (a->n_responses++ == 0)
+            a->response = response;
         else
             osp_infer_response_free(response);
     }
+    if (final) {
+        a->final = true;
+        if (a->stream) {
+            http_stream_end(a->stream);
+            a->stream = NULL;
+        }
+    }
+    bool resume = !a->resumed && (final || (a->streaming && a->n_responses));
+    a->resumed = a->resumed || resume;
+    http_request *http = a->http;
+    pthread_mutex_unlock(&a->mu);
+    if (resume)
+        http_request_resume(http);
     if (final)
-        http_request_resume(ctx->http);
+        answer_unref(a); /* the core's reference */
 }
 
 static osp_error *generate_on_complete(http_request *http) {
@@ -552,14 +618,26 @@ static osp_error *generate_on_complete(http_request *http) {
     osp_error *err = convert_request(ctx);
     if (err)
         return err;
+    answer *a = calloc(1, sizeof *a);
+    if (!a || (ctx->streaming && !(a->cancel = osp_cancel_token_new()))) {
+        free(a);
+        return osp_error_out_of_memory();
+    }
+    pthread_mutex_init(&a->mu, NULL);
+    atomic_init(&a->refs, 2); /* the handler's and the core's */
+    a->http = http;
+    a->streaming = ctx->streaming;
+    jbuf_init(&a->events);
+    ctx->answer = a;
     osp_infer_request *request = ctx->request;
     ctx->request = NULL; /* moves to the core */
     request->receive_start_ns = http_request_start_ns(http);
     request->trace = http_request_trace(http);
     http_request_begin_async(http);
-    if ((err = osp_server_infer_stream_async(ctx->core, request, NULL,
-                                             generate_respond, ctx))) {
-        http_request_resume(http); /* the callback will not run */
+    if ((err = osp_server_infer_stream_async(ctx->core, request, a->cancel,
+                                             generate_respond, a))) {
+        atomic_fetch_sub(&a->refs, 1); /* the callback will not run */
+        http_request_resume(http);
         return err;
     }
     return NULL;
@@ -605,7 +683,6 @@ void kserve_generate_route(http_request *http, const char *name,
     ctx->core = core;
     ctx->version = v;
     ctx->streaming = streaming;
-    jbuf_init(&ctx->events);
     ctx->max_input = http_request_max_input_size(http);
     osp_trace *trace = osp_tracer_sample(kserve_tracer(http), name);
     if (trace)

@@ -331,3 +331,21 @@ def test_an_ensemble_mixing_iterations_of_decoupled_steps_is_refused(srv):
     assert r.json()["error"] == (
         "load failed for model 'ens_mixed': in ensemble ens_mixed, step of model "
         "'ident2_i32' receives inputs originated from different decoupled models\n")
+
+
+def test_generate_stream_events_leave_as_they_come_and_a_closed_connection_cancels(srv):
+    before = srv.log().count("py_repeat: cancelled after")
+    r = requests.post(f"{srv.url}/v2/models/py_repeat/generate_stream",
+                      json={"IN": list(range(1000)), "DELAY_MS": 5}, stream=True,
+                      timeout=30)
+    assert r.status_code == 200
+    assert r.headers["Content-Type"] == "text/event-stream; charset=utf-8"
+    lines = r.iter_lines()
+    first = next(line for line in lines if line)
+    assert json.loads(first[len(b"data: "):])["OUT"] == 0
+    r.close()  # long before the model is done
+    wait_for(lambda: srv.log().count("py_repeat: cancelled after") > before,
+             "the model to see is_cancelled")
+    r = requests.post(f"{srv.url}/v2/models/py_repeat/generate_stream",
+                      json={"IN": [7, 8], "DELAY_MS": 0}, timeout=30)
+    assert [json.loads(e[len("data: "):])["OUT"] for e in r.text.split("\n\n") if e] == [7, 8]
