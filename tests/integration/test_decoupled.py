@@ -290,6 +290,41 @@ def test_statistics_count_each_request_once_at_its_final_flag(srv):
              stats()["fail"]["count"] == before["fail"]["count"] + 1, "statistics")
 
 
+def test_response_statistics_per_response_index_over_http_and_grpc(tmp_path):
+    # A server of its own: the counts below are exact.
+    shutil.copytree(MODELS / "py_square", tmp_path / "repo" / "py_square")
+    server = harness.OspreyServer(tmp_path / "repo", python_flags(),
+                                  workdir=tmp_path / "srv").start()
+    try:
+        stream = Stream(server)
+        try:
+            for n in (2, 0, -1):  # two responses; the flag alone; an error
+                stream.send("py_square", square_input(n),
+                            enable_empty_final_response=True)
+            for _ in range(4):
+                stream.next()
+        finally:
+            stream.close()
+        r = requests.get(f"{server.url}/v2/models/py_square/stats", timeout=10)
+        responses = r.json()["model_stats"][0]["response_stats"]
+        assert list(responses) == ["0", "1"]
+        assert list(responses["0"]) == ["compute_infer", "compute_output", "success",
+                                        "fail", "empty_response", "cancel"]
+        counts = {k: {s: v[s]["count"] for s in v} for k, v in responses.items()}
+        assert counts == {
+            "0": {"compute_infer": 2, "compute_output": 2, "success": 1, "fail": 1,
+                  "empty_response": 1, "cancel": 0},
+            "1": {"compute_infer": 1, "compute_output": 1, "success": 1, "fail": 0,
+                  "empty_response": 0, "cancel": 0}}
+        grpc = grpcclient.InferenceServerClient(server.grpc_url).get_inference_statistics(
+            "py_square", as_json=True)
+        got = grpc["model_stats"][0]["response_stats"]
+        assert {k: int(v["success"]["count"]) for k, v in got.items()} == {"0": 1, "1": 1}
+    finally:
+        server.stop()
+    assert not server.clean_exit_problems()
+
+
 def test_an_ensemble_with_a_decoupled_step_answers_once_per_response(srv):
     config = requests.get(f"{srv.url}/v2/models/ens_square/config", timeout=10).json()
     assert config["model_transaction_policy"] == {"decoupled": True}  # as Triton sets it

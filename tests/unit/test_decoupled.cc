@@ -295,6 +295,16 @@ TEST_F(Decoupled, StatisticsCountEachRequestOnceAtItsEnd) {
     EXPECT_EQ(stats[0].success.count, 1u);
     EXPECT_EQ(stats[0].fail.count, 1u);
     EXPECT_EQ(stats[0].execution_count, 1u); // the failed one is not counted
+    // Per response index: the first request sent 1, 2 and the flag alone;
+    // the second 3, then its execute failed (the core's error response).
+    ASSERT_EQ(stats[0].n_response_stats, 3u);
+    const osp_response_stat *r = stats[0].response_stats;
+    EXPECT_EQ(r[0].success.count, 2u);
+    EXPECT_EQ(r[0].compute_infer.count, 2u);
+    EXPECT_EQ(r[1].success.count, 1u);
+    EXPECT_EQ(r[1].fail.count, 1u);
+    EXPECT_EQ(r[2].empty_response.count, 1u);
+    EXPECT_EQ(r[2].success.count + r[2].fail.count, 0u);
     osp_model_stats_free(stats, n);
 }
 

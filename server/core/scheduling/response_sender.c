@@ -14,6 +14,8 @@ struct core_sender {
     pthread_mutex_t lock;      /* one send at a time: responses stay ordered */
     atomic_int refs;           /* the batch's, and the open request's */
     pending_request *p;        /* NULL once the final flag was sent */
+    uint64_t n_sent;           /* responses so far: the next one's index */
+    uint64_t last_end_ns;      /* when the previous response was delivered */
 };
 
 static atomic_size_t open_requests;
@@ -96,10 +98,20 @@ static void end_request_locked(core_sender *s, osp_infer_response *resp,
     pending_request_finish_decoupled(p, resp, failed);
 }
 
+/* Triton's per-response statistics of one send (lock held). */
+static void record_response(core_sender *s, osp_model *model,
+                            response_outcome outcome, uint64_t sent_ns) {
+    uint64_t end = osp_now_ns();
+    model_stats_record_response(&model->stats, s->n_sent++, outcome,
+                                s->last_end_ns, sent_ns, end);
+    s->last_end_ns = end;
+}
+
 static osp_error *sender_send(osp_response_sender *self,
                               osp_sent_response *r, bool final) {
     core_sender *s = (core_sender *)self;
     osp_error *err = NULL;
+    uint64_t sent_ns = osp_now_ns();
     pthread_mutex_lock(&s->lock);
     if (!s->p) {
         pthread_mutex_unlock(&s->lock);
@@ -110,18 +122,29 @@ static osp_error *sender_send(osp_response_sender *self,
     }
     pending_request *p = s->p;
     bool failed = r && r->error;
+    response_outcome outcome = !r ? RESPONSE_EMPTY
+                               : failed ? RESPONSE_FAIL
+                                        : RESPONSE_SUCCESS;
     osp_infer_response *resp = NULL;
+    if (!s->last_end_ns)
+        s->last_end_ns = p->times.compute_start;
     if (osp_cancel_token_is_cancelled(p->cancel)) {
         free_sent(r); /* nobody to send it to */
+        if (r)
+            outcome = RESPONSE_CANCEL;
     } else if (r && !(resp = build_response(p, r))) {
         err = osp_error_out_of_memory();
     }
     if (!final) {
         if (resp)
             p->respond(resp, false, p->user);
+        record_response(s, p->model, outcome, sent_ns);
         pthread_mutex_unlock(&s->lock);
         return err;
     }
+    /* Counted before the request ends, so that a client reading the
+     * statistics after its final response sees it. */
+    record_response(s, p->model, outcome, sent_ns);
     end_request_locked(s, resp, failed || (r && !resp && err));
     pthread_mutex_unlock(&s->lock);
     sender_unref(s);
@@ -170,6 +193,9 @@ void response_senders_release(core_sender **senders, size_t n,
                 if (resp)
                     resp->error = osp_error_new(osp_error_get_code(err), "%s",
                                                 osp_error_message(err));
+                if (!s->last_end_ns)
+                    s->last_end_ns = s->p->times.compute_start;
+                record_response(s, s->p->model, RESPONSE_FAIL, osp_now_ns());
                 end_request_locked(s, resp, true);
                 pthread_mutex_unlock(&s->lock);
                 sender_unref(s); /* the open request's reference */
