@@ -339,6 +339,12 @@ def get_output_config_by_name(model_config, name):
     return None
 
 
+def using_decoupled_model_transaction_policy(model_config):
+    """Whether the model configuration (a dict) has
+    model_transaction_policy { decoupled: true }."""
+    return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))
+
+
 
 class ModelConfig:
     """What auto_complete_config(auto_complete_model_config) receives: the

@@ -2,6 +2,7 @@
 request and returns None; the thread sends IN[i] (and its index) as one
 response each, DELAY_MS apart, then the final flag on its own. It stops
 early when the client has gone (is_cancelled) and says so in the log."""
+import json
 import threading
 import time
 
@@ -11,6 +12,9 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def initialize(self, args):
+        if not pb_utils.using_decoupled_model_transaction_policy(
+                json.loads(args["model_config"])):
+            raise pb_utils.TritonModelException("py_repeat must be decoupled")
         self.lock = threading.Lock()
         self.threads = []
 
