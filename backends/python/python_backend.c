@@ -450,7 +450,11 @@ static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
     return exec->failed ? osp_error_out_of_memory() : NULL;
 }
 
-static osp_error *response_error(const pyproto_response *resp);
+/* The osp_error of a stub's error response. */
+static osp_error *response_error(const pyproto_response *resp) {
+    return osp_error_new(pyproto_error_code(resp->error_code), "%s",
+                         resp->error_message);
+}
 
 /* Hands the stub's outputs for the batch (one response) to the core. */
 static osp_error *take_outputs(python_instance *inst, osp_execute_ctx *ctx,
@@ -483,12 +487,6 @@ static osp_error *take_outputs(python_instance *inst, osp_execute_ctx *ctx,
             return err;
     }
     return NULL;
-}
-
-/* The osp_error of a stub's error response. */
-static osp_error *response_error(const pyproto_response *resp) {
-    return osp_error_new(pyproto_error_code(resp->error_code), "%s",
-                         resp->error_message);
 }
 
 /* Passes one RESPONSE frame of a decoupled model to the request's sender

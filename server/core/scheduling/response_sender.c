@@ -152,10 +152,12 @@ static osp_error *sender_send(osp_response_sender *self,
 }
 
 static bool sender_is_cancelled(const osp_response_sender *self) {
-    const core_sender *s = (const core_sender *)self;
-    /* p is cleared only at the final send, after which the backend no
-     * longer holds the sender. */
-    return s->p && osp_cancel_token_is_cancelled(s->p->cancel);
+    core_sender *s = (core_sender *)self;
+    /* Under the lock: a failed execute may end the request meanwhile. */
+    pthread_mutex_lock(&s->lock);
+    bool cancelled = s->p && osp_cancel_token_is_cancelled(s->p->cancel);
+    pthread_mutex_unlock(&s->lock);
+    return cancelled;
 }
 
 bool response_senders_new(pending_request **batch, size_t n,
