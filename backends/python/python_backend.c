@@ -27,6 +27,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -581,22 +582,34 @@ static osp_error *execute_decoupled(python_instance *inst,
         return pystub_unhealthy_error(stub);
     }
     while (!(returned && ended)) {
-        uint64_t wait = 0;
+        /* Wait for the next frame with poll(), not with a read deadline: a
+         * read that timed out halfway through a frame would lose its
+         * start. Once a frame begins, it is read whole. */
+        uint64_t now = osp_now_ns();
+        int wait_ms = -1;
         if (!told_cancel && !ended)
-            wait = osp_now_ns() + CANCEL_POLL_NS;
-        if (deadline && (!wait || deadline < wait))
-            wait = deadline;
+            wait_ms = (int)(CANCEL_POLL_NS / 1000000u);
+        if (deadline) {
+            uint64_t left_ms = deadline > now ? (deadline - now) / 1000000u : 0;
+            if (wait_ms < 0 || left_ms < (uint64_t)wait_ms)
+                wait_ms = (int)(left_ms < INT_MAX ? left_ms : INT_MAX);
+        }
+        struct pollfd pfd = {.fd = stub->control, .events = POLLIN};
+        int ready = poll(&pfd, 1, wait_ms);
+        pyproto_recv_status st = PYPROTO_RECV_TIMEOUT;
         uint32_t type = 0;
         uint8_t *buf = NULL;
         size_t len = 0;
-        pyproto_recv_status st =
-            pyproto_recv(stub->control, wait, &type, &buf, &len);
         if (!told_cancel && !ended &&
             osp_response_sender_is_cancelled(sender)) {
             told_cancel = true;
             if (!pyproto_send(stub->control, PYPROTO_CANCEL, NULL, 0))
-                st = PYPROTO_RECV_CLOSED;
+                ready = -2; /* the stub is gone */
         }
+        if (ready > 0)
+            st = pyproto_recv(stub->control, deadline, &type, &buf, &len);
+        else if (ready == -2 || (ready < 0 && errno != EINTR))
+            st = PYPROTO_RECV_CLOSED;
         if (st == PYPROTO_RECV_TIMEOUT &&
             (!deadline || osp_now_ns() < deadline))
             continue;

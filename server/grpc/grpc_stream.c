@@ -39,6 +39,10 @@
 #include "osprey/log.h"
 
 #define STREAM_MAX_IN_FLIGHT 64
+/* Most responses waiting for their write: reached only when decoupled
+ * models answer faster than the client reads; the stream then ends with
+ * RESOURCE_EXHAUSTED and its requests are cancelled. */
+#define STREAM_MAX_QUEUED 4096
 
 /* A response waiting for its write, or being written. */
 typedef struct pending_write {
@@ -69,6 +73,8 @@ typedef struct stream {
     bool finishing;   /* the final status is on its way */
     osp_cancel_token *cancel; /* the requests' "client gone" flag */
     size_t in_flight; /* read, not yet written */
+    size_t queued;    /* writes waiting in the queue */
+    bool overflowed;  /* STREAM_MAX_QUEUED was passed */
     pending_write *queue_head, *queue_tail;
     pending_write *writing; /* the write outstanding */
 } stream;
@@ -105,6 +111,10 @@ static void stream_free(void *p) {
  * request is done with here. */
 static void enqueue_locked(stream *st, grpc_byte_buffer *message,
                            osp_trace *trace) {
+    if (st->queued >= STREAM_MAX_QUEUED && !st->failed) {
+        st->failed = st->overflowed = true; /* the client reads too slowly */
+        osp_cancel_token_cancel(st->cancel);
+    }
     pending_write *w = calloc(1, sizeof *w);
     if (!w || st->failed || st->finishing) {
         /* nowhere to send it */
@@ -117,6 +127,7 @@ static void enqueue_locked(stream *st, grpc_byte_buffer *message,
     }
     w->message = message;
     w->trace = trace;
+    st->queued++;
     if (st->queue_tail)
         st->queue_tail->next = w;
     else
@@ -179,6 +190,7 @@ static void pump_locked(stream *st) {
             pending_write *w = st->queue_head;
             st->queue_head = w->next;
             st->in_flight--;
+            st->queued--;
             pending_write_free(w);
         }
         st->queue_tail = NULL;
@@ -186,6 +198,7 @@ static void pump_locked(stream *st) {
     if (!st->writing && st->queue_head && !st->finishing) {
         pending_write *w = st->queue_head;
         st->queue_head = w->next;
+        st->queued--;
         if (!st->queue_head)
             st->queue_tail = NULL;
         grpc_op ops[2];
@@ -222,7 +235,13 @@ static void pump_locked(stream *st) {
     bool done_reading = st->read_closed || st->quiescing || st->failed;
     if (done_reading && st->in_flight == 0 && !st->writing && !st->finishing) {
         st->finishing = true;
-        kgrpc_call_finish(st->call, NULL, GRPC_STATUS_OK, NULL, false);
+        if (st->overflowed)
+            kgrpc_call_finish(st->call, NULL, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                              "more than 4096 responses wait for the client "
+                              "to read them",
+                              false);
+        else
+            kgrpc_call_finish(st->call, NULL, GRPC_STATUS_OK, NULL, false);
     }
 }
 

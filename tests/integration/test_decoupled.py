@@ -384,3 +384,42 @@ def test_generate_stream_events_leave_as_they_come_and_a_closed_connection_cance
     r = requests.post(f"{srv.url}/v2/models/py_repeat/generate_stream",
                       json={"IN": [7, 8], "DELAY_MS": 0}, timeout=30)
     assert [json.loads(e[len("data: "):])["OUT"] for e in r.text.split("\n\n") if e] == [7, 8]
+
+
+def test_a_client_that_never_reads_ends_its_stream_not_the_servers_memory(srv):
+    import threading
+
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    request = service_pb2.ModelInferRequest(model_name="py_repeat", id="flood")
+    for name, values, dtype in (("IN", np.arange(200000, dtype=np.int32), "INT32"),
+                                ("DELAY_MS", np.array([0], np.int32), "INT32")):
+        tensor = request.inputs.add(name=name, datatype=dtype)
+        tensor.shape.extend(values.shape)
+        request.raw_input_contents.append(values.tobytes())
+    hold = threading.Event()
+
+    def requests_then_wait():
+        yield request
+        hold.wait(60)  # not half-closed: the stream stays open
+
+    before = srv.log().count("py_repeat: cancelled after")
+    # Without BDP probing the client's flow-control window stays small.
+    channel = grpc.insecure_channel(srv.grpc_url, options=[("grpc.http2.bdp_probe", 0)])
+    try:
+        responses = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelStreamInfer(
+            requests_then_wait())
+        # Nothing is read until the model has been told its client is
+        # gone: its responses piled up past the stream's bound.
+        wait_for(lambda: srv.log().count("py_repeat: cancelled after") > before,
+                 "the flood to be cancelled")
+        read = 0
+        with pytest.raises(grpc.RpcError) as e:
+            for _ in responses:
+                read += 1
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert 0 < read < 200000
+    finally:
+        hold.set()
+        channel.close()
