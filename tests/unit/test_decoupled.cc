@@ -180,13 +180,15 @@ class Decoupled : public ::testing::Test {
         ASSERT_OK(osp_server_new(&opts, &server_));
     }
     void TearDown() override {
+        // The server first: once its instances are stopped, every execute
+        // has returned and put its thread in g_threads.
+        osp_server_free(server_);
         {
             std::lock_guard<std::mutex> lock(g_threads_mu);
             for (auto &t : g_threads)
                 t.join();
             g_threads.clear();
         }
-        osp_server_free(server_);
         EXPECT_EQ(response_senders_open(), 0u);
         std::error_code ec;
         fs::remove_all(root_, ec);
