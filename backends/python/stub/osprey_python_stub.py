@@ -119,6 +119,7 @@ instance_name = ""
 region = None
 decoupled = False
 current_requests = []  # the requests of the EXEC being answered
+executing = False  # execute() runs: BLS answers may be read
 
 
 def import_model(model_file, model_repository):
@@ -323,9 +324,9 @@ def bls_exec(request, decoupled=False):
     """Sends a BLS request (pb_utils.InferenceRequest.exec) into the server
     and waits for its response (every response of a decoupled model, as a
     list, with decoupled); errors come back as the response's error."""
-    if threading.current_thread() is not threading.main_thread():
+    if not executing:  # the main loop reads the channel then
         raise pb_utils.TritonModelException(
-            "BLS requests can only be sent from the thread running execute()")
+            "BLS requests can only be sent while execute() runs")
     with bls_lock:
         parts, cursor = [], bls_base
         for tensor in request.inputs():
@@ -373,7 +374,7 @@ def batch_failure(exc):
 
 
 def execute(payload):
-    global bls_base, current_requests
+    global bls_base, current_requests, executing
     batch = json.loads(payload)
     region.remap(batch["region"])
     bls_base = batch["out_offset"]
@@ -389,6 +390,7 @@ def execute(payload):
             request._send = send_decoupled_response
         requests.append(request)
     current_requests = requests
+    executing = True
     try:
         responses = model.execute(requests)
         if inspect.isawaitable(responses):  # async def execute
@@ -403,6 +405,8 @@ def execute(payload):
             os._exit(1)
     except Exception as exc:
         return batch_failure(exc)
+    finally:
+        executing = False
     if decoupled:
         if responses is not None:
             return ERROR, ("Python model '%s' is using the decoupled mode and the "
