@@ -40,8 +40,8 @@ test: deps venv build
 # and the queue service's raw HTTP/WebSocket
 # scenario and model services, the ONNX models, ensembles, the response
 # cache, the sequence batcher, model warmup and the python backend's server
-# side); the harness fails a test whose server log holds any sanitizer
-# report or whose exit is not 0.
+# side, decoupled models included); the harness fails a test whose server
+# log holds any sanitizer report or whose exit is not 0.
 leakcheck: deps venv
 	cmake -S . -B $(BUILD)-asan -DOSPREY_SANITIZE=ON $(CMAKE_ARGS)
 	cmake --build $(BUILD)-asan -j $(JOBS) --target osprey \
@@ -58,7 +58,8 @@ leakcheck: deps venv
 	  tests/integration/test_kserve_grpc_protocol.py tests/integration/test_onnx_models.py \
 	  tests/integration/test_ensemble.py tests/integration/test_response_cache.py \
 	  tests/integration/test_sequence_batcher.py tests/integration/test_model_warmup.py \
-	  tests/integration/test_python_backend.py tests/integration/test_onnx_fake_gpu_ops.py
+	  tests/integration/test_python_backend.py tests/integration/test_decoupled.py \
+	  tests/integration/test_onnx_fake_gpu_ops.py
 
 # ThreadSanitizer on the concurrent core: a -fsanitize=thread build of the
 # server and of the unit tests of the batcher, instance execution, the

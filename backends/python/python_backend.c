@@ -27,6 +27,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,7 @@ typedef struct python_model {
     size_t shm_initial, shm_growth, shm_limit;
     uint64_t memory_limit; /* stub-memory-limit-byte-size; 0 = none */
     uint64_t init_timeout_ns, execute_timeout_ns;
+    bool decoupled; /* responses come through the response sender */
     atomic_int next_instance;
 } python_model;
 
@@ -77,6 +79,7 @@ typedef struct python_instance {
     bool on_gpu;
     int device_id;
     pystub stub;
+    uint64_t batches; /* EXECs sent: RESPONSE frames name theirs */
 } python_instance;
 
 /* Reads a size or seconds setting: the model parameter `key` if given and
@@ -214,13 +217,6 @@ static osp_error *python_model_new(const osp_model_config *config,
                                    const char *version_path, void **out) {
     osp_error *err = NULL;
     uint64_t timeout_s = 0, exec_timeout_s = 0;
-    if (config->decoupled)
-        return osp_error_new(OSP_ERROR_UNSUPPORTED,
-                             "python model '%s': decoupled models "
-                             "(model_transaction_policy { decoupled: true }) "
-                             "are not supported by Osprey's python backend "
-                             "yet",
-                             config->name);
     python_model *m = calloc(1, sizeof *m);
     if (!m)
         return osp_error_out_of_memory();
@@ -262,6 +258,7 @@ static osp_error *python_model_new(const osp_model_config *config,
     pyproto_text json = {0};
     pyargs_config_json(&json, config);
     m->config_json = json.data;
+    m->decoupled = config->decoupled;
     m->n_outputs = config->n_outputs;
     m->output_dtypes = calloc(config->n_outputs + 1, sizeof *m->output_dtypes);
     m->output_names = calloc(config->n_outputs + 1, sizeof *m->output_names);
@@ -446,9 +443,18 @@ static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
         pyproto_text_json_string(exec, inst->model->output_names[o]);
         first = false;
     }
-    pyproto_text_printf(exec, "]}],\"region\":%zu,\"out_offset\":%zu}",
-                        inst->stub.region.size, pyshm_align(offset));
+    pyproto_text_printf(exec,
+                        "]}],\"region\":%zu,\"out_offset\":%zu,"
+                        "\"batch\":%llu}",
+                        inst->stub.region.size, pyshm_align(offset),
+                        (unsigned long long)++inst->batches);
     return exec->failed ? osp_error_out_of_memory() : NULL;
+}
+
+/* The osp_error of a stub's error response. */
+static osp_error *response_error(const pyproto_response *resp) {
+    return osp_error_new(pyproto_error_code(resp->error_code), "%s",
+                         resp->error_message);
 }
 
 /* Hands the stub's outputs for the batch (one response) to the core. */
@@ -456,8 +462,7 @@ static osp_error *take_outputs(python_instance *inst, osp_execute_ctx *ctx,
                                const pyproto_response *resp) {
     python_model *m = inst->model;
     if (resp->is_error)
-        return osp_error_new(pyproto_error_code(resp->error_code), "%s",
-                             resp->error_message);
+        return response_error(resp);
     for (size_t k = 0; k < resp->n_outputs; k++) {
         const pyproto_output *out = &resp->outputs[k];
         size_t o = 0;
@@ -485,6 +490,181 @@ static osp_error *take_outputs(python_instance *inst, osp_execute_ctx *ctx,
     return NULL;
 }
 
+/* Passes one RESPONSE frame of a decoupled model to the request's sender
+ * (tensors copied out of the frame into host buffers the core takes).
+ * Sets *final when it carried the final flag. */
+static void forward_response(python_instance *inst, osp_response_sender *sender,
+                             const pyproto_stream_response *r, bool *final) {
+    python_model *m = inst->model;
+    const pyproto_response *resp = &r->response;
+    osp_sent_response sent = {0};
+    osp_infer_output *outputs = NULL;
+    if (r->has_response && !resp->is_error &&
+        !(outputs = calloc(resp->n_outputs + 1, sizeof *outputs))) {
+        sent.error = osp_error_out_of_memory();
+    } else if (r->has_response && resp->is_error) {
+        sent.error = response_error(resp);
+    } else if (r->has_response) {
+        sent.outputs = outputs;
+        for (size_t k = 0; k < resp->n_outputs && !sent.error; k++) {
+            const pyproto_output *out = &resp->outputs[k];
+            size_t o = 0;
+            while (o < m->n_outputs &&
+                   strcmp(m->output_names[o], out->name) != 0)
+                o++;
+            if (o < m->n_outputs && out->dtype != m->output_dtypes[o]) {
+                sent.error = osp_error_new(
+                    OSP_ERROR_INTERNAL,
+                    "python model '%s': output '%s' is %s but the model "
+                    "configuration says %s",
+                    m->name, out->name, osp_datatype_wire_name(out->dtype),
+                    osp_datatype_wire_name(m->output_dtypes[o]));
+                break;
+            }
+            osp_buffer *buf =
+                osp_buffer_new_host(out->byte_size ? out->byte_size : 1);
+            if (!buf) {
+                sent.error = osp_error_out_of_memory();
+                break;
+            }
+            memcpy(buf->data, r->data + out->offset, out->byte_size);
+            outputs[k] = (osp_infer_output){.name = out->name,
+                                            .dtype = out->dtype,
+                                            .shape = out->shape,
+                                            .data = buf,
+                                            .byte_size = out->byte_size};
+            sent.n_outputs = k + 1;
+        }
+        if (sent.error) { /* an error response instead: no outputs */
+            for (size_t k = 0; k < sent.n_outputs; k++)
+                osp_buffer_free(outputs[k].data);
+            sent.outputs = NULL;
+            sent.n_outputs = 0;
+        }
+    }
+    osp_error *err = osp_response_sender_send(
+        sender, r->has_response ? &sent : NULL, r->final);
+    free(outputs);
+    if (err) {
+        OSP_LOG_WARN("python model '%s': a response was lost: %s", m->name,
+                     osp_error_message(err));
+        osp_error_free(err);
+    }
+    if (r->final)
+        *final = true;
+}
+
+/* How often the channel wait of a decoupled request looks at its client,
+ * so that is_cancelled() turns true soon after the client goes. */
+#define CANCEL_POLL_NS 10000000ull
+
+/* Runs a decoupled model's request (its batch is one request): sends the
+ * EXEC, then forwards the stub's RESPONSE frames until execute has
+ * returned and the final flag has been sent, from execute or from threads
+ * it started. The instance takes no other request meanwhile: the request's
+ * inputs stay in the region for those threads. A client that goes away is
+ * told to the stub (CANCEL). An error (execute raised, the stub died) ends
+ * the request if it is still open (the core does it). */
+static osp_error *execute_decoupled(python_instance *inst,
+                                    osp_execute_ctx *ctx,
+                                    const pyproto_text *exec,
+                                    uint64_t deadline) {
+    python_model *m = inst->model;
+    pystub *stub = &inst->stub;
+    osp_response_sender *sender = osp_execute_response_sender(ctx, 0);
+    bool returned = false, ended = false, told_cancel = false;
+    osp_error *err = NULL;
+    if (!sender)
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "python backend: no response sender");
+    if (!pyproto_send(stub->control, PYPROTO_EXEC, exec->data, exec->len)) {
+        pystub_kill(stub);
+        return pystub_unhealthy_error(stub);
+    }
+    while (!(returned && ended)) {
+        /* Wait for the next frame with poll(), not with a read deadline: a
+         * read that timed out halfway through a frame would lose its
+         * start. Once a frame begins, it is read whole. */
+        uint64_t now = osp_now_ns();
+        int wait_ms = -1;
+        if (!told_cancel && !ended)
+            wait_ms = (int)(CANCEL_POLL_NS / 1000000u);
+        if (deadline) {
+            uint64_t left_ms = deadline > now ? (deadline - now) / 1000000u : 0;
+            if (wait_ms < 0 || left_ms < (uint64_t)wait_ms)
+                wait_ms = (int)(left_ms < INT_MAX ? left_ms : INT_MAX);
+        }
+        struct pollfd pfd = {.fd = stub->control, .events = POLLIN};
+        int ready = poll(&pfd, 1, wait_ms);
+        pyproto_recv_status st = PYPROTO_RECV_TIMEOUT;
+        uint32_t type = 0;
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        if (!told_cancel && !ended &&
+            osp_response_sender_is_cancelled(sender)) {
+            told_cancel = true;
+            if (!pyproto_send(stub->control, PYPROTO_CANCEL, NULL, 0))
+                ready = -2; /* the stub is gone */
+        }
+        if (ready > 0)
+            st = pyproto_recv(stub->control, deadline, &type, &buf, &len);
+        else if (ready == -2 || (ready < 0 && errno != EINTR))
+            st = PYPROTO_RECV_CLOSED;
+        if (st == PYPROTO_RECV_TIMEOUT &&
+            (!deadline || osp_now_ns() < deadline))
+            continue;
+        if (st != PYPROTO_RECV_OK) {
+            free(buf);
+            OSP_LOG_ERROR("python model '%s': the stub of instance '%s' %s",
+                          m->name, stub->name,
+                          st == PYPROTO_RECV_TIMEOUT
+                              ? "did not finish within "
+                                "execute-timeout-seconds and was killed"
+                              : "died");
+            pystub_kill(stub);
+            err = pystub_unhealthy_error(stub);
+            break;
+        }
+        pystub_frame_status served = pystub_serve_frame(stub, type, buf, len);
+        if (served == PYSTUB_FRAME_BROKEN) {
+            free(buf);
+            pystub_kill(stub);
+            err = pystub_unhealthy_error(stub);
+            break;
+        }
+        if (served == PYSTUB_FRAME_SERVED) {
+            free(buf);
+            continue;
+        }
+        if (type == PYPROTO_RESPONSE) {
+            pyproto_stream_response r;
+            osp_error *bad = pyproto_stream_response_decode(buf, len, &r);
+            if (bad) {
+                OSP_LOG_ERROR("python model '%s': %s", m->name,
+                              osp_error_message(bad));
+                osp_error_free(bad);
+            } else {
+                /* A thread of an earlier, failed request may still send. */
+                if (r.batch == inst->batches && !ended)
+                    forward_response(inst, sender, &r, &ended);
+                pyproto_stream_response_destroy(&r);
+            }
+        } else if (type == PYPROTO_RESULT) {
+            returned = true;
+        } else {
+            returned = true;
+            err = osp_error_new(OSP_ERROR_INTERNAL, "%s",
+                                type == PYPROTO_ERROR && buf
+                                    ? (char *)buf
+                                    : "python backend: unexpected answer");
+        }
+        free(buf);
+        if (err)
+            break;
+    }
+    return err;
+}
+
 /* Runs one batch on the stub; a dead or hung stub fails the batch with
  * Triton's "not healthy" message and is restarted for the next one. */
 static osp_error *python_execute(void *opaque, osp_execute_ctx *ctx) {
@@ -506,6 +686,10 @@ static osp_error *python_execute(void *opaque, osp_execute_ctx *ctx) {
         goto out;
     uint64_t deadline =
         m->execute_timeout_ns ? osp_now_ns() + m->execute_timeout_ns : 0;
+    if (m->decoupled) {
+        err = execute_decoupled(inst, ctx, &exec, deadline);
+        goto out;
+    }
     pystub_call_status st =
         pystub_call(&inst->stub, PYPROTO_EXEC, exec.data, exec.len, deadline,
                     &type, &reply, &len);

@@ -15,6 +15,11 @@ typedef struct bls_wait {
     pthread_cond_t done_cond;
     bool done;
     osp_infer_response *response; /* owned once done */
+    /* exec(decoupled=True): every response, the last one possibly an
+     * empty one standing for the final flag alone (NULL). Owned. */
+    osp_infer_response **responses;
+    size_t n_responses;
+    bool lost; /* a response could not be kept (OOM) */
 } bls_wait;
 
 static void bls_complete(osp_infer_response *response, void *user) {
@@ -24,6 +29,63 @@ static void bls_complete(osp_infer_response *response, void *user) {
     w->done = true;
     pthread_cond_signal(&w->done_cond);
     pthread_mutex_unlock(&w->lock);
+}
+
+/* Most responses one exec(decoupled=True) collects. */
+#define BLS_MAX_RESPONSES 65536
+
+static void bls_respond(osp_infer_response *response, bool final, void *user) {
+    bls_wait *w = user;
+    pthread_mutex_lock(&w->lock);
+    osp_infer_response **grown = NULL;
+    if (w->n_responses < BLS_MAX_RESPONSES)
+        grown = realloc(w->responses,
+                        (w->n_responses + 1) * sizeof *w->responses);
+    if (grown) {
+        w->responses = grown;
+        w->responses[w->n_responses++] = response;
+    } else {
+        osp_infer_response_free(response);
+        w->lost = true;
+    }
+    if (final) {
+        w->done = true;
+        pthread_cond_signal(&w->done_cond);
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Appends one response as RESULT encodes it (error or outputs written into
+ * the region from *cursor on). NULL stands for an empty response. */
+static osp_error *encode_outputs(pystub *stub, const osp_infer_response *resp,
+                                 uint64_t *cursor, pyproto_text *t);
+
+static void encode_error(pyproto_text *t, const osp_error *err) {
+    const char *message = osp_error_message(err);
+    uint32_t fields[3] = {1, pyproto_triton_code(osp_error_get_code(err)),
+                          (uint32_t)strlen(message)};
+    pyproto_text_append(t, fields, sizeof fields);
+    pyproto_text_append(t, message, fields[2]);
+}
+
+/* The BLS_RESULT body of a decoupled call: every response collected. */
+static osp_error *encode_all(pystub *stub, bls_wait *w, uint64_t cursor,
+                             pyproto_text *t, uint32_t *count) {
+    if (w->lost)
+        return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                             "too many responses for one BLS request (at "
+                             "most %d)",
+                             BLS_MAX_RESPONSES);
+    for (size_t i = 0; i < w->n_responses; i++) {
+        osp_infer_response *r = w->responses[i];
+        osp_error *err = NULL;
+        if (r && r->error)
+            encode_error(t, r->error);
+        else if ((err = encode_outputs(stub, r, &cursor, t)))
+            return err;
+    }
+    *count = (uint32_t)w->n_responses;
+    return NULL;
 }
 
 /* Builds the core's request from the stub's descriptors; the inputs are
@@ -60,10 +122,12 @@ static osp_error *build_request(const pystub *stub,
 /* Appends a response with outputs: each written into the region from
  * `cursor` on (growing it). */
 static osp_error *encode_outputs(pystub *stub, const osp_infer_response *resp,
-                                 uint64_t cursor, pyproto_text *t) {
-    uint32_t head[2] = {0, (uint32_t)resp->n_outputs};
+                                 uint64_t *cursor_io, pyproto_text *t) {
+    uint64_t cursor = *cursor_io;
+    size_t n = resp ? resp->n_outputs : 0;
+    uint32_t head[2] = {0, (uint32_t)n};
     pyproto_text_append(t, head, sizeof head);
-    for (size_t k = 0; k < resp->n_outputs; k++) {
+    for (size_t k = 0; k < n; k++) {
         const osp_infer_output *o = &resp->outputs[k];
         cursor = pyshm_align(cursor);
         osp_error *err =
@@ -86,6 +150,7 @@ static osp_error *encode_outputs(pystub *stub, const osp_infer_response *resp,
         pyproto_text_append(t, where, sizeof where);
         cursor += o->byte_size;
     }
+    *cursor_io = cursor;
     return NULL;
 }
 
@@ -107,13 +172,16 @@ bool pybls_serve(pystub *stub, osp_server *server, const uint8_t *payload,
         err = build_request(stub, &bls, &req);
     if (!err) {
         /* Ownership of req moves to the server either way. */
-        err = osp_server_infer_async(server, req, bls_complete, &w);
+        err = bls.decoupled ? osp_server_infer_stream_async(server, req, NULL,
+                                                            bls_respond, &w)
+                            : osp_server_infer_async(server, req,
+                                                     bls_complete, &w);
         if (!err) {
             pthread_mutex_lock(&w.lock);
             while (!w.done)
                 pthread_cond_wait(&w.done_cond, &w.lock);
             pthread_mutex_unlock(&w.lock);
-            if (w.response->error) {
+            if (!bls.decoupled && w.response->error) {
                 err = w.response->error;
                 w.response->error = NULL;
             }
@@ -123,25 +191,29 @@ bool pybls_serve(pystub *stub, osp_server *server, const uint8_t *payload,
     uint32_t count = 1;
     pyproto_text_append(&answer, header, sizeof header);
     pyproto_text_append(&answer, &count, sizeof count);
-    if (!err)
-        err = encode_outputs(stub, w.response, bls.out_offset, &answer);
+    uint64_t cursor = bls.out_offset;
+    if (!err && bls.decoupled)
+        err = encode_all(stub, &w, cursor, &answer, &count);
+    else if (!err)
+        err = encode_outputs(stub, w.response, &cursor, &answer);
     if (err) {
         answer.len = sizeof header + sizeof count; /* drop partial outputs */
-        const char *message = osp_error_message(err);
-        uint32_t fields[3] = {1, pyproto_triton_code(osp_error_get_code(err)),
-                              (uint32_t)strlen(message)};
-        pyproto_text_append(&answer, fields, sizeof fields);
-        pyproto_text_append(&answer, message, fields[2]);
+        count = 1;
+        encode_error(&answer, err);
         osp_error_free(err);
     }
     bool sent = false;
     if (!answer.failed) {
         uint64_t size = stub->region.size; /* after any growth */
         memcpy(answer.data, &size, sizeof size);
+        memcpy(answer.data + sizeof size, &count, sizeof count);
         sent = pyproto_send(stub->control, PYPROTO_BLS_RESULT, answer.data,
                             answer.len);
     }
     osp_infer_response_free(w.response);
+    for (size_t i = 0; i < w.n_responses; i++)
+        osp_infer_response_free(w.responses[i]);
+    free(w.responses);
     pyproto_text_free(&answer);
     pyproto_bls_destroy(&bls);
     pthread_cond_destroy(&w.done_cond);

@@ -266,6 +266,9 @@ osp_error *pyproto_bls_decode(const uint8_t *payload, size_t len,
         if (!take_string(&r, 2, &req.outputs[i]))
             err = bad_result("BLS output name");
     }
+    uint8_t decoupled = 0;
+    if (!err && r.left == 1 && take(&r, &decoupled, 1))
+        req.decoupled = decoupled == 1;
     if (!err && r.left != 0)
         err = bad_result("trailing bytes");
 out:
@@ -274,6 +277,40 @@ out:
     else
         *out = req;
     return err;
+}
+
+osp_error *pyproto_stream_response_decode(const uint8_t *payload, size_t len,
+                                          pyproto_stream_response *out) {
+    reader r = {payload, len};
+    pyproto_stream_response res = {0};
+    uint32_t flags = 0, has = 0;
+    uint64_t data_len = 0;
+    osp_error *err = NULL;
+    if (!take(&r, &res.batch, 8) || !take(&r, &flags, 4) ||
+        !take(&r, &has, 4) || !take(&r, &data_len, 8) || has > 1 ||
+        data_len > r.left)
+        return bad_result("response header");
+    res.final = flags & 1;
+    res.has_response = has == 1;
+    if (res.has_response)
+        err = decode_response(&r, data_len, &res.response);
+    if (!err && r.left != data_len)
+        err = bad_result("response data");
+    res.data = r.p;
+    res.data_len = data_len;
+    if (err)
+        pyproto_stream_response_destroy(&res);
+    else
+        *out = res;
+    return err;
+}
+
+void pyproto_stream_response_destroy(pyproto_stream_response *r) {
+    free(r->response.error_message);
+    for (size_t k = 0; k < r->response.n_outputs; k++)
+        free(r->response.outputs[k].name);
+    free(r->response.outputs);
+    memset(r, 0, sizeof *r);
 }
 
 void pyproto_bls_destroy(pyproto_bls_request *request) {

@@ -13,6 +13,8 @@
  *             offset, byte_size], ...], "outputs": [names]}]};
  *             answered RESULT or ERROR (the whole batch failed)
  *   FINALIZE  empty; the stub runs finalize(), answers OK and exits
+ *   CANCEL    empty; the client of the decoupled request being answered
+ *             has gone: its is_cancelled() becomes true
  *   AUTO_COMPLETE  JSON {"model_file", "model_repository", "config"}; the
  *             stub runs auto_complete_config, answers OK with what it
  *             added (python_complete.h) or ERROR, and exits
@@ -31,7 +33,18 @@
  *             length, id, u32 input count, input descriptors (as RESULT's
  *             outputs, tensors in the region), u32 output count, per output
  *             u16 length and name. The server answers BLS_RESULT: a RESULT
- *             payload with one response, before the EXEC's answer.
+ *             payload with one response, before the EXEC's answer. A
+ *             trailing u8 1 asks for every response of a decoupled model
+ *             (exec(decoupled=True)): BLS_RESULT then holds them all, the
+ *             last one empty when the model sent only the final flag.
+ *   RESPONSE  a decoupled model's response (its response sender), during
+ *             or after EXEC: u64 the EXEC's "batch" number, u32 flags (1 =
+ *             final), u32 1 when a response follows (0: only the flags),
+ *             u64 data size, the response as in RESULT with offsets into
+ *             the data, then the data (tensors travel inline: a response
+ *             may come from another thread while the region is in use).
+ *             A decoupled EXEC is answered RESULT with no responses once
+ *             execute has returned None, or ERROR.
  */
 #pragma once
 
@@ -54,11 +67,13 @@ enum {
     PYPROTO_FINALIZE = 3,
     PYPROTO_AUTO_COMPLETE = 4,
     PYPROTO_BLS_RESULT = 5,
+    PYPROTO_CANCEL = 6,
     PYPROTO_OK = 10,
     PYPROTO_ERROR = 11,
     PYPROTO_RESULT = 12,
     PYPROTO_LOG = 13,
     PYPROTO_BLS = 14,
+    PYPROTO_RESPONSE = 15,
 };
 
 /* Largest frame the server accepts from a stub (descriptors and messages
@@ -116,6 +131,7 @@ typedef struct pyproto_bls_request {
     size_t n_inputs;
     char **outputs; /* owned */
     size_t n_outputs;
+    bool decoupled; /* exec(decoupled=True): every response */
 } pyproto_bls_request;
 
 /* Decodes a BLS payload (borrowed) with the checks of
@@ -124,6 +140,22 @@ typedef struct pyproto_bls_request {
 osp_error *pyproto_bls_decode(const uint8_t *payload, size_t len,
                               pyproto_bls_request *out);
 void pyproto_bls_destroy(pyproto_bls_request *request);
+
+/* A decoded RESPONSE frame. */
+typedef struct pyproto_stream_response {
+    uint64_t batch;
+    bool final;
+    bool has_response;
+    pyproto_response response; /* owned; offsets into data */
+    const uint8_t *data;       /* borrowed from the payload */
+    size_t data_len;
+} pyproto_stream_response;
+
+/* Decodes a RESPONSE payload (borrowed; out->data points into it) with the
+ * checks of pyproto_result_decode. Caller destroys *out on success. */
+osp_error *pyproto_stream_response_decode(const uint8_t *payload, size_t len,
+                                          pyproto_stream_response *out);
+void pyproto_stream_response_destroy(pyproto_stream_response *r);
 
 /* Appends `n` raw bytes to a payload being built. */
 void pyproto_text_append(pyproto_text *t, const void *data, size_t n);

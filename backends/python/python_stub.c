@@ -92,7 +92,7 @@ out:
 
 /* Kills (if still running) and reaps the stub and closes what the server
  * holds of it. */
-static void stub_kill(pystub *stub) {
+void pystub_kill(pystub *stub) {
     if (stub->pid > 0) {
         kill(stub->pid, SIGKILL);
         while (waitpid(stub->pid, NULL, 0) < 0 && errno == EINTR)
@@ -128,6 +128,19 @@ static void stub_log(const pystub *stub, const uint8_t *payload, size_t len) {
     (void)stub;
 }
 
+pystub_frame_status pystub_serve_frame(pystub *stub, uint32_t type,
+                                       const uint8_t *payload, size_t len) {
+    if (type == PYPROTO_LOG) {
+        stub_log(stub, payload, len);
+        return PYSTUB_FRAME_SERVED;
+    }
+    if (type == PYPROTO_BLS)
+        return pybls_serve(stub, stub->server, payload, len)
+                   ? PYSTUB_FRAME_SERVED
+                   : PYSTUB_FRAME_BROKEN;
+    return PYSTUB_FRAME_OTHER;
+}
+
 pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
                                size_t len, uint64_t deadline_ns,
                                uint32_t *reply_type, uint8_t **reply,
@@ -135,7 +148,7 @@ pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
     if (stub->control < 0)
         return PYSTUB_DEAD;
     if (!pyproto_send(stub->control, type, payload, len)) {
-        stub_kill(stub);
+        pystub_kill(stub);
         return PYSTUB_DEAD;
     }
     for (;;) {
@@ -145,19 +158,14 @@ pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
         pyproto_recv_status st =
             pyproto_recv(stub->control, deadline_ns, &got, &buf, &n);
         if (st != PYPROTO_RECV_OK) {
-            stub_kill(stub);
+            pystub_kill(stub);
             return st == PYPROTO_RECV_TIMEOUT ? PYSTUB_TIMED_OUT : PYSTUB_DEAD;
         }
-        if (got == PYPROTO_LOG) {
-            stub_log(stub, buf, n);
+        pystub_frame_status served = pystub_serve_frame(stub, got, buf, n);
+        if (served != PYSTUB_FRAME_OTHER) {
             free(buf);
-            continue;
-        }
-        if (got == PYPROTO_BLS) {
-            bool served = pybls_serve(stub, stub->server, buf, n);
-            free(buf);
-            if (!served) {
-                stub_kill(stub);
+            if (served == PYSTUB_FRAME_BROKEN) {
+                pystub_kill(stub);
                 return PYSTUB_DEAD;
             }
             continue;
@@ -192,7 +200,7 @@ void pystub_stop(pystub *stub, int timeout_ms) {
             }
         }
     }
-    stub_kill(stub);
+    pystub_kill(stub);
 }
 
 osp_error *pystub_unhealthy_error(const pystub *stub) {

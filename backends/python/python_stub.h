@@ -49,6 +49,20 @@ pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
                                uint32_t *reply_type, uint8_t **reply,
                                size_t *reply_len);
 
+typedef enum pystub_frame_status {
+    PYSTUB_FRAME_OTHER = 0, /* not a LOG or BLS frame: the caller's */
+    PYSTUB_FRAME_SERVED,
+    PYSTUB_FRAME_BROKEN, /* the channel failed while answering a BLS */
+} pystub_frame_status;
+
+/* Serves a frame the stub may send at any time during a call: LOG (into
+ * the server log) and BLS (python_bls.h). payload borrowed. */
+pystub_frame_status pystub_serve_frame(pystub *stub, uint32_t type,
+                                       const uint8_t *payload, size_t len);
+
+/* Kills and reaps the stub and closes its channel and region. */
+void pystub_kill(pystub *stub);
+
 /* Asks the stub to finalize (waiting at most timeout_ms), then kills what
  * is left, reaps it and closes the channel and region. Safe to call on a
  * stub that is not running. */

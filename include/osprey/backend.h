@@ -18,6 +18,7 @@
 
 #include "osprey/device.h"
 #include "osprey/error.h"
+#include "osprey/infer.h"
 #include "osprey/model_config.h"
 #include "osprey/tensor.h"
 
@@ -82,6 +83,49 @@ const osp_backend_tensor *osp_execute_input_by_name(const osp_execute_ctx *ctx,
  * output, or a state's output_name (the next state, which the core keeps
  * for the sequence); -1 if none. */
 int osp_execute_output_index(const osp_execute_ctx *ctx, const char *name);
+
+/* ---- decoupled models ----------------------------------------------------
+ * A model with model_transaction_policy { decoupled: true } does not fill
+ * outputs with osp_execute_output_alloc: each request of the batch has a
+ * response sender through which the backend sends 0..n responses and then
+ * the final flag, during execute or later, from any thread. The core runs
+ * the batches of a decoupled model one request at a time. Its inputs are
+ * valid until execute returns or the request's final send, whichever
+ * comes first. */
+
+typedef struct osp_response_sender osp_response_sender;
+
+/* One response a backend sends: outputs in host memory (each output's name
+ * is copied and its data buffer's ownership moves to the core when
+ * osp_response_sender_send is called, whatever it returns; outputs the
+ * request did not ask for are dropped), or, with error set, an error
+ * response (ownership moves too). */
+typedef struct osp_sent_response {
+    osp_infer_output *outputs; /* the array stays the caller's */
+    size_t n_outputs;
+    osp_error *error;
+} osp_sent_response;
+
+/* Requests in the batch (1 for a decoupled model). */
+size_t osp_execute_request_count(const osp_execute_ctx *ctx);
+/* The sender of request `index` of a decoupled model's batch; NULL for a
+ * model that is not decoupled. Borrowed: valid from execute until the send
+ * with `final` returns. When execute returns an error, the core ends every
+ * request not yet ended with that error, and their senders are gone when
+ * execute has returned. */
+osp_response_sender *osp_execute_response_sender(osp_execute_ctx *ctx,
+                                                 size_t index);
+/* Sends one response (`response` NULL: only the flag) to the request's
+ * client; `final` ends the request (Triton's
+ * TRITONSERVER_RESPONSE_COMPLETE_FINAL). A response of a request whose
+ * client is gone is dropped. Thread-safe; responses reach the client in
+ * the order of the calls. Errors only for OOM (the response is then lost,
+ * the request still ends when final). */
+osp_error *osp_response_sender_send(osp_response_sender *sender,
+                                    osp_sent_response *response, bool final);
+/* Whether the request's client has gone (its stream closed): the model may
+ * stop producing responses. */
+bool osp_response_sender_is_cancelled(const osp_response_sender *sender);
 
 typedef struct osp_backend {
     const char *name; /* matches `backend:` in config.pbtxt */

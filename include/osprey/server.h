@@ -244,6 +244,47 @@ typedef void (*osp_infer_complete_fn)(osp_infer_response *response, void *user);
 osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
                                   osp_infer_complete_fn complete, void *user);
 
+/* ---- decoupled (streaming) inference --------------------------------------
+ * A model with model_transaction_policy { decoupled: true } answers a
+ * request with 0..n responses and then a final flag (Triton's
+ * TRITONSERVER_RESPONSE_COMPLETE_FINAL), possibly on an empty response.
+ * osp_server_infer_async refuses such models; streaming frontends use
+ * osp_server_infer_stream_async, which serves every model. */
+
+/* A client's "I am gone" flag, shared by a frontend and the requests it
+ * sent (reference counted, thread-safe). */
+typedef struct osp_cancel_token osp_cancel_token;
+
+/* A new token holding one reference (the caller's); NULL on OOM. */
+osp_cancel_token *osp_cancel_token_new(void);
+osp_cancel_token *osp_cancel_token_ref(osp_cancel_token *token);
+void osp_cancel_token_unref(osp_cancel_token *token);
+/* Marks the client gone: models see it (a python model's is_cancelled())
+ * and the core drops every later non-final response of the requests that
+ * hold the token. */
+void osp_cancel_token_cancel(osp_cancel_token *token);
+bool osp_cancel_token_is_cancelled(const osp_cancel_token *token);
+
+/* Called for each response of a request, on a server thread, in the order
+ * they were sent: 0..n times with final false (response non-NULL, ownership
+ * moves), then exactly once with final true, where response is the last
+ * one, or NULL when the model sent only the flag (Triton's empty final
+ * response) or the token was cancelled. After the final call the core never
+ * touches `user` again, whatever the client did: that is where a frontend
+ * frees what the request needed. Must not block for long. */
+typedef void (*osp_infer_response_fn)(osp_infer_response *response,
+                                      bool final, void *user);
+
+/* osp_server_infer_async for any model, decoupled or not: a model that is
+ * not decoupled answers once, with final true. `cancel` (borrowed, may be
+ * NULL): the request keeps a reference until its final response. Returns
+ * an error (and never calls `respond`) as osp_server_infer_async does. */
+osp_error *osp_server_infer_stream_async(osp_server *server,
+                                         osp_infer_request *req,
+                                         osp_cancel_token *cancel,
+                                         osp_infer_response_fn respond,
+                                         void *user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -49,6 +49,23 @@ typedef struct osp_batch_stat {
     osp_duration_stat compute_output;
 } osp_batch_stat;
 
+/* Triton's per-response statistics of a decoupled model: its requests'
+ * index-th responses (0 the first). compute_infer runs from the previous
+ * response (or the request's compute start) to the backend's send,
+ * compute_output from there until the frontend has it; success and fail
+ * count data and error responses with their whole durations,
+ * empty_response the final flag sent alone, cancel the responses dropped
+ * because the client had gone. */
+typedef struct osp_response_stat {
+    uint64_t index;
+    osp_duration_stat compute_infer;
+    osp_duration_stat compute_output;
+    osp_duration_stat success;
+    osp_duration_stat fail;
+    osp_duration_stat empty_response;
+    osp_duration_stat cancel;
+} osp_response_stat;
+
 typedef struct osp_model_stats {
     char *name;
     int64_t version;
@@ -66,6 +83,8 @@ typedef struct osp_model_stats {
     uint64_t failures[OSP_FAILURE_REASON_COUNT]; /* fail.count, by reason */
     osp_batch_stat *batch_stats; /* ascending batch size, executed only */
     size_t n_batch_stats;
+    osp_response_stat *response_stats; /* ascending index; decoupled only */
+    size_t n_response_stats;
     uint64_t pending_requests; /* queued now, waiting for an instance */
     /* The response cache serves this model (its nv_cache_* metrics). */
     bool response_cache;

@@ -97,6 +97,8 @@ static bool requests_compatible(const batcher_entry *a, const batcher_entry *b,
                                 void *ctx) {
     const osp_model_config *cfg = ctx;
     const pending_request *p = a->owner, *q = b->owner;
+    if (cfg->decoupled)
+        return false; /* one request per batch (osprey/backend.h) */
     for (size_t i = 0; i < cfg->n_inputs; i++) {
         int x = p->input_map[i], y = q->input_map[i];
         if ((x < 0) != (y < 0))

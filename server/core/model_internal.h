@@ -112,10 +112,11 @@ void model_unload(osp_model *model);
 
 osp_model *model_ref(osp_model *model);
 
-/* osp_server_infer_async for a step of an ensemble: the request's compute
- * durations also go to `sink` (borrowed until the callback runs). */
+/* osp_server_infer_stream_async for a step of an ensemble: the request's
+ * compute durations also go to `sink` (borrowed until the final
+ * callback). */
 osp_error *server_infer_step(osp_server *server, osp_infer_request *req,
-                             osp_infer_complete_fn complete, void *user,
+                             osp_infer_response_fn respond, void *user,
                              stats_sink *sink);
 
 /* Queues a validated request (ownership of p moves). Returns UNAVAILABLE if

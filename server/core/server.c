@@ -1510,7 +1510,9 @@ static bool answer_from_cache(response_cache *cache, pending_request *p) {
 /* osp_server_infer_async; a step of an ensemble also reports its compute
  * durations to `sink` (NULL for others). */
 static osp_error *submit(osp_server *server, osp_infer_request *req,
-                         osp_infer_complete_fn complete, void *user,
+                         osp_infer_complete_fn complete,
+                         osp_infer_response_fn respond,
+                         osp_cancel_token *cancel, void *user,
                          stats_sink *sink) {
     uint64_t request_start = osp_now_ns();
     if (atomic_load(&server->shutting_down)) {
@@ -1526,6 +1528,16 @@ static osp_error *submit(osp_server *server, osp_infer_request *req,
         osp_infer_request_free(req);
         return err;
     }
+    if (model->config->decoupled && !respond) {
+        osp_infer_request_free(req);
+        err = osp_error_new(OSP_ERROR_UNSUPPORTED,
+                            "model '%s' has the decoupled transaction policy: "
+                            "it answers only streaming requests (gRPC "
+                            "ModelStreamInfer, /generate_stream)",
+                            model->config->name);
+        osp_model_unref(model);
+        return err;
+    }
     pending_request *p = calloc(1, sizeof(*p));
     if (!p) {
         osp_infer_request_free(req);
@@ -1535,6 +1547,8 @@ static osp_error *submit(osp_server *server, osp_infer_request *req,
     p->req = req;
     p->model = model;
     p->complete = complete;
+    p->respond = respond;
+    p->cancel = osp_cancel_token_ref(cancel);
     p->user = user;
     p->times.request_start = request_start;
     p->secondary_stats = sink;
@@ -1559,13 +1573,21 @@ static osp_error *submit(osp_server *server, osp_infer_request *req,
 
 osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
                                   osp_infer_complete_fn complete, void *user) {
-    return submit(server, req, complete, user, NULL);
+    return submit(server, req, complete, NULL, NULL, user, NULL);
+}
+
+osp_error *osp_server_infer_stream_async(osp_server *server,
+                                         osp_infer_request *req,
+                                         osp_cancel_token *cancel,
+                                         osp_infer_response_fn respond,
+                                         void *user) {
+    return submit(server, req, NULL, respond, cancel, user, NULL);
 }
 
 osp_error *server_infer_step(osp_server *server, osp_infer_request *req,
-                             osp_infer_complete_fn complete, void *user,
+                             osp_infer_response_fn respond, void *user,
                              stats_sink *sink) {
-    return submit(server, req, complete, user, sink);
+    return submit(server, req, NULL, respond, NULL, user, sink);
 }
 
 /* ---- statistics -----------------------------------------------------------

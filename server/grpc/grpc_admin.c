@@ -278,6 +278,11 @@ typedef struct stats_msg {
     Inference__InferBatchStatistics *batches;
     Inference__InferBatchStatistics **batch_ptrs;
     Inference__StatisticDuration *batch_durations;
+    Inference__ModelStatistics__ResponseStatsEntry *response_entries;
+    Inference__ModelStatistics__ResponseStatsEntry **response_ptrs;
+    Inference__InferResponseStatistics *responses;
+    Inference__StatisticDuration *response_durations;
+    char (*response_keys)[24];
 } stats_msg;
 
 static Inference__StatisticDuration *duration(Inference__StatisticDuration *d,
@@ -327,6 +332,38 @@ static bool fill_stats(stats_msg *m, const osp_model_stats *s) {
     }
     m->model.batch_stats = m->batch_ptrs;
     m->model.n_batch_stats = nb;
+    /* A decoupled model's per-response statistics, keyed by index. */
+    size_t nr = s->n_response_stats;
+    m->response_entries = calloc(nr ? nr : 1, sizeof *m->response_entries);
+    m->response_ptrs = calloc(nr ? nr : 1, sizeof *m->response_ptrs);
+    m->responses = calloc(nr ? nr : 1, sizeof *m->responses);
+    m->response_durations =
+        calloc((nr ? nr : 1) * 6, sizeof *m->response_durations);
+    m->response_keys = calloc(nr ? nr : 1, sizeof *m->response_keys);
+    if (!m->response_entries || !m->response_ptrs || !m->responses ||
+        !m->response_durations || !m->response_keys)
+        return false;
+    for (size_t i = 0; i < nr; i++) {
+        const osp_response_stat *r = &s->response_stats[i];
+        Inference__InferResponseStatistics *pr = &m->responses[i];
+        Inference__StatisticDuration *d = &m->response_durations[6 * i];
+        inference__infer_response_statistics__init(pr);
+        pr->compute_infer = duration(&d[0], &r->compute_infer);
+        pr->compute_output = duration(&d[1], &r->compute_output);
+        pr->success = duration(&d[2], &r->success);
+        pr->fail = duration(&d[3], &r->fail);
+        pr->empty_response = duration(&d[4], &r->empty_response);
+        pr->cancel = duration(&d[5], &r->cancel);
+        snprintf(m->response_keys[i], sizeof m->response_keys[i], "%llu",
+                 (unsigned long long)r->index);
+        inference__model_statistics__response_stats_entry__init(
+            &m->response_entries[i]);
+        m->response_entries[i].key = m->response_keys[i];
+        m->response_entries[i].value = pr;
+        m->response_ptrs[i] = &m->response_entries[i];
+    }
+    m->model.response_stats = m->response_ptrs;
+    m->model.n_response_stats = nr;
     return true;
 }
 
@@ -368,6 +405,11 @@ out:
         free(msgs[i].batches);
         free(msgs[i].batch_ptrs);
         free(msgs[i].batch_durations);
+        free(msgs[i].response_entries);
+        free(msgs[i].response_ptrs);
+        free(msgs[i].responses);
+        free(msgs[i].response_durations);
+        free(msgs[i].response_keys);
     }
     free(msgs);
     free(ptrs);

@@ -288,8 +288,7 @@ apply_request_parameters(osp_infer_request *req,
                                     "invalid value type for '%s' parameter, "
                                     "expected bool_param.",
                                     key);
-            /* Osprey's models are not decoupled: there is never an empty
-             * final response to enable. */
+            /* read by read_empty_final_flag */
         } else if (param_is(v, PARAM_INT64)) {
             err = add_param(req, key, OSP_PARAM_INT, v);
         } else if (param_is(v, PARAM_BOOL)) {
@@ -307,6 +306,20 @@ apply_request_parameters(osp_infer_request *req,
         }
         if (err)
             return err;
+    }
+    return NULL;
+}
+
+/* Whether the request asks for Triton's empty final response of a
+ * decoupled model (its type was checked by apply_request_parameters). */
+static osp_error *read_empty_final_flag(const Inference__ModelInferRequest *m,
+                                        kgrpc_decoded *d) {
+    for (size_t i = 0; i < m->n_parameters; i++) {
+        const param_t *v = m->parameters[i]->value;
+        if (m->parameters[i]->key && v &&
+            strcmp(m->parameters[i]->key,
+                   "triton_enable_empty_final_response") == 0)
+            d->empty_final_response = v->bool_param;
     }
     return NULL;
 }
@@ -766,6 +779,7 @@ osp_error *kgrpc_decode_infer_request(const kgrpc_message *msg,
     }
     if ((err = osp_infer_request_set_id(d->request, d->id)) ||
         (err = apply_request_parameters(d->request, m)) ||
+        (err = read_empty_final_flag(m, d)) ||
         (err = add_inputs(m, msg, raw, n_raw, env, d)) ||
         (err = add_outputs(m, env, d)))
         goto out;
@@ -826,7 +840,7 @@ static void set_infer_parameter(param_t *p, const osp_parameter *src) {
  * into a new buffer after `reserve` free bytes at its front. */
 static uint8_t *pack_response_header(const osp_infer_response *r,
                                      const kgrpc_decoded *d, bool stream,
-                                     size_t reserve, size_t *len) {
+                                     bool final, size_t reserve, size_t *len) {
     Inference__ModelInferResponse resp = INFERENCE__MODEL_INFER_RESPONSE__INIT;
     size_t n_out = r->n_outputs, n_params = r->n_parameters + (stream ? 1 : 0);
     uint8_t *packed = NULL;
@@ -871,7 +885,7 @@ static uint8_t *pack_response_header(const osp_infer_response *r,
         } else {
             entries[i].key = (char *)"triton_final_response";
             values[i].parameter_choice_case = PARAM_BOOL;
-            values[i].bool_param = 1;
+            values[i].bool_param = final;
         }
         entries[i].value = &values[i];
         entry_ptrs[i] = &entries[i];
@@ -893,7 +907,7 @@ out:
 
 osp_error *kgrpc_encode_infer_response(osp_infer_response *r,
                                        const kgrpc_decoded *d, bool stream,
-                                       kgrpc_encoded *out) {
+                                       bool final, kgrpc_encoded *out) {
     kgrpc_encoded e = {0};
     osp_error *err = NULL;
     size_t n = r->n_outputs;
@@ -933,7 +947,8 @@ osp_error *kgrpc_encode_infer_response(osp_infer_response *r,
     /* The stream wrapper's key and length go in front of the header; its
      * length needs the header's, so measure with no reserve first. */
     size_t reserve = stream ? 1 + 10 : 0;
-    uint8_t *header = pack_response_header(r, d, stream, reserve, &header_len);
+    uint8_t *header = pack_response_header(r, d, stream, final, reserve,
+                                           &header_len);
     if (!header) {
         err = osp_error_out_of_memory();
         goto fail;
@@ -974,13 +989,25 @@ fail:
 
 uint8_t *kgrpc_encode_stream_error(const char *message, const char *id,
                                    const char *model, const char *version,
-                                   size_t *len) {
+                                   int final, size_t *len) {
     Inference__ModelStreamInferResponse s =
         INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
     Inference__ModelInferResponse r = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+    Inference__ModelInferResponse__ParametersEntry entry =
+        INFERENCE__MODEL_INFER_RESPONSE__PARAMETERS_ENTRY__INIT;
+    Inference__ModelInferResponse__ParametersEntry *entries[1] = {&entry};
+    param_t value = INFERENCE__INFER_PARAMETER__INIT;
     r.id = (char *)(id ? id : "");
     r.model_name = (char *)(model ? model : "");
     r.model_version = (char *)(version ? version : "");
+    if (final >= 0) {
+        entry.key = (char *)"triton_final_response";
+        value.parameter_choice_case = PARAM_BOOL;
+        value.bool_param = final > 0;
+        entry.value = &value;
+        r.n_parameters = 1;
+        r.parameters = entries;
+    }
     s.error_message = (char *)(message ? message : "");
     s.infer_response = &r;
     *len = inference__model_stream_infer_response__get_packed_size(&s);

@@ -68,6 +68,9 @@ typedef struct kgrpc_decoded {
     size_t n_shm_inputs;
     kgrpc_output_shm *shm_outputs;
     size_t n_shm_outputs;
+    /* triton_enable_empty_final_response: a decoupled model's final flag
+     * without a response is sent as an empty response. */
+    bool empty_final_response;
 } kgrpc_decoded;
 
 void kgrpc_decoded_init(kgrpc_decoded *d);
@@ -123,7 +126,7 @@ void kgrpc_encoded_destroy(kgrpc_encoded *e);
 /* Encodes a successful response r (borrowed; its output buffers are
  * taken into the parts) as a ModelInferResponse, or, when `stream`, as a
  * ModelStreamInferResponse carrying it (with Triton's
- * "triton_final_response": true parameter). d (borrowed) supplies the
+ * "triton_final_response" parameter set to `final`). d (borrowed) supplies the
  * request's names and its shared memory outputs: those are copied into
  * their regions and answered with an empty raw entry; a region smaller
  * than the output is Triton's INTERNAL "shared memory size specified with
@@ -131,15 +134,18 @@ void kgrpc_encoded_destroy(kgrpc_encoded *e);
  * hold the results". On success the caller owns *out. */
 osp_error *kgrpc_encode_infer_response(osp_infer_response *r,
                                        const kgrpc_decoded *d, bool stream,
-                                       kgrpc_encoded *out);
+                                       bool final, kgrpc_encoded *out);
 
 /* A stream's in-band error: ModelStreamInferResponse{error_message,
  * infer_response{id, model_name, model_version}} packed into a malloc'ed
  * buffer (caller frees). `message`, `id`, `model` and `version` borrowed
- * (NULL = ""). NULL on OOM. */
+ * (NULL = ""). `final` >= 0 adds the "triton_final_response" parameter
+ * (Triton adds it to a response the core answered; -1: a request refused
+ * before). With message NULL it is a decoupled model's empty final
+ * response. NULL on OOM. */
 uint8_t *kgrpc_encode_stream_error(const char *message, const char *id,
                                    const char *model, const char *version,
-                                   size_t *len);
+                                   int final, size_t *len);
 
 #ifdef __cplusplus
 }

@@ -109,6 +109,29 @@ static osp_error *prefer_model_error(osp_server *core, const kgrpc_decoded *d,
     return model_err;
 }
 
+/* Triton's refusal of a decoupled model (it answers ModelStreamInfer
+ * only), checked as soon as the model is known; NULL otherwise. */
+static osp_error *refuse_decoupled(osp_server *core, const kgrpc_decoded *d) {
+    int64_t version;
+    osp_model *model = NULL;
+    if (!d->model_name || !d->model_version)
+        return NULL;
+    osp_error *err = kserve_parse_version(d->model_version, &version);
+    if (!err)
+        err = osp_server_model_get(core, d->model_name, version, &model);
+    if (err) {
+        osp_error_free(err);
+        return NULL;
+    }
+    bool decoupled = osp_model_get_config(model)->decoupled;
+    osp_model_unref(model);
+    if (!decoupled)
+        return NULL;
+    return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                         "ModelInfer RPC doesn't support models with "
+                         "decoupled transaction policy");
+}
+
 /* ---- the reply ---- */
 
 static void reply_sent(kgrpc_call *call, bool ok) {
@@ -127,7 +150,8 @@ static void infer_complete(osp_infer_response *response, void *user) {
     grpc_byte_buffer *bb = NULL;
     if (!err) {
         kgrpc_encoded e;
-        err = kgrpc_encode_infer_response(response, &ctx->decoded, false, &e);
+        err = kgrpc_encode_infer_response(response, &ctx->decoded, false, true,
+                                          &e);
         if (!err) {
             if (!(bb = kgrpc_byte_buffer_from_parts(&e)))
                 err = osp_error_out_of_memory();
@@ -176,6 +200,13 @@ void kgrpc_model_infer(kgrpc_call *call) {
     /* The request's bytes are in the input buffers now. */
     grpc_byte_buffer_destroy(call->payload);
     call->payload = NULL;
+    osp_error *decoupled = refuse_decoupled(s->opts.core, &ctx->decoded);
+    if (decoupled) {
+        osp_error_free(err);
+        kgrpc_call_reply_error(call, decoupled);
+        osp_error_free(decoupled);
+        return;
+    }
     if (err) {
         err = prefer_model_error(s->opts.core, &ctx->decoded, err);
         kgrpc_call_reply_error(call, err);

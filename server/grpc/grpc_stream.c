@@ -13,10 +13,18 @@
  * core or for their write; past that the stream stops reading until one is
  * written, so a client that never reads cannot grow the server's memory.
  *
+ * A decoupled model answers a request with 0..n responses and a final
+ * flag: each response is written as it comes, with Triton's
+ * "triton_final_response" parameter, and the flag alone becomes an empty
+ * response only when the request asked for it
+ * (triton_enable_empty_final_response). `in_flight` counts the requests
+ * in the core plus the responses waiting for their write.
+ *
  * The stream ends with OK once the client has half-closed (or the server
  * stops accepting calls) and every request read has been answered. A
- * client that cancels or disconnects fails the pending operations: the
- * requests already in the core finish and their responses are dropped.
+ * client that cancels or disconnects fails the pending operations and
+ * cancels the stream's token: the requests already in the core finish,
+ * their models see is_cancelled(), and their responses are dropped.
  *
  * Locking: `mu` guards the stream's state; gRPC batches are started under
  * it (they never call back synchronously). The call's references are never
@@ -31,6 +39,10 @@
 #include "osprey/log.h"
 
 #define STREAM_MAX_IN_FLIGHT 64
+/* Most responses waiting for their write: reached only when decoupled
+ * models answer faster than the client reads; the stream then ends with
+ * RESOURCE_EXHAUSTED and its requests are cancelled. */
+#define STREAM_MAX_QUEUED 4096
 
 /* A response waiting for its write, or being written. */
 typedef struct pending_write {
@@ -59,7 +71,10 @@ typedef struct stream {
     bool grpc_errors; /* triton_grpc_error: errors end the stream */
     bool failed;      /* a write failed: the client is gone */
     bool finishing;   /* the final status is on its way */
+    osp_cancel_token *cancel; /* the requests' "client gone" flag */
     size_t in_flight; /* read, not yet written */
+    size_t queued;    /* writes waiting in the queue */
+    bool overflowed;  /* STREAM_MAX_QUEUED was passed */
     pending_write *queue_head, *queue_tail;
     pending_write *writing; /* the write outstanding */
 } stream;
@@ -86,6 +101,7 @@ static void stream_free(void *p) {
         pending_write_free(st->writing);
     if (st->received)
         grpc_byte_buffer_destroy(st->received);
+    osp_cancel_token_unref(st->cancel);
     pthread_mutex_destroy(&st->mu);
     free(st);
 }
@@ -95,6 +111,10 @@ static void stream_free(void *p) {
  * request is done with here. */
 static void enqueue_locked(stream *st, grpc_byte_buffer *message,
                            osp_trace *trace) {
+    if (st->queued >= STREAM_MAX_QUEUED && !st->failed) {
+        st->failed = st->overflowed = true; /* the client reads too slowly */
+        osp_cancel_token_cancel(st->cancel);
+    }
     pending_write *w = calloc(1, sizeof *w);
     if (!w || st->failed || st->finishing) {
         /* nowhere to send it */
@@ -107,6 +127,7 @@ static void enqueue_locked(stream *st, grpc_byte_buffer *message,
     }
     w->message = message;
     w->trace = trace;
+    st->queued++;
     if (st->queue_tail)
         st->queue_tail->next = w;
     else
@@ -118,7 +139,7 @@ static void enqueue_locked(stream *st, grpc_byte_buffer *message,
  * core, its model and version). */
 static void enqueue_error_locked(stream *st, const osp_error *err,
                                  const kgrpc_decoded *d, bool with_model,
-                                 osp_trace *trace) {
+                                 bool final, osp_trace *trace) {
     if (st->grpc_errors && !st->finishing) {
         /* triton_grpc_error: the error ends the stream */
         osp_trace_end(trace);
@@ -134,7 +155,8 @@ static void enqueue_error_locked(stream *st, const osp_error *err,
     uint8_t *packed = kgrpc_encode_stream_error(
         osp_error_message(err), d ? d->id : NULL,
         with_model && d ? d->model_name : NULL,
-        with_model && d ? d->model_version : NULL, &len);
+        with_model && d ? d->model_version : NULL,
+        with_model ? (int)final : -1, &len);
     grpc_byte_buffer *bb = packed ? kgrpc_byte_buffer_copy(packed, len) : NULL;
     free(packed);
     enqueue_locked(st, bb, trace);
@@ -147,8 +169,10 @@ static void write_done(kgrpc_tag *tag, bool ok) {
     st->writing = NULL;
     if (w && w->trace)
         osp_trace_stamp(w->trace, OSP_TRACE_GRPC_SEND_END, osp_now_ns());
-    if (!ok)
+    if (!ok) {
         st->failed = true;
+        osp_cancel_token_cancel(st->cancel);
+    }
     if (w)
         st->in_flight--;
     pump_locked(st);
@@ -166,6 +190,7 @@ static void pump_locked(stream *st) {
             pending_write *w = st->queue_head;
             st->queue_head = w->next;
             st->in_flight--;
+            st->queued--;
             pending_write_free(w);
         }
         st->queue_tail = NULL;
@@ -173,6 +198,7 @@ static void pump_locked(stream *st) {
     if (!st->writing && st->queue_head && !st->finishing) {
         pending_write *w = st->queue_head;
         st->queue_head = w->next;
+        st->queued--;
         if (!st->queue_head)
             st->queue_tail = NULL;
         grpc_op ops[2];
@@ -209,37 +235,66 @@ static void pump_locked(stream *st) {
     bool done_reading = st->read_closed || st->quiescing || st->failed;
     if (done_reading && st->in_flight == 0 && !st->writing && !st->finishing) {
         st->finishing = true;
-        kgrpc_call_finish(st->call, NULL, GRPC_STATUS_OK, NULL, false);
+        if (st->overflowed)
+            kgrpc_call_finish(st->call, NULL, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                              "more than 4096 responses wait for the client "
+                              "to read them",
+                              false);
+        else
+            kgrpc_call_finish(st->call, NULL, GRPC_STATUS_OK, NULL, false);
     }
 }
 
-/* The core's completion callback for one request (any thread). */
-static void request_complete(osp_infer_response *response, void *user) {
+/* The core's callback for each response of one request (any thread):
+ * queues its write, or its error in-band. The request's own count in
+ * in_flight goes to the final response's write, or, when the final flag
+ * comes alone, is dropped here. */
+static void request_respond(osp_infer_response *response, bool final,
+                            void *user) {
     stream_request *r = user;
     stream *st = r->stream;
     kgrpc_call *call = st->call;
-    osp_error *err = response->error;
-    response->error = NULL;
+    osp_error *err = response ? response->error : NULL;
     grpc_byte_buffer *bb = NULL;
-    if (!err) {
-        kgrpc_encoded e;
-        err = kgrpc_encode_infer_response(response, &r->decoded, true, &e);
+    if (response) {
+        response->error = NULL;
         if (!err) {
-            if (!(bb = kgrpc_byte_buffer_from_parts(&e)))
-                err = osp_error_out_of_memory();
-            kgrpc_encoded_destroy(&e);
+            kgrpc_encoded e;
+            err = kgrpc_encode_infer_response(response, &r->decoded, true,
+                                              final, &e);
+            if (!err) {
+                if (!(bb = kgrpc_byte_buffer_from_parts(&e)))
+                    err = osp_error_out_of_memory();
+                kgrpc_encoded_destroy(&e);
+            }
         }
+        osp_infer_response_free(response);
+    } else if (final && r->decoded.empty_final_response) {
+        size_t len;
+        uint8_t *packed = kgrpc_encode_stream_error(
+            NULL, r->decoded.id, r->decoded.model_name,
+            r->decoded.model_version, 1, &len);
+        if (!packed || !(bb = kgrpc_byte_buffer_copy(packed, len)))
+            err = osp_error_out_of_memory();
+        free(packed);
     }
-    osp_infer_response_free(response);
+    osp_trace *trace = final ? r->trace : NULL; /* ends with the last write */
     pthread_mutex_lock(&st->mu);
-    if (err) {
-        enqueue_error_locked(st, err, &r->decoded, true, r->trace);
-    } else {
-        enqueue_locked(st, bb, r->trace);
-    }
+    if (!final)
+        st->in_flight++; /* this response's write */
+    if (err)
+        enqueue_error_locked(st, err, &r->decoded, true, final, trace);
+    else if (bb)
+        enqueue_locked(st, bb, trace);
+    else /* the final flag alone: nothing to write */
+        st->in_flight--;
+    if (!bb && !err)
+        osp_trace_end(trace);
     pump_locked(st);
     pthread_mutex_unlock(&st->mu);
     osp_error_free(err);
+    if (!final)
+        return;
     kgrpc_decoded_destroy(&r->decoded);
     free(r);
     kgrpc_call_unref(call); /* the request's reference */
@@ -284,14 +339,15 @@ static void handle_request(stream *st, grpc_byte_buffer *bb,
         }
         req->trace = r->trace;
         req->receive_start_ns = read_end;
-        kgrpc_call_ref(call); /* for request_complete */
-        err = osp_server_infer_async(s->opts.core, req, request_complete, r);
+        kgrpc_call_ref(call); /* for request_respond */
+        err = osp_server_infer_stream_async(s->opts.core, req, st->cancel,
+                                            request_respond, r);
         if (!err)
             return;
         kgrpc_call_unref(call);
     }
     pthread_mutex_lock(&st->mu);
-    enqueue_error_locked(st, err, r ? &r->decoded : NULL, false,
+    enqueue_error_locked(st, err, r ? &r->decoded : NULL, false, true,
                          r ? r->trace : NULL);
     pump_locked(st);
     pthread_mutex_unlock(&st->mu);
@@ -313,6 +369,8 @@ static void read_done(kgrpc_tag *tag, bool ok) {
     if (!ok || !bb || st->finishing) {
         /* half-closed, cancelled or ended */
         st->read_closed = true;
+        if (!ok)
+            osp_cancel_token_cancel(st->cancel);
         if (bb)
             grpc_byte_buffer_destroy(bb);
         pump_locked(st);
@@ -351,6 +409,12 @@ static void stream_quiesce(kgrpc_call *call) {
 void kgrpc_model_stream_infer(kgrpc_call *call) {
     stream *st = calloc(1, sizeof *st);
     if (!st) {
+        kgrpc_call_finish(call, NULL, GRPC_STATUS_UNAVAILABLE, "out of memory",
+                          false);
+        return;
+    }
+    if (!(st->cancel = osp_cancel_token_new())) {
+        free(st);
         kgrpc_call_finish(call, NULL, GRPC_STATUS_UNAVAILABLE, "out of memory",
                           false);
         return;

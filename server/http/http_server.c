@@ -1,4 +1,5 @@
 #include "http_server.h"
+#include "http_stream.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -72,6 +73,8 @@ typedef struct reply {
     size_t n_parts;
     void (*release)(void *ctx);
     void *release_ctx;
+    /* ... or a body written piece by piece (http_stream.h; a reference) */
+    http_stream *stream;
 } reply;
 
 struct http_request {
@@ -133,6 +136,8 @@ struct http_request {
 /* ---- request lifetime ---- */
 
 static void reply_release(reply *r) {
+    if (r->stream)
+        http__stream_drop(r->stream);
     free(r->body);
     if (r->release)
         r->release(r->release_ctx);
@@ -277,6 +282,21 @@ void http_reply(http_request *req, unsigned status, const char *content_type,
     req->reply.body_len = body ? len : 0;
 }
 
+http_stream *http_reply_stream(http_request *req, unsigned status,
+                               const char *content_type) {
+    http_stream *s = http__stream_new();
+    if (!s) {
+        http_reply_error_status(req, 500, "out of memory");
+        return NULL;
+    }
+    reply_release(&req->reply);
+    req->reply.set = true;
+    req->reply.status = status;
+    req->reply.content_type = content_type;
+    req->reply.stream = s;
+    return s;
+}
+
 void http_reply_error_status(http_request *req, unsigned status,
                              const char *message) {
     jbuf b;
@@ -363,8 +383,14 @@ static void release_parts_cb(void *cls) {
 
 /* Builds the MHD response for a recorded reply; the body or parts move into
  * it. NULL on OOM (everything is then released). */
-static struct MHD_Response *create_response(reply *r) {
+static struct MHD_Response *create_response(reply *r,
+                                            struct MHD_Connection *conn) {
     struct MHD_Response *resp = NULL;
+    if (r->stream) {
+        if ((resp = http__stream_response(r->stream, conn)))
+            r->stream = NULL; /* the response holds it now */
+        return resp;
+    }
     if (r->parts) {
         /* The parts move to the heap so MHD's free callback can release
          * them whenever it is done sending. */
@@ -425,7 +451,7 @@ static enum MHD_Result queue_reply(http_request *req) {
     const char *content_type = upgrade ? NULL : req->reply.content_type;
     struct MHD_Response *resp =
         upgrade ? MHD_create_response_for_upgrade(on_upgraded, req)
-                : create_response(&req->reply);
+                : create_response(&req->reply, req->conn);
     reply_release(&req->reply);
     req->phase = PHASE_REPLIED;
     if (!resp || req->headers_oom) {

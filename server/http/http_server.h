@@ -262,6 +262,22 @@ void http_reply_parts(http_request *req, unsigned status,
                       const char *content_type, const http_part *parts,
                       size_t n_parts, void (*release)(void *ctx),
                       void *release_ctx);
+/* A reply whose body the handler writes piece by piece, from any thread
+ * (server-sent events): the status and content type now, then each
+ * http_stream_write's bytes as soon as the connection can take them,
+ * chunked, until http_stream_end. Record it where a reply may be recorded
+ * (on_complete, on_resume). The caller holds the stream until
+ * http_stream_end, which may come long after the request's handler is
+ * destroyed. NULL on OOM (a 500 goes out instead). */
+typedef struct http_stream http_stream;
+http_stream *http_reply_stream(http_request *req, unsigned status,
+                               const char *content_type);
+/* Appends bytes (borrowed) to the body; false when the client has gone
+ * (or reads too slowly): the bytes are dropped. */
+bool http_stream_write(http_stream *s, const void *data, size_t len);
+/* Ends the body and drops the caller's hold on the stream. */
+void http_stream_end(http_stream *s);
+
 /* Adds a response header (both strings copied); any number, sent in the
  * order added. */
 void http_reply_header(http_request *req, const char *name, const char *value);

@@ -18,13 +18,19 @@
  * the bare value when it has one element), "model_name", "model_version",
  * "id" when the request had one, and the response parameters. generate
  * answers it as application/json; generate_stream as one server-sent event,
- * `data: <json>\n\n`, with Content-Type text/event-stream; charset=utf-8
- * (Osprey's models are not decoupled: exactly one response each).
+ * `data: <json>\n\n`, per response, with Content-Type text/event-stream;
+ * charset=utf-8. A decoupled model may send 0..n responses: generate
+ * needs exactly one (Triton's error otherwise); generate_stream sends one
+ * event each, an error as `{"error":...}` (the first event's status is the
+ * reply's). Events go out as they come (a chunked body); a client that
+ * goes away cancels the request (the model's is_cancelled()).
  *
  * The body is buffered by the transport, so it is bounded by
  * --http-max-input-size with Triton's "request JSON size" error before any
  * of this runs; each input's expanded size is bounded again below.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +53,42 @@ typedef struct generate_ctx {
     size_t max_input;
     size_t consumed; /* expanded input bytes so far */
     osp_infer_request *request;
-    osp_infer_response *response;
+    struct answer *answer;
 } generate_ctx;
+
+/* What the core answers, shared by the request's handler and the core's
+ * callbacks (a reference each): the core may answer after the client has
+ * gone and the handler is destroyed. The first response (generate_stream)
+ * or the final flag resumes the connection; generate_stream's events go
+ * out as they come once on_resume has started the reply's stream. */
+typedef struct answer {
+    pthread_mutex_t mu;
+    atomic_int refs;
+    http_request *http; /* valid until resumed */
+    bool streaming;
+    bool resumed;
+    bool final;
+    /* generate: the first response and how many came */
+    osp_infer_response *response;
+    size_t n_responses;
+    /* generate_stream: events not yet written, the reply's status (the
+     * first event's), the reply's stream once started, and the token that
+     * tells the model its client has gone */
+    jbuf events;
+    unsigned status;
+    http_stream *stream;
+    osp_cancel_token *cancel;
+} answer;
+
+static void answer_unref(answer *a) {
+    if (!a || atomic_fetch_sub(&a->refs, 1) != 1)
+        return;
+    osp_infer_response_free(a->response);
+    jbuf_free(&a->events);
+    osp_cancel_token_unref(a->cancel);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+}
 
 static void generate_ctx_free(void *p) {
     generate_ctx *ctx = p;
@@ -58,7 +98,7 @@ static void generate_ctx_free(void *p) {
         osp_model_unref(ctx->model);
     free(ctx->model_name);
     osp_infer_request_free(ctx->request);
-    osp_infer_response_free(ctx->response);
+    answer_unref(ctx->answer);
     free(ctx);
 }
 
@@ -457,50 +497,19 @@ static osp_error *write_response(jbuf *b, const osp_infer_response *r) {
 
 static const char *const SSE_TYPE = "text/event-stream; charset=utf-8";
 
-/* Replies with `json` (taken): as it is, or as one server-sent event. */
-static osp_error *reply(generate_ctx *ctx, unsigned status, jbuf *json) {
-    if (ctx->streaming) {
-        jbuf ev;
-        jbuf_init(&ev);
-        jbuf_puts(&ev, "data: ");
-        jbuf_put(&ev, json->data, json->len);
-        jbuf_puts(&ev, "\n\n");
-        jbuf_free(json);
-        size_t n;
-        char *body = jbuf_take(&ev, &n);
-        if (!body)
-            return osp_error_out_of_memory();
-        http_reply(ctx->http, status, SSE_TYPE, body, n);
-        return NULL;
-    }
-    size_t n;
-    char *body = jbuf_take(json, &n);
-    if (!body)
-        return osp_error_out_of_memory();
-    http_reply(ctx->http, status, "application/json", body, n);
-    return NULL;
-}
-
-static osp_error *generate_on_resume(http_request *http) {
-    generate_ctx *ctx = http_request_handler_ctx(http);
-    osp_infer_response *r = ctx->response;
-    if (!r)
-        return osp_error_new(OSP_ERROR_INTERNAL, "no inference response");
+/* Appends response r (borrowed; its error taken) to the stream's events:
+ * `data: <json>\n\n`, or `data: {"error":...}\n\n`. The first sets the
+ * reply's status. */
+static void add_event(answer *ctx, osp_infer_response *r) {
     jbuf b;
     jbuf_init(&b);
     osp_error *err = r->error;
     r->error = NULL;
     if (!err)
         err = write_response(&b, r);
-    if (err && !ctx->streaming) {
-        jbuf_free(&b);
-        return err; /* the surface's error reply */
-    }
-    unsigned status = 200;
+    if (ctx->n_responses++ == 0)
+        ctx->status = err ? kserve_error_status(osp_error_get_code(err)) : 200;
     if (err) {
-        /* The stream's first response is the error: its status, and the
-         * error as the event. */
-        status = kserve_error_status(osp_error_get_code(err));
         jbuf_free(&b);
         jbuf_init(&b);
         jbuf_puts(&b, "{\"error\":");
@@ -508,13 +517,100 @@ static osp_error *generate_on_resume(http_request *http) {
         jbuf_putc(&b, '}');
         osp_error_free(err);
     }
-    return reply(ctx, status, &b);
+    jbuf_puts(&ctx->events, "data: ");
+    jbuf_put(&ctx->events, b.data, b.len);
+    jbuf_puts(&ctx->events, "\n\n");
+    jbuf_free(&b);
 }
 
-static void generate_done(osp_infer_response *response, void *user) {
-    generate_ctx *ctx = user;
-    ctx->response = response;
-    http_request_resume(ctx->http);
+/* Hands the events gathered so far to the reply's stream (lock held); a
+ * client that has gone is told to the model. */
+static void flush_events_locked(answer *a) {
+    if (!a->stream || a->events.len == 0)
+        return;
+    if (a->events.oom ||
+        !http_stream_write(a->stream, a->events.data, a->events.len))
+        osp_cancel_token_cancel(a->cancel);
+    jbuf_free(&a->events);
+    jbuf_init(&a->events);
+}
+
+static osp_error *generate_on_resume(http_request *http) {
+    generate_ctx *ctx = http_request_handler_ctx(http);
+    answer *a = ctx->answer;
+    size_t n;
+    if (a->streaming) {
+        pthread_mutex_lock(&a->mu);
+        http_stream *s = http_reply_stream(
+            http, a->n_responses ? a->status : 200, SSE_TYPE);
+        if (s) {
+            a->stream = s;
+            flush_events_locked(a);
+            if (a->final) {
+                http_stream_end(s);
+                a->stream = NULL;
+            }
+        } else {
+            osp_cancel_token_cancel(a->cancel); /* nowhere to send */
+        }
+        pthread_mutex_unlock(&a->mu);
+        return NULL;
+    }
+    osp_infer_response *r = a->response; /* the final flag has come */
+    if (!r || a->n_responses != 1)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "generate expects model to produce exactly 1 "
+                             "response, use generate stream for model that "
+                             "generates various number of responses");
+    if (r->error) {
+        osp_error *err = r->error;
+        r->error = NULL;
+        return err; /* the surface's error reply */
+    }
+    jbuf b;
+    jbuf_init(&b);
+    osp_error *err = write_response(&b, r);
+    if (err) {
+        jbuf_free(&b);
+        return err;
+    }
+    char *body = jbuf_take(&b, &n);
+    if (!body)
+        return osp_error_out_of_memory();
+    http_reply(http, 200, "application/json", body, n);
+    return NULL;
+}
+
+/* The core's callback for each response (one at a time, in order). */
+static void generate_respond(osp_infer_response *response, bool final,
+                             void *user) {
+    answer *a = user;
+    pthread_mutex_lock(&a->mu);
+    if (response && a->streaming) {
+        add_event(a, response);
+        osp_infer_response_free(response);
+        flush_events_locked(a);
+    } else if (response) {
+        if (a->n_responses++ == 0)
+            a->response = response;
+        else
+            osp_infer_response_free(response);
+    }
+    if (final) {
+        a->final = true;
+        if (a->stream) {
+            http_stream_end(a->stream);
+            a->stream = NULL;
+        }
+    }
+    bool resume = !a->resumed && (final || (a->streaming && a->n_responses));
+    a->resumed = a->resumed || resume;
+    http_request *http = a->http;
+    pthread_mutex_unlock(&a->mu);
+    if (resume)
+        http_request_resume(http);
+    if (final)
+        answer_unref(a); /* the core's reference */
 }
 
 static osp_error *generate_on_complete(http_request *http) {
@@ -522,14 +618,26 @@ static osp_error *generate_on_complete(http_request *http) {
     osp_error *err = convert_request(ctx);
     if (err)
         return err;
+    answer *a = calloc(1, sizeof *a);
+    if (!a || (ctx->streaming && !(a->cancel = osp_cancel_token_new()))) {
+        free(a);
+        return osp_error_out_of_memory();
+    }
+    pthread_mutex_init(&a->mu, NULL);
+    atomic_init(&a->refs, 2); /* the handler's and the core's */
+    a->http = http;
+    a->streaming = ctx->streaming;
+    jbuf_init(&a->events);
+    ctx->answer = a;
     osp_infer_request *request = ctx->request;
     ctx->request = NULL; /* moves to the core */
     request->receive_start_ns = http_request_start_ns(http);
     request->trace = http_request_trace(http);
     http_request_begin_async(http);
-    if ((err =
-             osp_server_infer_async(ctx->core, request, generate_done, ctx))) {
-        http_request_resume(http); /* the callback will not run */
+    if ((err = osp_server_infer_stream_async(ctx->core, request, a->cancel,
+                                             generate_respond, a))) {
+        atomic_fetch_sub(&a->refs, 1); /* the callback will not run */
+        http_request_resume(http);
         return err;
     }
     return NULL;

@@ -4,7 +4,9 @@
  * TRITONSERVER_ServerModelStatistics (protocol reference §6), written
  * compactly in Triton's member order.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "json_util.h"
 #include "kserve.h"
@@ -15,6 +17,50 @@ static void write_duration(jbuf *b, const char *name,
                            const osp_duration_stat *d) {
     jbuf_printf(b, "\"%s\":{\"count\":%llu,\"ns\":%llu}", name,
                 (unsigned long long)d->count, (unsigned long long)d->ns);
+}
+
+/* Orders response indices as Triton's std::map of their decimal strings
+ * does: "0", "1", "10", "11", "2", ... */
+static int by_index_text(const void *x, const void *y) {
+    char a[24], c[24];
+    snprintf(a, sizeof a, "%llu",
+             (unsigned long long)((const osp_response_stat *)x)->index);
+    snprintf(c, sizeof c, "%llu",
+             (unsigned long long)((const osp_response_stat *)y)->index);
+    return strcmp(a, c);
+}
+
+/* "response_stats": a decoupled model's statistics per response index. */
+static void write_response_stats(jbuf *b, const osp_model_stats *m) {
+    jbuf_puts(b, "\"response_stats\":{");
+    osp_response_stat *sorted =
+        m->n_response_stats ? malloc(m->n_response_stats * sizeof *sorted)
+                            : NULL;
+    if (sorted) {
+        memcpy(sorted, m->response_stats, m->n_response_stats * sizeof *sorted);
+        qsort(sorted, m->n_response_stats, sizeof *sorted, by_index_text);
+    } else if (m->n_response_stats) {
+        b->oom = true;
+    }
+    for (size_t i = 0; sorted && i < m->n_response_stats; i++) {
+        const osp_response_stat *r = &sorted[i];
+        jbuf_printf(b, "%s\"%llu\":{", i ? "," : "",
+                    (unsigned long long)r->index);
+        write_duration(b, "compute_infer", &r->compute_infer);
+        jbuf_putc(b, ',');
+        write_duration(b, "compute_output", &r->compute_output);
+        jbuf_putc(b, ',');
+        write_duration(b, "success", &r->success);
+        jbuf_putc(b, ',');
+        write_duration(b, "fail", &r->fail);
+        jbuf_putc(b, ',');
+        write_duration(b, "empty_response", &r->empty_response);
+        jbuf_putc(b, ',');
+        write_duration(b, "cancel", &r->cancel);
+        jbuf_putc(b, '}');
+    }
+    free(sorted);
+    jbuf_putc(b, '}');
 }
 
 static void write_model(jbuf *b, const osp_model_stats *m) {
@@ -42,9 +88,10 @@ static void write_model(jbuf *b, const osp_model_stats *m) {
     write_duration(b, "cache_hit", &m->cache_hit);
     jbuf_putc(b, ',');
     write_duration(b, "cache_miss", &m->cache_miss);
-    /* response_stats are per-response statistics of decoupled backends;
-     * memory_usage is what backends report. Osprey has neither. */
-    jbuf_puts(b, "},\"response_stats\":{},\"batch_stats\":[");
+    /* memory_usage is what backends report: Osprey's report nothing. */
+    jbuf_puts(b, "},");
+    write_response_stats(b, m);
+    jbuf_puts(b, ",\"batch_stats\":[");
     for (size_t i = 0; i < m->n_batch_stats; i++) {
         const osp_batch_stat *s = &m->batch_stats[i];
         jbuf_printf(b, "%s{\"batch_size\":%llu,", i ? "," : "",

@@ -43,7 +43,8 @@ static void decode(const uint8_t *data, size_t size, size_t piece) {
     if (err) {
         size_t len;
         uint8_t *reply = kgrpc_encode_stream_error(
-            osp_error_message(err), d.id, d.model_name, d.model_version, &len);
+            osp_error_message(err), d.id, d.model_name, d.model_version, -1,
+            &len);
         free(reply);
         osp_error_free(err);
     } else {

@@ -292,7 +292,7 @@ TEST(GrpcConvert, ResponseReadsBackAsProtobuf) {
     for (bool stream : {false, true}) {
         osp_infer_response *r = make_response();
         kgrpc_encoded e;
-        ASSERT_OK(kgrpc_encode_infer_response(r, nullptr, stream, &e));
+        ASSERT_OK(kgrpc_encode_infer_response(r, nullptr, stream, true, &e));
         std::string bytes = join(e);
         EXPECT_EQ(bytes.size(), e.total);
         Inference__ModelInferResponse *resp = nullptr;
@@ -333,13 +333,49 @@ TEST(GrpcConvert, ResponseReadsBackAsProtobuf) {
 TEST(GrpcConvert, StreamError) {
     size_t len;
     uint8_t *packed =
-        kgrpc_encode_stream_error("boom", "id-9", nullptr, nullptr, &len);
+        kgrpc_encode_stream_error("boom", "id-9", nullptr, nullptr, -1, &len);
     ASSERT_NE(packed, nullptr);
     Inference__ModelStreamInferResponse *s =
         inference__model_stream_infer_response__unpack(nullptr, len, packed);
     ASSERT_NE(s, nullptr);
     EXPECT_STREQ(s->error_message, "boom");
     EXPECT_STREQ(s->infer_response->id, "id-9");
+    EXPECT_EQ(s->infer_response->n_parameters, 0u);
+    inference__model_stream_infer_response__free_unpacked(s, nullptr);
+    free(packed);
+}
+
+// A decoupled model's responses carry triton_final_response as it is; its
+// final flag alone becomes an empty response that says true.
+TEST(GrpcConvert, StreamFinalFlag) {
+    osp_infer_response *r = make_response();
+    kgrpc_encoded e;
+    ASSERT_OK(kgrpc_encode_infer_response(r, nullptr, true, false, &e));
+    std::string bytes = join(e);
+    Inference__ModelStreamInferResponse *s =
+        inference__model_stream_infer_response__unpack(
+            nullptr, bytes.size(),
+            reinterpret_cast<const uint8_t *>(bytes.data()));
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(s->infer_response->n_parameters, 1u);
+    EXPECT_STREQ(s->infer_response->parameters[0]->key,
+                 "triton_final_response");
+    EXPECT_FALSE(s->infer_response->parameters[0]->value->bool_param);
+    inference__model_stream_infer_response__free_unpacked(s, nullptr);
+    kgrpc_encoded_destroy(&e);
+    osp_infer_response_free(r);
+
+    size_t len;
+    uint8_t *packed =
+        kgrpc_encode_stream_error(nullptr, "id-1", "m", "", 1, &len);
+    ASSERT_NE(packed, nullptr);
+    s = inference__model_stream_infer_response__unpack(nullptr, len, packed);
+    ASSERT_NE(s, nullptr);
+    EXPECT_STREQ(s->error_message, "");
+    EXPECT_STREQ(s->infer_response->id, "id-1");
+    EXPECT_EQ(s->infer_response->n_outputs, 0u);
+    ASSERT_EQ(s->infer_response->n_parameters, 1u);
+    EXPECT_TRUE(s->infer_response->parameters[0]->value->bool_param);
     inference__model_stream_infer_response__free_unpacked(s, nullptr);
     free(packed);
 }

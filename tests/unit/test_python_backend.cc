@@ -256,6 +256,58 @@ TEST(PythonProtocol, DecodesBlsRequestsAndRefusesTruncatedOnes) {
               OSP_ERROR_NOT_FOUND);
 }
 
+// A decoupled model's RESPONSE frame: header, one output with its bytes
+// inline, offsets into the data that follows.
+Payload ValidStreamResponse() {
+    Payload p;
+    p.put<uint64_t>(7).put<uint32_t>(1).put<uint32_t>(1).put<uint64_t>(8);
+    p.put<uint32_t>(0).put<uint32_t>(1);
+    p.output("OUT", "INT32", {2}, 0, 8);
+    p.put<int32_t>(5).put<int32_t>(6);
+    return p;
+}
+
+TEST(PythonProtocol, DecodesStreamResponsesAndRefusesBrokenOnes) {
+    Payload p = ValidStreamResponse();
+    pyproto_stream_response r;
+    ASSERT_OK(pyproto_stream_response_decode(p.bytes.data(), p.bytes.size(),
+                                             &r));
+    EXPECT_EQ(r.batch, 7u);
+    EXPECT_TRUE(r.final);
+    ASSERT_TRUE(r.has_response);
+    ASSERT_EQ(r.response.n_outputs, 1u);
+    EXPECT_EQ(r.data_len, 8u);
+    int32_t second;
+    memcpy(&second, r.data + r.response.outputs[0].offset + 4, 4);
+    EXPECT_EQ(second, 6);
+    pyproto_stream_response_destroy(&r);
+
+    for (size_t len = 0; len < p.bytes.size(); len++) {
+        SCOPED_TRACE("length " + std::to_string(len));
+        EXPECT_ERROR_CODE(
+            pyproto_stream_response_decode(p.bytes.data(), len, &r),
+            OSP_ERROR_INTERNAL);
+    }
+    // A tensor past the data, and the flags alone with data after them.
+    Payload outside;
+    outside.put<uint64_t>(1).put<uint32_t>(0).put<uint32_t>(1).put<uint64_t>(4);
+    outside.put<uint32_t>(0).put<uint32_t>(1).output("OUT", "INT32", {2}, 0, 8);
+    outside.put<int32_t>(5);
+    EXPECT_ERROR_CODE(pyproto_stream_response_decode(
+                          outside.bytes.data(), outside.bytes.size(), &r),
+                      OSP_ERROR_INTERNAL);
+    Payload flags;
+    flags.put<uint64_t>(1).put<uint32_t>(1).put<uint32_t>(0).put<uint64_t>(0);
+    ASSERT_OK(pyproto_stream_response_decode(flags.bytes.data(),
+                                             flags.bytes.size(), &r));
+    EXPECT_FALSE(r.has_response);
+    pyproto_stream_response_destroy(&r);
+    flags.put<uint8_t>(0);
+    EXPECT_ERROR_CODE(pyproto_stream_response_decode(
+                          flags.bytes.data(), flags.bytes.size(), &r),
+                      OSP_ERROR_INTERNAL);
+}
+
 TEST(PythonProtocol, JsonStringsAreEscaped) {
     pyproto_text t = {};
     pyproto_text_json_string(&t, "a\"b\\c\n\x01");

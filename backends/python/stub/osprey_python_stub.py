@@ -26,8 +26,9 @@ import numpy as np
 
 import triton_python_backend_utils as pb_utils
 
-INIT, EXEC, FINALIZE, AUTO_COMPLETE, BLS_RESULT = 1, 2, 3, 4, 5
-OK, ERROR, RESULT, LOG, BLS = 10, 11, 12, 13, 14
+INIT, EXEC, FINALIZE, AUTO_COMPLETE, BLS_RESULT, CANCEL = 1, 2, 3, 4, 5, 6
+OK, ERROR, RESULT, LOG, BLS, RESPONSE = 10, 11, 12, 13, 14, 15
+MAX_FRAME = 16 << 20  # the server's PYPROTO_MAX_FRAME
 HEADER = struct.Struct("<II")
 ALIGN = 64
 
@@ -116,6 +117,9 @@ out_of_memory_frame = b""
 model = None
 instance_name = ""
 region = None
+decoupled = False
+current_requests = []  # the requests of the EXEC being answered
+executing = False  # execute() runs: BLS answers may be read
 
 
 def import_model(model_file, model_repository):
@@ -131,9 +135,11 @@ def import_model(model_file, model_repository):
 
 
 def initialize(payload):
-    global model, instance_name, region
+    global model, instance_name, region, decoupled
     init = json.loads(payload)
     args = init["args"]
+    config = json.loads(args.get("model_config", "{}"))
+    decoupled = bool(config.get("model_transaction_policy", {}).get("decoupled", False))
     instance_name = args["model_instance_name"]
     region = Region(init["growth"], init["region_max"])
     global out_of_memory_frame
@@ -192,26 +198,66 @@ def input_tensor(desc):
     return pb_utils.Tensor(name, array, dtype)
 
 
-def write_tensor(tensor, cursor):
-    """Writes one tensor into the region at `cursor`; returns its descriptor
-    (python_protocol.h) and the next aligned cursor."""
+def tensor_source(tensor):
+    """(bytes of the tensor as the server reads them, datatype, shape)."""
     array = tensor.as_numpy()
     dtype = tensor.triton_dtype()
     if dtype == "BYTES":
         source = pb_utils.serialize_byte_tensor(array)
     else:
         source = np.ascontiguousarray(array)
+    return source, dtype, array.shape
+
+
+def describe_tensor(name, dtype, shape, offset, nbytes):
+    """A tensor's descriptor (python_protocol.h)."""
+    name = name.encode("utf-8")
+    dt = dtype.encode("ascii")
+    return (struct.pack("<H", len(name)) + name + struct.pack("<B", len(dt)) + dt +
+            struct.pack("<B%dq" % len(shape), len(shape), *shape) +
+            struct.pack("<QQ", offset, nbytes))
+
+
+def write_tensor(tensor, cursor):
+    """Writes one tensor into the region at `cursor`; returns its descriptor
+    and the next aligned cursor."""
+    source, dtype, shape = tensor_source(tensor)
     nbytes = source.nbytes
     region.reserve(cursor + nbytes)
     if nbytes:
         region.map[cursor:cursor + nbytes] = memoryview(source).cast("B")
-    name = tensor.name().encode("utf-8")
-    dt = dtype.encode("ascii")
-    shape = array.shape
-    desc = (struct.pack("<H", len(name)) + name + struct.pack("<B", len(dt)) + dt +
-            struct.pack("<B%dq" % len(shape), len(shape), *shape) +
-            struct.pack("<QQ", cursor, nbytes))
+    desc = describe_tensor(tensor.name(), dtype, shape, cursor, nbytes)
     return desc, (cursor + nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
+def send_decoupled_response(request, response, flags):
+    """A decoupled model's response (its response sender's send), from any
+    thread: one RESPONSE frame with the tensors inline, since the region
+    may be in use by the thread running execute."""
+    final = 1 if flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL else 0
+    parts, data, cursor = [], [], 0
+    if response is not None:
+        if response.has_error():
+            err = response.error()
+            message = err.message().encode("utf-8", "replace")
+            parts.append(struct.pack("<III", 1, err.code(), len(message)) + message)
+        else:
+            wanted = set(request.requested_output_names())
+            tensors = [t for t in response.output_tensors() if t.name() in wanted]
+            parts.append(struct.pack("<II", 0, len(tensors)))
+            for tensor in tensors:
+                source, dtype, shape = tensor_source(tensor)
+                parts.append(describe_tensor(tensor.name(), dtype, shape, cursor,
+                                             source.nbytes))
+                data.append(memoryview(source).cast("B"))
+                cursor += source.nbytes
+    head = struct.pack("<QIIQ", request._batch, final, response is not None, cursor)
+    size = len(head) + sum(len(p) for p in parts) + cursor
+    if size > MAX_FRAME:
+        raise pb_utils.TritonModelException(
+            "a response of a decoupled model carries at most %d bytes, this one "
+            "has %d" % (MAX_FRAME, size))
+    send_frame(RESPONSE, head + b"".join(parts) + b"".join(bytes(d) for d in data))
 
 
 def write_outputs(response, wanted, cursor, out):
@@ -252,9 +298,35 @@ bls_lock = threading.Lock()
 bls_base = 0  # where a BLS call may place its tensors: after the batch's inputs
 
 
-def bls_exec(request):
+def mark_cancelled():
+    """A CANCEL frame: the client of the request being answered is gone."""
+    for request in current_requests:
+        request._cancelled = True
+
+
+def read_bls_response(reply, pos):
+    """One response of a BLS_RESULT at `pos`; returns (response, next pos)."""
+    (rkind,) = struct.unpack_from("<I", reply, pos)
+    if rkind == 1:
+        code, n = struct.unpack_from("<II", reply, pos + 4)
+        message = reply[pos + 12:pos + 12 + n].decode("utf-8", "replace")
+        return (pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code)),
+                pos + 12 + n)
+    (n_out,) = struct.unpack_from("<I", reply, pos + 4)
+    pos, tensors = pos + 8, []
+    for _ in range(n_out):
+        tensor, pos = read_tensor(reply, pos)
+        tensors.append(tensor)
+    return pb_utils.InferenceResponse(tensors), pos
+
+
+def bls_exec(request, decoupled=False):
     """Sends a BLS request (pb_utils.InferenceRequest.exec) into the server
-    and waits for its response; errors come back as the response's error."""
+    and waits for its response (every response of a decoupled model, as a
+    list, with decoupled); errors come back as the response's error."""
+    if not executing:  # the main loop reads the channel then
+        raise pb_utils.TritonModelException(
+            "BLS requests can only be sent while execute() runs")
     with bls_lock:
         parts, cursor = [], bls_base
         for tensor in request.inputs():
@@ -271,24 +343,24 @@ def bls_exec(request):
                    struct.pack("<H", len(rid)) + rid +
                    struct.pack("<I", len(parts)) + b"".join(parts) +
                    struct.pack("<I", len(outputs)) +
-                   b"".join(struct.pack("<H", len(n)) + n for n in outputs))
+                   b"".join(struct.pack("<H", len(n)) + n for n in outputs) +
+                   (b"\x01" if decoupled else b""))
         send_frame(BLS, payload)
-        kind, length = HEADER.unpack(recv_exact(HEADER.size))
-        reply = bytes(recv_exact(length))
+        while True:
+            kind, length = HEADER.unpack(recv_exact(HEADER.size))
+            reply = bytes(recv_exact(length))
+            if kind != CANCEL:
+                break
+            mark_cancelled()
         if kind != BLS_RESULT:
             raise pb_utils.TritonModelException("unexpected answer %d to a BLS request" % kind)
-        size, count, rkind = struct.unpack_from("<QII", reply, 0)
+        size, count = struct.unpack_from("<QI", reply, 0)
         region.remap(size)
-        if rkind == 1:
-            code, n = struct.unpack_from("<II", reply, 16)
-            message = reply[24:24 + n].decode("utf-8", "replace")
-            return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
-        (n_out,) = struct.unpack_from("<I", reply, 16)
-        pos, tensors = 20, []
-        for _ in range(n_out):
-            tensor, pos = read_tensor(reply, pos)
-            tensors.append(tensor)
-        return pb_utils.InferenceResponse(tensors)
+        responses, pos = [], 12
+        for _ in range(count):
+            response, pos = read_bls_response(reply, pos)
+            responses.append(response)
+        return responses if decoupled else responses[0]
 
 
 pb_utils._bls_exec = bls_exec
@@ -302,7 +374,7 @@ def batch_failure(exc):
 
 
 def execute(payload):
-    global bls_base
+    global bls_base, current_requests, executing
     batch = json.loads(payload)
     region.remap(batch["region"])
     bls_base = batch["out_offset"]
@@ -313,7 +385,12 @@ def execute(payload):
             requested_output_names=r["outputs"], request_id=r.get("id", ""),
             correlation_id=r.get("correlation_id", 0),
             parameters=r.get("parameters", "{}"))
+        if decoupled:
+            request._batch = batch.get("batch", 0)
+            request._send = send_decoupled_response
         requests.append(request)
+    current_requests = requests
+    executing = True
     try:
         responses = model.execute(requests)
         if inspect.isawaitable(responses):  # async def execute
@@ -328,6 +405,14 @@ def execute(payload):
             os._exit(1)
     except Exception as exc:
         return batch_failure(exc)
+    finally:
+        executing = False
+    if decoupled:
+        if responses is not None:
+            return ERROR, ("Python model '%s' is using the decoupled mode and the "
+                           "execute function must return None." % instance_name
+                           ).encode("utf-8")
+        return RESULT, struct.pack("<QI", region.size, 0)
     if responses is None:
         responses = [r._sent_response for r in requests]
     if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
@@ -376,6 +461,8 @@ def main():
             return 0
         elif kind == EXEC:
             send_frame(*execute(payload))
+        elif kind == CANCEL:
+            mark_cancelled()
         elif kind == FINALIZE:
             try:
                 if model is not None and hasattr(model, "finalize"):

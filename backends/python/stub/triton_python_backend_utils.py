@@ -7,6 +7,7 @@ the request list handed to execute(), and the log channel.
 """
 
 import json
+import threading
 import struct
 
 import numpy as np
@@ -202,23 +203,37 @@ class InferenceResponse:
 
 
 class ResponseSender:
-    """The response sender of a request to a non-decoupled model: one
-    response with the FINAL flag, as execute's return value would carry."""
+    """A request's response sender. For a decoupled model every send goes
+    to the client at once, from any thread; otherwise the one response
+    waits to go as execute's return value would carry it."""
 
     def __init__(self, request):
         self._request = request
         self._closed = False
+        self._lock = threading.Lock()
 
     def send(self, response=None, flags=0):
-        if self._closed:
-            raise TritonModelException("Unable to send response. Response sender has been closed.")
-        if response is not None:
-            self._request._sent_response = response
-        if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
-            self._closed = True
+        if response is None and flags != TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            raise TritonModelException(
+                "Inference Response object must be provided when the response "
+                "flags is not equal to TRITONSERVER_RESPONSE_COMPLETE_FINAL.")
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TritonModelException(
+                "Expected an InferenceResponse, got " + type(response).__name__)
+        with self._lock:
+            if self._closed:
+                raise TritonModelException(
+                    "Unable to send response. Response sender has been closed.")
+            if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+                self._closed = True
+            send = self._request._send
+            if send is not None:
+                send(self._request, response, flags)
+            elif response is not None:
+                self._request._sent_response = response
 
     def is_cancelled(self):
-        return False
+        return self._request.is_cancelled()
 
 
 class InferenceRequest:
@@ -243,6 +258,9 @@ class InferenceRequest:
         self._parameters = parameters
         self._sender = None
         self._sent_response = None
+        self._send = None  # the stub's, for a decoupled model
+        self._batch = 0
+        self._cancelled = False
 
     def inputs(self):
         return self._inputs
@@ -272,7 +290,7 @@ class InferenceRequest:
         return self._parameters
 
     def is_cancelled(self):
-        return False
+        return self._cancelled
 
     def get_response_sender(self):
         if self._sender is None:
@@ -285,8 +303,9 @@ class InferenceRequest:
         iterator of the responses."""
         if _bls_exec is None:
             raise TritonModelException("BLS requests can only be sent from execute()")
-        response = _bls_exec(self)
-        return iter([response]) if decoupled else response
+        if decoupled:
+            return iter(_bls_exec(self, decoupled=True))
+        return _bls_exec(self)
 
     async def async_exec(self, decoupled=False):
         return self.exec(decoupled)
@@ -318,6 +337,12 @@ def get_output_config_by_name(model_config, name):
         if io["name"] == name:
             return io
     return None
+
+
+def using_decoupled_model_transaction_policy(model_config):
+    """Whether the model configuration (a dict) has
+    model_transaction_policy { decoupled: true }."""
+    return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))
 
 
 

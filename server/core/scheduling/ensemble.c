@@ -22,16 +22,21 @@ struct ensemble {
     osp_model *model; /* borrowed: the model owns its ensemble */
     osp_server *server;
     ensemble_plan *plan;
+    bool *step_decoupled; /* per step: its model sends 0..n responses */
     pthread_mutex_t lock; /* running, stopping, and the wait for idle */
     pthread_cond_t idle;
     size_t running;
     bool stopping; /* unloading: new requests are refused */
 };
 
-/* One tensor of a run. */
+/* One value of a tensor: the one of iteration `iteration`. A decoupled
+ * step's every response starts an iteration of its own, and the steps
+ * downstream run once per iteration (Triton's IterationCount); a request
+ * without decoupled steps has only iteration 0. */
 typedef struct tensor_value {
-    bool ready;   /* written (or an absent optional input) */
-    bool present; /* has data */
+    struct tensor_value *next; /* the tensor's other iterations */
+    size_t iteration;
+    bool present; /* has data (an optional input left out has none) */
     osp_datatype dtype;
     osp_shape shape;
     osp_buffer *data; /* exactly the tensor's bytes; owned */
@@ -40,26 +45,32 @@ typedef struct tensor_value {
 
 typedef struct ensemble_run ensemble_run;
 
-/* A step of a run: what its completion callback needs. */
-typedef struct run_step {
+/* One execution of a step, for one iteration: what its response callback
+ * needs. Owned by the run until its final response. */
+typedef struct step_exec {
     ensemble_run *run;
-    size_t index;
-    bool started;
-    size_t next_ready; /* the ready queue's link (SIZE_MAX ends it) */
-    osp_trace *trace;  /* the step's child trace, or NULL */
-} run_step;
+    size_t step;
+    size_t iteration;
+    struct step_exec *next_ready; /* the ready queue's link */
+    osp_trace *trace;             /* the step's child trace, or NULL */
+} step_exec;
 
 struct ensemble_run {
     ensemble *ens;
     pending_request *p; /* the ensemble's request */
     pthread_mutex_t lock;
-    tensor_value *tensors;
-    run_step *steps;
-    size_t in_flight; /* steps queued or submitted, not completed */
-    size_t ready_head, ready_tail; /* steps to submit, FIFO; SIZE_MAX: none */
-    bool driving;                  /* a thread is in drive_run */
-    osp_error *error;              /* the first step error, already prefixed */
-    stats_sink compute;            /* the steps' compute durations, summed */
+    tensor_value **tensors; /* per tensor: its values, one per iteration */
+    size_t next_iteration;
+    size_t in_flight; /* step executions queued or submitted, not ended */
+    step_exec *ready_head, *ready_tail; /* to submit, FIFO */
+    bool driving;                       /* a thread is in drive_run */
+    osp_error *error;                   /* the first step error, prefixed */
+    /* A complete set of the ensemble's outputs not yet sent: it goes as a
+     * non-final response when the next set completes, or with the final
+     * flag when the run ends. */
+    osp_infer_response *held;
+    bool responded; /* a response went (or is held) */
+    stats_sink compute; /* the steps' compute durations, summed */
 };
 
 /* ---- buffers ----------------------------------------------------------- */
@@ -80,78 +91,151 @@ static osp_buffer *exact_buffer(osp_buffer *buf, size_t size) {
     return view;
 }
 
-/* A reader's copy of tensor v: its buffer itself when this is the last
- * use, else a copy. NULL with *err set on OOM. */
-static osp_buffer *take_for_reader(tensor_value *v, osp_error **err) {
-    if (--v->readers_left == 0) {
-        osp_buffer *buf = v->data;
-        v->data = NULL;
-        return buf;
-    }
-    osp_buffer *copy = osp_buffer_new_host(v->data->size);
-    if (!copy) {
-        *err = osp_error_out_of_memory();
-        return NULL;
-    }
-    memcpy(copy->data, v->data->data, v->data->size);
-    return copy;
+/* ---- tensor values (run lock held) --------------------------------------- */
+
+static tensor_value *find_value(const ensemble_run *run, size_t t,
+                                size_t iteration) {
+    for (tensor_value *v = run->tensors[t]; v; v = v->next)
+        if (v->iteration == iteration)
+            return v;
+    return NULL;
 }
 
-/* ---- runs ---------------------------------------------------------------- */
+static void drop_value(ensemble_run *run, size_t t, tensor_value *v) {
+    tensor_value **at = &run->tensors[t];
+    while (*at != v)
+        at = &(*at)->next;
+    *at = v->next;
+    osp_buffer_free(v->data);
+    free(v);
+}
+
+/* A reader's copy of value v of tensor t: its buffer itself when this is
+ * the last use (the value goes), else a copy. *out NULL for an absent
+ * optional input. */
+static osp_error *take_for_reader(ensemble_run *run, size_t t,
+                                  tensor_value *v, osp_buffer **out) {
+    *out = NULL;
+    if (v->present && v->readers_left == 1) {
+        *out = v->data;
+        v->data = NULL;
+    } else if (v->present) {
+        osp_buffer *copy = osp_buffer_new_host(v->data->size);
+        if (!copy)
+            return osp_error_out_of_memory();
+        memcpy(copy->data, v->data->data, v->data->size);
+        *out = copy;
+    }
+    if (--v->readers_left == 0)
+        drop_value(run, t, v);
+    return NULL;
+}
 
 static void run_free(ensemble_run *run) {
     const ensemble_plan *plan = run->ens->plan;
     for (size_t t = 0; run->tensors && t < plan->n_tensors; t++)
-        osp_buffer_free(run->tensors[t].data);
+        while (run->tensors[t])
+            drop_value(run, t, run->tensors[t]);
     free(run->tensors);
-    free(run->steps);
+    while (run->ready_head) {
+        step_exec *e = run->ready_head;
+        run->ready_head = e->next_ready;
+        free(e);
+    }
+    osp_infer_response_free(run->held);
     osp_error_free(run->error);
     pthread_mutex_destroy(&run->lock);
     free(run);
 }
 
-/* Stores a tensor's value (data ownership moves) with its readers. */
-static void set_tensor(ensemble_run *run, size_t t, osp_datatype dtype,
-                       const osp_shape *shape, osp_buffer *data) {
+static osp_error *build_response(ensemble_run *run, size_t iteration,
+                                  osp_infer_response **out);
+
+/* Queues step s for `iteration` when all its inputs have a value of that
+ * iteration, and counts it in flight. */
+static osp_error *queue_if_ready(ensemble_run *run, size_t s,
+                                 size_t iteration) {
+    const ensemble_plan_step *ps = &run->ens->plan->steps[s];
+    for (size_t k = 0; k < ps->config->n_input_map; k++)
+        if (!find_value(run, ps->in_tensors[k], iteration))
+            return NULL;
+    step_exec *e = calloc(1, sizeof *e);
+    if (!e)
+        return osp_error_out_of_memory();
+    *e = (step_exec){.run = run, .step = s, .iteration = iteration};
+    if (run->ready_tail)
+        run->ready_tail->next_ready = e;
+    else
+        run->ready_head = e;
+    run->ready_tail = e;
+    run->in_flight++;
+    return NULL;
+}
+
+/* A complete set of outputs of `iteration`: the ensemble's response. The
+ * one held before it goes now, as a non-final response. */
+static osp_error *respond_if_complete(ensemble_run *run, size_t iteration) {
     const ensemble_plan *plan = run->ens->plan;
-    tensor_value *v = &run->tensors[t];
-    osp_buffer_free(v->data); /* (a step's output map names it once) */
-    v->ready = true;
+    const osp_model_config *cfg = run->p->model->config;
+    for (size_t o = 0; o < cfg->n_outputs; o++)
+        if (!find_value(run, plan->output_tensors[o], iteration))
+            return NULL;
+    osp_infer_response *resp = NULL;
+    osp_error *err = build_response(run, iteration, &resp);
+    if (err)
+        return err;
+    if (run->held)
+        run->p->respond(run->held, false, run->p->user);
+    run->held = resp;
+    run->responded = true;
+    return NULL;
+}
+
+/* Stores a value of tensor t (data ownership moves; NULL: an optional
+ * input left out), then queues what it makes ready: the steps reading t
+ * and, for an output, the ensemble's response. */
+static osp_error *set_tensor(ensemble_run *run, size_t t, size_t iteration,
+                             osp_datatype dtype, const osp_shape *shape,
+                             osp_buffer *data) {
+    const ensemble_plan *plan = run->ens->plan;
+    tensor_value *v = find_value(run, t, iteration);
+    if (v) { /* (a step's output map names it once) */
+        osp_buffer_free(v->data);
+    } else if (!(v = calloc(1, sizeof *v))) {
+        osp_buffer_free(data);
+        return osp_error_out_of_memory();
+    } else {
+        v->iteration = iteration;
+        v->next = run->tensors[t];
+        run->tensors[t] = v;
+    }
     v->present = data != NULL;
     v->dtype = dtype;
     v->shape = *shape;
     v->data = data;
-    /* The ensemble's own outputs keep their buffer to the end. */
+    /* The ensemble's own outputs keep their buffer for the response. */
     v->readers_left = plan->readers[t] + (plan->is_output[t] ? 1 : 0);
-}
-
-/* Queues every step not started whose inputs are all ready, in config
- * order, and counts them in flight. Lock held. */
-static void collect_ready(ensemble_run *run) {
-    const ensemble_plan *plan = run->ens->plan;
-    for (size_t s = 0; s < plan->n_steps; s++) {
-        run_step *rs = &run->steps[s];
-        if (rs->started)
-            continue;
-        bool ready = true;
-        for (size_t k = 0; k < plan->steps[s].config->n_input_map && ready; k++)
-            ready = run->tensors[plan->steps[s].in_tensors[k]].ready;
-        if (!ready)
-            continue;
-        rs->started = true;
-        rs->next_ready = SIZE_MAX;
-        if (run->ready_head == SIZE_MAX)
-            run->ready_head = s;
-        else
-            run->steps[run->ready_tail].next_ready = s;
-        run->ready_tail = s;
-        run->in_flight++;
+    if (v->readers_left == 0) {
+        drop_value(run, t, v);
+        return NULL;
     }
+    osp_error *err = NULL;
+    for (size_t s = 0; s < plan->n_steps && !err; s++)
+        for (size_t k = 0; k < plan->steps[s].config->n_input_map; k++)
+            if (plan->steps[s].in_tensors[k] == t) {
+                err = queue_if_ready(run, s, iteration);
+                break;
+            }
+    if (!err && plan->is_output[t])
+        err = respond_if_complete(run, iteration);
+    return err;
 }
 
-/* The ensemble's response from its output tensors, in the request's
- * order (its top classes for an output asked for with a class count). */
-static osp_error *build_response(ensemble_run *run, osp_infer_response **out) {
+/* The ensemble's response from its output values of `iteration`, in the
+ * request's order (its top classes for an output asked for with a class
+ * count). */
+static osp_error *build_response(ensemble_run *run, size_t iteration,
+                                  osp_infer_response **out) {
     pending_request *p = run->p;
     const osp_model_config *cfg = p->model->config;
     const ensemble_plan *plan = run->ens->plan;
@@ -161,59 +245,70 @@ static osp_error *build_response(ensemble_run *run, osp_infer_response **out) {
         osp_infer_response_free(resp);
         return osp_error_out_of_memory();
     }
-    for (size_t k = 0; k < p->n_response_outputs; k++) {
+    osp_error *err = NULL;
+    for (size_t k = 0; k < p->n_response_outputs && !err; k++) {
         size_t o = p->response_outputs[k];
-        tensor_value *v = &run->tensors[plan->output_tensors[o]];
+        size_t t = plan->output_tensors[o];
+        tensor_value *v = find_value(run, t, iteration);
         osp_infer_output *out_k = &resp->outputs[k];
         resp->n_outputs = k + 1;
         if (!(out_k->name = strdup(cfg->outputs[o].name))) {
-            osp_infer_response_free(resp);
-            return osp_error_out_of_memory();
+            err = osp_error_out_of_memory();
+        } else if (!v->present) { /* a step left it out */
+            err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                                "in ensemble '%s', unexpected deadlock, at "
+                                "least one output is not set while no more "
+                                "ensemble steps can be made",
+                                cfg->name);
+        } else {
+            out_k->dtype = v->dtype;
+            out_k->shape = v->shape;
+            if (!(err = take_for_reader(run, t, v, &out_k->data)))
+                out_k->byte_size = out_k->data->size;
         }
-        if (!v->present) { /* a step left it out: nothing more can run */
-            osp_infer_response_free(resp);
-            return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                 "in ensemble '%s', unexpected deadlock, at "
-                                 "least one output is not set while no more "
-                                 "ensemble steps can be made",
-                                 cfg->name);
-        }
-        out_k->dtype = v->dtype;
-        out_k->shape = v->shape;
-        osp_error *err = NULL;
-        out_k->data = take_for_reader(v, &err);
-        if (err) {
-            osp_infer_response_free(resp);
-            return err;
-        }
-        out_k->byte_size = out_k->data->size;
         /* Triton's classification extension (the ensemble has no labels). */
         uint32_t classes =
             p->req->n_outputs ? p->req->output_class_counts[k] : 0;
         static const class_labels no_labels = {0};
-        if (classes &&
-            (err = classification_apply(out_k, cfg->max_batch_size > 0, classes,
-                                        &no_labels))) {
-            osp_infer_response_free(resp);
-            return err;
-        }
+        if (!err && classes)
+            err = classification_apply(out_k, cfg->max_batch_size > 0,
+                                       classes, &no_labels);
+    }
+    /* The outputs the request did not ask for are done with too. */
+    for (size_t o = 0; o < cfg->n_outputs; o++) {
+        size_t t = plan->output_tensors[o];
+        tensor_value *v = find_value(run, t, iteration);
+        if (!p->output_requested[o] && v && --v->readers_left == 0)
+            drop_value(run, t, v);
+    }
+    if (err) {
+        osp_infer_response_free(resp);
+        return err;
     }
     *out = resp;
     return NULL;
 }
 
 /* The run is over (no step in flight): statistics as Triton keeps them for
- * an ensemble (compute stages are the sums of its steps'), then the
- * response, then the run goes. */
+ * an ensemble (compute stages are the sums of its steps'), then the last
+ * response with the final flag, then the run goes. A decoupled ensemble
+ * may end with the flag alone; any other must have answered. */
 static void run_finish(ensemble_run *run) {
     ensemble *ens = run->ens;
     pending_request *p = run->p;
-    osp_infer_response *resp = NULL;
+    osp_infer_response *resp = run->held;
     osp_error *err = run->error;
+    run->held = NULL;
     run->error = NULL;
-    if (!err)
-        err = build_response(run, &resp);
+    bool decoupled = p->model->config->decoupled;
+    if (!err && !resp && !decoupled)
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "in ensemble '%s', unexpected deadlock, at least "
+                            "one output is not set while no more ensemble "
+                            "steps can be made",
+                            p->model->config->name);
     if (err) {
+        osp_infer_response_free(resp);
         p->failure_reason = OSP_FAILURE_OTHER; /* as Triton's ensemble */
         pending_request_fail(p, err);
     } else {
@@ -236,7 +331,10 @@ static void run_finish(ensemble_run *run) {
         model_stats_record_execution(
             &ens->model->stats, &s, p->batch_size > 0 ? p->batch_size : 1,
             (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u);
-        pending_request_finish(p, resp);
+        if (decoupled)
+            pending_request_finish_decoupled(p, resp, false);
+        else
+            pending_request_finish(p, resp);
     }
     run->p = NULL;
     run_free(run);
@@ -246,27 +344,21 @@ static void run_finish(ensemble_run *run) {
     pthread_mutex_unlock(&ens->lock);
 }
 
-/* Records a step's end (lock held): its error (ownership moves; NULL when
- * it worked) becomes the run's unless one came first; otherwise the steps
- * it made ready are queued. */
-static void step_ended_locked(ensemble_run *run, osp_error *step_error) {
+/* Records a step error (ownership moves) as the run's unless one came
+ * first (lock held). */
+static void record_error_locked(ensemble_run *run, osp_error *step_error) {
     if (step_error && !run->error)
         run->error = osp_error_new(
             osp_error_get_code(step_error), "in ensemble '%s', %s",
             run->ens->model->config->name, osp_error_message(step_error));
     osp_error_free(step_error);
-    run->in_flight--;
-    if (!run->error)
-        collect_ready(run);
 }
 
 static void drive_run(ensemble_run *run);
 
-/* A step's end from its completion: recorded, then the run is driven
- * here unless a thread already drives it. */
-static void step_ended(ensemble_run *run, osp_error *step_error) {
-    pthread_mutex_lock(&run->lock);
-    step_ended_locked(run, step_error);
+/* After a step's response (lock held by the caller, released here): the
+ * run is driven here unless a thread already drives it. */
+static void drive_unlock(ensemble_run *run) {
     bool drive = !run->driving;
     run->driving = true;
     pthread_mutex_unlock(&run->lock);
@@ -274,44 +366,60 @@ static void step_ended(ensemble_run *run, osp_error *step_error) {
         drive_run(run);
 }
 
-/* A step's completion callback: its outputs become ensemble tensors. */
-static void step_complete(osp_infer_response *resp, void *user) {
-    run_step *rs = user;
-    ensemble_run *run = rs->run;
-    const ensemble_plan_step *ps = &run->ens->plan->steps[rs->index];
+/* A step's response callback: its outputs become tensor values of the
+ * step's iteration, or, for a decoupled step, of a new iteration each;
+ * the final flag ends the execution. */
+static void step_respond(osp_infer_response *resp, bool final, void *user) {
+    step_exec *e = user;
+    ensemble_run *run = e->run;
+    const ensemble_plan_step *ps = &run->ens->plan->steps[e->step];
     osp_error *err = NULL;
-    osp_trace_end(rs->trace);
-    rs->trace = NULL;
-    if (!resp) {
-        err = osp_error_out_of_memory();
-    } else if (resp->error) {
+    if (resp && resp->error) {
         err = resp->error;
         resp->error = NULL;
     }
     pthread_mutex_lock(&run->lock);
-    for (size_t i = 0; !err && i < resp->n_outputs; i++) {
-        osp_infer_output *o = &resp->outputs[i];
-        for (size_t k = 0; k < ps->config->n_output_map; k++) {
-            if (strcmp(ps->config->output_map[k].key, o->name) != 0)
-                continue;
-            osp_buffer *data = exact_buffer(o->data, o->byte_size);
-            o->data = NULL;
-            if (!data)
-                err = osp_error_out_of_memory();
-            else
-                set_tensor(run, ps->out_tensors[k], o->dtype, &o->shape, data);
-            break;
+    if (resp && !err && !run->error) {
+        size_t iteration = run->ens->step_decoupled[e->step]
+                               ? run->next_iteration++
+                               : e->iteration;
+        /* An output the response left out is an absent value, for an
+         * optional input downstream (as Triton). */
+        for (size_t k = 0; k < ps->config->n_output_map && !err; k++) {
+            osp_infer_output *o = NULL;
+            for (size_t i = 0; i < resp->n_outputs && !o; i++)
+                if (strcmp(ps->config->output_map[k].key,
+                           resp->outputs[i].name) == 0)
+                    o = &resp->outputs[i];
+            static const osp_shape scalar = {0};
+            osp_buffer *data = NULL;
+            if (o && o->data) {
+                data = exact_buffer(o->data, o->byte_size);
+                o->data = NULL;
+                if (!data) {
+                    err = osp_error_out_of_memory();
+                    break;
+                }
+            }
+            err = set_tensor(run, ps->out_tensors[k], iteration,
+                             o ? o->dtype : OSP_TYPE_INVALID,
+                             o ? &o->shape : &scalar, data);
         }
     }
-    pthread_mutex_unlock(&run->lock);
+    record_error_locked(run, err);
     osp_infer_response_free(resp);
-    step_ended(run, err);
+    if (final) {
+        osp_trace_end(e->trace);
+        run->in_flight--;
+        free(e);
+    }
+    drive_unlock(run);
 }
 
-/* The request of step s, its inputs taken from the run's tensors. */
-static osp_error *step_request(ensemble_run *run, size_t s,
-                               osp_infer_request **out) {
-    const ensemble_plan_step *ps = &run->ens->plan->steps[s];
+/* The request of execution e, its inputs taken from the run's values. */
+static osp_error *step_request(step_exec *e, osp_infer_request **out) {
+    ensemble_run *run = e->run;
+    const ensemble_plan_step *ps = &run->ens->plan->steps[e->step];
     const osp_ensemble_step *st = ps->config;
     const osp_infer_request *top = run->p->req;
     osp_error *err = NULL;
@@ -328,12 +436,15 @@ static osp_error *step_request(ensemble_run *run, size_t s,
     if (!err && run->error) /* a step failed: no more are submitted */
         err = osp_error_new(OSP_ERROR_INTERNAL, "step not run");
     for (size_t k = 0; !err && k < st->n_input_map; k++) {
-        tensor_value *v = &run->tensors[ps->in_tensors[k]];
-        if (!v->present)
-            continue; /* an optional input the request left out */
-        osp_buffer *data = take_for_reader(v, &err);
-        if (!err && (err = osp_infer_request_add_input(
-                         req, st->input_map[k].key, v->dtype, &v->shape, data)))
+        size_t t = ps->in_tensors[k];
+        tensor_value *v = find_value(run, t, e->iteration);
+        osp_datatype dtype = v->dtype;
+        osp_shape shape = v->shape;
+        osp_buffer *data = NULL;
+        err = take_for_reader(run, t, v, &data);
+        if (!err && data &&
+            (err = osp_infer_request_add_input(req, st->input_map[k].key,
+                                               dtype, &shape, data)))
             osp_buffer_free(data);
     }
     pthread_mutex_unlock(&run->lock);
@@ -347,40 +458,43 @@ static osp_error *step_request(ensemble_run *run, size_t s,
     return NULL;
 }
 
-/* Submits step s, counted in flight; an error is its end. */
-static osp_error *submit_step(ensemble_run *run, size_t s) {
-    run_step *rs = &run->steps[s];
+/* Submits execution e, counted in flight; on error it is ended here. */
+static osp_error *submit_step(step_exec *e) {
+    ensemble_run *run = e->run;
     osp_infer_request *req = NULL;
-    osp_error *err = step_request(run, s, &req);
+    osp_error *err = step_request(e, &req);
     if (err)
         return err;
     osp_trace *parent = run->p->req->trace;
     if (parent)
-        req->trace = rs->trace = trace_spawn_child(parent);
-    err = server_infer_step(run->ens->server, req, step_complete, rs,
+        req->trace = e->trace = trace_spawn_child(parent);
+    err = server_infer_step(run->ens->server, req, step_respond, e,
                             &run->compute);
-    if (err) {
-        osp_trace_end(rs->trace);
-        rs->trace = NULL;
-    }
+    if (err)
+        osp_trace_end(e->trace);
     return err;
 }
 
-/* The driver's loop (run->driving set by the caller): submits queued steps
- * until none is left, then finishes the run when nothing is in flight, or
- * hands driving back. Completions meanwhile only queue work for it. */
+/* The driver's loop (run->driving set by the caller): submits queued
+ * executions until none is left, then finishes the run when nothing is in
+ * flight, or hands driving back. Responses meanwhile only queue work. */
 static void drive_run(ensemble_run *run) {
     pthread_mutex_lock(&run->lock);
     for (;;) {
-        size_t s = run->ready_head;
-        if (s == SIZE_MAX)
+        step_exec *e = run->ready_head;
+        if (!e)
             break;
-        run->ready_head = run->steps[s].next_ready;
+        run->ready_head = e->next_ready;
+        if (!run->ready_head)
+            run->ready_tail = NULL;
         pthread_mutex_unlock(&run->lock);
-        osp_error *err = submit_step(run, s);
+        osp_error *err = submit_step(e);
         pthread_mutex_lock(&run->lock);
-        if (err)
-            step_ended_locked(run, err);
+        if (err) {
+            record_error_locked(run, err);
+            run->in_flight--;
+            free(e);
+        }
     }
     bool done = run->in_flight == 0;
     run->driving = false;
@@ -389,46 +503,44 @@ static void drive_run(ensemble_run *run) {
         run_finish(run);
 }
 
-/* Moves the request's inputs into their tensors. */
-static void take_request_inputs(ensemble_run *run) {
+/* Moves the request's inputs into their tensors (iteration 0). */
+static osp_error *take_request_inputs(ensemble_run *run) {
     pending_request *p = run->p;
     const osp_model_config *cfg = p->model->config;
     static const osp_shape scalar = {0};
-    for (size_t i = 0; i < cfg->n_inputs; i++) {
+    osp_error *err = NULL;
+    for (size_t i = 0; i < cfg->n_inputs && !err; i++) {
         size_t t = run->ens->plan->input_tensors[i];
         int j = p->input_map[i];
         if (j < 0) {
-            set_tensor(run, t, cfg->inputs[i].dtype, &scalar, NULL);
+            err = set_tensor(run, t, 0, cfg->inputs[i].dtype, &scalar, NULL);
             continue;
         }
         osp_infer_input *in = &p->req->inputs[j];
-        set_tensor(run, t, in->dtype, &in->shape, in->data);
+        osp_buffer *data = in->data;
         in->data = NULL;
+        err = set_tensor(run, t, 0, in->dtype, &in->shape, data);
     }
+    return err;
 }
 
 void ensemble_start(ensemble *ens, pending_request *p) {
     const ensemble_plan *plan = ens->plan;
     ensemble_run *run = calloc(1, sizeof(*run));
-    if (run) {
+    if (run)
         run->tensors = calloc(plan->n_tensors + 1, sizeof(*run->tensors));
-        run->steps = calloc(plan->n_steps + 1, sizeof(*run->steps));
-    }
-    if (!run || !run->tensors || !run->steps) {
-        if (run) {
+    if (!run || !run->tensors) {
+        if (run)
             free(run->tensors);
-            free(run->steps);
-            free(run);
-        }
+        free(run);
         pending_request_fail(p, osp_error_out_of_memory());
         return;
     }
     pthread_mutex_init(&run->lock, NULL);
     run->ens = ens;
     run->p = p;
+    run->next_iteration = 1;
     p->times.queue_start = p->times.compute_start = osp_now_ns();
-    for (size_t s = 0; s < plan->n_steps; s++)
-        run->steps[s] = (run_step){.run = run, .index = s};
     pthread_mutex_lock(&ens->lock);
     bool stopping = ens->stopping;
     if (!stopping)
@@ -445,11 +557,9 @@ void ensemble_start(ensemble *ens, pending_request *p) {
         return;
     }
 
-    run->ready_head = SIZE_MAX;
     run->driving = true;
     pthread_mutex_lock(&run->lock);
-    take_request_inputs(run);
-    collect_ready(run);
+    record_error_locked(run, take_request_inputs(run));
     pthread_mutex_unlock(&run->lock);
     drive_run(run);
 }
@@ -470,6 +580,24 @@ osp_error *ensemble_attach(osp_model *model, osp_server *server,
     }
     ens->model = model;
     ens->server = server;
+    bool decoupled = false;
+    if (!(ens->step_decoupled =
+              calloc(ens->plan->n_steps + 1, sizeof *ens->step_decoupled))) {
+        err = osp_error_out_of_memory();
+    } else {
+        for (size_t s = 0; s < ens->plan->n_steps; s++)
+            ens->step_decoupled[s] = step_cfgs[s]->decoupled;
+        err = ensemble_plan_decoupled(ens->plan, model->config, step_cfgs,
+                                      &decoupled);
+    }
+    if (err) {
+        free(ens->step_decoupled);
+        ensemble_plan_free(ens->plan);
+        free(ens);
+        return err;
+    }
+    /* As Triton: an ensemble with a decoupled step is decoupled. */
+    model->config->decoupled = model->config->decoupled || decoupled;
     pthread_mutex_init(&ens->lock, NULL);
     pthread_cond_init(&ens->idle, NULL);
     model->ensemble = ens;
@@ -488,6 +616,7 @@ void ensemble_free(ensemble *ens) {
     if (!ens)
         return;
     ensemble_plan_free(ens->plan);
+    free(ens->step_decoupled);
     pthread_mutex_destroy(&ens->lock);
     pthread_cond_destroy(&ens->idle);
     free(ens);

@@ -488,6 +488,11 @@ osp_error *ensemble_check_steps(const osp_model_config *cfg,
     }
     free(info);
     table_free(&t);
+    ensemble_plan *plan = NULL;
+    bool decoupled = false;
+    if (!err && !(err = ensemble_plan_new(cfg, &plan)))
+        err = ensemble_plan_decoupled(plan, cfg, step_cfgs, &decoupled);
+    ensemble_plan_free(plan);
     return err;
 }
 
@@ -556,4 +561,58 @@ out:
     }
     *out = plan;
     return NULL;
+}
+
+/* Triton's decoupled data flow check (the end of its
+ * ValidateEnsembleConfig): each
+ * decoupled step starts a "label" of the tensors it writes, and a step may
+ * not read tensors of two labels (their iterations could never meet). The
+ * ensemble is decoupled when any label was started. */
+osp_error *ensemble_plan_decoupled(const ensemble_plan *plan,
+                                   const osp_model_config *cfg,
+                                   const osp_model_config *const *step_cfgs,
+                                   bool *decoupled) {
+    size_t *label = calloc(plan->n_tensors + 1, sizeof *label);
+    bool *known = calloc(plan->n_tensors + 1, sizeof *known);
+    bool *done = calloc(plan->n_steps + 1, sizeof *done);
+    osp_error *err = NULL;
+    size_t labels = 0;
+    if (!label || !known || !done) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    for (size_t i = 0; i < cfg->n_inputs; i++)
+        known[plan->input_tensors[i]] = true;
+    for (bool progress = true; progress && !err;) {
+        progress = false;
+        for (size_t s = 0; s < plan->n_steps && !err; s++) {
+            const ensemble_plan_step *ps = &plan->steps[s];
+            bool ready = !done[s];
+            for (size_t k = 0; k < ps->config->n_input_map && ready; k++)
+                ready = known[ps->in_tensors[k]];
+            if (!ready)
+                continue;
+            size_t in_label =
+                ps->config->n_input_map ? label[ps->in_tensors[0]] : 0;
+            for (size_t k = 1; k < ps->config->n_input_map; k++)
+                if (label[ps->in_tensors[k]] != in_label)
+                    err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                                        "in ensemble %s, step of model '%s' "
+                                        "receives inputs originated from "
+                                        "different decoupled models",
+                                        cfg->name, ps->config->model_name);
+            size_t out_label = step_cfgs[s]->decoupled ? ++labels : in_label;
+            for (size_t k = 0; k < ps->config->n_output_map; k++) {
+                label[ps->out_tensors[k]] = out_label;
+                known[ps->out_tensors[k]] = true;
+            }
+            done[s] = progress = true;
+        }
+    }
+    *decoupled = labels > 0;
+out:
+    free(label);
+    free(known);
+    free(done);
+    return err;
 }

@@ -48,7 +48,8 @@ typedef struct ensemble_plan {
 osp_error *ensemble_check_config(const osp_model_config *cfg);
 
 /* Triton's checks of the steps against their models' configs
- * (ValidateEnsembleConfig): maximum batch sizes, every mapped name an
+ * (ValidateEnsembleConfig): maximum batch sizes, decoupled data flow
+ * (ensemble_plan_decoupled), every mapped name an
  * input or output of the step's model, every required input mapped once,
  * data types and shapes (wildcards match; a batching and a non-batching
  * model agree when the full shapes do) consistent along each tensor.
@@ -60,6 +61,16 @@ osp_error *ensemble_check_steps(const osp_model_config *cfg,
  * borrows from cfg, which must outlive it. */
 osp_error *ensemble_plan_new(const osp_model_config *cfg, ensemble_plan **out);
 void ensemble_plan_free(ensemble_plan *plan);
+
+/* Triton's decoupled data flow check, with its message: no step may read
+ * tensors that descend from different decoupled steps (or from one and
+ * from the ensemble's inputs). Sets *decoupled when a decoupled step
+ * (step_cfgs[i]->decoupled, borrowed) feeds the graph: Triton then makes
+ * the ensemble decoupled. */
+osp_error *ensemble_plan_decoupled(const ensemble_plan *plan,
+                                   const osp_model_config *cfg,
+                                   const osp_model_config *const *step_cfgs,
+                                   bool *decoupled);
 
 #ifdef __cplusplus
 }

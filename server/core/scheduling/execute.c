@@ -89,3 +89,22 @@ void osp_execute_ctx_release_outputs(osp_execute_ctx *ctx) {
         ctx->outputs[i].data = NULL;
     }
 }
+
+size_t osp_execute_request_count(const osp_execute_ctx *ctx) {
+    return ctx->n_requests ? ctx->n_requests : 1;
+}
+
+osp_response_sender *osp_execute_response_sender(osp_execute_ctx *ctx,
+                                                 size_t index) {
+    return ctx->senders && index < ctx->n_requests ? ctx->senders[index]
+                                                   : NULL;
+}
+
+osp_error *osp_response_sender_send(osp_response_sender *sender,
+                                    osp_sent_response *response, bool final) {
+    return sender->send(sender, response, final);
+}
+
+bool osp_response_sender_is_cancelled(const osp_response_sender *sender) {
+    return sender->is_cancelled(sender);
+}

@@ -27,6 +27,17 @@ struct osp_execute_ctx {
      * (osp_execute_output_take_input moves it out and clears the slot),
      * else NULL. NULL: no input can be given. */
     osp_buffer ***input_slots;
+    /* Decoupled models: one sender per request (borrowed), else NULL. */
+    osp_response_sender **senders;
+    size_t n_requests;
+};
+
+/* A response sender as the core (or a unit test) implements it: the
+ * public osp_response_sender_* calls dispatch to these slots. */
+struct osp_response_sender {
+    osp_error *(*send)(osp_response_sender *self, osp_sent_response *response,
+                       bool final);
+    bool (*is_cancelled)(const osp_response_sender *self);
 };
 
 /* Frees every buffer osp_execute_output_alloc made and clears the slots. */

@@ -14,6 +14,7 @@
 #include "execute_ctx.h"
 #include "model_internal.h"
 #include "osprey/log.h"
+#include "response_sender.h"
 #include "trace_report.h"
 
 static void fail_batch(pending_request **batch, size_t n,
@@ -322,6 +323,57 @@ static void stamp_compute_times(model_instance *inst, pending_request **batch,
     }
 }
 
+/* Runs a batch of a decoupled model whose inputs are gathered into bs:
+ * the requests move to response senders (response_sender.h), which the
+ * backend answers through, during execute or later. Ends every request
+ * execute leaves open when it fails. */
+static void execute_decoupled(model_instance *inst, batch_state *bs,
+                              pending_request **batch, size_t n,
+                              uint64_t compute_start) {
+    osp_model *model = inst->model;
+    core_sender **senders = calloc(n, sizeof *senders);
+    osp_response_sender **views = calloc(n, sizeof *views);
+    if (!senders || !views || !response_senders_new(batch, n, senders, views)) {
+        free(senders);
+        free(views);
+        osp_error *err = osp_error_out_of_memory();
+        fail_batch(batch, n, err);
+        osp_error_free(err);
+        return;
+    }
+    uint64_t inputs_ready = osp_now_ns();
+    int64_t rows = 0;
+    for (size_t r = 0; r < n; r++) {
+        batch[r]->times.compute_start = compute_start;
+        batch[r]->times.compute_input_end = inputs_ready;
+        rows += batch[r]->batch_size > 0 ? batch[r]->batch_size : 1;
+    }
+    bs->ctx.input_slots = NULL; /* inputs end with their request */
+    bs->ctx.senders = views;
+    bs->ctx.n_requests = n;
+    /* batch[] belongs to the senders now: not touched past this point. */
+    osp_error *err = model->backend->execute(inst->state, &bs->ctx);
+    uint64_t executed = osp_now_ns();
+    if (err)
+        OSP_LOG_VERBOSE("model '%s' batch of %zu failed: %s",
+                        model->config->name, n, osp_error_message(err));
+    response_senders_release(senders, n, err);
+    if (!err) {
+        stats_stamps t = {.compute_start = compute_start,
+                          .compute_input_end = inputs_ready,
+                          .compute_output_start = executed,
+                          .compute_end = executed};
+        struct timespec wall;
+        clock_gettime(CLOCK_REALTIME, &wall);
+        model_stats_record_execution(&model->stats, &t, rows,
+                                     (uint64_t)wall.tv_sec * 1000u +
+                                         (uint64_t)wall.tv_nsec / 1000000u);
+    }
+    osp_error_free(err);
+    free(senders);
+    free(views);
+}
+
 void instance_execute_batch(model_instance *inst, pending_request **batch,
                             size_t n) {
     osp_model *model = inst->model;
@@ -377,6 +429,11 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
     };
     if ((err = osp_event_record(inst->marks[1], inst->stream)))
         goto out;
+    if (cfg->decoupled) {
+        execute_decoupled(inst, &bs, batch, n, compute_start);
+        batch_state_free(&bs, n_in);
+        return;
+    }
     if ((err = model->backend->execute(inst->state, &bs.ctx)))
         goto out;
     if ((err = osp_event_record(inst->marks[2], inst->stream)))

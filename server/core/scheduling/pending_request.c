@@ -18,6 +18,7 @@ void pending_request_free(pending_request *p) {
     free(p->output_requested);
     free(p->response_outputs);
     sequence_step_free(p->sequence);
+    osp_cancel_token_unref(p->cancel);
     if (p->model)
         osp_model_unref(p->model);
     free(p);
@@ -41,6 +42,11 @@ osp_infer_response *pending_request_response_new(const pending_request *p) {
  * order: a request that finishes early waits in the model's reorder buffer
  * and is delivered by the thread that finishes the one before it. */
 static void deliver(pending_request *p, osp_infer_response *resp) {
+    if (p->respond) {
+        p->respond(resp, true, p->user);
+        pending_request_free(p);
+        return;
+    }
     if (!p->ordered) {
         p->complete(resp, p->user);
         pending_request_free(p);
@@ -62,19 +68,21 @@ static void deliver(pending_request *p, osp_infer_response *resp) {
     osp_model_unref(model);
 }
 
-void pending_request_finish(pending_request *p, osp_infer_response *resp) {
+/* Statistics and trace of p's end; `success` says how it counts. */
+static void record_end(pending_request *p, osp_infer_response *resp,
+                       bool success) {
     /* Hook: the sequence's next request may go now (sequence_batcher.c). */
     if (p->sequence)
-        sequence_batcher_step_finished(p, resp && !resp->error);
+        sequence_batcher_step_finished(p, success);
     if (p->req->trace)
         trace_report_finish(p);
     if (p->model) {
         uint64_t end_ns = osp_now_ns();
-        if (resp && !resp->error && p->cache_hit) {
+        if (success && p->cache_hit) {
             model_stats_record_cache_hit(&p->model->stats,
                                          p->times.request_start, end_ns,
                                          p->cache_lookup_ns);
-        } else if (resp && !resp->error) {
+        } else if (success) {
             if (p->cache) {
                 response_cache_insert(p->cache, p->cache_request_key, resp);
                 uint64_t inserted = osp_now_ns();
@@ -99,6 +107,16 @@ void pending_request_finish(pending_request *p, osp_infer_response *resp) {
                                        end_ns, p->failure_reason);
         }
     }
+}
+
+void pending_request_finish(pending_request *p, osp_infer_response *resp) {
+    record_end(p, resp, resp && !resp->error);
+    deliver(p, resp);
+}
+
+void pending_request_finish_decoupled(pending_request *p,
+                                      osp_infer_response *resp, bool failed) {
+    record_end(p, resp, !failed);
     deliver(p, resp);
 }
 

@@ -31,7 +31,11 @@ typedef struct request_times {
 typedef struct pending_request {
     osp_infer_request *req;
     osp_infer_complete_fn complete;
+    /* Streaming callers (osp_server_infer_stream_async) get their responses
+     * here instead of through `complete`. */
+    osp_infer_response_fn respond;
     void *user;
+    osp_cancel_token *cancel; /* a reference the request holds, or NULL */
     osp_model *model;
     int64_t batch_size; /* request's batch dim; 0 if the model doesn't batch */
     int *input_map;     /* config input i -> req->inputs index, or -1 */
@@ -74,6 +78,12 @@ osp_infer_response *pending_request_response_new(const pending_request *p);
  * allocated) and p is freed. With preserve_ordering the callback may run
  * later, from the thread that finishes an earlier request. */
 void pending_request_finish(pending_request *p, osp_infer_response *resp);
+
+/* The end of a request of a decoupled model (response_sender.c): as
+ * pending_request_finish, with `resp` the final response (NULL: only the
+ * flag) and `failed` saying how statistics count it. */
+void pending_request_finish_decoupled(pending_request *p,
+                                      osp_infer_response *resp, bool failed);
 
 /* Finishes `p` with `err` (ownership moves) as an error response. */
 void pending_request_fail(pending_request *p, osp_error *err);

@@ -41,7 +41,9 @@ void model_stats_destroy(model_stats *s) {
         return;
     pthread_mutex_destroy(&s->lock);
     free(s->batches);
+    free(s->responses);
     s->batches = NULL;
+    s->responses = NULL;
 }
 
 /* b - a, or 0 when a stage was not reached or clocks disagree. */
@@ -129,6 +131,45 @@ void model_stats_record_execution(model_stats *s, const stats_stamps *t,
     pthread_mutex_unlock(&s->lock);
 }
 
+void model_stats_record_response(model_stats *s, uint64_t index,
+                                 response_outcome outcome, uint64_t start_ns,
+                                 uint64_t sent_ns, uint64_t end_ns) {
+    if (index >= MODEL_STATS_MAX_RESPONSES)
+        return;
+    pthread_mutex_lock(&s->lock);
+    if (index >= s->n_responses) {
+        size_t n = (size_t)index + 1;
+        osp_response_stat *grown = realloc(s->responses, n * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&s->lock);
+            return; /* a statistic is lost, never a request */
+        }
+        memset(grown + s->n_responses, 0,
+               (n - s->n_responses) * sizeof *grown);
+        for (size_t i = s->n_responses; i < n; i++)
+            grown[i].index = i;
+        s->responses = grown;
+        s->n_responses = n;
+    }
+    osp_response_stat *r = &s->responses[index];
+    uint64_t infer = span(start_ns, sent_ns), output = span(sent_ns, end_ns);
+    switch (outcome) {
+    case RESPONSE_SUCCESS:
+    case RESPONSE_FAIL:
+        add(&r->compute_infer, 1, infer);
+        add(&r->compute_output, 1, output);
+        add(outcome == RESPONSE_SUCCESS ? &r->success : &r->fail, 1,
+            span(start_ns, end_ns));
+        break;
+    case RESPONSE_EMPTY:
+        add(&r->empty_response, 1, span(start_ns, end_ns));
+        break;
+    default:
+        add(&r->cancel, 1, span(start_ns, end_ns));
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 osp_error *model_stats_snapshot(model_stats *s, osp_model_stats *out) {
     osp_batch_stat *list = calloc(s->n_batches, sizeof(*list));
     if (!list)
@@ -136,16 +177,27 @@ osp_error *model_stats_snapshot(model_stats *s, osp_model_stats *out) {
     char *name = out->name;
     int64_t version = out->version;
     size_t n = 0;
+    osp_response_stat *responses = NULL;
     pthread_mutex_lock(&s->lock);
+    size_t n_responses = s->n_responses;
+    if (n_responses &&
+        (responses = malloc(n_responses * sizeof *responses)))
+        memcpy(responses, s->responses, n_responses * sizeof *responses);
     *out = s->totals;
     for (size_t i = 0; i < s->n_batches; i++)
         if (s->batches[i].compute_infer.count > 0)
             list[n++] = s->batches[i];
     pthread_mutex_unlock(&s->lock);
+    if (n_responses && !responses) {
+        free(list);
+        return osp_error_out_of_memory();
+    }
     out->name = name;
     out->version = version;
     out->batch_stats = list;
     out->n_batch_stats = n;
+    out->response_stats = responses;
+    out->n_response_stats = n_responses;
     return NULL;
 }
 
@@ -153,6 +205,7 @@ void osp_model_stats_free(osp_model_stats *stats, size_t n) {
     for (size_t i = 0; i < n; i++) {
         free(stats[i].name);
         free(stats[i].batch_stats);
+        free(stats[i].response_stats);
     }
     free(stats);
 }

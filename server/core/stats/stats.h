@@ -17,7 +17,20 @@ typedef struct model_stats {
     osp_model_stats totals;  /* name, version, batch_stats unused here */
     osp_batch_stat *batches; /* index = batch size, 0..max_batch */
     size_t n_batches;
+    /* A decoupled model's per-response statistics, by response index (at
+     * most MODEL_STATS_MAX_RESPONSES indices are kept). */
+    osp_response_stat *responses;
+    size_t n_responses;
 } model_stats;
+
+#define MODEL_STATS_MAX_RESPONSES 4096
+
+typedef enum response_outcome {
+    RESPONSE_SUCCESS = 0,
+    RESPONSE_FAIL,
+    RESPONSE_EMPTY, /* the final flag alone */
+    RESPONSE_CANCEL,
+} response_outcome;
 
 /* Monotonic stage stamps (ns) of one request or batch; see request_times
  * in model_internal.h. */
@@ -66,6 +79,13 @@ void model_stats_record_failure(model_stats *s, uint64_t request_start_ns,
 void model_stats_record_execution(model_stats *s, const stats_stamps *t,
                                   int64_t rows, uint64_t now_ms);
 
+/* Response `index` of a decoupled model's request: started (the previous
+ * one ended) at start_ns, sent by the backend at sent_ns, delivered at
+ * end_ns (Triton's UpdateResponseSuccess / Fail / Empty / Cancel). */
+void model_stats_record_response(model_stats *s, uint64_t index,
+                                 response_outcome outcome, uint64_t start_ns,
+                                 uint64_t sent_ns, uint64_t end_ns);
+
 /* Copies the counters into out (name and version left alone;
- * out->batch_stats is allocated: caller frees). */
+ * out->batch_stats and out->response_stats are allocated: caller frees). */
 osp_error *model_stats_snapshot(model_stats *s, osp_model_stats *out);
