@@ -230,12 +230,16 @@ bool cpu_packed_gemm_has_avx512(void) {
 #endif
 }
 
+bool cpu_packed_gemm_avx512_selected(void) {
+    return atomic_load(&selected_kernel) == CPU_PACKED_KERNEL_BEST &&
+           cpu_packed_gemm_has_avx512();
+}
+
 void cpu_packed_gemm(const float *packed, int64_t k, int64_t r0, int64_t r1,
                      const float *b, int64_t ldb, int64_t n, float *c,
                      int64_t ldc, const cpu_packed_epilogue *e) {
 #ifdef PACKED_HAVE_AVX512
-    bool avx512 = atomic_load(&selected_kernel) == CPU_PACKED_KERNEL_BEST &&
-                  cpu_packed_gemm_has_avx512();
+    bool avx512 = cpu_packed_gemm_avx512_selected();
 #endif
     for (int64_t j0 = 0; j0 < n; j0 += TILE_N) {
         int64_t cols = n - j0 < TILE_N ? n - j0 : TILE_N;
@@ -278,8 +282,7 @@ void cpu_packed_gemm_b(const float *a, int64_t lda, int64_t m, int64_t k,
                        const float *packed_b, int64_t s0, int64_t s1, int64_t n,
                        float *c, int64_t ldc, const cpu_packed_epilogue *e) {
 #ifdef PACKED_HAVE_AVX512
-    bool avx512 = atomic_load(&selected_kernel) == CPU_PACKED_KERNEL_BEST &&
-                  cpu_packed_gemm_has_avx512();
+    bool avx512 = cpu_packed_gemm_avx512_selected();
 #endif
     /* blocks of ROWS_BLOCK rows outside, so that a block of A stays in
      * cache while the strips of B pass it */
