@@ -205,10 +205,14 @@ tile_avx512_body(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
             return;                                                            \
         }                                                                      \
         __mmask16 m0 = cols >= 16 ? 0xFFFF : (__mmask16)((1u << cols) - 1);    \
-        __mmask16 m1 = cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);  \
-        tile_avx512_body(a, a_rs, a_ps, k, b, ldb, rows, cols <= 16 ? 1 : 2,   \
-                         m0, m1, false, c, ldc, bias, bias_per_col, residual,  \
-                         ldr, e);                                              \
+        if (cols <= 16) {                                                      \
+            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, rows, 1, m0, 0, false,  \
+                             c, ldc, bias, bias_per_col, residual, ldr, e);    \
+            return;                                                            \
+        }                                                                      \
+        __mmask16 m1 = (__mmask16)((1u << (cols - 16)) - 1);                   \
+        tile_avx512_body(a, a_rs, a_ps, k, b, ldb, rows, 2, m0, m1, false, c,  \
+                         ldc, bias, bias_per_col, residual, ldr, e);           \
     }
 
 TILE_AVX512(tile_avx512_panel, CPU_PACK_MR)
