@@ -16,8 +16,8 @@
  * each panel writes runs of a block's width into its eight rows of C (a
  * strip at a time across all panels wrote 128 bytes into every row of C,
  * one page each on wide planes: a 16-to-96-channel pointwise conv on
- * 112x112 ran at a third of the speed); cpu_packed_gemm_b runs blocks of 64 rows of A outside, the
- * strips of B inside.
+ * 112x112 ran at a third of the speed); cpu_packed_gemm_b runs blocks of
+ * 64 rows of A outside, the strips of B inside.
  */
 #include "cpu_packed_gemm.h"
 
