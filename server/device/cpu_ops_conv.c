@@ -690,9 +690,11 @@ static void depthwise_task(void *arg, int64_t part) {
     int64_t mult = a->out_channels / a->in_channels;
     int64_t lo, hi;
     cpu_split_range(a->batch * a->out_channels, job->parts, part, 1, &lo, &hi);
-    float *padded = NULL; /* stride 1: the padded plane; 2: zeros */
+    /* the AVX-512 kernel and the 3x3 loops at stride 2: a row of zeros;
+     * the 3x3 loops at stride 1: the padded plane, then its rows of
+     * outputs */
+    float *padded = NULL;
     if ((job->k3 || job->avx512) && hi > lo) {
-        /* stride 1: the padded plane, then its rows of outputs */
         bool zeros = job->avx512 || g->stride[2] == 2;
         size_t n = zeros
                        ? (size_t)g->in[2]

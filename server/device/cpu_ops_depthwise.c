@@ -53,7 +53,7 @@ bool cpu_depthwise_avx512_serves(const cpu_nn_geom *g) {
 typedef struct dw_plane {
     const float *x, *residual, *zeros;
     float *y;
-    float w[DW_MAX_K * DW_MAX_K]; /* a copy: stores to y cannot alias it */
+    float w[DW_MAX_K * DW_MAX_K]; /* the taps, row-major */
     float bias;
     int64_t in_h, in_w, out_h, out_w, pad_h, pad_w, vecs;
     osp_unary_op act;
