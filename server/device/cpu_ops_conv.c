@@ -4,11 +4,13 @@
  *
  * conv takes one of three routes per call:
  * - depthwise (one input channel per group, any channel multiplier):
- *   direct loops, an output row at a time. The 3x3 kernel (MobileNet's)
- *   has its own: stride 1 runs over a zero-padded copy of the plane, so
- *   that every output takes the same vectorised nine-tap loop; stride 2
- *   reads the input rows in place, even and odd columns split by vector
- *   shuffles;
+ *   with multiplier 1, 3x3 or 5x5 taps and stride 1 or 2 on a CPU with
+ *   AVX-512, cpu_ops_depthwise.c's kernel (epilogue in registers);
+ *   otherwise direct loops, an output row at a time. The 3x3 kernel
+ *   (MobileNet's) has its own: stride 1 runs over a zero-padded copy of
+ *   the plane, so that every output takes the same vectorised nine-tap
+ *   loop; stride 2 reads the input rows in place, even and odd columns
+ *   split by vector shuffles;
  * - pointwise (1x1 kernel, stride 1, no padding): the input already is
  *   the [channels, positions] matrix, so sgemm runs on it directly;
  * - everything else: im2col of each image and group, a tile of output
@@ -37,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_depthwise.h"
 #include "cpu_ops.h"
 #include "cpu_ops_nn.h"
 #include "cpu_packed_gemm.h"
@@ -657,10 +660,28 @@ CPU_NN_HOT static void dw3x3_slice(const cpu_nn_geom *g, const float *x,
 typedef struct depthwise_job {
     const osp_conv_args *a;
     const cpu_nn_geom *g;
+    bool avx512; /* cpu_depthwise.h's kernel, epilogue included */
     bool k3;
     int parts;
     _Atomic bool out_of_memory;
 } depthwise_job;
+
+/* Planes [lo, hi) of a multiplier-1 depthwise conv with the AVX-512
+ * kernel; zeros is a row of zeros of the input's width. */
+static void depthwise_avx512_planes(const depthwise_job *job, int64_t lo,
+                                    int64_t hi, const float *zeros) {
+    const osp_conv_args *a = job->a;
+    const cpu_nn_geom *g = job->g;
+    for (int64_t plane = lo; plane < hi; plane++) {
+        int64_t oc = plane % a->out_channels;
+        cpu_depthwise_avx512_plane(
+            g, a->x + plane * g->in_size, a->w + oc * g->kernel_size,
+            a->bias != NULL ? a->bias[oc] : 0.0f,
+            a->residual != NULL ? a->residual + plane * g->out_size : NULL,
+            a->y + plane * g->out_size, a->act, a->act_alpha, a->act_beta,
+            zeros);
+    }
+}
 
 static void depthwise_task(void *arg, int64_t part) {
     depthwise_job *job = arg;
@@ -669,19 +690,28 @@ static void depthwise_task(void *arg, int64_t part) {
     int64_t mult = a->out_channels / a->in_channels;
     int64_t lo, hi;
     cpu_split_range(a->batch * a->out_channels, job->parts, part, 1, &lo, &hi);
-    float *padded = NULL; /* stride 1: the padded plane; 2: zeros */
-    if (job->k3 && hi > lo) {
-        /* stride 1: the padded plane, then its rows of outputs */
-        size_t n = g->stride[2] == 1
-                       ? (size_t)(2 * g->out[1] + 2) * (size_t)(g->out[2] + 2)
-                       : (size_t)g->in[2];
+    /* the AVX-512 kernel and the 3x3 loops at stride 2: a row of zeros;
+     * the 3x3 loops at stride 1: the padded plane, then its rows of
+     * outputs */
+    float *padded = NULL;
+    if ((job->k3 || job->avx512) && hi > lo) {
+        bool zeros = job->avx512 || g->stride[2] == 2;
+        size_t n = zeros
+                       ? (size_t)g->in[2]
+                       : (size_t)(2 * g->out[1] + 2) * (size_t)(g->out[2] + 2);
         padded = scratch_acquire(n);
         if (padded == NULL) {
             atomic_store(&job->out_of_memory, true);
             return;
         }
-        if (g->stride[2] == 2)
+        if (zeros)
             memset(padded, 0, n * sizeof(float));
+    }
+    if (job->avx512) {
+        depthwise_avx512_planes(job, lo, hi, padded);
+        if (padded != NULL)
+            scratch_release(padded);
+        return;
     }
     for (int64_t plane = lo; plane < hi; plane++) {
         int64_t b = plane / a->out_channels, oc = plane % a->out_channels;
@@ -708,7 +738,10 @@ static void depthwise_task(void *arg, int64_t part) {
 
 static osp_error *conv_depthwise(const osp_conv_args *a, const cpu_nn_geom *g,
                                  int threads) {
-    depthwise_job job = {.a = a, .g = g};
+    depthwise_job job = {.a = a,
+                         .g = g,
+                         .avx512 = a->out_channels == a->in_channels &&
+                                   cpu_depthwise_avx512_serves(g)};
     job.k3 = g->kernel[0] == 1 && g->kernel[1] == 3 && g->kernel[2] == 3 &&
              g->dilation[1] == 1 && g->dilation[2] == 1 &&
              g->stride[1] == g->stride[2] &&

@@ -115,10 +115,11 @@ osp_packed_weights *cpu_packed_weights_new(cpu_packed_layout layout,
                                            int64_t groups, int64_t rows,
                                            int64_t k, size_t group_floats);
 
-/* Which micro-kernel cpu_packed_gemm and cpu_packed_gemm_b run: the best the
- * CPU has (the default), or the portable one everywhere (for the tests, which
- * check both against the same reference). Process-wide; not for use while
- * another thread runs a GEMM. */
+/* Which micro-kernel cpu_packed_gemm and cpu_packed_gemm_b (and the
+ * depthwise route, cpu_depthwise.h) run: the best the CPU has (the
+ * default), or the portable one everywhere (for the tests, which check
+ * both against the same reference). Process-wide; not for use while
+ * another thread runs a GEMM or conv. */
 typedef enum cpu_packed_kernel {
     CPU_PACKED_KERNEL_BEST = 0,
     CPU_PACKED_KERNEL_PORTABLE,
@@ -127,6 +128,10 @@ void cpu_packed_gemm_select(cpu_packed_kernel kernel);
 
 /* Whether the AVX-512 kernel exists in this build and this CPU has it. */
 bool cpu_packed_gemm_has_avx512(void);
+
+/* Whether the AVX-512 kernels run: they exist, the CPU has them and
+ * cpu_packed_gemm_select left them selected. */
+bool cpu_packed_gemm_avx512_selected(void);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
 // The ONNX model loader (backends/onnx/onnx_loader.c and its helpers): real
 // files from Debian's libonnx-testdata (skipped when it is not installed),
 // then models and tensors written byte by byte here, hostile ones included,
-// each of which must fail with INVALID_ARG and a message that says why.
+// each of which must fail with INVALID_ARG and a message that says why;
+// and what preparing a loaded model keeps of its initializers.
 
 #include <gtest/gtest.h>
 
@@ -18,8 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "onnx_graph.h" // extern "C" itself
+#include "onnx_graph.h"   // extern "C" itself
+#include "onnx_runtime.h" // extern "C" itself
 #include "osp_test.h"
+#include "osprey/device.h"
 
 namespace {
 
@@ -1188,6 +1191,103 @@ TEST(OnnxTensorFile, HostileTensorFiles) {
     msg = TakeMessage(onnx_tensor_load_pb_file(tmp.path().c_str(), &t, &name));
     EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
     EXPECT_EQ(name, nullptr);
+}
+
+} // namespace
+
+namespace {
+
+// Conv -> BatchNormalization (fused into one Conv with rescaled copies of
+// the weights) beside a plain Conv that reads weights of its own, "w",
+// and a second time the first Conv's, "w_bn" only if `share`.
+std::string ConvBnModel(bool share) {
+    std::vector<float> w(3 * 2 * 9), stats(3);
+    for (size_t i = 0; i < w.size(); i++)
+        w[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+    Pb g;
+    g.Bytes(kGraphName, "g")
+        .Msg(kGraphNode, Node("Conv", {"x", "w_bn"}, {"c"}))
+        .Msg(kGraphNode, Node("BatchNormalization",
+                              {"c", "scale", "beta", "mean", "var"}, {"y"}))
+        .Msg(kGraphNode, Node("Conv", {"x", share ? "w_bn" : "w"}, {"z"}));
+    for (const char *name : {"w_bn", "w"})
+        g.Msg(kGraphInitializer, Tensor(name, kFloat, {3, 2, 3, 3})
+                                     .Bytes(kTensorRawData, FloatBytes(w)));
+    const float values[4][3] = {
+        {1.5f, 0.5f, 2}, {0.1f, -0.2f, 0.3f}, {0, 0.2f, -0.1f}, {1, 2, 0.5f}};
+    const char *names[4] = {"scale", "beta", "mean", "var"};
+    for (int i = 0; i < 4; i++)
+        g.Msg(kGraphInitializer,
+              Tensor(names[i], kFloat, {3})
+                  .Bytes(kTensorRawData, FloatBytes({values[i][0], values[i][1],
+                                                     values[i][2]})));
+    g.Msg(kGraphInput, Value("x", kFloat, {1, 2, 5, 5}))
+        .Msg(kGraphOutput, Value("y", kFloat, {1, 3, 3, 3}))
+        .Msg(kGraphOutput, Value("z", kFloat, {1, 3, 3, 3}));
+    return Model(g);
+}
+
+const onnx_tensor *Initializer(const onnx_rt_model *m, const char *name) {
+    const onnx_graph *g = onnx_rt_model_graph(m);
+    for (size_t i = 0; i < g->n_initializers; i++)
+        if (strcmp(g->initializers[i].name, name) == 0)
+            return &g->initializers[i].tensor;
+    return nullptr;
+}
+
+// *out = both outputs of a model from ConvBnModel on the CPU device.
+void RunConvBn(onnx_rt_model *m, std::vector<float> *out) {
+    osp_stream *stream = nullptr;
+    ASSERT_OK(osp_stream_new(osp_device_cpu(), &stream));
+    onnx_session *s = nullptr;
+    ASSERT_OK(onnx_session_new(m, osp_device_cpu(), stream, &s));
+    std::vector<float> x(2 * 25);
+    out->assign(2 * 27, NAN);
+    for (size_t i = 0; i < x.size(); i++)
+        x[i] = static_cast<float>(i % 5) - 2.0f;
+    onnx_io in = {OSP_TYPE_FP32, {4, {1, 2, 5, 5}}, x.data(), x.size() * 4};
+    auto alloc = [](void *ctx, size_t index, osp_datatype, const osp_shape *,
+                    size_t bytes, void **data) -> osp_error * {
+        float *o = static_cast<float *>(ctx);
+        *data =
+            bytes == 27 * sizeof(float) && index < 2 ? o + 27 * index : nullptr;
+        return nullptr;
+    };
+    ASSERT_OK(onnx_session_run(s, &in, 1, alloc, out->data()));
+    ASSERT_OK(osp_stream_synchronize(stream));
+    onnx_session_free(s);
+    osp_stream_free(stream);
+}
+
+// Fusion frees the initializers only the fused-away nodes read (without
+// this a ResNet kept its weights twice), keeps one a live node still
+// reads and one no node read, and both plans compute the same.
+TEST(OnnxPrepare, FusionFreesTheInitializersItReplaced) {
+    for (bool share : {false, true}) {
+        SCOPED_TRACE(share ? "w_bn also read by the plain Conv" : "");
+        std::string bytes = ConvBnModel(share);
+        onnx_rt_model *fused = nullptr, *plain = nullptr;
+        ASSERT_OK(onnx_rt_model_new(LoadOk(bytes).release(), nullptr, &fused));
+        onnx_rt_options no_fusion = {false, 0};
+        ASSERT_OK(
+            onnx_rt_model_new(LoadOk(bytes).release(), &no_fusion, &plain));
+        for (const char *name : {"scale", "beta", "mean", "var"}) {
+            EXPECT_EQ(Initializer(fused, name)->data, nullptr) << name;
+            EXPECT_NE(Initializer(plain, name)->data, nullptr) << name;
+        }
+        EXPECT_EQ(Initializer(fused, "w_bn")->data == nullptr, !share);
+        EXPECT_NE(Initializer(plain, "w_bn")->data, nullptr);
+        // with share, no node ever read "w": kept (a subgraph may name it)
+        EXPECT_NE(Initializer(fused, "w")->data, nullptr);
+        std::vector<float> got, want;
+        RunConvBn(fused, &got);
+        RunConvBn(plain, &want);
+        for (size_t i = 0; i < want.size(); i++)
+            EXPECT_NEAR(got[i], want[i], 1e-5 + 1e-5 * std::fabs(want[i]))
+                << "output element " << i;
+        onnx_rt_model_free(fused);
+        onnx_rt_model_free(plain);
+    }
 }
 
 } // namespace

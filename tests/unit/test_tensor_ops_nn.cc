@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_packed_gemm.h"
 #include "half.h"
 #include "osp_test.h"
 #include "osprey/device.h"
@@ -605,6 +606,132 @@ TEST_F(NnOps, Conv2dDepthwise) {
              false,
              OSP_UNARY_RELU},
             BaseSeed() + 90, "3x3 stride 1, wide rows");
+}
+
+// The depthwise kernels of multiplier 1 (3x3 and 5x5 at strides 1 and 2:
+// cpu_ops_depthwise.c where the CPU has AVX-512, and cpu_ops_conv.c's
+// loops, forced with cpu_packed_gemm_select) against the reference: a
+// 1x1 plane, rows narrower than a vector and a vector and a bit, heights
+// that leave partial groups of four rows, channel counts off any vector
+// width, pads of 0 to 2 on either side, every epilogue, 1 to 3 threads.
+TEST_F(NnOps, DepthwiseKernelsOddSizesPaddingEpilogues) {
+    struct Epi {
+        bool residual;
+        osp_unary_op act;
+        float alpha, beta;
+    };
+    const Epi epis[] = {{false, OSP_UNARY_IDENTITY, 0, 0},
+                        {true, OSP_UNARY_RELU, 0, 0},
+                        {false, OSP_UNARY_CLIP, 0, 6},
+                        {true, OSP_UNARY_CLIP, -0.3f, 0.4f},
+                        {true, OSP_UNARY_LEAKY_RELU, 0.1f, 0},
+                        {false, OSP_UNARY_HARD_SWISH, 0, 0}};
+    const std::vector<int64_t> sizes[] = {{1, 1},  {2, 3},   {7, 7},  {9, 17},
+                                          {5, 33}, {13, 40}, {11, 16}};
+    const std::vector<int64_t> pads[] = {
+        {1, 1, 1, 1}, {0, 0, 0, 0}, {2, 0, 1, 2}};
+    const int64_t channels[] = {1, 3, 17};
+    for (cpu_packed_kernel kernel :
+         {CPU_PACKED_KERNEL_BEST, CPU_PACKED_KERNEL_PORTABLE}) {
+        cpu_packed_gemm_select(kernel);
+        uint64_t seed = BaseSeed() + 300;
+        int n = 0;
+        for (int64_t k : {3, 5})
+            for (int64_t s : {1, 2})
+                for (const auto &pad : pads)
+                    for (const auto &in : sizes) {
+                        // pads of up to twice the kernel's reach are
+                        // allowed; leave out planes with no output
+                        if (in[0] + pad[0] + pad[2] < k ||
+                            in[1] + pad[1] + pad[3] < k)
+                            continue;
+                        const Epi &e = epis[n % 6];
+                        int64_t c = channels[n % 3];
+                        ASSERT_OK(osp_stream_set_threads(stream_, 1 + n % 3));
+                        ConvSpec spec = {2,
+                                         1 + n % 2,
+                                         c,
+                                         c,
+                                         c,
+                                         in,
+                                         {k, k},
+                                         {s, s},
+                                         {pad[0], pad[1]},
+                                         {pad[2], pad[3]},
+                                         {1, 1},
+                                         n % 5 != 4,
+                                         e.residual,
+                                         e.act,
+                                         e.alpha,
+                                         e.beta};
+                        n++;
+                        RunConv(stream_, spec, seed++,
+                                std::string(kernel == CPU_PACKED_KERNEL_BEST
+                                                ? "best"
+                                                : "portable") +
+                                    " k" + std::to_string(k) + " s" +
+                                    std::to_string(s) + " " +
+                                    std::to_string(in[0]) + "x" +
+                                    std::to_string(in[1]) + " pads " +
+                                    std::to_string(pad[0]) +
+                                    std::to_string(pad[1]) +
+                                    std::to_string(pad[2]) +
+                                    std::to_string(pad[3]));
+                    }
+        // MobileNet's widest planes: several vectors and groups of rows;
+        // and a row past the kernel's widest (the loops take it).
+        RunConv(stream_,
+                {2,
+                 1,
+                 2,
+                 2,
+                 2,
+                 {23, 112},
+                 {3, 3},
+                 {1, 1},
+                 {1, 1},
+                 {1, 1},
+                 {1, 1},
+                 true,
+                 true,
+                 OSP_UNARY_CLIP,
+                 0.0f,
+                 6.0f},
+                seed++, "112 wide, stride 1");
+        RunConv(stream_,
+                {2,
+                 1,
+                 2,
+                 2,
+                 2,
+                 {21, 113},
+                 {3, 3},
+                 {2, 2},
+                 {0, 1},
+                 {1, 1},
+                 {1, 1},
+                 true,
+                 false,
+                 OSP_UNARY_RELU},
+                seed++, "113 wide, stride 2");
+        RunConv(stream_,
+                {2,
+                 1,
+                 1,
+                 1,
+                 1,
+                 {3, 2100},
+                 {3, 3},
+                 {1, 1},
+                 {1, 1},
+                 {1, 1},
+                 {1, 1},
+                 true,
+                 false,
+                 OSP_UNARY_RELU},
+                seed++, "2100 wide");
+    }
+    cpu_packed_gemm_select(CPU_PACKED_KERNEL_BEST);
 }
 
 TEST_F(NnOps, ConvOnManyThreads) {

@@ -150,6 +150,14 @@ TEST_P(PackedGemm, RowRangesStartOnAPanel) {
     }
 }
 
+// A k large enough that B's columns run in several blocks (the last one
+// partial, ending in a partial strip).
+TEST_P(PackedGemm, SeveralColumnBlocks) {
+    uint64_t seed = TestSeed(783);
+    for (const Epilogue &ep : kEpilogues)
+        CheckPackedGemm(19, 700, 211, 0, 19, ep, seed++);
+}
+
 // The other way round (MatMul/Gemm weights): B packed by cpu_pack_b
 // (as stored or transposed), A read in place, bias per column, strips
 // [s0, s1) of C's columns.
