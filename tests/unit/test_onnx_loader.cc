@@ -1268,7 +1268,8 @@ TEST(OnnxPrepare, FusionFreesTheInitializersItReplaced) {
         std::string bytes = ConvBnModel(share);
         onnx_rt_model *fused = nullptr, *plain = nullptr;
         ASSERT_OK(onnx_rt_model_new(LoadOk(bytes).release(), nullptr, &fused));
-        onnx_rt_options no_fusion = {false, 0};
+        onnx_rt_options no_fusion = {};
+        no_fusion.fuse = false;
         ASSERT_OK(
             onnx_rt_model_new(LoadOk(bytes).release(), &no_fusion, &plain));
         for (const char *name : {"scale", "beta", "mean", "var"}) {
