@@ -519,8 +519,15 @@ osp_error *onnx_session_run(onnx_session *s, const onnx_io *inputs,
         size_t bytes = rt_desc_bytes(&p->desc[v]);
         if (!copy_to[k] || bytes == 0)
             continue;
-        if ((err = osp_memcpy_async(s->stream, copy_to[k], s->ptr[v], bytes,
-                                    OSP_COPY_DEVICE_TO_DEVICE)))
+        /* An output known when planning that no step reads (Shape of an
+         * input, say) has no device copy: it goes from the plan's host
+         * value. */
+        const void *host = p->desc[p->root[v]].host;
+        bool from_host = !s->ptr[v] && host;
+        if ((err = osp_memcpy_async(s->stream, copy_to[k],
+                                    from_host ? host : s->ptr[v], bytes,
+                                    from_host ? OSP_COPY_HOST_TO_DEVICE
+                                              : OSP_COPY_DEVICE_TO_DEVICE)))
             goto out;
     }
 out:
