@@ -1,0 +1,78 @@
+/*
+ * libFuzzer target for what a python stub sends the server
+ * (backends/python/python_protocol.c): a stub runs user code, so its
+ * frames are untrusted. Byte 0 mod 3 picks the decoder for the rest: a
+ * RESULT (execute's responses), a BLS request, or a decoupled model's
+ * RESPONSE frame. A payload that decodes must hold what the decoders
+ * promise: ranks within OSP_MAX_DIMS, and every tensor inside the region
+ * (RESULT, BLS) or the frame (RESPONSE) it names.
+ * Build: see README.md.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "python_protocol.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Aborts unless out lies inside [0, limit). */
+static void check_output(const pyproto_output *out, uint64_t limit) {
+    if (!out->name || out->shape.rank < 0 || out->shape.rank > OSP_MAX_DIMS ||
+        out->offset > limit || out->byte_size > limit - out->offset)
+        abort();
+}
+
+static void check_response(const pyproto_response *r, uint64_t limit) {
+    if (r->is_error && !r->error_message)
+        abort();
+    for (size_t i = 0; i < r->n_outputs; i++)
+        check_output(&r->outputs[i], limit);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size == 0)
+        return 0;
+    const uint8_t *payload = data + 1;
+    size_t len = size - 1;
+    osp_error *err = NULL;
+    switch (data[0] % 3) {
+    case 0: {
+        pyproto_result result;
+        if (!(err = pyproto_result_decode(payload, len, &result))) {
+            for (size_t i = 0; i < result.n_responses; i++)
+                check_response(&result.responses[i], result.region_size);
+            pyproto_result_destroy(&result);
+        }
+        break;
+    }
+    case 1: {
+        pyproto_bls_request bls;
+        if (!(err = pyproto_bls_decode(payload, len, &bls))) {
+            if (!bls.model)
+                abort();
+            for (size_t i = 0; i < bls.n_inputs; i++)
+                check_output(&bls.inputs[i], bls.region_size);
+            for (size_t i = 0; i < bls.n_outputs; i++)
+                if (!bls.outputs[i])
+                    abort();
+            pyproto_bls_destroy(&bls);
+        }
+        break;
+    }
+    default: {
+        pyproto_stream_response r;
+        if (!(err = pyproto_stream_response_decode(payload, len, &r))) {
+            if (r.has_response)
+                check_response(&r.response, r.data_len);
+            if (r.data_len && (r.data < payload || r.data_len > len ||
+                               r.data + r.data_len > payload + len))
+                abort();
+            pyproto_stream_response_destroy(&r);
+        }
+        break;
+    }
+    }
+    osp_error_free(err);
+    return 0;
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Writes seeds for fuzz_python_frames into corpus/python_frames/: frames
+as backends/python/stub/osprey_python_stub.py builds them (a RESULT with
+outputs and an error, a BLS request, RESPONSE frames with data, an error
+and the final flag alone), each behind the target's selector byte
+(0 RESULT, 1 BLS, 2 RESPONSE).
+
+    python3 tests/fuzz/make_python_frame_seeds.py
+"""
+import pathlib
+import struct
+
+OUT = pathlib.Path(__file__).resolve().parent / "corpus" / "python_frames"
+
+
+def tensor(name, dtype, shape, offset, nbytes):
+    name, dtype = name.encode(), dtype.encode()
+    return (struct.pack("<H", len(name)) + name + struct.pack("<B", len(dtype)) + dtype +
+            struct.pack("<B%dq" % len(shape), len(shape), *shape) +
+            struct.pack("<QQ", offset, nbytes))
+
+
+def error(code, message):
+    message = message.encode()
+    return struct.pack("<III", 1, code, len(message)) + message
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    result = (struct.pack("<QI", 4096, 2) +
+              struct.pack("<II", 0, 2) + tensor("OUTPUT0", "FP32", [1, 4], 0, 16) +
+              tensor("OUTPUT1", "BYTES", [2], 64, 13) +
+              error(3, "bad input"))
+    bls = (struct.pack("<QQ", 4096, 128) + struct.pack("<H", 7) + b"add_sub" +
+           struct.pack("<q", -1) + struct.pack("<H", 2) + b"r1" +
+           struct.pack("<I", 1) + tensor("INPUT0", "INT32", [4], 0, 16) +
+           struct.pack("<I", 1) + struct.pack("<H", 7) + b"OUTPUT0" + b"\x01")
+    data = bytes(range(16))
+    response = (struct.pack("<QIIQ", 0, 0, 1, len(data)) + struct.pack("<II", 0, 1) +
+                tensor("OUT", "INT32", [4], 0, 16) + data)
+    response_error = struct.pack("<QIIQ", 1, 1, 1, 0) + error(13, "stub failed")
+    final_only = struct.pack("<QIIQ", 0, 1, 0, 0)
+    seeds = {"result": b"\x00" + result, "bls": b"\x01" + bls,
+             "response": b"\x02" + response, "response_error": b"\x02" + response_error,
+             "final_only": b"\x02" + final_only}
+    for name, frame in seeds.items():
+        (OUT / f"seed_{name}.bin").write_bytes(frame)
+
+
+if __name__ == "__main__":
+    main()
