@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda_provider.h"
+#include "onnx_pb_writer.h"
 #include "onnx_runtime.h"
 #include "osp_test.h"
 #include "osprey/device.h"
@@ -56,41 +57,6 @@ class DeviceShutdown : public ::testing::Environment {
 const auto *const kShutdown =
     ::testing::AddGlobalTestEnvironment(new DeviceShutdown);
 
-// ---- a protobuf writer, just enough for a MatMul model ----
-
-class Pb {
-  public:
-    Pb &Varint(int field, uint64_t v) {
-        Key(field, 0);
-        Raw(v);
-        return *this;
-    }
-    Pb &Bytes(int field, const std::string &s) {
-        Key(field, 2);
-        Raw(s.size());
-        b_ += s;
-        return *this;
-    }
-    Pb &Msg(int field, const Pb &m) {
-        return Bytes(field, m.b_);
-    }
-    const std::string &str() const {
-        return b_;
-    }
-
-  private:
-    void Key(int field, int wire_type) {
-        Raw(static_cast<uint64_t>(field) << 3 | wire_type);
-    }
-    void Raw(uint64_t v) {
-        while (v >= 0x80) {
-            b_ += static_cast<char>(v | 0x80);
-            v >>= 7;
-        }
-        b_ += static_cast<char>(v);
-    }
-    std::string b_;
-};
 
 constexpr int kFloat = 1;
 
