@@ -8,11 +8,7 @@
 #include <utility>
 #include <vector>
 
-// Not every program uses every helper of the harness.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
 #include "device_test_harness.h"
-#pragma GCC diagnostic pop
 
 namespace {
 

@@ -4,7 +4,8 @@
 // the device under test and on the CPU device (the oracle) over the same
 // host arrays. Used by test_device_conformance.cc and the CUDA device's op
 // tests (test_cuda_ops_*.cc, special.cmake); each includes it once, in its
-// own program.
+// own program. Its functions are inline, so a program may leave some
+// unused.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -38,7 +39,7 @@ namespace {
 constexpr size_t kPinnedPoolBytes = size_t{8} << 20;
 constexpr size_t kCudaPoolBytes = size_t{16} << 20;
 
-void InitDevicesOnce() {
+inline void InitDevicesOnce() {
     static const bool done = [] {
         osp_device_options opts;
         osp_device_options_init(&opts);
@@ -105,7 +106,7 @@ using EventPtr = std::unique_ptr<osp_event, EventDeleter>;
 
 using Bytes = std::vector<unsigned char>;
 
-uint64_t TestSeed() {
+inline uint64_t TestSeed() {
     const char *env = getenv("OSPREY_TEST_SEED");
     if (env != nullptr)
         return strtoull(env, nullptr, 10);
@@ -121,29 +122,29 @@ const osp_datatype kNumericTypes[] = {
     OSP_TYPE_BF16,
 };
 
-bool IsFloatType(osp_datatype dt) {
+inline bool IsFloatType(osp_datatype dt) {
     return dt == OSP_TYPE_FP16 || dt == OSP_TYPE_BF16 || dt == OSP_TYPE_FP32 ||
            dt == OSP_TYPE_FP64;
 }
 
-bool IsSignedInt(osp_datatype dt) {
+inline bool IsSignedInt(osp_datatype dt) {
     return dt == OSP_TYPE_INT8 || dt == OSP_TYPE_INT16 ||
            dt == OSP_TYPE_INT32 || dt == OSP_TYPE_INT64;
 }
 
-size_t ByteSize(osp_datatype dt) {
+inline size_t ByteSize(osp_datatype dt) {
     return osp_datatype_byte_size(dt);
 }
 
 // Element i of an array of T (unaligned bytes).
-template <typename T> T Load(const unsigned char *p, size_t i) {
+template <typename T> inline T Load(const unsigned char *p, size_t i) {
     T v;
     memcpy(&v, p + sizeof(T) * i, sizeof(T));
     return v;
 }
 
 // Element i of a typed array as a double (exact for all but huge int64s).
-double ValueAt(osp_datatype dt, const unsigned char *p, size_t i) {
+inline double ValueAt(osp_datatype dt, const unsigned char *p, size_t i) {
     switch (dt) {
     case OSP_TYPE_BOOL:
     case OSP_TYPE_UINT8:
@@ -176,7 +177,7 @@ double ValueAt(osp_datatype dt, const unsigned char *p, size_t i) {
 }
 
 // Writes a float-family value (FP16/BF16/FP32/FP64), rounding as needed.
-void SetFloat(osp_datatype dt, unsigned char *p, size_t i, double x) {
+inline void SetFloat(osp_datatype dt, unsigned char *p, size_t i, double x) {
     if (dt == OSP_TYPE_FP64) {
         memcpy(p + 8 * i, &x, 8);
     } else if (dt == OSP_TYPE_FP32) {
@@ -233,7 +234,7 @@ class Random {
 };
 
 // Normwise relative error max|got - want| / max|want| over n elements.
-double RelativeError(osp_datatype dt, const Bytes &got, const Bytes &want,
+inline double RelativeError(osp_datatype dt, const Bytes &got, const Bytes &want,
                      size_t n) {
     double max_diff = 0, max_want = 0;
     for (size_t i = 0; i < n; i++) {
@@ -249,7 +250,7 @@ double RelativeError(osp_datatype dt, const Bytes &got, const Bytes &want,
 }
 
 // Bitwise equality, except that any NaN equals any NaN.
-::testing::AssertionResult SameValues(osp_datatype dt, const Bytes &got,
+inline ::testing::AssertionResult SameValues(osp_datatype dt, const Bytes &got,
                                       const Bytes &want, size_t n) {
     size_t size = ByteSize(dt);
     for (size_t i = 0; i < n; i++) {
@@ -272,13 +273,13 @@ struct DeviceSpec {
     int index;
 };
 
-void PrintTo(const DeviceSpec &spec, std::ostream *os) {
+inline void PrintTo(const DeviceSpec &spec, std::ostream *os) {
     *os << (spec.type == OSP_DEVICE_CPU ? "cpu" : "cuda");
     if (spec.type != OSP_DEVICE_CPU)
         *os << spec.index;
 }
 
-std::string SpecName(const ::testing::TestParamInfo<DeviceSpec> &info) {
+inline std::string SpecName(const ::testing::TestParamInfo<DeviceSpec> &info) {
     return info.param.type == OSP_DEVICE_CPU
                ? std::string("cpu")
                : "cuda" + std::to_string(info.param.index);
@@ -385,7 +386,7 @@ class DeviceTestBase : public ::testing::TestWithParam<DeviceSpec> {
 
 // The devices a program tests: every CUDA GPU (OSPREY_TEST_CUDA_ONLY), else
 // the CPU device.
-std::vector<DeviceSpec> DevicesUnderTest() {
+inline std::vector<DeviceSpec> DevicesUnderTest() {
 #ifdef OSPREY_TEST_CUDA_ONLY
     // Always at least cuda0, so that a host without a GPU lists the cases
     // and reports them skipped instead of silently running nothing.
