@@ -36,6 +36,7 @@ typedef enum osp_error_reason {
     OSP_REASON_TIMEOUT,           /* a request's queue timeout expired */
     OSP_REASON_SHUTTING_DOWN,     /* the server no longer takes work */
     OSP_REASON_TOO_LARGE,         /* over a size limit (body, input, ...) */
+    OSP_REASON_STORAGE_FULL,      /* a store's disk is full (ENOSPC, quota) */
 } osp_error_reason;
 
 typedef struct osp_error osp_error;

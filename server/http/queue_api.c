@@ -81,6 +81,8 @@ static unsigned error_status(const osp_error *err) {
         return 413;
     case OSP_REASON_QUEUE_FULL:
         return 429;
+    case OSP_REASON_STORAGE_FULL:
+        return 507;
     default:
         break;
     }
@@ -106,6 +108,9 @@ void queue_api_reply_error(http_request *req, osp_error *err) {
                  osp_error_message(err));
     else if (status == 429)
         snprintf(text, sizeof text, "queue is full: %s",
+                 osp_error_message(err));
+    else if (status == 507)
+        snprintf(text, sizeof text, "insufficient storage: %s",
                  osp_error_message(err));
     else
         snprintf(text, sizeof text, "%s", osp_error_message(err));
