@@ -56,7 +56,9 @@ def test_kill_9_under_load_keeps_every_acknowledged_operation(start_server, tmp_
     threads.append(threading.Thread(target=deleter))
     for t in threads:
         t.start()
-    time.sleep(2)
+    # Killed once there is enough acknowledged work to judge, mid-flight.
+    harness.wait_for(lambda: len(acked_puts) > 200 and len(acked_deletes) > 10,
+                     "acknowledged puts and deletes under load", 60)
     server.kill()  # SIGKILL mid-flight
     server.returncode = -9  # expected: not a crash
     stop.set()
