@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "backend_fields.h"
+#include "cond_deadline.h"
 #include "ensemble.h"
 #include "ensemble_graph.h"
 #include "load_override.h"
@@ -1035,12 +1036,11 @@ static void *poll_thread(void *arg) {
     osp_server *server = arg;
     pthread_mutex_lock(&server->poll_mutex);
     while (!server->poll_stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += server->poll_secs;
+        uint64_t next_poll =
+            deadline_after_ns((uint64_t)server->poll_secs * 1000000000ull);
         while (!server->poll_stop &&
-               pthread_cond_timedwait(&server->poll_cond, &server->poll_mutex,
-                                      &until) == 0)
+               cond_wait_until(&server->poll_cond, &server->poll_mutex,
+                               next_poll))
             ;
         if (server->poll_stop)
             break;
@@ -1183,11 +1183,7 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
     atomic_init(&server->shutting_down, false);
 
     pthread_mutex_init(&server->poll_mutex, NULL);
-    pthread_condattr_t cond_attr;
-    pthread_condattr_init(&cond_attr);
-    pthread_condattr_setclock(&cond_attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&server->poll_cond, &cond_attr);
-    pthread_condattr_destroy(&cond_attr);
+    cond_init_monotonic(&server->poll_cond);
 
     pthread_mutex_lock(&server->load_lock);
     if (opts->control_mode != OSP_MODEL_CONTROL_EXPLICIT) {

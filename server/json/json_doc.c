@@ -268,27 +268,7 @@ static unsigned parse_hex4(parser *p, size_t escape_offset) {
 
 static void put_utf8(parser *p, unsigned cp) {
     char b[4];
-    size_t n;
-    if (cp <= 0x7F) {
-        b[0] = (char)cp;
-        n = 1;
-    } else if (cp <= 0x7FF) {
-        b[0] = (char)(0xC0 | (cp >> 6));
-        b[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp <= 0xFFFF) {
-        b[0] = (char)(0xE0 | (cp >> 12));
-        b[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        b[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        b[0] = (char)(0xF0 | (cp >> 18));
-        b[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        b[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        b[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
-    scratch_put(p, b, n);
+    scratch_put(p, b, json_utf8_encode(cp, b));
 }
 
 /* At the opening quote: decodes the string (rapidjson's escapes; bytes

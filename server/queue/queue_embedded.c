@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cond_deadline.h"
 #include "osprey/clock.h"
 #include "osprey/log.h"
 #include "queue_embedded.h"
@@ -344,9 +345,7 @@ static void *timer_main(void *arg) {
             uint64_t wake = store->timer_next_ns;
             if (wake - now > 1000000000ull) /* re-check at least each 1 s */
                 wake = now + 1000000000ull;
-            struct timespec ts = {(time_t)(wake / 1000000000ull),
-                                  (long)(wake % 1000000000ull)};
-            pthread_cond_timedwait(&store->timer_cond, &store->timer_mu, &ts);
+            cond_wait_until(&store->timer_cond, &store->timer_mu, wake);
             continue;
         }
         store->timer_next_ns = UINT64_MAX;
@@ -866,11 +865,7 @@ osp_error *queue_embedded_open(const osp_queue_store_options *opts,
     store->timer_next_ns = UINT64_MAX;
     pthread_mutex_init(&store->mu, NULL);
     pthread_mutex_init(&store->timer_mu, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&store->timer_cond, &attr);
-    pthread_condattr_destroy(&attr);
+    cond_init_monotonic(&store->timer_cond);
 
     osp_error *err =
         queue_log_open(opts->dir, opts->fsync, &replay_ops, store, &store->log);
