@@ -69,7 +69,8 @@ osp_error_reason osp_error_get_reason(const osp_error *err);
 const char *osp_error_message(const osp_error *err);
 
 /* Stable upper-case name: "INTERNAL", "NOT_FOUND", ... Statuses are the
- * frontends' business (server/http/kserve_errors.c for KServe HTTP). */
+ * frontends' business (kserve_error_status in server/http/kserve_surface.c
+ * for KServe HTTP). */
 const char *osp_error_code_name(osp_error_code code);
 
 #ifdef __cplusplus
