@@ -1,5 +1,7 @@
-/* The growable byte buffer (bytebuf.h). */
+/* The growable byte buffer (bytebuf.h) and array growth (array_grow.h). */
 #include "bytebuf.h"
+
+#include "array_grow.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -85,4 +87,23 @@ char *bytebuf_take(bytebuf *b, size_t *len) {
         *len = b->len;
     memset(b, 0, sizeof *b);
     return p;
+}
+
+bool array_grow(void **array, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap)
+        return true;
+    size_t new_cap = *cap ? *cap : 16;
+    while (new_cap < need) {
+        if (new_cap > SIZE_MAX / 2)
+            return false;
+        new_cap *= 2;
+    }
+    if (elem != 0 && new_cap > SIZE_MAX / elem)
+        return false;
+    void *grown = realloc(*array, new_cap * elem);
+    if (grown == NULL)
+        return false;
+    *array = grown;
+    *cap = new_cap;
+    return true;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array_grow.h"
 #include "json_dtoa.h"
 #include "json_util.h"
 
@@ -204,26 +205,8 @@ static bool failed(const parser *p) {
     return p->error || p->oom;
 }
 
-/* Grows *buf (of *cap elements of `size` bytes) to hold `need`. */
-static bool grow(void **buf, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap)
-        return true;
-    size_t cap2 = *cap ? *cap : 16;
-    while (cap2 < need) {
-        if (cap2 > SIZE_MAX / 2 / size)
-            return false;
-        cap2 *= 2;
-    }
-    void *nb = realloc(*buf, cap2 * size);
-    if (!nb)
-        return false;
-    *buf = nb;
-    *cap = cap2;
-    return true;
-}
-
 static tj_value *push_value(parser *p) {
-    if (!grow((void **)&p->vals, &p->cap_vals, p->n_vals + 1,
+    if (!array_grow((void **)&p->vals, &p->cap_vals, p->n_vals + 1,
               sizeof(tj_value))) {
         p->oom = true;
         return NULL;
@@ -234,7 +217,7 @@ static tj_value *push_value(parser *p) {
 }
 
 static void scratch_put(parser *p, const char *s, size_t n) {
-    if (!grow((void **)&p->scratch, &p->cap_scratch, p->n_scratch + n, 1)) {
+    if (!array_grow((void **)&p->scratch, &p->cap_scratch, p->n_scratch + n, 1)) {
         p->oom = true;
         return;
     }
@@ -617,7 +600,7 @@ static void parse_scalar(parser *p) {
 }
 
 static void open_container(parser *p, bool object) {
-    if (!grow((void **)&p->frames, &p->cap_frames, p->n_frames + 1,
+    if (!array_grow((void **)&p->frames, &p->cap_frames, p->n_frames + 1,
               sizeof(parse_frame))) {
         p->oom = true;
         return;
@@ -994,7 +977,7 @@ bool tjw_key(tjw *w, const char *s, size_t n) {
 }
 
 static bool push_level(tjw *w, bool in_array) {
-    if (!grow((void **)&w->levels, &w->cap, w->depth + 1, sizeof(tjw_level)))
+    if (!array_grow((void **)&w->levels, &w->cap, w->depth + 1, sizeof(tjw_level)))
         return false;
     w->levels[w->depth].in_array = in_array;
     w->levels[w->depth].count = 0;
@@ -1092,7 +1075,7 @@ void tj_debug_string(const tj_value *v, jbuf *out) {
                 bool ok = cur->type == TJ_OBJECT ? tjw_start_object(&w)
                                                  : tjw_start_array(&w);
                 if (!ok ||
-                    !grow((void **)&stack, &cap, depth + 1, sizeof *stack))
+                    !array_grow((void **)&stack, &cap, depth + 1, sizeof *stack))
                     break;
                 stack[depth].v = cur;
                 stack[depth].next = 0;

@@ -1,5 +1,6 @@
-// server/common's internal helpers: the byte buffer (bytebuf.h) and the
-// timed condition waits on the monotonic clock (cond_deadline.h).
+// server/common's internal helpers: the byte buffer (bytebuf.h), array
+// growth (array_grow.h) and the timed condition waits on the monotonic
+// clock (cond_deadline.h).
 #include <gtest/gtest.h>
 
 #include <pthread.h>
@@ -9,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "array_grow.h"
 #include "bytebuf.h"
 #include "cond_deadline.h"
 #include "osprey/clock.h"
@@ -69,6 +71,27 @@ TEST(ByteBuf, AFailedAppendIsStickyAndTakeSaysSo) {
     bytebuf_puts(&b, "ignored");
     EXPECT_EQ(bytebuf_take(&b, nullptr), nullptr);
     EXPECT_EQ(b.data, nullptr); // freed
+}
+
+TEST(ArrayGrow, DoublesKeepsContentsAndRefusesOverflow) {
+    int *a = nullptr;
+    size_t cap = 0;
+    for (int i = 0; i < 1000; i++) {
+        ASSERT_TRUE(array_grow((void **)&a, &cap, (size_t)i + 1, sizeof *a));
+        a[i] = i;
+    }
+    EXPECT_GE(cap, 1000u);
+    EXPECT_EQ(cap & (cap - 1), 0u); // powers of two from 16
+    for (int i = 0; i < 1000; i++)
+        ASSERT_EQ(a[i], i);
+    size_t before = cap;
+    EXPECT_TRUE(array_grow((void **)&a, &cap, 10, sizeof *a)); // room already
+    EXPECT_EQ(cap, before);
+    int *kept = a;
+    EXPECT_FALSE(array_grow((void **)&a, &cap, SIZE_MAX / 2, sizeof *a));
+    EXPECT_EQ(a, kept); // unchanged on failure
+    EXPECT_EQ(cap, before);
+    free(a);
 }
 
 TEST(CondDeadline, APassedDeadlineReturnsFalseAtOnce) {
