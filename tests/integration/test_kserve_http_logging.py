@@ -100,8 +100,8 @@ def test_settings_change_the_log(server):
     client.unload_model("simple")
     client.load_model("simple")
     # What the unload and load had to say is in the log once a marker logged
-    # after them is (records are written in order): a warning, which stays on.
-    client.update_log_settings({"log_warning": True})
+    # after them is (records are written in order): the error line of a
+    # failed load (errors stay on).
     requests.post(server.url + "/v2/repository/models/no_such_model/load", timeout=10)
     harness.wait_for(lambda: "no_such_model" in server.log()[len("\n".join(lines)):],
                      "the marker's log line")
