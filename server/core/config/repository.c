@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "array_grow.h"
 #include "osprey/log.h"
 
 osp_error *repository_check_name(const char *name) {
@@ -137,15 +138,9 @@ osp_error *repository_list(const char *root, char ***names_out, size_t *n_out) {
         if (!real)
             continue; /* a plain file, or a link that leaves the root */
         free(real);
-        if (n == cap) {
-            size_t new_cap = cap ? cap * 2 : 16;
-            char **grown = realloc(names, new_cap * sizeof(*names));
-            if (!grown) {
-                err = osp_error_out_of_memory();
-                goto out;
-            }
-            names = grown;
-            cap = new_cap;
+        if (!array_grow((void **)&names, &cap, n + 1, sizeof *names)) {
+            err = osp_error_out_of_memory();
+            goto out;
         }
         if (!(names[n] = strdup(name))) {
             err = osp_error_out_of_memory();
@@ -281,15 +276,9 @@ static osp_error *list_versions(const char *model_dir, int64_t **versions_out,
             continue;
         }
         free(real);
-        if (n == cap) {
-            size_t new_cap = cap ? cap * 2 : 8;
-            int64_t *grown = realloc(versions, new_cap * sizeof(*versions));
-            if (!grown) {
-                err = osp_error_out_of_memory();
-                goto out;
-            }
-            versions = grown;
-            cap = new_cap;
+        if (!array_grow((void **)&versions, &cap, n + 1, sizeof *versions)) {
+            err = osp_error_out_of_memory();
+            goto out;
         }
         versions[n++] = version;
     }
