@@ -1038,9 +1038,9 @@ static void *poll_thread(void *arg) {
     while (!server->poll_stop) {
         uint64_t next_poll =
             deadline_after_ns((uint64_t)server->poll_secs * 1000000000ull);
-        while (!server->poll_stop &&
-               cond_wait_until(&server->poll_cond, &server->poll_mutex,
-                               next_poll))
+        while (
+            !server->poll_stop &&
+            cond_wait_until(&server->poll_cond, &server->poll_mutex, next_poll))
             ;
         if (server->poll_stop)
             break;

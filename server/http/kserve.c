@@ -520,26 +520,27 @@ static void on_repository_control(http_request *req, const route_match *m) {
 }
 
 /* Inference and generate take the model and version as strings. */
-static void infer_like(http_request *req, const route_match *m, int kind) {
+static void infer_like(http_request *req, const route_match *m, bool generate,
+                       bool stream) {
     char *name = dup_n(m->model, m->model_len);
     char *version = dup_n(m->version ? m->version : "", m->version_len);
-    if (name && version && kind == 0)
-        kserve_infer_route(req, name, version);
-    else if (name && version)
-        kserve_generate_route(req, name, version, kind == 2);
-    else
+    if (!name || !version)
         http_reply_error_status(req, 503, "out of memory");
+    else if (generate)
+        kserve_generate_route(req, name, version, stream);
+    else
+        kserve_infer_route(req, name, version);
     free(name);
     free(version);
 }
 static void on_infer(http_request *req, const route_match *m) {
-    infer_like(req, m, 0);
+    infer_like(req, m, false, false);
 }
 static void on_generate(http_request *req, const route_match *m) {
-    infer_like(req, m, 1);
+    infer_like(req, m, true, false);
 }
 static void on_generate_stream(http_request *req, const route_match *m) {
-    infer_like(req, m, 2);
+    infer_like(req, m, true, true);
 }
 
 #define MODEL "/v2/models/{model}"
@@ -563,8 +564,7 @@ static const kserve_http_route routes[] = {
     {MODEL "/generate", 0, KSERVE_API_INFERENCE, on_generate},
     {VERSION "/generate", 0, KSERVE_API_INFERENCE, on_generate},
     {MODEL "/generate_stream", 0, KSERVE_API_INFERENCE, on_generate_stream},
-    {VERSION "/generate_stream", 0, KSERVE_API_INFERENCE,
-     on_generate_stream},
+    {VERSION "/generate_stream", 0, KSERVE_API_INFERENCE, on_generate_stream},
     {MODEL "/trace/setting", 0, KSERVE_API_TRACE, on_trace},
     {MODEL "/stats", GET, KSERVE_API_STATISTICS, on_model_stats},
     {VERSION "/stats", GET, KSERVE_API_STATISTICS, on_model_stats},
@@ -660,8 +660,7 @@ bool kserve_route(http_request *req, void *surface_ctx) {
             continue;
         if (!kserve_api_allowed(req, r->api))
             return true;
-        if (r->methods &&
-            !(r->methods & (1u << http_request_method(req)))) {
+        if (r->methods && !(r->methods & (1u << http_request_method(req)))) {
             http_reply_error_status(req, 405, "Method Not Allowed");
             return true;
         }

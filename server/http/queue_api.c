@@ -49,7 +49,7 @@ typedef struct queue_call {
     osp_queue *queue;
     queue_op op;
     bool protobuf; /* Accept: application/vnd.google.protobuf */
-    bytebuf body; /* the request body, up to limit bytes */
+    bytebuf body;  /* the request body, up to limit bytes */
     size_t limit;
     /* what the store answered */
     osp_error *err;

@@ -207,7 +207,7 @@ static bool failed(const parser *p) {
 
 static tj_value *push_value(parser *p) {
     if (!array_grow((void **)&p->vals, &p->cap_vals, p->n_vals + 1,
-              sizeof(tj_value))) {
+                    sizeof(tj_value))) {
         p->oom = true;
         return NULL;
     }
@@ -217,7 +217,8 @@ static tj_value *push_value(parser *p) {
 }
 
 static void scratch_put(parser *p, const char *s, size_t n) {
-    if (!array_grow((void **)&p->scratch, &p->cap_scratch, p->n_scratch + n, 1)) {
+    if (!array_grow((void **)&p->scratch, &p->cap_scratch, p->n_scratch + n,
+                    1)) {
         p->oom = true;
         return;
     }
@@ -601,7 +602,7 @@ static void parse_scalar(parser *p) {
 
 static void open_container(parser *p, bool object) {
     if (!array_grow((void **)&p->frames, &p->cap_frames, p->n_frames + 1,
-              sizeof(parse_frame))) {
+                    sizeof(parse_frame))) {
         p->oom = true;
         return;
     }
@@ -977,7 +978,8 @@ bool tjw_key(tjw *w, const char *s, size_t n) {
 }
 
 static bool push_level(tjw *w, bool in_array) {
-    if (!array_grow((void **)&w->levels, &w->cap, w->depth + 1, sizeof(tjw_level)))
+    if (!array_grow((void **)&w->levels, &w->cap, w->depth + 1,
+                    sizeof(tjw_level)))
         return false;
     w->levels[w->depth].in_array = in_array;
     w->levels[w->depth].count = 0;
@@ -1074,8 +1076,8 @@ void tj_debug_string(const tj_value *v, jbuf *out) {
             if (cur->type == TJ_OBJECT || cur->type == TJ_ARRAY) {
                 bool ok = cur->type == TJ_OBJECT ? tjw_start_object(&w)
                                                  : tjw_start_array(&w);
-                if (!ok ||
-                    !array_grow((void **)&stack, &cap, depth + 1, sizeof *stack))
+                if (!ok || !array_grow((void **)&stack, &cap, depth + 1,
+                                       sizeof *stack))
                     break;
                 stack[depth].v = cur;
                 stack[depth].next = 0;

@@ -913,13 +913,13 @@ static void *writer_main(void *arg) {
             next = w->next;
             osp_error *answer = NULL;
             if (why)
-                answer = osp_error_new(OSP_ERROR_UNAVAILABLE, "%s",
-                                       why_copy ? why_copy
-                                                : "queue log failed");
+                answer =
+                    osp_error_new(OSP_ERROR_UNAVAILABLE, "%s",
+                                  why_copy ? why_copy : "queue log failed");
             else if (err != NULL && w->lsn > refused_after)
-                answer = osp_error_new_reason(
-                    osp_error_get_code(err), osp_error_get_reason(err), "%s",
-                    osp_error_message(err));
+                answer = osp_error_new_reason(osp_error_get_code(err),
+                                              osp_error_get_reason(err), "%s",
+                                              osp_error_message(err));
             w->done(w, answer);
         }
         free(why_copy);

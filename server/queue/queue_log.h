@@ -66,8 +66,9 @@ void log_batch_state(log_batch *batch, const char *queue, uint64_t next_index,
  * the callee owns (the write or fsync failed, or the log closed before
  * writing it). OSP_REASON_STORAGE_FULL: the write found no room (full
  * disk, quota, file size limit); its records are not in the file and the
- * caller must undo the change in memory, the log goes on taking changes. Made and owned by the caller; `next` and `lsn` belong to
- * the log while it waits. */
+ * caller must undo the change in memory; the log goes on taking changes.
+ * Made and owned by the caller; `next` and `lsn` belong to the log while
+ * it waits. */
 typedef struct log_waiter {
     struct log_waiter *next;
     uint64_t lsn;

@@ -77,8 +77,8 @@ void mem_effects_destroy(mem_effects *eff) {
 }
 
 static void effects_deleted(mem_effects *eff, uint64_t index) {
-    if (!array_grow((void **)&eff->deleted, &eff->cap_deleted, eff->n_deleted + 1,
-              sizeof *eff->deleted)) {
+    if (!array_grow((void **)&eff->deleted, &eff->cap_deleted,
+                    eff->n_deleted + 1, sizeof *eff->deleted)) {
         eff->oom = true;
         return;
     }
@@ -93,8 +93,8 @@ static void effects_served(mem_effects *eff, mem_get *get) {
 }
 
 static bool reserve_served(mem_effects *eff, size_t more) {
-    if (array_grow((void **)&eff->served, &eff->cap_served, eff->n_served + more,
-             sizeof *eff->served))
+    if (array_grow((void **)&eff->served, &eff->cap_served,
+                   eff->n_served + more, sizeof *eff->served))
         return true;
     eff->oom = true;
     return false;
@@ -105,7 +105,7 @@ static void effects_kick(mem_effects *eff, mem_consumer *c) {
         if (eff->kick[i] == c)
             return;
     if (!array_grow((void **)&eff->kick, &eff->cap_kick, eff->n_kick + 1,
-              sizeof *eff->kick)) {
+                    sizeof *eff->kick)) {
         eff->oom = true; /* the items wait in the outbox for a later kick */
         return;
     }
@@ -360,7 +360,7 @@ static bool outbox_push(mem_consumer *c, osp_queue_item *item) {
         c->outbox_head = 0;
     }
     if (!array_grow((void **)&c->outbox, &c->cap_outbox, c->n_outbox + 1,
-              sizeof *c->outbox))
+                    sizeof *c->outbox))
         return false;
     c->outbox[c->n_outbox++] = item;
     return true;
@@ -392,7 +392,7 @@ static bool deliver_entry(mem_queue *q, mem_consumer *c, mem_entry *e,
     if (!c->auto_commit) {
         hold = malloc(sizeof *hold);
         if (hold == NULL || !array_grow((void **)&c->held, &c->cap_held,
-                                  c->n_held + 1, sizeof *c->held)) {
+                                        c->n_held + 1, sizeof *c->held)) {
             free(hold);
             free(copy);
             return false;
@@ -624,9 +624,9 @@ bool mem_queue_put(mem_queue *q, osp_queue_item *item, bool replay,
     mem_entry *e = calloc(1, sizeof *e);
     if (e == NULL || !rid_reserve(q) ||
         !array_grow((void **)&q->by_index, &q->cap_index, q->n_index + 1,
-              sizeof *q->by_index) ||
+                    sizeof *q->by_index) ||
         !array_grow((void **)&q->by_order, &q->cap_order, q->n_order + 1,
-              sizeof *q->by_order)) {
+                    sizeof *q->by_order)) {
         free(e);
         free(item);
         return false;

@@ -142,7 +142,8 @@ void tfs_examples_free(tfs_examples *ex);
 osp_error *tfs_write_classify(size_t n, size_t k, const char *const *labels,
                               const float *scores, struct bytebuf *out);
 /* {"results": [v, ...]} for n values; n == 0 is §5's "empty" error. */
-osp_error *tfs_write_regress(const float *values, size_t n, struct bytebuf *out);
+osp_error *tfs_write_regress(const float *values, size_t n,
+                             struct bytebuf *out);
 
 /* ---- errors ---- */
 

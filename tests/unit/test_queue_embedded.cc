@@ -255,7 +255,8 @@ TEST_F(QueueEmbedded, ADiskFullPutIsRefusedAndTheStoreGoesOnWhenSpaceReturns) {
     // with EFBIG (after a short write: a torn append), as a full disk
     // fails with ENOSPC. Both fsync policies: with and without the zeros
     // the writer keeps ahead of its records.
-    for (osp_queue_fsync policy : {OSP_QUEUE_FSYNC_NONE, OSP_QUEUE_FSYNC_BATCH}) {
+    for (osp_queue_fsync policy :
+         {OSP_QUEUE_FSYNC_NONE, OSP_QUEUE_FSYNC_BATCH}) {
         SCOPED_TRACE(policy);
         std::filesystem::remove_all(dir_);
         std::filesystem::create_directory(dir_);

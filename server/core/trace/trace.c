@@ -849,7 +849,7 @@ void osp_trace_capture_tensor(osp_trace *trace,
     }
     bytebuf b = {0};
     bytebuf_printf(&b, "\"activity\":\"%s\",\"tensor\":{\"name\":\"",
-                tensor_activity_names[activity]);
+                   tensor_activity_names[activity]);
     trace_json_chars(&b, name ? name : "", name ? strlen(name) : 0);
     bytebuf_puts(&b, "\",\"data\":\"");
     format_tensor_data(&b, dtype, data, byte_size, elements);
