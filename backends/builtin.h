@@ -28,7 +28,7 @@ extern const osp_backend osp_backend_python;
 /* Whether batch input `t` was sent. An optional input that no request sent
  * has neither data nor shape; an empty tensor that was sent keeps its shape
  * even when it has no data (zero bytes need no memory). */
-static inline bool osp_backend_input_given(const osp_backend_tensor *t) {
+static inline bool builtin_input_given(const osp_backend_tensor *t) {
     return t->data != NULL || t->shape.rank > 0;
 }
 

@@ -599,6 +599,9 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &forward, NULL);
     sigaction(SIGTERM, &forward, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* A file size limit (ulimit -f) then fails the write with EFBIG, which
+     * the queue store answers like a full disk, instead of killing us. */
+    signal(SIGXFSZ, SIG_IGN);
 
     size_t started = 0;
     for (; started < N_SERVICES; started++) {

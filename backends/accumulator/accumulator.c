@@ -174,7 +174,7 @@ static osp_error *accumulator_execute(void *instance, osp_execute_ctx *ctx) {
                              "accumulator model '%s': the batch has no state "
                              "input '%s'",
                              model->name, model->state_in);
-    if (!osp_backend_input_given(in) || in->byte_size != state->byte_size ||
+    if (!builtin_input_given(in) || in->byte_size != state->byte_size ||
         in->dtype != model->dtype)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "accumulator model '%s': input '%s' must match "

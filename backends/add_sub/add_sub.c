@@ -104,10 +104,10 @@ static osp_error *check_inputs(const add_sub_model *model,
                                const osp_backend_tensor *b, size_t *count) {
     char sa[160], sb[160];
     int64_t n;
-    if (!osp_backend_input_given(a) || !osp_backend_input_given(b))
+    if (!builtin_input_given(a) || !builtin_input_given(b))
         return osp_error_new(
             OSP_ERROR_INVALID_ARG, "add_sub model '%s': input '%s' is missing",
-            model->name, osp_backend_input_given(a) ? b->name : a->name);
+            model->name, builtin_input_given(a) ? b->name : a->name);
     if (a->dtype != model->dtype || b->dtype != model->dtype)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "add_sub model '%s': inputs must be %s",

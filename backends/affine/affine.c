@@ -396,7 +396,7 @@ static osp_error *affine_execute(void *opaque, osp_execute_ctx *ctx) {
                              model->name, osp_execute_input_count(ctx),
                              model->n_inputs);
     for (size_t i = 0; i < model->n_inputs && !shape_source; i++)
-        if (osp_backend_input_given(osp_execute_input(ctx, i)))
+        if (builtin_input_given(osp_execute_input(ctx, i)))
             shape_source = osp_execute_input(ctx, i);
     defaults = calloc(model->n_inputs, sizeof *defaults);
     if (!defaults)
@@ -411,7 +411,7 @@ static osp_error *affine_execute(void *opaque, osp_execute_ctx *ctx) {
         const float *src;
         size_t count = 0;
         void *dst;
-        if (!osp_backend_input_given(in)) {
+        if (!builtin_input_given(in)) {
             if (!model->inputs[idx].has_default || !shape_source) {
                 err = osp_error_new(
                     OSP_ERROR_INVALID_ARG,

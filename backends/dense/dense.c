@@ -148,7 +148,7 @@ static osp_error *check_config(const osp_model_config *config,
 
 /* Checks one weight or bias tensor: FP32 and exactly the expected shape. */
 static osp_error *check_tensor(const dense_model *model,
-                               const osp_safetensors_tensor *t,
+                               const safetensors_tensor *t,
                                const osp_shape *expected) {
     char got[160], want[160];
     if (strcmp(t->dtype, "F32") != 0)
@@ -166,12 +166,12 @@ static osp_error *check_tensor(const dense_model *model,
     return NULL;
 }
 
-size_t dense_count_layers(const osp_safetensors *st) {
+size_t dense_count_layers(const safetensors *st) {
     char name[64];
     size_t n = 0;
     for (;;) {
         snprintf(name, sizeof name, "layers.%zu.weight", n);
-        if (!osp_safetensors_find(st, name))
+        if (!safetensors_find(st, name))
             return n;
         n++;
     }
@@ -180,7 +180,7 @@ size_t dense_count_layers(const osp_safetensors *st) {
 /* A layers.<k>.weight or .bias past the first missing index means a gap
  * in the file: refuse it rather than silently drop layers. */
 static osp_error *check_no_stray_layers(const dense_model *model,
-                                        const osp_safetensors *st) {
+                                        const safetensors *st) {
     for (size_t i = 0; i < st->n_tensors; i++) {
         const char *name = st->tensors[i].name;
         if (strncmp(name, "layers.", 7) != 0)
@@ -200,7 +200,7 @@ static osp_error *check_no_stray_layers(const dense_model *model,
 
 /* Finds, checks and lays out every layer of `st` and copies the weights
  * into model->params. */
-static osp_error *load_layers(dense_model *model, const osp_safetensors *st,
+static osp_error *load_layers(dense_model *model, const safetensors *st,
                               const char *path) {
     osp_error *err = NULL;
     char name[64];
@@ -214,7 +214,7 @@ static osp_error *load_layers(dense_model *model, const osp_safetensors *st,
     if ((err = check_no_stray_layers(model, st)))
         return err;
     model->layers = calloc(n, sizeof *model->layers);
-    const osp_safetensors_tensor **tensors = calloc(2 * n, sizeof *tensors);
+    const safetensors_tensor **tensors = calloc(2 * n, sizeof *tensors);
     if (!model->layers || !tensors) {
         err = osp_error_new(OSP_ERROR_UNAVAILABLE,
                             "dense model '%s': out of memory", model->name);
@@ -226,7 +226,7 @@ static osp_error *load_layers(dense_model *model, const osp_safetensors *st,
     for (size_t i = 0; i < n; i++) {
         bool last = i + 1 == n;
         snprintf(name, sizeof name, "layers.%zu.weight", i);
-        const osp_safetensors_tensor *w = osp_safetensors_find(st, name);
+        const safetensors_tensor *w = safetensors_find(st, name);
         /* Hidden layers may have any width; the last must give `out`. */
         if (!last && (w->shape.rank != 2 || w->shape.dims[0] <= 0)) {
             char got[160];
@@ -244,7 +244,7 @@ static osp_error *load_layers(dense_model *model, const osp_safetensors *st,
             goto out;
 
         snprintf(name, sizeof name, "layers.%zu.bias", i);
-        const osp_safetensors_tensor *b = osp_safetensors_find(st, name);
+        const safetensors_tensor *b = safetensors_find(st, name);
         if (!b) {
             err = osp_error_new(OSP_ERROR_INVALID_ARG,
                                 "dense model '%s': '%s' has no tensor '%s'",
@@ -322,8 +322,8 @@ osp_error *dense_weights_path(const osp_model_config *config,
 }
 
 osp_error *dense_weights_load(const osp_model_config *config, const char *path,
-                              osp_safetensors **out) {
-    osp_error *err = osp_safetensors_load(path, out);
+                              safetensors **out) {
+    osp_error *err = safetensors_load(path, out);
     if (!err)
         return NULL;
     if (osp_error_get_code(err) != OSP_ERROR_NOT_FOUND)
@@ -339,7 +339,7 @@ osp_error *dense_weights_load(const osp_model_config *config, const char *path,
 static osp_error *dense_model_new(const osp_model_config *config,
                                   const char *version_path, void **out) {
     osp_error *err = NULL;
-    osp_safetensors *st = NULL;
+    safetensors *st = NULL;
     char *path = NULL;
     dense_model *model = calloc(1, sizeof *model);
 
@@ -358,7 +358,7 @@ static osp_error *dense_model_new(const osp_model_config *config,
     *out = model;
     model = NULL;
 out:
-    osp_safetensors_free(st);
+    safetensors_free(st);
     free(path);
     dense_model_free(model);
     return err;
@@ -447,7 +447,7 @@ static osp_error *input_rows(const dense_model *model,
             ? x->shape.rank == 2 && x->shape.dims[0] >= 0 &&
                   x->shape.dims[1] == model->in_dim
             : x->shape.rank == 1 && x->shape.dims[0] == model->in_dim;
-    bool given = osp_backend_input_given(x);
+    bool given = builtin_input_given(x);
     if (!given || x->dtype != OSP_TYPE_FP32 || !shape_ok)
         return osp_error_new(
             OSP_ERROR_INVALID_ARG,

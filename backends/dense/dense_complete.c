@@ -34,11 +34,10 @@ static osp_error *one_tensor(const char *model, const char *name, int64_t dim,
 }
 
 /* The weight of layer i, when it is a matrix. */
-static const osp_safetensors_tensor *layer_weight(const osp_safetensors *st,
-                                                  size_t i) {
+static const safetensors_tensor *layer_weight(const safetensors *st, size_t i) {
     char name[64];
     snprintf(name, sizeof name, "layers.%zu.weight", i);
-    const osp_safetensors_tensor *w = osp_safetensors_find(st, name);
+    const safetensors_tensor *w = safetensors_find(st, name);
     return w && w->shape.rank == 2 && w->shape.dims[0] > 0 &&
                    w->shape.dims[1] > 0
                ? w
@@ -49,13 +48,13 @@ osp_error *dense_auto_complete(osp_model_config *config,
                                const char *version_path) {
     osp_error *err = NULL;
     char *path = NULL;
-    osp_safetensors *st = NULL;
+    safetensors *st = NULL;
     if ((err = dense_weights_path(config, version_path, &path)) ||
         (err = dense_weights_load(config, path, &st)))
         goto out;
     size_t n = dense_count_layers(st);
-    const osp_safetensors_tensor *first = n ? layer_weight(st, 0) : NULL;
-    const osp_safetensors_tensor *last = n ? layer_weight(st, n - 1) : NULL;
+    const safetensors_tensor *first = n ? layer_weight(st, 0) : NULL;
+    const safetensors_tensor *last = n ? layer_weight(st, n - 1) : NULL;
     if (!first || !last) {
         err = osp_error_new(OSP_ERROR_INVALID_ARG,
                             "dense model '%s': cannot complete its config "
@@ -72,7 +71,7 @@ osp_error *dense_auto_complete(osp_model_config *config,
         err = one_tensor(config->name, DENSE_OUTPUT_NAME, last->shape.dims[0],
                          &config->outputs, &config->n_outputs);
 out:
-    osp_safetensors_free(st);
+    safetensors_free(st);
     free(path);
     return err;
 }

@@ -20,10 +20,10 @@ osp_error *dense_weights_path(const osp_model_config *config,
 /* Reads the weights file at `path`; a missing one is INVALID_ARG saying
  * what parameter 'weights' means. Caller owns *out. */
 osp_error *dense_weights_load(const osp_model_config *config, const char *path,
-                              osp_safetensors **out);
+                              safetensors **out);
 
 /* Number of consecutive layers.<i>.weight from i = 0. */
-size_t dense_count_layers(const osp_safetensors *st);
+size_t dense_count_layers(const safetensors *st);
 
 /* The auto_complete slot (dense_complete.c). */
 osp_error *dense_auto_complete(osp_model_config *config,

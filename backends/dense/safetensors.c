@@ -388,8 +388,7 @@ static osp_error *check_tensor_info(const char *what, const char *name,
                                     const char *dtype, const uint64_t *dims,
                                     size_t rank, const uint64_t *offsets,
                                     size_t n_offsets, const uint8_t *data,
-                                    size_t data_len,
-                                    osp_safetensors_tensor *t) {
+                                    size_t data_len, safetensors_tensor *t) {
     const dtype_info *info = find_dtype(dtype);
     if (!info)
         return file_error(what, "tensor '%s' has unknown dtype '%s'", name,
@@ -440,7 +439,7 @@ static osp_error *check_tensor_info(const char *what, const char *name,
  */
 static osp_error *parse_tensor_info(header_cursor *c, const char *name,
                                     const uint8_t *data, size_t data_len,
-                                    osp_safetensors_tensor *t) {
+                                    safetensors_tensor *t) {
     osp_error *err = NULL;
     char *key = NULL, *dtype = NULL;
     uint64_t dims[OSP_MAX_DIMS], offsets[2];
@@ -496,25 +495,25 @@ out:
 }
 
 static int compare_by_name(const void *a, const void *b) {
-    const osp_safetensors_tensor *x = *(const osp_safetensors_tensor *const *)a;
-    const osp_safetensors_tensor *y = *(const osp_safetensors_tensor *const *)b;
+    const safetensors_tensor *x = *(const safetensors_tensor *const *)a;
+    const safetensors_tensor *y = *(const safetensors_tensor *const *)b;
     return strcmp(x->name, y->name);
 }
 
 static int compare_by_offset(const void *a, const void *b) {
-    const osp_safetensors_tensor *x = *(const osp_safetensors_tensor *const *)a;
-    const osp_safetensors_tensor *y = *(const osp_safetensors_tensor *const *)b;
+    const safetensors_tensor *x = *(const safetensors_tensor *const *)a;
+    const safetensors_tensor *y = *(const safetensors_tensor *const *)b;
     return (x->data > y->data) - (x->data < y->data);
 }
 
 /* Refuses duplicate names and tensors whose bytes overlap. */
-static osp_error *check_unique_and_disjoint(const osp_safetensors *st,
+static osp_error *check_unique_and_disjoint(const safetensors *st,
                                             const char *what) {
     osp_error *err = NULL;
     size_t n = st->n_tensors;
     if (n < 2)
         return NULL;
-    const osp_safetensors_tensor **sorted = malloc(n * sizeof *sorted);
+    const safetensors_tensor **sorted = malloc(n * sizeof *sorted);
     if (!sorted)
         return out_of_memory(what);
     for (size_t i = 0; i < n; i++)
@@ -529,7 +528,7 @@ static osp_error *check_unique_and_disjoint(const osp_safetensors *st,
         }
     }
     qsort(sorted, n, sizeof *sorted, compare_by_offset);
-    const osp_safetensors_tensor *prev = NULL;
+    const safetensors_tensor *prev = NULL;
     for (size_t i = 0; i < n; i++) {
         if (sorted[i]->byte_size == 0)
             continue; /* an empty tensor overlaps nothing */
@@ -546,14 +545,13 @@ out:
 }
 
 /* Makes room for one more tensor in st. */
-static osp_error *grow_tensors(osp_safetensors *st, size_t *cap,
-                               const char *what) {
+static osp_error *grow_tensors(safetensors *st, size_t *cap, const char *what) {
     if (st->n_tensors < *cap)
         return NULL;
     size_t new_cap = *cap ? *cap * 2 : 8;
     if (new_cap > SIZE_MAX / sizeof *st->tensors)
         return out_of_memory(what);
-    osp_safetensors_tensor *grown =
+    safetensors_tensor *grown =
         realloc(st->tensors, new_cap * sizeof *st->tensors);
     if (!grown)
         return out_of_memory(what);
@@ -562,10 +560,10 @@ static osp_error *grow_tensors(osp_safetensors *st, size_t *cap,
     return NULL;
 }
 
-osp_error *osp_safetensors_parse(const uint8_t *bytes, size_t len,
-                                 const char *what, osp_safetensors **out) {
+osp_error *safetensors_parse(const uint8_t *bytes, size_t len, const char *what,
+                             safetensors **out) {
     osp_error *err = NULL;
-    osp_safetensors *st = NULL;
+    safetensors *st = NULL;
     char *name = NULL;
     size_t cap = 0;
     bool seen_metadata = false;
@@ -615,7 +613,7 @@ osp_error *osp_safetensors_parse(const uint8_t *bytes, size_t len,
             } else {
                 if ((err = grow_tensors(st, &cap, what)))
                     goto out;
-                osp_safetensors_tensor *t = &st->tensors[st->n_tensors];
+                safetensors_tensor *t = &st->tensors[st->n_tensors];
                 memset(t, 0, sizeof *t);
                 if ((err = parse_tensor_info(&c, name, data, data_len, t)))
                     goto out;
@@ -640,11 +638,11 @@ osp_error *osp_safetensors_parse(const uint8_t *bytes, size_t len,
     st = NULL;
 out:
     free(name);
-    osp_safetensors_free(st);
+    safetensors_free(st);
     return err;
 }
 
-osp_error *osp_safetensors_load(const char *path, osp_safetensors **out) {
+osp_error *safetensors_load(const char *path, safetensors **out) {
     osp_error *err = NULL;
     uint8_t *bytes = NULL;
     struct stat sb;
@@ -693,7 +691,7 @@ osp_error *osp_safetensors_load(const char *path, osp_safetensors **out) {
                             "'%s' shrank while being read", path);
         goto out;
     }
-    if ((err = osp_safetensors_parse(bytes, size, path, out)))
+    if ((err = safetensors_parse(bytes, size, path, out)))
         goto out;
     (*out)->owned_bytes_ = bytes;
     bytes = NULL;
@@ -703,15 +701,15 @@ out:
     return err;
 }
 
-const osp_safetensors_tensor *osp_safetensors_find(const osp_safetensors *st,
-                                                   const char *name) {
+const safetensors_tensor *safetensors_find(const safetensors *st,
+                                           const char *name) {
     for (size_t i = 0; i < st->n_tensors; i++)
         if (strcmp(st->tensors[i].name, name) == 0)
             return &st->tensors[i];
     return NULL;
 }
 
-void osp_safetensors_free(osp_safetensors *st) {
+void safetensors_free(safetensors *st) {
     if (!st)
         return;
     for (size_t i = 0; i < st->n_tensors; i++)

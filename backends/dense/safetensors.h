@@ -29,39 +29,39 @@ extern "C" {
 /* Headers longer than this are refused (the reference reader's limit). */
 #define OSP_SAFETENSORS_MAX_HEADER ((uint64_t)100 * 1024 * 1024)
 
-typedef struct osp_safetensors_tensor {
+typedef struct safetensors_tensor {
     char *name;
     char dtype[8];       /* as in the file: "F32", "F16", "I64", ... */
     size_t element_size; /* bytes per element of dtype */
     osp_shape shape;
     const uint8_t *data; /* into the file's bytes; not aligned in general */
     size_t byte_size;
-} osp_safetensors_tensor;
+} safetensors_tensor;
 
-typedef struct osp_safetensors {
-    osp_safetensors_tensor *tensors; /* in header order */
+typedef struct safetensors {
+    safetensors_tensor *tensors; /* in header order */
     size_t n_tensors;
     uint8_t *owned_bytes_; /* the file, when read by _load */
-} osp_safetensors;
+} safetensors;
 
 /* Parses a whole safetensors file held in `bytes` (borrowed: it must
  * outlive *out, whose tensor data points into it). `what` (borrowed) names
  * the file in error messages. Malformed input is INVALID_ARG. Caller owns
- * *out, freed with osp_safetensors_free. */
-osp_error *osp_safetensors_parse(const uint8_t *bytes, size_t len,
-                                 const char *what, osp_safetensors **out);
+ * *out, freed with safetensors_free. */
+osp_error *safetensors_parse(const uint8_t *bytes, size_t len, const char *what,
+                             safetensors **out);
 
 /* Reads the file at `path` and parses it; *out owns the bytes. A missing
  * file is NOT_FOUND, one that cannot be read UNAVAILABLE. Caller owns
  * *out. */
-osp_error *osp_safetensors_load(const char *path, osp_safetensors **out);
+osp_error *safetensors_load(const char *path, safetensors **out);
 
 /* The tensor called `name` (borrowed from st), or NULL. */
-const osp_safetensors_tensor *osp_safetensors_find(const osp_safetensors *st,
-                                                   const char *name);
+const safetensors_tensor *safetensors_find(const safetensors *st,
+                                           const char *name);
 
 /* NULL is a no-op. */
-void osp_safetensors_free(osp_safetensors *st);
+void safetensors_free(safetensors *st);
 
 #ifdef __cplusplus
 }

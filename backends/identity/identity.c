@@ -140,7 +140,7 @@ static osp_error *identity_execute(void *instance, osp_execute_ctx *ctx) {
         if (!osp_execute_output_requested(ctx, i))
             continue;
         const osp_backend_tensor *in = osp_execute_input(ctx, i);
-        if (!osp_backend_input_given(in))
+        if (!builtin_input_given(in))
             return osp_error_new(OSP_ERROR_INVALID_ARG,
                                  "identity model '%s': output %zu was "
                                  "requested but optional input '%s' was not "

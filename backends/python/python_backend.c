@@ -402,7 +402,7 @@ static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
     size_t n_in = osp_execute_input_count(ctx), end = 0;
     for (size_t i = 0; i < n_in; i++) {
         const osp_backend_tensor *t = osp_execute_input(ctx, i);
-        if (osp_backend_input_given(t))
+        if (builtin_input_given(t))
             end = pyshm_align(end) + t->byte_size;
     }
     if (end == SIZE_MAX)
@@ -415,7 +415,7 @@ static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
     bool first = true;
     for (size_t i = 0; i < n_in; i++) {
         const osp_backend_tensor *t = osp_execute_input(ctx, i);
-        if (!osp_backend_input_given(t))
+        if (!builtin_input_given(t))
             continue;
         offset = pyshm_align(offset);
         if ((err = copy_tensor(inst, ctx, inst->stub.region.base + offset,

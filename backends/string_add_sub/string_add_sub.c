@@ -110,11 +110,11 @@ static osp_error *check_inputs(const string_add_sub_model *model,
                                const osp_backend_tensor *b, size_t *count) {
     char sa[160], sb[160];
     int64_t n;
-    if (!osp_backend_input_given(a) || !osp_backend_input_given(b))
+    if (!builtin_input_given(a) || !builtin_input_given(b))
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "string_add_sub model '%s': input '%s' is missing",
                              model->name,
-                             osp_backend_input_given(a) ? b->name : a->name);
+                             builtin_input_given(a) ? b->name : a->name);
     if (a->dtype != OSP_TYPE_BYTES || b->dtype != OSP_TYPE_BYTES)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "string_add_sub model '%s': inputs must be BYTES",

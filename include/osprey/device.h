@@ -96,7 +96,7 @@ typedef struct osp_gemm_args {
 /* The process-wide CPU device. Never NULL; not freed by callers. */
 osp_device *osp_device_cpu(void);
 /* Number of usable CUDA GPUs: 0 when built without CUDA or none present.
- * Valid after osp_devices_init (see device_impl.h); 0 before. */
+ * Valid after osp_devices_init (see device_options.h); 0 before. */
 int osp_device_cuda_count(void);
 /* Borrowed handle of GPU `index`; NOT_FOUND if there is no such GPU. */
 osp_error *osp_device_cuda_get(int index, osp_device **out);

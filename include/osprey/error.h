@@ -36,6 +36,7 @@ typedef enum osp_error_reason {
     OSP_REASON_TIMEOUT,           /* a request's queue timeout expired */
     OSP_REASON_SHUTTING_DOWN,     /* the server no longer takes work */
     OSP_REASON_TOO_LARGE,         /* over a size limit (body, input, ...) */
+    OSP_REASON_STORAGE_FULL,      /* a store's disk is full (ENOSPC, quota) */
 } osp_error_reason;
 
 typedef struct osp_error osp_error;
@@ -68,7 +69,8 @@ osp_error_reason osp_error_get_reason(const osp_error *err);
 const char *osp_error_message(const osp_error *err);
 
 /* Stable upper-case name: "INTERNAL", "NOT_FOUND", ... Statuses are the
- * frontends' business (server/http/kserve_errors.c for KServe HTTP). */
+ * frontends' business (kserve_error_status in server/http/kserve_surface.c
+ * for KServe HTTP). */
 const char *osp_error_code_name(osp_error_code code);
 
 #ifdef __cplusplus

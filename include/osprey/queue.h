@@ -15,13 +15,14 @@
  * callback means nothing of that call was applied (a put that fails stores
  * nothing). Limits are checked before anything is stored.
  *
- * Errors (the frontend maps them to statuses):
- *   payload over max_payload_bytes: OSP_ERROR_INVALID_ARG, OSP_REASON_TOO_LARGE
- *   queue at max_length:            OSP_ERROR_UNAVAILABLE,
- * OSP_REASON_QUEUE_FULL store unreachable (Redis down): OSP_ERROR_UNAVAILABLE,
- * OSP_REASON_NONE store closing:                  OSP_ERROR_UNAVAILABLE,
- * OSP_REASON_SHUTTING_DOWN unknown index where one is required:
- * OSP_ERROR_NOT_FOUND
+ * Errors (the frontend maps them to statuses), code and reason:
+ *   payload over max_payload_bytes   INVALID_ARG, OSP_REASON_TOO_LARGE
+ *   queue at max_length              UNAVAILABLE, OSP_REASON_QUEUE_FULL
+ *   store unreachable (Redis down)   UNAVAILABLE, OSP_REASON_NONE
+ *   store closing                    UNAVAILABLE, OSP_REASON_SHUTTING_DOWN
+ *   no room on the store's disk      UNAVAILABLE, OSP_REASON_STORAGE_FULL
+ *     (the embedded store; the change was not stored, later ones may be)
+ *   unknown index where one is required   NOT_FOUND
  *
  * Threads: every function is thread-safe. Callbacks run on the caller's
  * thread (before the call returns) or on a store thread; they must not

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "osprey/device_impl.h"
+#include "osprey/device_options.h"
 #include "osprey/error.h"
 #include "osprey/infer.h"
 #include "osprey/memory.h"

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cond_deadline.h"
 #include "ensemble.h"
 #include "model_internal.h"
 #include "osprey/log.h"
@@ -186,13 +187,9 @@ static size_t take_batch(model_instance *inst, bool previous_done) {
         } else {
             /* Long waits are cut to an hour: the batcher is asked again. */
             const uint64_t hour_ns = 3600ull * 1000000000ull;
-            struct timespec until;
-            clock_gettime(CLOCK_MONOTONIC, &until);
-            uint64_t ns = (uint64_t)until.tv_nsec +
-                          (wait_ns < hour_ns ? wait_ns : hour_ns);
-            until.tv_sec += (time_t)(ns / 1000000000u);
-            until.tv_nsec = (long)(ns % 1000000000u);
-            pthread_cond_timedwait(&model->work_ready, &model->lock, &until);
+            cond_wait_until(
+                &model->work_ready, &model->lock,
+                deadline_after_ns(wait_ns < hour_ns ? wait_ns : hour_ns));
         }
     }
     claim_batch(inst, n);
@@ -499,11 +496,7 @@ static osp_model *model_new_shell(osp_model_config *config, int64_t version,
     pthread_mutex_init(&model->lock, NULL);
     pthread_mutex_init(&model->order_lock, NULL);
     reorder_init(&model->reorder);
-    pthread_condattr_t cond_attr;
-    pthread_condattr_init(&cond_attr);
-    pthread_condattr_setclock(&cond_attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&model->work_ready, &cond_attr);
-    pthread_condattr_destroy(&cond_attr);
+    cond_init_monotonic(&model->work_ready);
     model->config = config;
     model->version = version;
     model->version_path = strdup(version_path);

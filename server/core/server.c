@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "backend_fields.h"
+#include "cond_deadline.h"
 #include "ensemble.h"
 #include "ensemble_graph.h"
 #include "load_override.h"
@@ -640,13 +641,13 @@ static osp_error *load_versions(osp_server *server, const char *name,
     size_t n_versions = 0;
     version_slot *slots = NULL;
 
-    if ((err = osp_repository_check_name(name)))
+    if ((err = repository_check_name(name)))
         goto out;
     if ((err = load_source_open(server, name, ov, &src)))
         goto out;
     if ((err = read_config(name, &src, &cfg)) ||
-        (err = osp_repository_select_versions(
-             src.model_dir, &cfg->version_policy, &versions, &n_versions))) {
+        (err = repository_select_versions(src.model_dir, &cfg->version_policy,
+                                          &versions, &n_versions))) {
         err = ov ? osp_load_override_error(name, err)
                  : error_without_dirs(server, err, src.model_parent);
         goto out;
@@ -773,7 +774,7 @@ static osp_error *load_model_locked(osp_server *server, const char *name,
     else if (err)
         OSP_LOG_ERROR("failed to load '%s': %s", name, osp_error_message(err));
 
-    osp_error *unsafe = osp_repository_check_name(name);
+    osp_error *unsafe = repository_check_name(name);
     if (unsafe) {
         /* Never create entries for unsafe names (nothing was loaded). */
         osp_error_free(unsafe);
@@ -944,7 +945,7 @@ static void load_plain_models(osp_server *server, char *const *names,
                               size_t n) {
     pthread_mutex_lock(&server->lock);
     for (size_t i = 0; i < n; i++) {
-        osp_error *unsafe = osp_repository_check_name(names[i]);
+        osp_error *unsafe = repository_check_name(names[i]);
         if (unsafe)
             osp_error_free(unsafe);
         else
@@ -1035,12 +1036,11 @@ static void *poll_thread(void *arg) {
     osp_server *server = arg;
     pthread_mutex_lock(&server->poll_mutex);
     while (!server->poll_stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += server->poll_secs;
-        while (!server->poll_stop &&
-               pthread_cond_timedwait(&server->poll_cond, &server->poll_mutex,
-                                      &until) == 0)
+        uint64_t next_poll =
+            deadline_after_ns((uint64_t)server->poll_secs * 1000000000ull);
+        while (
+            !server->poll_stop &&
+            cond_wait_until(&server->poll_cond, &server->poll_mutex, next_poll))
             ;
         if (server->poll_stop)
             break;
@@ -1145,7 +1145,7 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
     } else if (source) {
         server->source = source;
     } else if ((server->repo_root = realpath(path, NULL))) {
-        osp_repository_local_source(server->repo_root, &server->local);
+        repository_local_source(server->repo_root, &server->local);
         server->source = &server->local;
     } else {
         err = osp_error_new(OSP_ERROR_INVALID_ARG,
@@ -1183,11 +1183,7 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
     atomic_init(&server->shutting_down, false);
 
     pthread_mutex_init(&server->poll_mutex, NULL);
-    pthread_condattr_t cond_attr;
-    pthread_condattr_init(&cond_attr);
-    pthread_condattr_setclock(&cond_attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&server->poll_cond, &cond_attr);
-    pthread_condattr_destroy(&cond_attr);
+    cond_init_monotonic(&server->poll_cond);
 
     pthread_mutex_lock(&server->load_lock);
     if (opts->control_mode != OSP_MODEL_CONTROL_EXPLICIT) {

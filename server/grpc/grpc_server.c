@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cond_deadline.h"
 #include "grpc_internal.h"
 #include "grpc_tsan.h"
 #include "osprey/clock.h"
@@ -697,11 +698,7 @@ osp_error *kgrpc_server_start(const kgrpc_options *opts, kgrpc_server **out) {
     s->opts.server_cert = s->opts.server_key = s->opts.root_cert = NULL;
     pthread_mutex_init(&s->mu, NULL);
     /* Drain deadlines are CLOCK_MONOTONIC, like every Osprey clock. */
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->idle, &attr);
-    pthread_condattr_destroy(&attr);
+    cond_init_monotonic(&s->idle);
     s->accepting = true;
     s->n_slots = N_METHODS + 1;
     s->registered = calloc(N_METHODS, sizeof *s->registered);
@@ -821,11 +818,11 @@ void kgrpc_server_stop_accepting(kgrpc_server *s) {
 }
 
 /* Waits until no call is active and the shutdown tag came, or until
- * `deadline` (CLOCK_MONOTONIC). True when both happened. */
-static bool wait_idle(kgrpc_server *s, const struct timespec *deadline) {
+ * `deadline_ns` (osp_now_ns). True when both happened. */
+static bool wait_idle(kgrpc_server *s, uint64_t deadline_ns) {
     pthread_mutex_lock(&s->mu);
     while (s->active_calls > 0 || !s->shutdown_done) {
-        if (pthread_cond_timedwait(&s->idle, &s->mu, deadline) != 0)
+        if (!cond_wait_until(&s->idle, &s->mu, deadline_ns))
             break;
     }
     bool idle = s->active_calls == 0 && s->shutdown_done;
@@ -833,29 +830,15 @@ static bool wait_idle(kgrpc_server *s, const struct timespec *deadline) {
     return idle;
 }
 
-static struct timespec deadline_after_ms(int ms) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += ms / 1000;
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
-}
-
 bool kgrpc_server_drain(kgrpc_server *s, int timeout_ms) {
     kgrpc_server_stop_accepting(s);
-    struct timespec deadline = deadline_after_ms(timeout_ms);
-    if (wait_idle(s, &deadline))
+    if (wait_idle(s, deadline_after_ns((uint64_t)timeout_ms * 1000000u)))
         return true;
     OSP_LOG_WARN("gRPC calls still in progress after %d ms; cancelling them",
                  timeout_ms);
     grpc_server_cancel_all_calls(s->server);
     /* Cancelled calls end at once unless the core still holds them. */
-    deadline = deadline_after_ms(2000);
-    return wait_idle(s, &deadline);
+    return wait_idle(s, deadline_after_ns(2000ull * 1000000u));
 }
 
 void kgrpc_server_free(kgrpc_server *s) {

@@ -17,6 +17,7 @@
 
 #include <microhttpd.h>
 
+#include "array_grow.h"
 #include "http_query.h"
 #include "http_upgrade.h"
 #include "json_util.h"
@@ -351,15 +352,10 @@ void http_reply_parts(http_request *req, unsigned status,
 }
 
 void http_reply_header(http_request *req, const char *name, const char *value) {
-    if (req->n_headers == req->cap_headers) {
-        size_t cap = req->cap_headers ? 2 * req->cap_headers : 8;
-        reply_header *grown = realloc(req->headers, cap * sizeof *grown);
-        if (!grown) {
-            req->headers_oom = true;
-            return;
-        }
-        req->headers = grown;
-        req->cap_headers = cap;
+    if (!array_grow((void **)&req->headers, &req->cap_headers,
+                    req->n_headers + 1, sizeof *req->headers)) {
+        req->headers_oom = true;
+        return;
     }
     reply_header *h = &req->headers[req->n_headers];
     h->name = strdup(name);

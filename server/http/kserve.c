@@ -15,13 +15,6 @@
 
 /* ---- helpers ---- */
 
-static bool method_is(http_request *req, http_method m) {
-    if (http_request_method(req) == m)
-        return true;
-    http_reply_error_status(req, 405, "Method Not Allowed");
-    return false;
-}
-
 /* The request is decided at route time: only the reply is pending. These
  * handlers ignore the body (GET endpoints) or buffer it (POST ones). */
 typedef struct simple_ctx {
@@ -446,199 +439,212 @@ static osp_error *repository_control(http_request *req, simple_ctx *ctx) {
 
 /* ---- routing ---- */
 
-static bool starts_with(const char *s, const char *prefix, const char **rest) {
-    size_t n = strlen(prefix);
-    if (strncmp(s, prefix, n) != 0)
-        return false;
-    *rest = s + n;
-    return true;
+/* What a route's pattern captured from the path: pointers into it, NULL
+ * (length 0) for a piece the pattern does not have. `action` is the
+ * pattern's last segment when that is a choice ("(load|unload)"): the
+ * path's own NUL-terminated tail. */
+typedef struct route_match {
+    const char *model, *version, *region, *repo, *action;
+    size_t model_len, version_len, region_len, repo_len;
+} route_match;
+
+/* One KServe HTTP endpoint, as grpc_server.c's methods[] for gRPC.
+ * `pattern` is matched segment by segment: a literal, {model}, {region}
+ * or {repo} (one non-empty segment), {version} (digits), or a choice
+ * (a|b) of literals. `methods` (bits of 1 << http_method) is checked
+ * after the API group, as Triton does: a request with another method
+ * gets 405; 0 when the handler answers every method itself. */
+typedef struct kserve_http_route {
+    const char *pattern;
+    unsigned methods;
+    kserve_api api;
+    void (*handle)(http_request *req, const route_match *m);
+} kserve_http_route;
+
+#define GET (1u << HTTP_METHOD_GET)
+#define POST (1u << HTTP_METHOD_POST)
+
+static void claim_match(http_request *req,
+                        osp_error *(*complete)(http_request *, simple_ctx *),
+                        const route_match *m) {
+    claim(req, complete, m->model, m->model_len, m->version, m->version_len);
 }
 
-/* One path segment: [^/]+ ; sets its length. */
-static size_t segment(const char *s) {
-    size_t n = 0;
-    while (s[n] && s[n] != '/')
-        n++;
-    return n;
+static void on_server_metadata(http_request *req, const route_match *m) {
+    claim_match(req, server_metadata, m);
 }
-
-/* /v2/models/([^/]+)(?:/versions/([0-9]+))?(?:/(infer|...|trace/setting))? */
-static bool route_model(http_request *req, const char *path) {
-    const char *p;
-    if (!starts_with(path, "/v2/models/", &p))
-        return false;
-    const char *name = p;
-    size_t name_len = segment(p);
-    if (name_len == 0)
-        return false;
-    p += name_len;
-    const char *version = NULL;
-    size_t version_len = 0;
-    const char *q;
-    if (starts_with(p, "/versions/", &q)) {
-        size_t n = 0;
-        while (q[n] >= '0' && q[n] <= '9')
-            n++;
-        if (n > 0 && (q[n] == '\0' || q[n] == '/')) {
-            version = q;
-            version_len = n;
-            p = q + n;
-        }
-    }
-    const char *kind = "";
-    if (*p == '/') {
-        kind = p + 1;
-        static const char *const kinds[] = {
-            "infer",  "generate", "generate_stream", "ready",
-            "config", "stats",    "trace/setting",   NULL};
-        bool known = false;
-        for (size_t i = 0; kinds[i]; i++)
-            known = known || strcmp(kind, kinds[i]) == 0;
-        if (!known)
-            return false;
-    } else if (*p != '\0') {
-        return false;
-    }
-
-    /* Each endpoint's API group is checked before its method, as Triton
-     * does. */
-    if (strcmp(kind, "") == 0) {
-        if (kserve_api_allowed(req, KSERVE_API_METADATA) &&
-            method_is(req, HTTP_METHOD_GET))
-            claim(req, model_metadata, name, name_len, version, version_len);
-        return true;
-    }
-    if (strcmp(kind, "ready") == 0) {
-        if (kserve_api_allowed(req, KSERVE_API_HEALTH) &&
-            method_is(req, HTTP_METHOD_GET))
-            claim(req, model_ready, name, name_len, version, version_len);
-        return true;
-    }
-    if (strcmp(kind, "config") == 0) {
-        if (kserve_api_allowed(req, KSERVE_API_MODEL_CONFIG) &&
-            method_is(req, HTTP_METHOD_GET))
-            claim(req, model_config, name, name_len, version, version_len);
-        return true;
-    }
-    bool generate = strcmp(kind, "generate") == 0;
-    bool generate_stream = strcmp(kind, "generate_stream") == 0;
-    if (strcmp(kind, "infer") == 0 || generate || generate_stream) {
-        if (!kserve_api_allowed(req, KSERVE_API_INFERENCE))
-            return true;
-        char *n = dup_n(name, name_len);
-        char *v = dup_n(version ? version : "", version_len);
-        if (n && v && (generate || generate_stream))
-            kserve_generate_route(req, n, v, generate_stream);
-        else if (n && v)
-            kserve_infer_route(req, n, v);
-        else
+static void on_health_live(http_request *req, const route_match *m) {
+    claim_match(req, health_live, m);
+}
+static void on_health_ready(http_request *req, const route_match *m) {
+    claim_match(req, health_ready, m);
+}
+static void on_model_metadata(http_request *req, const route_match *m) {
+    claim_match(req, model_metadata, m);
+}
+static void on_model_ready(http_request *req, const route_match *m) {
+    claim_match(req, model_ready, m);
+}
+static void on_model_config(http_request *req, const route_match *m) {
+    claim_match(req, model_config, m);
+}
+static void on_model_stats(http_request *req, const route_match *m) {
+    claim_match(req, model_stats, m);
+}
+static void on_logging(http_request *req, const route_match *m) {
+    (void)m;
+    kserve_logging_route(req);
+}
+static void on_trace(http_request *req, const route_match *m) {
+    kserve_trace_route(req, m->model, m->model_len);
+}
+static void on_system_shm(http_request *req, const route_match *m) {
+    kserve_shm_route(req, true, m->region, m->region_len, m->action);
+}
+static void on_cuda_shm(http_request *req, const route_match *m) {
+    kserve_shm_route(req, false, m->region, m->region_len, m->action);
+}
+static void on_repository_index(http_request *req, const route_match *m) {
+    (void)m; /* the index ignores a repository name, as Triton */
+    claim(req, repository_index, NULL, 0, NULL, 0);
+}
+static void on_repository_control(http_request *req, const route_match *m) {
+    claim(req, repository_control, m->model, m->model_len, NULL, 0);
+    simple_ctx *ctx = http_request_handler_ctx(req);
+    if (ctx) {
+        ctx->repository = dup_n(m->repo ? m->repo : "", m->repo_len);
+        ctx->action = strdup(m->action);
+        if (!ctx->repository || !ctx->action)
             http_reply_error_status(req, 503, "out of memory");
-        free(n);
-        free(v);
-        return true;
     }
-    if (strcmp(kind, "trace/setting") == 0) {
-        /* Trace settings are per model, not per version: Not Found. */
-        if (version)
-            return false;
-        if (kserve_api_allowed(req, KSERVE_API_TRACE))
-            kserve_trace_route(req, name, name_len);
-        return true;
-    }
-    if (strcmp(kind, "stats") == 0) {
-        if (kserve_api_allowed(req, KSERVE_API_STATISTICS) &&
-            method_is(req, HTTP_METHOD_GET))
-            claim(req, model_stats, name, name_len, version, version_len);
-        return true;
-    }
-    return false;
 }
 
-/* /v2/(system|cuda)sharedmemory(?:/region/([^/]+))?/(status|register|unregister)
- */
-static bool route_shared_memory(http_request *req, const char *path) {
-    const char *p;
-    bool system;
-    if (starts_with(path, "/v2/systemsharedmemory/", &p))
-        system = true;
-    else if (starts_with(path, "/v2/cudasharedmemory/", &p))
-        system = false;
+/* Inference and generate take the model and version as strings. */
+static void infer_like(http_request *req, const route_match *m, bool generate,
+                       bool stream) {
+    char *name = dup_n(m->model, m->model_len);
+    char *version = dup_n(m->version ? m->version : "", m->version_len);
+    if (!name || !version)
+        http_reply_error_status(req, 503, "out of memory");
+    else if (generate)
+        kserve_generate_route(req, name, version, stream);
     else
-        return false;
-    static const char *const actions[] = {"status", "register", "unregister",
-                                          NULL};
-    const char *region = NULL;
-    size_t region_len = 0;
-    const char *q;
-    if (starts_with(p, "region/", &q)) {
-        size_t n = segment(q);
-        if (n > 0 && q[n] == '/') {
-            for (size_t i = 0; actions[i]; i++)
-                if (strcmp(q + n + 1, actions[i]) == 0) {
-                    region = q;
-                    region_len = n;
-                    p = q + n + 1;
-                    break;
-                }
-        }
-    }
-    for (size_t i = 0; actions[i]; i++) {
-        if (strcmp(p, actions[i]) != 0)
-            continue;
-        if (kserve_api_allowed(req, KSERVE_API_SHARED_MEMORY))
-            kserve_shm_route(req, system, region, region_len, p);
-        return true;
+        kserve_infer_route(req, name, version);
+    free(name);
+    free(version);
+}
+static void on_infer(http_request *req, const route_match *m) {
+    infer_like(req, m, false, false);
+}
+static void on_generate(http_request *req, const route_match *m) {
+    infer_like(req, m, true, false);
+}
+static void on_generate_stream(http_request *req, const route_match *m) {
+    infer_like(req, m, true, true);
+}
+
+#define MODEL "/v2/models/{model}"
+#define VERSION "/v2/models/{model}/versions/{version}"
+#define SHM_ACTION "(status|register|unregister)"
+
+/* In Triton's order: "/v2/models/stats" is checked before the model
+ * endpoints (a model named "stats" has no metadata endpoint). Trace
+ * settings are per model, not per version: no versioned route. */
+static const kserve_http_route routes[] = {
+    {"/v2/models/stats", GET, KSERVE_API_STATISTICS, on_model_stats},
+    {"/v2/logging", 0, KSERVE_API_LOGGING, on_logging},
+    {MODEL, GET, KSERVE_API_METADATA, on_model_metadata},
+    {VERSION, GET, KSERVE_API_METADATA, on_model_metadata},
+    {MODEL "/ready", GET, KSERVE_API_HEALTH, on_model_ready},
+    {VERSION "/ready", GET, KSERVE_API_HEALTH, on_model_ready},
+    {MODEL "/config", GET, KSERVE_API_MODEL_CONFIG, on_model_config},
+    {VERSION "/config", GET, KSERVE_API_MODEL_CONFIG, on_model_config},
+    {MODEL "/infer", 0, KSERVE_API_INFERENCE, on_infer},
+    {VERSION "/infer", 0, KSERVE_API_INFERENCE, on_infer},
+    {MODEL "/generate", 0, KSERVE_API_INFERENCE, on_generate},
+    {VERSION "/generate", 0, KSERVE_API_INFERENCE, on_generate},
+    {MODEL "/generate_stream", 0, KSERVE_API_INFERENCE, on_generate_stream},
+    {VERSION "/generate_stream", 0, KSERVE_API_INFERENCE, on_generate_stream},
+    {MODEL "/trace/setting", 0, KSERVE_API_TRACE, on_trace},
+    {MODEL "/stats", GET, KSERVE_API_STATISTICS, on_model_stats},
+    {VERSION "/stats", GET, KSERVE_API_STATISTICS, on_model_stats},
+    {"/v2", GET, KSERVE_API_METADATA, on_server_metadata},
+    {"/v2/health/live", GET, KSERVE_API_HEALTH, on_health_live},
+    {"/v2/health/ready", GET, KSERVE_API_HEALTH, on_health_ready},
+    {"/v2/systemsharedmemory/" SHM_ACTION, 0, KSERVE_API_SHARED_MEMORY,
+     on_system_shm},
+    {"/v2/systemsharedmemory/region/{region}/" SHM_ACTION, 0,
+     KSERVE_API_SHARED_MEMORY, on_system_shm},
+    {"/v2/cudasharedmemory/" SHM_ACTION, 0, KSERVE_API_SHARED_MEMORY,
+     on_cuda_shm},
+    {"/v2/cudasharedmemory/region/{region}/" SHM_ACTION, 0,
+     KSERVE_API_SHARED_MEMORY, on_cuda_shm},
+    {"/v2/repository/index", POST, KSERVE_API_MODEL_REPOSITORY,
+     on_repository_index},
+    {"/v2/repository/models/{model}/(load|unload)", POST,
+     KSERVE_API_MODEL_REPOSITORY, on_repository_control},
+    {"/v2/repository/{repo}/index", POST, KSERVE_API_MODEL_REPOSITORY,
+     on_repository_index},
+    {"/v2/repository/{repo}/models/{model}/(load|unload)", POST,
+     KSERVE_API_MODEL_REPOSITORY, on_repository_control},
+    {"/v2/trace/setting", 0, KSERVE_API_TRACE, on_trace},
+};
+
+#undef MODEL
+#undef VERSION
+#undef SHM_ACTION
+#undef GET
+#undef POST
+
+/* Whether the path segment seg[0..n) is one of the choice's literals,
+ * choice[0..choice_len) being "(a|b|...)". */
+static bool choice_has(const char *choice, size_t choice_len, const char *seg,
+                       size_t n) {
+    const char *c = choice + 1, *end = choice + choice_len - 1;
+    while (c < end) {
+        const char *bar = memchr(c, '|', (size_t)(end - c));
+        size_t len = (size_t)((bar ? bar : end) - c);
+        if (len == n && memcmp(c, seg, n) == 0)
+            return true;
+        c += len + 1;
     }
     return false;
 }
 
-/* /v2/repository(?:/([^/]+))?/(index|models/([^/]+)/(load|unload)) */
-static bool route_repository(http_request *req, const char *path) {
-    const char *p;
-    if (!starts_with(path, "/v2/repository/", &p))
-        return false;
-    const char *repo = NULL;
-    size_t repo_len = 0;
-    /* Try without a repository name first, then with one. */
-    for (int with_repo = 0; with_repo < 2; with_repo++) {
-        const char *s = p;
-        if (with_repo) {
-            repo = p;
-            repo_len = segment(p);
-            if (repo_len == 0 || p[repo_len] != '/')
+/* Matches `path` against `pattern` (see kserve_http_route), filling *m. */
+static bool route_matches(const char *pattern, const char *path,
+                          route_match *m) {
+    memset(m, 0, sizeof *m);
+    const char *p = pattern, *s = path;
+    while (*p && *s) {
+        if (*p++ != '/' || *s++ != '/')
+            return false;
+        size_t plen = strcspn(p, "/"), n = strcspn(s, "/");
+        if (*p == '{') {
+            if (n == 0)
                 return false;
-            s = p + repo_len + 1;
+            if (strncmp(p, "{version}", plen) == 0) {
+                if (strspn(s, "0123456789") < n)
+                    return false;
+                m->version = s, m->version_len = n;
+            } else if (strncmp(p, "{model}", plen) == 0) {
+                m->model = s, m->model_len = n;
+            } else if (strncmp(p, "{region}", plen) == 0) {
+                m->region = s, m->region_len = n;
+            } else {
+                m->repo = s, m->repo_len = n;
+            }
+        } else if (*p == '(') {
+            if (!choice_has(p, plen, s, n))
+                return false;
+            m->action = s;
+        } else if (plen != n || memcmp(p, s, n) != 0) {
+            return false;
         }
-        if (strcmp(s, "index") == 0) {
-            if (kserve_api_allowed(req, KSERVE_API_MODEL_REPOSITORY) &&
-                method_is(req, HTTP_METHOD_POST))
-                claim(req, repository_index, NULL, 0, NULL, 0);
-            return true;
-        }
-        const char *m;
-        if (!starts_with(s, "models/", &m))
-            continue;
-        size_t m_len = segment(m);
-        if (m_len == 0 || m[m_len] != '/')
-            continue;
-        const char *action = m + m_len + 1;
-        if (strcmp(action, "load") != 0 && strcmp(action, "unload") != 0)
-            continue;
-        if (!kserve_api_allowed(req, KSERVE_API_MODEL_REPOSITORY) ||
-            !method_is(req, HTTP_METHOD_POST))
-            return true;
-        claim(req, repository_control, m, m_len, NULL, 0);
-        simple_ctx *ctx = http_request_handler_ctx(req);
-        if (ctx) {
-            ctx->repository =
-                dup_n(with_repo ? repo : "", with_repo ? repo_len : 0);
-            ctx->action = strdup(action);
-            if (!ctx->repository || !ctx->action)
-                http_reply_error_status(req, 503, "out of memory");
-        }
-        return true;
+        p += plen;
+        s += n;
     }
-    return false;
+    return *p == '\0' && *s == '\0';
 }
 
 bool kserve_route(http_request *req, void *surface_ctx) {
@@ -647,44 +653,18 @@ bool kserve_route(http_request *req, void *surface_ctx) {
     OSP_LOG_VERBOSE("HTTP request: %s %s", http_request_method_name(req), path);
     if (strncmp(path, "/v2", 3) != 0)
         return false;
-    /* Triton checks this exact path first: a model named "stats" has no
-     * metadata endpoint. */
-    if (strcmp(path, "/v2/models/stats") == 0) {
-        if (kserve_api_allowed(req, KSERVE_API_STATISTICS) &&
-            method_is(req, HTTP_METHOD_GET))
-            claim(req, model_stats, NULL, 0, NULL, 0);
-        return true;
-    }
-    if (strcmp(path, "/v2/logging") == 0) {
-        if (kserve_api_allowed(req, KSERVE_API_LOGGING))
-            kserve_logging_route(req);
-        return true;
-    }
-    if (route_model(req, path))
-        return true;
-    if (strcmp(path, "/v2") == 0) {
-        if (kserve_api_allowed(req, KSERVE_API_METADATA) &&
-            method_is(req, HTTP_METHOD_GET))
-            claim(req, server_metadata, NULL, 0, NULL, 0);
-        return true;
-    }
-    if (strcmp(path, "/v2/health/live") == 0 ||
-        strcmp(path, "/v2/health/ready") == 0) {
-        if (kserve_api_allowed(req, KSERVE_API_HEALTH) &&
-            method_is(req, HTTP_METHOD_GET))
-            claim(req,
-                  strcmp(path, "/v2/health/live") == 0 ? health_live
-                                                       : health_ready,
-                  NULL, 0, NULL, 0);
-        return true;
-    }
-    if (route_shared_memory(req, path))
-        return true;
-    if (route_repository(req, path))
-        return true;
-    if (strcmp(path, "/v2/trace/setting") == 0) {
-        if (kserve_api_allowed(req, KSERVE_API_TRACE))
-            kserve_trace_route(req, NULL, 0);
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const kserve_http_route *r = &routes[i];
+        route_match m;
+        if (!route_matches(r->pattern, path, &m))
+            continue;
+        if (!kserve_api_allowed(req, r->api))
+            return true;
+        if (r->methods && !(r->methods & (1u << http_request_method(req)))) {
+            http_reply_error_status(req, 405, "Method Not Allowed");
+            return true;
+        }
+        r->handle(req, &m);
         return true;
     }
     return false;

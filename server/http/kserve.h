@@ -18,7 +18,7 @@
 #include "osprey/server.h"
 #include "osprey/trace.h"
 
-struct jbuf;
+struct bytebuf;
 /* server/kserve/kserve_shm.h */
 typedef struct kserve_shm_registry kserve_shm_registry;
 
@@ -74,7 +74,7 @@ void kserve_reply_error(http_request *req, osp_error *err);
 
 /* Replies 200 with the JSON in b (taken over), or returns UNAVAILABLE
  * "out of memory" for the caller's error reply. */
-osp_error *kserve_reply_json(http_request *req, struct jbuf *b);
+osp_error *kserve_reply_json(http_request *req, struct bytebuf *b);
 
 /* ---- routes ---- */
 

@@ -338,28 +338,13 @@ static osp_error *map_parameters(generate_ctx *ctx, struct json_object *v) {
 /* A member's key, unescaped (caller frees). */
 static osp_error *member_key(const char *text, const json_member_span *m,
                              char **out) {
-    size_t n = m->key_end - m->key_start;
-    const char *k = text + m->key_start;
-    if (!memchr(k, '\\', n)) {
-        if (!(*out = strndup(k, n)))
-            return osp_error_out_of_memory();
-        return NULL;
-    }
-    char *quoted = malloc(n + 3);
-    if (!quoted)
+    size_t at = m->key_start - 1, probe = at; /* the opening quote */
+    size_t n = json_string_decode(text, &probe, NULL);
+    if (!(*out = malloc(n + 1)))
         return osp_error_out_of_memory();
-    quoted[0] = '"';
-    memcpy(quoted + 1, k, n);
-    quoted[n + 1] = '"';
-    quoted[n + 2] = '\0';
-    struct json_object *s = NULL;
-    osp_error *err = json_parse_body(quoted, n + 2, &s);
-    free(quoted);
-    if (err)
-        return err;
-    *out = strdup(json_object_get_string(s));
-    json_free(s);
-    return *out ? NULL : osp_error_out_of_memory();
+    json_string_decode(text, &at, *out);
+    (*out)[n] = '\0';
+    return NULL;
 }
 
 /* Builds ctx->request from the body (Triton's order: parse, "id", then the

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array_grow.h"
 #include "http_server.h"
 #include "json_util.h"
 #include "osprey/device.h"
@@ -506,15 +507,10 @@ typedef struct queue_samples {
 
 static void collect_queue(void *ctx, osp_queue *queue) {
     queue_samples *qs = ctx;
-    if (qs->n == qs->cap) {
-        size_t cap = qs->cap ? qs->cap * 2 : 16;
-        queue_sample *grown = realloc(qs->items, cap * sizeof *grown);
-        if (!grown) {
-            qs->oom = true;
-            return;
-        }
-        qs->items = grown;
-        qs->cap = cap;
+    if (!array_grow((void **)&qs->items, &qs->cap, qs->n + 1,
+                    sizeof *qs->items)) {
+        qs->oom = true;
+        return;
     }
     queue_sample *s = &qs->items[qs->n];
     if (!(s->name = strdup(osp_queue_name(queue)))) {

@@ -49,8 +49,8 @@ typedef struct queue_call {
     osp_queue *queue;
     queue_op op;
     bool protobuf; /* Accept: application/vnd.google.protobuf */
-    char *body;
-    size_t len, cap, limit;
+    bytebuf body;  /* the request body, up to limit bytes */
+    size_t limit;
     /* what the store answered */
     osp_error *err;
     uint64_t index;
@@ -81,6 +81,8 @@ static unsigned error_status(const osp_error *err) {
         return 413;
     case OSP_REASON_QUEUE_FULL:
         return 429;
+    case OSP_REASON_STORAGE_FULL:
+        return 507;
     default:
         break;
     }
@@ -106,6 +108,9 @@ void queue_api_reply_error(http_request *req, osp_error *err) {
                  osp_error_message(err));
     else if (status == 429)
         snprintf(text, sizeof text, "queue is full: %s",
+                 osp_error_message(err));
+    else if (status == 507)
+        snprintf(text, sizeof text, "insufficient storage: %s",
                  osp_error_message(err));
     else
         snprintf(text, sizeof text, "%s", osp_error_message(err));
@@ -248,12 +253,13 @@ static osp_error *start_put(http_request *req, queue_call *call) {
         err = queue_parse_uint(QUEUE_PRIORITY_HEADER, header, 1000, &priority);
     if (err)
         return err;
-    if (call->len > call->api->max_payload_bytes)
+    if (call->body.len > call->api->max_payload_bytes)
         return osp_error_new_reason(OSP_ERROR_INVALID_ARG, OSP_REASON_TOO_LARGE,
-                                    "%zu bytes, at most %" PRIu64, call->len,
+                                    "%zu bytes, at most %" PRIu64,
+                                    call->body.len,
                                     call->api->max_payload_bytes);
-    osp_queue_put_args args = {.data = call->body,
-                               .size = call->len,
+    osp_queue_put_args args = {.data = call->body.data,
+                               .size = call->body.len,
                                .tags = tags,
                                .n_tags = n_tags,
                                .priority = (int)priority};
@@ -433,8 +439,8 @@ static osp_error *start_indexes(http_request *req, queue_call *call) {
     if (call->op != OP_DELETE)
         err = consumer_ids(req, &gid, &uid);
     if (!err && call->op == OP_NEGATIVE)
-        err = queue_parse_negative_form(call->body ? call->body : "", call->len,
-                                        &code, &reason);
+        err = queue_parse_negative_form(call->body.data ? call->body.data : "",
+                                        call->body.len, &code, &reason);
     if (err) {
         free(indexes);
         return err;
@@ -484,7 +490,7 @@ static osp_error *on_body(http_request *req, const char *data, size_t len) {
     queue_call *call = http_request_handler_ctx(req);
     if (call->limit == 0) /* the operation takes no body */
         return NULL;
-    if (len > call->limit - call->len) {
+    if (len > call->limit - call->body.len) {
         if (call->op == OP_PUT)
             return osp_error_new_reason(
                 OSP_ERROR_INVALID_ARG, OSP_REASON_TOO_LARGE,
@@ -492,21 +498,8 @@ static osp_error *on_body(http_request *req, const char *data, size_t len) {
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "the body is over %zu bytes", call->limit);
     }
-    if (call->len + len > call->cap) {
-        size_t cap = call->cap ? call->cap : 4096;
-        while (cap < call->len + len)
-            cap *= 2;
-        if (cap > call->limit + 1)
-            cap = call->limit + 1;
-        char *grown = realloc(call->body, cap);
-        if (grown == NULL)
-            return osp_error_out_of_memory();
-        call->body = grown;
-        call->cap = cap;
-    }
-    memcpy(call->body + call->len, data, len);
-    call->len += len;
-    return NULL;
+    bytebuf_put(&call->body, data, len);
+    return call->body.oom ? osp_error_out_of_memory() : NULL;
 }
 
 static osp_error *on_complete(http_request *req) {
@@ -580,7 +573,7 @@ static void call_destroy(void *p) {
     osp_error_free(call->err);
     osp_queue_items_free(call->items, call->n_items);
     free(call->request_id);
-    free(call->body);
+    bytebuf_free(&call->body);
     free(call);
 }
 

@@ -39,5 +39,5 @@ osp_error *queue_encode_attributes_json(const osp_queue_attribute *attrs,
                                         size_t n, char **out, size_t *len);
 
 /* Standard base64 (RFC 4648 §4, '=' padded) of data[0..len) into jb. */
-struct jbuf;
-void queue_base64_append(struct jbuf *jb, const void *data, size_t len);
+struct bytebuf;
+void queue_base64_append(struct bytebuf *jb, const void *data, size_t len);

@@ -7,7 +7,7 @@
 #include "tfs_model.h"
 #include "tfserving.h"
 
-struct jbuf;
+struct bytebuf;
 
 typedef enum tfserving_action {
     TFSERVING_STATUS = 0,
@@ -36,7 +36,7 @@ osp_error *tfserving_servable(osp_server *server, const tfserving_target *t,
 
 /* Replies 200 application/json with the body in b (taken over; NULL on
  * OOM is an error reply), with the CORS headers when enabled. */
-void tfserving_reply_json(http_request *req, struct jbuf *b);
+void tfserving_reply_json(http_request *req, struct bytebuf *b);
 
 /* Where tfserving_infer.c keeps its per-request state; freed with
  * tfserving_infer_free when the request ends. */

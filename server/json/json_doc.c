@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array_grow.h"
 #include "json_dtoa.h"
 #include "json_util.h"
 
@@ -204,27 +205,9 @@ static bool failed(const parser *p) {
     return p->error || p->oom;
 }
 
-/* Grows *buf (of *cap elements of `size` bytes) to hold `need`. */
-static bool grow(void **buf, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap)
-        return true;
-    size_t cap2 = *cap ? *cap : 16;
-    while (cap2 < need) {
-        if (cap2 > SIZE_MAX / 2 / size)
-            return false;
-        cap2 *= 2;
-    }
-    void *nb = realloc(*buf, cap2 * size);
-    if (!nb)
-        return false;
-    *buf = nb;
-    *cap = cap2;
-    return true;
-}
-
 static tj_value *push_value(parser *p) {
-    if (!grow((void **)&p->vals, &p->cap_vals, p->n_vals + 1,
-              sizeof(tj_value))) {
+    if (!array_grow((void **)&p->vals, &p->cap_vals, p->n_vals + 1,
+                    sizeof(tj_value))) {
         p->oom = true;
         return NULL;
     }
@@ -234,7 +217,8 @@ static tj_value *push_value(parser *p) {
 }
 
 static void scratch_put(parser *p, const char *s, size_t n) {
-    if (!grow((void **)&p->scratch, &p->cap_scratch, p->n_scratch + n, 1)) {
+    if (!array_grow((void **)&p->scratch, &p->cap_scratch, p->n_scratch + n,
+                    1)) {
         p->oom = true;
         return;
     }
@@ -268,27 +252,7 @@ static unsigned parse_hex4(parser *p, size_t escape_offset) {
 
 static void put_utf8(parser *p, unsigned cp) {
     char b[4];
-    size_t n;
-    if (cp <= 0x7F) {
-        b[0] = (char)cp;
-        n = 1;
-    } else if (cp <= 0x7FF) {
-        b[0] = (char)(0xC0 | (cp >> 6));
-        b[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp <= 0xFFFF) {
-        b[0] = (char)(0xE0 | (cp >> 12));
-        b[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        b[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        b[0] = (char)(0xF0 | (cp >> 18));
-        b[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        b[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        b[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
-    scratch_put(p, b, n);
+    scratch_put(p, b, json_utf8_encode(cp, b));
 }
 
 /* At the opening quote: decodes the string (rapidjson's escapes; bytes
@@ -637,8 +601,8 @@ static void parse_scalar(parser *p) {
 }
 
 static void open_container(parser *p, bool object) {
-    if (!grow((void **)&p->frames, &p->cap_frames, p->n_frames + 1,
-              sizeof(parse_frame))) {
+    if (!array_grow((void **)&p->frames, &p->cap_frames, p->n_frames + 1,
+                    sizeof(parse_frame))) {
         p->oom = true;
         return;
     }
@@ -1014,7 +978,8 @@ bool tjw_key(tjw *w, const char *s, size_t n) {
 }
 
 static bool push_level(tjw *w, bool in_array) {
-    if (!grow((void **)&w->levels, &w->cap, w->depth + 1, sizeof(tjw_level)))
+    if (!array_grow((void **)&w->levels, &w->cap, w->depth + 1,
+                    sizeof(tjw_level)))
         return false;
     w->levels[w->depth].in_array = in_array;
     w->levels[w->depth].count = 0;
@@ -1111,8 +1076,8 @@ void tj_debug_string(const tj_value *v, jbuf *out) {
             if (cur->type == TJ_OBJECT || cur->type == TJ_ARRAY) {
                 bool ok = cur->type == TJ_OBJECT ? tjw_start_object(&w)
                                                  : tjw_start_array(&w);
-                if (!ok ||
-                    !grow((void **)&stack, &cap, depth + 1, sizeof *stack))
+                if (!ok || !array_grow((void **)&stack, &cap, depth + 1,
+                                       sizeof *stack))
                     break;
                 stack[depth].v = cur;
                 stack[depth].next = 0;

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-struct jbuf;
+struct bytebuf;
 
 typedef enum tj_type {
     TJ_NULL = 0,
@@ -106,7 +106,7 @@ typedef struct tjw_level {
 } tjw_level;
 
 typedef struct tjw {
-    struct jbuf *out;
+    struct bytebuf *out;
     size_t start; /* out->len when the writer began */
     size_t limit; /* 0: none; else tokens start only below this many bytes */
     bool single_line_arrays; /* kFormatSingleLineArray */
@@ -116,7 +116,7 @@ typedef struct tjw {
 } tjw;
 
 /* Starts a writer appending to out (borrowed). limit as above. */
-void tjw_init(tjw *w, struct jbuf *out, size_t limit);
+void tjw_init(tjw *w, struct bytebuf *out, size_t limit);
 /* Frees the level stack (not out). */
 void tjw_destroy(tjw *w);
 /* Each returns false when the writer refuses the token: over the limit,
@@ -136,7 +136,7 @@ bool tjw_start_array(tjw *w);
 bool tjw_end_array(tjw *w);
 
 /* Appends TF's JsonValueToDebugString(v) to out. */
-void tj_debug_string(const tj_value *v, struct jbuf *out);
+void tj_debug_string(const tj_value *v, struct bytebuf *out);
 
 #ifdef __cplusplus
 }

@@ -108,108 +108,6 @@ static void read_scalar(const char *text, size_t len, size_t *pos, token *t) {
     }
 }
 
-static void put_utf8(unsigned long cp, char **o) {
-    char *p = *o;
-    if (cp < 0x80) {
-        *p++ = (char)cp;
-    } else if (cp < 0x800) {
-        *p++ = (char)(0xC0 | (cp >> 6));
-        *p++ = (char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        *p++ = (char)(0xE0 | (cp >> 12));
-        *p++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-        *p++ = (char)(0x80 | (cp & 0x3F));
-    } else {
-        *p++ = (char)(0xF0 | (cp >> 18));
-        *p++ = (char)(0x80 | ((cp >> 12) & 0x3F));
-        *p++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-        *p++ = (char)(0x80 | (cp & 0x3F));
-    }
-    *o = p;
-}
-
-static unsigned long hex4(const char *p) {
-    unsigned long v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned long)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned long)(c - 'a' + 10);
-        else
-            v |= (unsigned long)(c - 'A' + 10);
-    }
-    return v;
-}
-
-/* The string at text[*pos] (an opening quote, validated by json_scan):
- * returns its decoded length and, when out is not NULL, writes the decoded
- * bytes there. Leaves *pos after the closing quote. */
-static size_t read_string(const char *text, size_t *pos, char *out) {
-    size_t p = *pos + 1;
-    size_t n = 0;
-    char *o = out;
-    for (;;) {
-        size_t run = p;
-        while (text[p] != '"' && text[p] != '\\')
-            p++;
-        if (o) {
-            memcpy(o, text + run, p - run);
-            o += p - run;
-        }
-        n += p - run;
-        if (text[p] == '"')
-            break;
-        char e = text[p + 1];
-        if (e != 'u') {
-            char c = e;
-            switch (e) {
-            case 'b':
-                c = '\b';
-                break;
-            case 'f':
-                c = '\f';
-                break;
-            case 'n':
-                c = '\n';
-                break;
-            case 'r':
-                c = '\r';
-                break;
-            case 't':
-                c = '\t';
-                break;
-            default:
-                break; /* '"', '\\', '/' stand for themselves */
-            }
-            if (o)
-                *o++ = c;
-            n++;
-            p += 2;
-            continue;
-        }
-        unsigned long cp = hex4(text + p + 2);
-        p += 6;
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-            unsigned long lo = hex4(text + p + 2);
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            p += 6;
-        }
-        char tmp[4];
-        char *t = tmp;
-        put_utf8(cp, &t);
-        size_t k = (size_t)(t - tmp);
-        if (o) {
-            memcpy(o, tmp, k);
-            o += k;
-        }
-        n += k;
-    }
-    *pos = p + 1;
-    return n;
-}
-
 /* Clinger's fast path: with at most 15 significant digits and a decimal
  * exponent within +-22, one multiplication or division of exact doubles
  * rounds correctly. Anything else (and NaN/Infinity) goes to strtod. */
@@ -417,7 +315,7 @@ static osp_error *bytes_size_visit(const char *text, size_t len, size_t *pos,
         return osp_error_new(OSP_ERROR_INTERNAL,
                              "Unable to parse JSON bytes array: attempt to "
                              "access JSON non-string as string");
-    size_t n = read_string(text, pos, NULL);
+    size_t n = json_string_decode(text, pos, NULL);
     ctx->total += n + sizeof(uint32_t);
     return NULL;
 }
@@ -449,14 +347,14 @@ static osp_error *decode_visit(const char *text, size_t len, size_t *pos,
         if (t.kind != TOK_STRING)
             return data_error(type_message(ctx->dt));
         size_t probe = *pos;
-        size_t n = read_string(text, &probe, NULL);
+        size_t n = json_string_decode(text, &probe, NULL);
         if ((int64_t)(n + sizeof(uint32_t)) > ctx->expected - ctx->counter)
             return data_error(
                 "shape does not match true shape of 'data' field");
         char *o = (char *)ctx->dst + ctx->counter;
         uint32_t n32 = (uint32_t)n;
         memcpy(o, &n32, sizeof n32);
-        read_string(text, pos, o + sizeof n32);
+        json_string_decode(text, pos, o + sizeof n32);
         ctx->counter += (int64_t)(n + sizeof n32);
         return NULL;
     }

@@ -11,68 +11,6 @@
 
 /* ---- output buffer ---- */
 
-void jbuf_init(jbuf *b) {
-    memset(b, 0, sizeof *b);
-}
-
-void jbuf_free(jbuf *b) {
-    free(b->data);
-    memset(b, 0, sizeof *b);
-}
-
-bool jbuf_reserve(jbuf *b, size_t extra) {
-    if (b->oom)
-        return false;
-    /* +1 keeps room for the NUL jbuf_take adds. */
-    if (extra < b->cap - b->len)
-        return true;
-    if (extra > SIZE_MAX / 2 - b->len) {
-        b->oom = true;
-        return false;
-    }
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len <= extra)
-        cap *= 2;
-    char *p = realloc(b->data, cap);
-    if (!p) {
-        b->oom = true;
-        return false;
-    }
-    b->data = p;
-    b->cap = cap;
-    return true;
-}
-
-void jbuf_put(jbuf *b, const void *s, size_t n) {
-    if (!jbuf_reserve(b, n))
-        return;
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-}
-
-void jbuf_puts(jbuf *b, const char *s) {
-    jbuf_put(b, s, strlen(s));
-}
-
-void jbuf_putc(jbuf *b, char c) {
-    if (!jbuf_reserve(b, 1))
-        return;
-    b->data[b->len++] = c;
-}
-
-void jbuf_printf(jbuf *b, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0 || !jbuf_reserve(b, (size_t)n + 1))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
 /* rapidjson's escaping: '"', '\\' and control characters; '/' and bytes
  * >= 0x80 are written as they are. */
 void jbuf_json_string(jbuf *b, const char *s, size_t n) {
@@ -162,17 +100,99 @@ void jbuf_json_bool(jbuf *b, bool v) {
         jbuf_put(b, "false", 5);
 }
 
-char *jbuf_take(jbuf *b, size_t *len) {
-    if (!jbuf_reserve(b, 1)) {
-        jbuf_free(b);
-        return NULL;
+/* ---- string decoding ---- */
+
+size_t json_utf8_encode(unsigned long cp, char out[4]) {
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
     }
-    b->data[b->len] = '\0';
-    char *p = b->data;
-    if (len)
-        *len = b->len;
-    memset(b, 0, sizeof *b);
-    return p;
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* 4 hex digits that json_scan has checked. */
+static unsigned long checked_hex4(const char *p) {
+    unsigned long v = 0;
+    for (int i = 0; i < 4; i++)
+        v = v << 4 | (unsigned long)json_hex_value(p[i]);
+    return v;
+}
+
+size_t json_string_decode(const char *text, size_t *pos, char *out) {
+    size_t p = *pos + 1;
+    size_t n = 0;
+    char *o = out;
+    for (;;) {
+        size_t run = p;
+        while (text[p] != '"' && text[p] != '\\')
+            p++;
+        if (o) {
+            memcpy(o, text + run, p - run);
+            o += p - run;
+        }
+        n += p - run;
+        if (text[p] == '"')
+            break;
+        char e = text[p + 1];
+        if (e != 'u') {
+            char c = e;
+            switch (e) {
+            case 'b':
+                c = '\b';
+                break;
+            case 'f':
+                c = '\f';
+                break;
+            case 'n':
+                c = '\n';
+                break;
+            case 'r':
+                c = '\r';
+                break;
+            case 't':
+                c = '\t';
+                break;
+            default:
+                break; /* '"', '\\', '/' stand for themselves */
+            }
+            if (o)
+                *o++ = c;
+            n++;
+            p += 2;
+            continue;
+        }
+        unsigned long cp = checked_hex4(text + p + 2);
+        p += 6;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            unsigned long lo = checked_hex4(text + p + 2);
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            p += 6;
+        }
+        char utf8[4];
+        size_t k = json_utf8_encode(cp, utf8);
+        if (o) {
+            memcpy(o, utf8, k);
+            o += k;
+        }
+        n += k;
+    }
+    *pos = p + 1;
+    return n;
 }
 
 /* ---- scanner ---- */

@@ -18,26 +18,36 @@
 
 #include <json-c/json.h>
 
+#include "bytebuf.h"
 #include "osprey/error.h"
 
 /* ---- output buffer ---- */
 
-typedef struct jbuf {
-    char *data;
-    size_t len;
-    size_t cap;
-    bool oom; /* sticky: an append failed; contents are then incomplete */
-} jbuf;
+/* The JSON writers' buffer is the tree's byte buffer (server/common
+ * bytebuf.h); jbuf_* are its operations under the names the JSON code has
+ * always used, so that callers read as one family. */
+typedef bytebuf jbuf;
 
-void jbuf_init(jbuf *b);
-void jbuf_free(jbuf *b);
+static inline void jbuf_init(jbuf *b) {
+    bytebuf_init(b);
+}
+static inline void jbuf_free(jbuf *b) {
+    bytebuf_free(b);
+}
 /* Makes room for `extra` more bytes; false (and oom set) on failure. */
-bool jbuf_reserve(jbuf *b, size_t extra);
-void jbuf_put(jbuf *b, const void *s, size_t n);
-void jbuf_puts(jbuf *b, const char *s);
-void jbuf_putc(jbuf *b, char c);
-void jbuf_printf(jbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static inline bool jbuf_reserve(jbuf *b, size_t extra) {
+    return bytebuf_reserve(b, extra);
+}
+static inline void jbuf_put(jbuf *b, const void *s, size_t n) {
+    bytebuf_put(b, s, n);
+}
+static inline void jbuf_puts(jbuf *b, const char *s) {
+    bytebuf_puts(b, s);
+}
+static inline void jbuf_putc(jbuf *b, char c) {
+    bytebuf_putc(b, c);
+}
+#define jbuf_printf bytebuf_printf
 /* A quoted, escaped JSON string of n raw bytes (not UTF-8 validated, as
  * Triton). */
 void jbuf_json_string(jbuf *b, const char *s, size_t n);
@@ -48,11 +58,26 @@ void jbuf_json_double(jbuf *b, double v);
 void jbuf_json_bool(jbuf *b, bool v);
 /* Moves the bytes out (NUL-terminated; *len excludes the NUL). Caller frees.
  * NULL if the buffer hit OOM (the buffer is then freed). */
-char *jbuf_take(jbuf *b, size_t *len);
+static inline char *jbuf_take(jbuf *b, size_t *len) {
+    return bytebuf_take(b, len);
+}
 
 /* The value of a hexadecimal digit (either case), or -1: for \u escapes
  * here and %XX escapes in URLs. */
 int json_hex_value(char c);
+
+/* ---- string decoding (the one unescaper for checked text) ---- */
+
+/* The JSON string whose opening quote is at text[*pos], in a document
+ * json_scan accepted (so every escape is well formed and a closing quote
+ * follows): returns its decoded length and, when out is not NULL, writes
+ * the decoded bytes there (no NUL; out has room for the length a call
+ * with out NULL returned). Leaves *pos after the closing quote.
+ * (json_doc's parser decodes as it validates, for rapidjson's error
+ * offsets; it shares json_utf8_encode.) */
+size_t json_string_decode(const char *text, size_t *pos, char *out);
+/* Writes code point cp (at most 0x10FFFF) as UTF-8; returns 1 to 4. */
+size_t json_utf8_encode(unsigned long cp, char out[4]);
 
 /* ---- validation and parsing ---- */
 

@@ -906,7 +906,7 @@ static osp_error *write_shm_output(const osp_infer_output *o,
                             size ? o->data->data : NULL, size);
 }
 
-void kserve_write_parameter_value(struct jbuf *b, const osp_parameter *p) {
+void kserve_write_parameter_value(struct bytebuf *b, const osp_parameter *p) {
     switch (p->type) {
     case OSP_PARAM_STRING:
         jbuf_json_cstr(b, p->value.s ? p->value.s : "");

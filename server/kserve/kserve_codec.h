@@ -118,8 +118,8 @@ osp_error *kserve_request_id_from_json(osp_infer_request *req,
 
 /* A request or response parameter's value as JSON (string, integer,
  * bool or double), appended to b. */
-struct jbuf;
-void kserve_write_parameter_value(struct jbuf *b, const osp_parameter *p);
+struct bytebuf;
+void kserve_write_parameter_value(struct bytebuf *b, const osp_parameter *p);
 
 void kserve_decoded_init(kserve_decoded *d);
 void kserve_decoded_destroy(kserve_decoded *d);

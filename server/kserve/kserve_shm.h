@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-struct jbuf;
+struct bytebuf;
 struct osp_device;
 
 typedef enum kserve_shm_kind {
@@ -94,7 +94,7 @@ osp_error *kserve_shm_unregister_all(kserve_shm_registry *reg,
  * registered as <CUDA|system> shared memory, not <system|CUDA> shared
  * memory". */
 osp_error *kserve_shm_status(kserve_shm_registry *reg, kserve_shm_kind kind,
-                             const char *name, struct jbuf *out);
+                             const char *name, struct bytebuf *out);
 
 /* A registered region as its status reports it (strings owned). */
 typedef struct kserve_shm_region_info {

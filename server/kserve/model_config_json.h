@@ -11,12 +11,12 @@
 extern "C" {
 #endif
 
-struct jbuf;
+struct bytebuf;
 
 /* Appends the configuration (borrowed) to b (borrowed; see json_util.h).
  * A loaded model's instance groups are the placed ones (kind, count, gpus
  * as chosen by the loader). An allocation failure sets b->oom. */
-void model_config_to_json(const osp_model_config *config, struct jbuf *b);
+void model_config_to_json(const osp_model_config *config, struct bytebuf *b);
 
 #ifdef __cplusplus
 }

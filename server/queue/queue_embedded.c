@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cond_deadline.h"
 #include "osprey/clock.h"
 #include "osprey/log.h"
 #include "queue_embedded.h"
@@ -74,6 +75,7 @@ typedef struct done_waiter {
 
 typedef struct put_waiter {
     log_waiter waiter;
+    embedded_queue *q; /* borrowed: queues live as long as the store */
     osp_queue_put_fn done;
     void *ctx;
     uint64_t index;
@@ -121,9 +123,16 @@ static void get_finish(embedded_get *eg, osp_error *err) {
     get_free(eg);
 }
 
+/* A get whose deletions found no room on the disk still answers its
+ * items: they are gone from memory, and since the deletion is not stored
+ * they come back after a restart (at least once, never lost). */
 static void get_durable(log_waiter *w, osp_error *err) {
     embedded_get *eg =
         (embedded_get *)((char *)w - offsetof(embedded_get, waiter));
+    if (osp_error_get_reason(err) == OSP_REASON_STORAGE_FULL) {
+        osp_error_free(err);
+        err = NULL;
+    }
     get_finish(eg, err);
 }
 
@@ -336,9 +345,7 @@ static void *timer_main(void *arg) {
             uint64_t wake = store->timer_next_ns;
             if (wake - now > 1000000000ull) /* re-check at least each 1 s */
                 wake = now + 1000000000ull;
-            struct timespec ts = {(time_t)(wake / 1000000000ull),
-                                  (long)(wake % 1000000000ull)};
-            pthread_cond_timedwait(&store->timer_cond, &store->timer_mu, &ts);
+            cond_wait_until(&store->timer_cond, &store->timer_mu, wake);
             continue;
         }
         store->timer_next_ns = UINT64_MAX;
@@ -363,8 +370,20 @@ static void done_durable(log_waiter *w, osp_error *err) {
     free(dw);
 }
 
+/* Answers a put once its record is durable. A put the log refused for
+ * lack of room is taken back out of memory first, so that what the queue
+ * serves matches what a restart would find (a reader may have seen it in
+ * the meantime, as with any change before its answer). */
 static void put_durable(log_waiter *w, osp_error *err) {
     put_waiter *pw = (put_waiter *)w;
+    if (osp_error_get_reason(err) == OSP_REASON_STORAGE_FULL) {
+        mem_effects eff;
+        mem_effects_init(&eff);
+        pthread_mutex_lock(&pw->q->mu);
+        mem_queue_delete(pw->q->mem, &pw->index, 1, &eff);
+        pthread_mutex_unlock(&pw->q->mu);
+        effects_run(pw->q, &eff);
+    }
     pw->done(pw->ctx, err, err ? 0 : pw->index, pw->request_id);
     free(pw);
 }
@@ -393,6 +412,7 @@ static void embedded_put(osp_queue *queue, const osp_queue_put_args *args,
     }
     memcpy(pw->request_id, request_id, id_len + 1);
     pw->waiter.done = put_durable;
+    pw->q = q;
     pw->done = done;
     pw->ctx = ctx;
 
@@ -845,11 +865,7 @@ osp_error *queue_embedded_open(const osp_queue_store_options *opts,
     store->timer_next_ns = UINT64_MAX;
     pthread_mutex_init(&store->mu, NULL);
     pthread_mutex_init(&store->timer_mu, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&store->timer_cond, &attr);
-    pthread_condattr_destroy(&attr);
+    cond_init_monotonic(&store->timer_cond);
 
     osp_error *err =
         queue_log_open(opts->dir, opts->fsync, &replay_ops, store, &store->log);

@@ -523,6 +523,7 @@ struct queue_log {
     log_waiter *waiters_head, *waiters_tail;
     bool closing;
     osp_error *failed; /* sticky: the log lost a write */
+    bool disk_full;    /* the last write found no room (logged once) */
     bool compact_requested;
     uint64_t compact_generation;
     osp_error *compact_result;
@@ -607,11 +608,52 @@ static void writer_preallocate(queue_log *log, uint64_t end) {
     }
 }
 
+/* Whether a failed write's errno means "no room": a full disk, a quota,
+ * or a file size limit (RLIMIT_FSIZE with SIGXFSZ ignored). */
+static bool errno_is_no_space(int e) {
+    return e == ENOSPC || e == EDQUOT || e == EFBIG;
+}
+
+/* The error each change of a write refused for lack of room gets. No file
+ * path: it goes into replies. */
+static osp_error *storage_full_error(int e) {
+    return osp_error_new_reason(OSP_ERROR_UNAVAILABLE, OSP_REASON_STORAGE_FULL,
+                                "the queue store's disk is full (%s): the "
+                                "change was not stored",
+                                strerror(e));
+}
+
+/* A write that found no room: cuts whatever part of it reached the file
+ * (a torn append, possibly with whole records of changes about to be
+ * refused) so the next write starts at the end of the last written
+ * record. false when the cut itself failed (the log must then stop). */
+static bool writer_undo_torn_append(queue_log *log) {
+    if (ftruncate(log->fd, (off_t)log->file_size) != 0 ||
+        !sync_file(log, log->fd))
+        return false;
+    log->alloc_size = log->file_size; /* the preallocated zeros went too */
+    return true;
+}
+
 /* Makes the records in the writer's buffer a durable part of the file:
- * updates the mirror, writes, syncs. An error leaves the log failed. */
-static osp_error *writer_write(queue_log *log, const uint8_t *p, size_t n) {
-    size_t at = 0;
-    while (at < n) { /* records we built ourselves: always well formed */
+ * writes, syncs, updates the mirror. A write that finds no room (see
+ * errno_is_no_space) is undone and answered with *no_space set: the log
+ * stays usable and the next write tries again. Any other error leaves
+ * the log failed. */
+static osp_error *writer_write(queue_log *log, const uint8_t *p, size_t n,
+                               bool *no_space) {
+    *no_space = false;
+    writer_preallocate(log, log->file_size + n);
+    if (!write_all(log->fd, p, n, log->file_size)) {
+        int e = errno;
+        if (errno_is_no_space(e) && writer_undo_torn_append(log)) {
+            *no_space = true;
+            return storage_full_error(e);
+        }
+        errno = e;
+        return errno_error("cannot write", log->path);
+    }
+    for (size_t at = 0; at < n;) { /* our own records: well formed */
         uint32_t payload = get_u32(p + at);
         log_record rec;
         if (record_decode(p[at + 8], p + at + LOG_RECORD_HEADER_BYTES, payload,
@@ -620,9 +662,6 @@ static osp_error *writer_write(queue_log *log, const uint8_t *p, size_t n) {
                          LOG_RECORD_HEADER_BYTES + payload);
         at += LOG_RECORD_HEADER_BYTES + payload;
     }
-    writer_preallocate(log, log->file_size + n);
-    if (!write_all(log->fd, p, n, log->file_size))
-        return errno_error("cannot write", log->path);
     log->file_size += n;
     if (log->file_size > log->alloc_size)
         log->alloc_size = log->file_size;
@@ -821,14 +860,33 @@ static void *writer_main(void *arg) {
         bool failed = log->failed != NULL;
         pthread_mutex_unlock(&log->mu);
 
-        osp_error *err =
-            failed || take == 0 ? NULL : writer_write(log, log->wbuf, take);
+        bool no_space = false;
+        osp_error *err = failed || take == 0
+                             ? NULL
+                             : writer_write(log, log->wbuf, take, &no_space);
 
         pthread_mutex_lock(&log->mu);
-        if (err != NULL) {
+        /* Changes of a write that found no room are refused one by one
+         * (err); the log takes the next ones. */
+        uint64_t refused_after = log->written_lsn;
+        bool wrote = err == NULL;
+        if (no_space) {
+            if (!log->disk_full)
+                OSP_LOG_ERROR("queue log %s: %s; changes are refused until "
+                              "space returns",
+                              log->path, osp_error_message(err));
+            log->disk_full = true;
+            log->stats.no_space_writes++;
+        } else if (err != NULL) {
             OSP_LOG_ERROR("%s; the queue store takes no more changes",
                           osp_error_message(err));
             log->failed = err;
+            err = NULL;
+        } else if (take > 0 && log->disk_full) {
+            OSP_LOG_INFO("queue log %s: space is back; changes are stored "
+                         "again",
+                         log->path);
+            log->disk_full = false;
         }
         if (take > 0)
             log->stats.writes++;
@@ -853,13 +911,20 @@ static void *writer_main(void *arg) {
 
         for (log_waiter *w = ready, *next; w; w = next) {
             next = w->next;
-            w->done(
-                w, why ? osp_error_new(OSP_ERROR_UNAVAILABLE, "%s",
-                                       why_copy ? why_copy : "queue log failed")
-                       : NULL);
+            osp_error *answer = NULL;
+            if (why)
+                answer =
+                    osp_error_new(OSP_ERROR_UNAVAILABLE, "%s",
+                                  why_copy ? why_copy : "queue log failed");
+            else if (err != NULL && w->lsn > refused_after)
+                answer = osp_error_new_reason(osp_error_get_code(err),
+                                              osp_error_get_reason(err), "%s",
+                                              osp_error_message(err));
+            w->done(w, answer);
         }
         free(why_copy);
-        if (!failed && err == NULL && compaction_due(log)) {
+        osp_error_free(err);
+        if (!failed && wrote && compaction_due(log)) {
             osp_error *cerr = writer_try_compact(log);
             osp_error_free(cerr);
         }

@@ -64,8 +64,11 @@ void log_batch_state(log_batch *batch, const char *queue, uint64_t next_index,
 /* A mutation waiting for the fsync that covers its records. The log calls
  * done once, on the writer thread with no lock held, with NULL or an error
  * the callee owns (the write or fsync failed, or the log closed before
- * writing it). Made and owned by the caller; `next` and `lsn` belong to
- * the log while it waits. */
+ * writing it). OSP_REASON_STORAGE_FULL: the write found no room (full
+ * disk, quota, file size limit); its records are not in the file and the
+ * caller must undo the change in memory; the log goes on taking changes.
+ * Made and owned by the caller; `next` and `lsn` belong to the log while
+ * it waits. */
 typedef struct log_waiter {
     struct log_waiter *next;
     uint64_t lsn;
@@ -101,7 +104,8 @@ osp_error *queue_log_check(queue_log *log);
  * `next`, may be NULL): each is answered once every record appended so
  * far is as durable as the fsync policy promises. On error nothing was
  * appended and no waiter registered; the log is then failed for good
- * (the caller's memory already holds the change the log lacks). */
+ * (the caller's memory already holds the change the log lacks). A write
+ * that finds no room does not fail the log (see log_waiter). */
 osp_error *queue_log_append(queue_log *log, const log_batch *batch,
                             log_waiter *waiters);
 
@@ -117,6 +121,9 @@ typedef struct queue_log_stats {
      * their bytes, moved to queue.log.damaged */
     uint64_t lost_records;
     uint64_t damaged_bytes;
+    /* writes refused for lack of room (their changes answered
+     * OSP_REASON_STORAGE_FULL, nothing of them left in the file) */
+    uint64_t no_space_writes;
 } queue_log_stats;
 void queue_log_get_stats(queue_log *log, queue_log_stats *out);
 /* Compaction runs when the file is over min_bytes and dead records are

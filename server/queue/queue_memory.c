@@ -21,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "array_grow.h"
+
 typedef struct mem_hold {
     mem_consumer *consumer;
     struct mem_hold *next;
@@ -63,20 +65,6 @@ struct mem_queue {
 
 /* ---- small helpers ---- */
 
-static bool grow(void **array, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap)
-        return true;
-    size_t new_cap = *cap ? *cap * 2 : 8;
-    while (new_cap < need)
-        new_cap *= 2;
-    void *grown = realloc(*array, new_cap * elem);
-    if (grown == NULL)
-        return false;
-    *array = grown;
-    *cap = new_cap;
-    return true;
-}
-
 void mem_effects_init(mem_effects *eff) {
     memset(eff, 0, sizeof *eff);
 }
@@ -89,8 +77,8 @@ void mem_effects_destroy(mem_effects *eff) {
 }
 
 static void effects_deleted(mem_effects *eff, uint64_t index) {
-    if (!grow((void **)&eff->deleted, &eff->cap_deleted, eff->n_deleted + 1,
-              sizeof *eff->deleted)) {
+    if (!array_grow((void **)&eff->deleted, &eff->cap_deleted,
+                    eff->n_deleted + 1, sizeof *eff->deleted)) {
         eff->oom = true;
         return;
     }
@@ -105,8 +93,8 @@ static void effects_served(mem_effects *eff, mem_get *get) {
 }
 
 static bool reserve_served(mem_effects *eff, size_t more) {
-    if (grow((void **)&eff->served, &eff->cap_served, eff->n_served + more,
-             sizeof *eff->served))
+    if (array_grow((void **)&eff->served, &eff->cap_served,
+                   eff->n_served + more, sizeof *eff->served))
         return true;
     eff->oom = true;
     return false;
@@ -116,8 +104,8 @@ static void effects_kick(mem_effects *eff, mem_consumer *c) {
     for (size_t i = 0; i < eff->n_kick; i++)
         if (eff->kick[i] == c)
             return;
-    if (!grow((void **)&eff->kick, &eff->cap_kick, eff->n_kick + 1,
-              sizeof *eff->kick)) {
+    if (!array_grow((void **)&eff->kick, &eff->cap_kick, eff->n_kick + 1,
+                    sizeof *eff->kick)) {
         eff->oom = true; /* the items wait in the outbox for a later kick */
         return;
     }
@@ -371,8 +359,8 @@ static bool outbox_push(mem_consumer *c, osp_queue_item *item) {
         c->n_outbox -= c->outbox_head;
         c->outbox_head = 0;
     }
-    if (!grow((void **)&c->outbox, &c->cap_outbox, c->n_outbox + 1,
-              sizeof *c->outbox))
+    if (!array_grow((void **)&c->outbox, &c->cap_outbox, c->n_outbox + 1,
+                    sizeof *c->outbox))
         return false;
     c->outbox[c->n_outbox++] = item;
     return true;
@@ -403,8 +391,8 @@ static bool deliver_entry(mem_queue *q, mem_consumer *c, mem_entry *e,
     mem_hold *hold = NULL;
     if (!c->auto_commit) {
         hold = malloc(sizeof *hold);
-        if (hold == NULL || !grow((void **)&c->held, &c->cap_held,
-                                  c->n_held + 1, sizeof *c->held)) {
+        if (hold == NULL || !array_grow((void **)&c->held, &c->cap_held,
+                                        c->n_held + 1, sizeof *c->held)) {
             free(hold);
             free(copy);
             return false;
@@ -513,7 +501,7 @@ static size_t get_collect(mem_queue *q, const mem_get *get, mem_entry **found) {
         size_t n_all = 0;
         for (mem_entry *e = q->rid_buckets[slot]; e; e = e->rid_next)
             if (get_wants(get, e)) {
-                if (!grow((void **)&all, &cap, n_all + 1, sizeof *all))
+                if (!array_grow((void **)&all, &cap, n_all + 1, sizeof *all))
                     break;
                 all[n_all++] = e;
             }
@@ -635,10 +623,10 @@ bool mem_queue_put(mem_queue *q, osp_queue_item *item, bool replay,
     entries_compact(q);
     mem_entry *e = calloc(1, sizeof *e);
     if (e == NULL || !rid_reserve(q) ||
-        !grow((void **)&q->by_index, &q->cap_index, q->n_index + 1,
-              sizeof *q->by_index) ||
-        !grow((void **)&q->by_order, &q->cap_order, q->n_order + 1,
-              sizeof *q->by_order)) {
+        !array_grow((void **)&q->by_index, &q->cap_index, q->n_index + 1,
+                    sizeof *q->by_index) ||
+        !array_grow((void **)&q->by_order, &q->cap_order, q->n_order + 1,
+                    sizeof *q->by_order)) {
         free(e);
         free(item);
         return false;

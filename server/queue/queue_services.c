@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cond_deadline.h"
 #include "osprey/log.h"
 #include "queue_worker.h"
 
@@ -160,13 +161,8 @@ static void *follow_models(void *arg) {
         pthread_mutex_unlock(&qs->mu);
         sync_workers(qs);
         pthread_mutex_lock(&qs->mu);
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        t.tv_nsec += POLL_MS * 1000000L;
-        t.tv_sec += t.tv_nsec / 1000000000L;
-        t.tv_nsec %= 1000000000L;
-        while (!qs->stop &&
-               pthread_cond_timedwait(&qs->wake, &qs->mu, &t) != ETIMEDOUT)
+        uint64_t next_poll = deadline_after_ns(POLL_MS * 1000000ull);
+        while (!qs->stop && cond_wait_until(&qs->wake, &qs->mu, next_poll))
             ;
     }
     pthread_mutex_unlock(&qs->mu);
@@ -185,7 +181,7 @@ osp_error *queue_services_new(const queue_services_options *o,
     qs->window = o->worker_window ? o->worker_window : 1;
     qs->max_input = o->max_input;
     pthread_mutex_init(&qs->mu, NULL);
-    pthread_cond_init(&qs->wake, NULL);
+    cond_init_monotonic(&qs->wake);
     osp_error *err = NULL;
     char uid[300];
     if (o->worker_uid && o->worker_uid[0]) {

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cond_deadline.h"
 #include "json_util.h"
 #include "kserve_codec.h"
 #include "osprey/clock.h"
@@ -369,7 +370,7 @@ osp_error *queue_worker_start(const queue_worker_options *o,
     w->max_input = o->max_input;
     w->refs = 1;
     pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->idle, NULL);
+    cond_init_monotonic(&w->idle);
     osp_queue_consumer_args args = {.gid = w->model,
                                     .uid = w->uid,
                                     .start_index = 0,
@@ -407,14 +408,9 @@ bool queue_worker_stop(queue_worker *w, int timeout_ms) {
     if (consumer)
         osp_queue_consumer_close(consumer);
     drop_retries(w);
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    long long ns = deadline.tv_nsec + (long long)(timeout_ms % 1000) * 1000000;
-    deadline.tv_sec += timeout_ms / 1000 + ns / 1000000000;
-    deadline.tv_nsec = ns % 1000000000;
+    uint64_t deadline = deadline_after_ns((uint64_t)timeout_ms * 1000000u);
     pthread_mutex_lock(&w->mu);
-    while (w->in_flight > 0 &&
-           pthread_cond_timedwait(&w->idle, &w->mu, &deadline) == 0)
+    while (w->in_flight > 0 && cond_wait_until(&w->idle, &w->mu, deadline))
         ;
     bool idle = w->in_flight == 0;
     pthread_mutex_unlock(&w->mu);

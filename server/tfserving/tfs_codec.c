@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array_grow.h"
 #include "base64.h"
 #include "json_doc.h"
 #include "json_util.h"
@@ -254,23 +255,6 @@ typedef struct predict_ctx {
     size_t cap_walk;
 } predict_ctx;
 
-static bool grow_bytes(void **buf, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap)
-        return true;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) {
-        if (c > SIZE_MAX / 2 / elem)
-            return false;
-        c *= 2;
-    }
-    void *nb = realloc(*buf, c * elem);
-    if (!nb)
-        return false;
-    *buf = nb;
-    *cap = c;
-    return true;
-}
-
 static osp_error *acc_append(predict_ctx *ctx, input_acc *a, const void *p,
                              size_t n) {
     if (n > ctx->max_bytes - ctx->total)
@@ -278,7 +262,7 @@ static osp_error *acc_append(predict_ctx *ctx, input_acc *a, const void *p,
             OSP_ERROR_INVALID_ARG, OSP_REASON_TOO_LARGE,
             "the request's input tensors exceed the limit of %zu bytes",
             ctx->max_bytes);
-    if (!grow_bytes((void **)&a->data, &a->cap, a->len + n, 1))
+    if (!array_grow((void **)&a->data, &a->cap, a->len + n, 1))
         return oom_error();
     copy_bytes(a->data + a->len, p, n);
     a->len += n;
@@ -396,7 +380,7 @@ static osp_error *add_value(predict_ctx *ctx, input_acc *a, const tj_value *v) {
 static osp_error *dense_shape(predict_ctx *ctx, const tj_value *v) {
     ctx->n_dims = 0;
     while (v->type == TJ_ARRAY) {
-        if (!grow_bytes((void **)&ctx->dims, &ctx->cap_dims, ctx->n_dims + 1,
+        if (!array_grow((void **)&ctx->dims, &ctx->cap_dims, ctx->n_dims + 1,
                         sizeof(int64_t)))
             return oom_error();
         ctx->dims[ctx->n_dims++] = v->n;
@@ -413,7 +397,7 @@ static osp_error *dense_shape(predict_ctx *ctx, const tj_value *v) {
 static osp_error *fill_values(predict_ctx *ctx, input_acc *a,
                               const tj_value *val, int64_t *count) {
     size_t rank = ctx->n_dims;
-    if (!grow_bytes((void **)&ctx->walk, &ctx->cap_walk, rank + 1,
+    if (!array_grow((void **)&ctx->walk, &ctx->cap_walk, rank + 1,
                     sizeof(*ctx->walk)))
         return oom_error();
     uint32_t *next = realloc(ctx->walk_next, (rank + 1) * sizeof(uint32_t));

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-struct jbuf;
+struct bytebuf;
 
 /* ---- the parsed body ---- */
 
@@ -95,7 +95,7 @@ typedef struct tfs_output {
  * §4 (rapidjson PrettyWriter bytes, WriteDecimal numbers, NaN/Infinity
  * tokens, "_bytes" outputs as {"b64": ...}); errors as §4. Appends to out. */
 osp_error *tfs_write_predict(tfs_format format, const tfs_output *outputs,
-                             size_t n, struct jbuf *out);
+                             size_t n, struct bytebuf *out);
 
 /* ---- classify and regress ---- */
 
@@ -140,15 +140,16 @@ void tfs_examples_free(tfs_examples *ex);
  * each: labels (NULL: "" for every class) and scores (NULL: 0.0) are
  * n*k row-major. Exact bytes as §5. */
 osp_error *tfs_write_classify(size_t n, size_t k, const char *const *labels,
-                              const float *scores, struct jbuf *out);
+                              const float *scores, struct bytebuf *out);
 /* {"results": [v, ...]} for n values; n == 0 is §5's "empty" error. */
-osp_error *tfs_write_regress(const float *values, size_t n, struct jbuf *out);
+osp_error *tfs_write_regress(const float *values, size_t n,
+                             struct bytebuf *out);
 
 /* ---- errors ---- */
 
 /* The error body of §1.4: {\n    "error": "<message>"\n} with
  * rapidjson's escaping. Appends to out. */
-void tfs_write_error(const char *message, struct jbuf *out);
+void tfs_write_error(const char *message, struct bytebuf *out);
 
 /* TF's DataTypeString of an Osprey datatype as messages use it ("float",
  * "int32", "string", "half", ...), and the DT_ enum name metadata uses

@@ -947,7 +947,7 @@ static const char *version_state(osp_model_state state, bool *ok) {
 
 osp_error *tfs_write_model_status(osp_server *server, const char *name,
                                   bool has_version, int64_t version,
-                                  struct jbuf *out) {
+                                  struct bytebuf *out) {
     osp_repository_entry *entries = NULL;
     size_t n = 0, kept = 0;
     osp_error *err = osp_server_repository_index(server, false, &entries, &n);
@@ -1014,7 +1014,7 @@ out:
 }
 
 void tfs_write_model_metadata(const char *name, int64_t version,
-                              const tfs_model_view *view, struct jbuf *out) {
+                              const tfs_model_view *view, struct bytebuf *out) {
     bool first = true;
     /* ModelSpec: name (1), version (2, Int64Value), signature_name (3). */
     jbuf_puts(out, "{\n\"model_spec\":{");

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-struct jbuf;
+struct bytebuf;
 
 typedef enum tfs_method {
     TFS_METHOD_PREDICT = 0, /* "tensorflow/serving/predict" */
@@ -103,12 +103,12 @@ bool tfs_model_view_label(const tfs_model_view *view, const char *label,
  * find version <N> of model <name>". */
 osp_error *tfs_write_model_status(osp_server *server, const char *name,
                                   bool has_version, int64_t version,
-                                  struct jbuf *out);
+                                  struct bytebuf *out);
 
 /* GET .../metadata (§2.2): the hand-concatenated GetModelMetadataResponse
  * of model `name` at `version` with the view's signatures. */
 void tfs_write_model_metadata(const char *name, int64_t version,
-                              const tfs_model_view *view, struct jbuf *out);
+                              const tfs_model_view *view, struct bytebuf *out);
 
 #ifdef __cplusplus
 }

@@ -22,11 +22,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static const char WHAT[] = "fuzz.safetensors";
 
 /* Checks a parsed file against the promises in safetensors.h. */
-static void check_parsed(const osp_safetensors *st, const uint8_t *bytes,
+static void check_parsed(const safetensors *st, const uint8_t *bytes,
                          size_t len) {
     for (size_t i = 0; i < st->n_tensors; i++) {
-        const osp_safetensors_tensor *t = &st->tensors[i];
-        if (!t->name || osp_safetensors_find(st, t->name) != t)
+        const safetensors_tensor *t = &st->tensors[i];
+        if (!t->name || safetensors_find(st, t->name) != t)
             abort(); /* names are unique */
         if (t->shape.rank < 0 || t->shape.rank > OSP_MAX_DIMS)
             abort();
@@ -82,8 +82,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             bytes[8 + header_len + i] = (uint8_t)i;
     }
 
-    osp_safetensors *st = NULL;
-    osp_error *err = osp_safetensors_parse(bytes, len, WHAT, &st);
+    safetensors *st = NULL;
+    osp_error *err = safetensors_parse(bytes, len, WHAT, &st);
     if (err) {
         if (st)
             abort(); /* out is written only on success */
@@ -95,8 +95,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         osp_error_free(err);
     } else {
         check_parsed(st, bytes, len);
-        osp_safetensors_find(st, "");
-        osp_safetensors_free(st);
+        safetensors_find(st, "");
+        safetensors_free(st);
     }
     free(bytes);
     return 0;

@@ -525,3 +525,54 @@ def chunk_encode(data, chunk_size=None):
         piece = data[i:i + chunk_size]
         out += f"{len(piece):X}\r\n".encode() + piece + b"\r\n"
     return out + b"0\r\n\r\n"
+
+
+# ---- waiting for conditions (never a fixed sleep) ---------------------------
+
+
+def wait_for(condition, what, timeout=30.0, interval=0.02):
+    """Polls condition() until it returns something truthy, and returns it;
+    fails naming `what` after `timeout` seconds (scaled by timeout_scale)."""
+    deadline = time.monotonic() + timeout * timeout_scale()
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(interval)
+
+
+def pending_requests(server, model, version="1"):
+    """The model's nv_inference_pending_request_count: requests received and
+    queued, waiting for an instance (0 when the line is missing)."""
+    text = requests.get(server.metrics_url + "/metrics", timeout=10).text
+    want = f'nv_inference_pending_request_count{{model="{model}",version="{version}"}} '
+    for line in text.splitlines():
+        if line.startswith(want):
+            return int(float(line[len(want):]))
+    return 0
+
+
+def wait_pending(server, model, n, timeout=30.0):
+    """Waits until `n` requests of `model` are queued in the server."""
+    wait_for(lambda: pending_requests(server, model) == n,
+             f"{n} queued request(s) of '{model}'", timeout)
+
+
+def wait_received(server, method, path, since=0, timeout=30.0):
+    """Waits until the HTTP server has taken a request for `path`: its
+    verbose "HTTP request:" log line, after the first `since` characters of
+    the log (len(server.log()) before the request went out, when the server
+    served such requests before). The caller turned verbose logging on, for
+    example with log_verbose(server, 1)."""
+    line = f"HTTP request: {method} {path}"
+    wait_for(lambda: line in server.log()[since:],
+             f"the server to receive {method} {path}", timeout)
+
+
+def log_verbose(server, level):
+    """Sets the server's verbose log level through the logging API."""
+    r = requests.post(server.url + "/v2/logging", json={"log_verbose_level": level},
+                      timeout=10)
+    assert r.status_code == 200, r.text

@@ -258,7 +258,21 @@ inq.commit(again)
 inq.commit(again)
 ok(27)
 # 28: the SDK pings every 2 s; the watch stays up and only binary frames come
-time.sleep(4.5)
+pings = []
+sdk_ping = websocket.WebSocket.ping
+
+
+def counting_ping(self, payload=""):
+    pings.append(payload)
+    return sdk_ping(self, payload)
+
+
+websocket.WebSocket.ping = counting_ping  # the SDK's ping thread calls it
+deadline = time.monotonic() + 10 * SCALE
+while len(pings) < 2:  # two of the SDK's pings went out on this watch
+    assert time.monotonic() < deadline, "the SDK sent no pings"
+    time.sleep(0.05)
+websocket.WebSocket.ping = sdk_ping
 inq.put(b"after pings")
 f = w.next()
 assert f is not None and f.data in (b"d2", b"d3", b"after pings"), f

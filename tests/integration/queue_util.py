@@ -347,13 +347,8 @@ def slow_request(rid):
 
 
 def wait_for(what, cond, timeout):
-    deadline = time.monotonic() + timeout * harness.timeout_scale()
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    """harness.wait_for with the queue tests' argument order."""
+    return harness.wait_for(cond, what, timeout, interval=0.05)
 
 
 def sdk_python_env():

@@ -491,20 +491,32 @@ def test_cancel_and_disconnect_mid_stream(qa_server):
             r.inputs.append(tensor("INPUT0", "FP32", [1, 1], fp32_contents=[1.0]))
             reqs.append(r)
         call = s.ModelStreamInfer(stream_requests(reqs))
-        time.sleep(0.1)
+        # Cancelled once requests wait in the server (behind the model's
+        # only instance; a former round's may count too: any moment is
+        # a valid one to cancel at, this one is mid-stream).
+        harness.wait_for(lambda: harness.pending_requests(qa_server, "identity_delay") >= 3,
+                         "queued stream requests")
         call.cancel()
         ch.close()
-    # A unary call cut off by a closed channel.
+    # A unary call cut off by a closed channel, once it waits in the server
+    # behind what the streams left.
     ch = grpc.insecure_channel(qa_server.grpc_url)
+    before = harness.pending_requests(qa_server, "identity_delay")
     fut = service_pb2_grpc.GRPCInferenceServiceStub(ch).ModelInfer.future(
         service_pb2.ModelInferRequest(
             model_name="identity_delay",
             inputs=[tensor("INPUT0", "FP32", [1, 1], fp32_contents=[1.0])]))
-    time.sleep(0.1)
+    harness.wait_for(lambda: harness.pending_requests(qa_server, "identity_delay") != before,
+                     "the unary call to reach the server")
     ch.close()
     with pytest.raises(Exception):
         fut.result()
-    time.sleep(0.5)  # the core finishes the abandoned requests
+    # The core finishes the abandoned requests: a request queued behind
+    # them on the model's only instance is answered after them.
+    with grpcclient.InferenceServerClient(qa_server.grpc_url) as c:
+        inp = grpcclient.InferInput("INPUT0", [1, 1], "FP32")
+        inp.set_data_from_numpy(np.ones((1, 1), np.float32))
+        c.infer("identity_delay", [inp])
     still_serving(qa_server)
 
 
@@ -793,7 +805,9 @@ def test_sigterm_drains_calls_and_streams(tmp_path):
         got = []
         reader = threading.Thread(target=lambda: got.extend(stream), daemon=True)
         reader.start()
-        time.sleep(0.15)
+        # All three are in the server: one runs on the model's only
+        # instance (300 ms), two wait for it.
+        harness.wait_pending(srv, "identity_delay", 2)
         srv.proc.send_signal(signal.SIGTERM)
         assert unary.result(timeout=10).id == "0"
         reader.join(10)

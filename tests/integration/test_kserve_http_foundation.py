@@ -480,9 +480,10 @@ def test_sigterm_drains_in_flight_request(start_server, tmp_path):
         except Exception as e:  # noqa: BLE001
             result["e"] = e
 
+    harness.log_verbose(srv, 1)
     t = threading.Thread(target=send)
     t.start()
-    time.sleep(0.5)
+    harness.wait_received(srv, "POST", "/v2/models/slow/infer")
     srv.proc.send_signal(signal.SIGTERM)
     t.join(30 * harness.timeout_scale())
     assert "e" not in result, f"in-flight request failed: {result.get('e')}"
@@ -710,10 +711,11 @@ def test_flag_exit_timeout_secs_bounds_the_drain(tmp_path):
         except requests.RequestException:
             pass  # the server exits under it
 
+    harness.log_verbose(srv, 1)
     t = threading.Thread(target=send, daemon=True)
     t.start()
     try:
-        time.sleep(0.5)
+        harness.wait_received(srv, "POST", "/v2/models/slow/infer")
         signalled = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         rc = srv.wait_exit(timeout=3)

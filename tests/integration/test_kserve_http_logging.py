@@ -90,7 +90,8 @@ def test_settings_change_the_log(server):
     client = httpclient.InferenceServerClient(server.hostport)
     client.update_log_settings({"log_verbose_level": 1, "log_format": "ISO8601"})
     requests.get(server.url + "/v2/health/ready", timeout=10)
-    time.sleep(0.2)
+    harness.wait_for(lambda: "HTTP request: GET /v2/health/ready" in server.log(),
+                     "the verbose line of the request")
     lines = server.log().splitlines()
     verbose = [l for l in lines if "HTTP request: GET /v2/health/ready" in l]
     assert verbose and ISO8601_RECORD.match(verbose[-1])
@@ -98,8 +99,13 @@ def test_settings_change_the_log(server):
     client.update_log_settings({"log_info": False, "log_verbose_level": 0})
     client.unload_model("simple")
     client.load_model("simple")
-    time.sleep(0.2)
-    after = server.log().splitlines()[len(lines):]
+    # What the unload and load had to say is in the log once a marker logged
+    # after them is (records are written in order): the error line of a
+    # failed load (errors stay on).
+    requests.post(server.url + "/v2/repository/models/no_such_model/load", timeout=10)
+    harness.wait_for(lambda: "no_such_model" in server.log()[len("\n".join(lines)):],
+                     "the marker's log line")
+    after = [l for l in server.log().splitlines()[len(lines):] if "no_such_model" not in l]
     assert not [l for l in after if ISO8601_RECORD.match(l).group("level") == "I"
                 and "/v2/logging" not in l], after
     # (the POST that turned verbose off was logged before it took effect)

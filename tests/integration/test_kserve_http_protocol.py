@@ -758,7 +758,7 @@ def test_descriptive_status_code(start_server, tmp_path):
     t = threading.Thread(target=lambda: first.setdefault(
         "r", raw_post(srv, "onnx_zero_1_float32_queue", x)))
     t.start()
-    time.sleep(0.5)
+    harness.wait_pending(srv, "onnx_zero_1_float32_queue", 1)  # the queue is full
     r = raw_post(srv, "onnx_zero_1_float32_queue", x)
     assert r.status_code == 503
     assert "Exceeds maximum queue size" in error_of(r)
@@ -1356,6 +1356,17 @@ def test_max_input_size_must_be_positive(tmp_path, qa_repo, value):
 # ---- connections ---------------------------------------------------------------------------
 
 
+def drain_until_closed(s):
+    """Reads what the server sends until it closes the connection: proof
+    that it has seen the client's end of the request."""
+    s.settimeout(30 * harness.timeout_scale())
+    try:
+        while s.recv(65536):
+            pass
+    except ConnectionResetError:
+        pass
+
+
 def test_client_disconnect_mid_upload(qa_server):
     header = compact({"inputs": [bin_in("INPUT0", "FP32", [1, 1 << 20], 4 << 20)]}).encode()
     for i in range(6):
@@ -1371,15 +1382,16 @@ def test_client_disconnect_mid_upload(qa_server):
             s.sendall(head.encode() + header + b"\0" * (1 << 20))
         if i >= 4:
             s.shutdown(socket.SHUT_WR)  # a truncated body: EOF before Content-Length
-            time.sleep(0.05)
+            drain_until_closed(s)
         s.close()
-    # A chunked upload abandoned half-way.
+    # A chunked upload abandoned half-way (EOF inside a chunk).
     s = socket.create_connection((qa_server.host, qa_server.port))
     s.sendall(b"POST /v2/models/onnx_zero_1_float32/infer HTTP/1.1\r\nHost: x\r\n"
               b"Inference-Header-Content-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n"
               b"1000\r\n" + b"\0" * 100)
+    s.shutdown(socket.SHUT_WR)
+    drain_until_closed(s)
     s.close()
-    time.sleep(0.2)
     assert live(qa_server)
     x = np.arange(16, dtype=np.float32).tobytes()
     assert raw_output(raw_post(qa_server, "onnx_zero_1_float32", x))[1] == x
@@ -1405,7 +1417,11 @@ def test_client_disconnect_mid_response(qa_server):
         s.sendall(b"POST /v2/models/identity_delay/infer HTTP/1.1\r\nHost: x\r\n"
                   b"Content-Length: %d\r\n\r\n" % len(body) + body)
         s.close()
-    time.sleep(0.8)
+    # They finish without anyone to answer: a request queued behind them on
+    # the model's only instance is answered after them.
+    body = compact({"inputs": [json_in("INPUT0", "FP32", [1, 2], [1.0, 2.0])]})
+    r = requests.post(qa_server.url + "/v2/models/identity_delay/infer", data=body, timeout=30)
+    assert r.status_code == 200, r.text
     assert live(qa_server)
     y = np.arange(1024, dtype=np.float32).tobytes()
     assert raw_output(raw_post(qa_server, "onnx_zero_1_float32", y))[1] == y

@@ -188,10 +188,8 @@ def test_full_queue_gives_503_and_is_not_counted(start_server, tmp_path):
     first = {}
     t = threading.Thread(target=lambda: first.setdefault("r", infer(srv, model, x)))
     t.start()
-    time.sleep(0.3)
     # The first request waits (up to 1 s) for a batch of 8 in the queue.
-    values = samples(metrics_text(srv))
-    assert model_value(values, "nv_inference_pending_request_count", model) == 1
+    harness.wait_pending(srv, model, 1)
     r = infer(srv, model, x)
     assert r.status_code == 503
     assert r.json()["error"] == "[request id: <id_unknown>] Exceeds maximum queue size"
@@ -257,20 +255,27 @@ def test_higher_priority_runs_first(start_server, tmp_path):
     done = []
     lock = threading.Lock()
 
-    def send(tag, priority, delay):
-        time.sleep(delay)
+    def send(tag, priority):
         r = infer(srv, "m", x, params={"priority": priority} if priority else None)
         assert r.status_code == 200, r.text
         with lock:
             done.append(tag)
 
-    threads = [threading.Thread(target=send, args=a) for a in (
-        ("blocker", 0, 0.0),   # occupies the only instance for 0.3 s
-        ("low1", 2, 0.08),
-        ("low2", 0, 0.12),     # 0 = the default level (2)
-        ("high", 1, 0.18))]
-    for t in threads:
-        t.start()
+    # Each request is sent once the one before is in the server: the
+    # blocker running (received, nothing queued), then each other queued.
+    harness.log_verbose(srv, 1)
+    threads = []
+    for tag, priority in (("blocker", 0),  # occupies the only instance for 0.3 s
+                          ("low1", 2),
+                          ("low2", 0),     # 0 = the default level (2)
+                          ("high", 1)):
+        threads.append(threading.Thread(target=send, args=(tag, priority)))
+        threads[-1].start()
+        if tag == "blocker":
+            harness.wait_received(srv, "POST", "/v2/models/m/infer")
+            harness.wait_pending(srv, "m", 0)
+        else:
+            harness.wait_pending(srv, "m", len(threads) - 1)
     for t in threads:
         t.join()
     assert done == ["blocker", "high", "low1", "low2"]
@@ -288,7 +293,7 @@ def test_sigterm_runs_queued_requests(start_server, tmp_path):
         "r", infer(srv, "onnx_zero_1_float32_queue", x)))
     t0 = time.monotonic()
     t.start()
-    time.sleep(0.2)
+    harness.wait_pending(srv, "onnx_zero_1_float32_queue", 1)
     assert srv.stop() == 0
     t.join()
     # Queued, waiting for a batch of 8 for up to 1 s: shutdown runs it now.

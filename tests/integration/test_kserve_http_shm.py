@@ -353,9 +353,13 @@ def test_unregister_during_inference_waits_for_the_request(client, server, regio
         with httpclient.InferenceServerClient(server.hostport) as c:
             results.append(c.infer("identity_slow", [inp], outputs=[out]))
 
+    client.update_log_settings({"log_verbose_level": 1})
+    since = len(server.log())
     first = threading.Thread(target=run)
     first.start()
-    time.sleep(0.3)  # the model takes 1 s
+    # The model takes 1 s: unregistered while the request is in the server.
+    harness.wait_received(server, "POST", "/v2/models/identity_slow/infer", since)
+    client.update_log_settings({"log_verbose_level": 0})
     client.unregister_system_shared_memory()
     names = ["inflight_in", "inflight_out"]
     assert [s["name"] for s in client.get_system_shared_memory_status()] == names

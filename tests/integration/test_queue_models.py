@@ -143,7 +143,9 @@ def test_shutdown_finishes_items_in_flight(start_server, tmp_path, queue_store, 
                                    "shape": [1, 1], "data": [1.0]}]}).encode()
     for _ in range(6):
         assert q.put(body).status_code == 200
-    time.sleep(0.5)  # the first items are running (300 ms each)
+    # The worker runs the first item (300 ms each) when the SIGTERM comes.
+    qu.wait_for("the worker to take item 1",
+                lambda: q.search(1).json().get("IsPending"), 10)
     assert server.stop() == 0
     server = start_server(repo, args)
     q = RawQueue(server.url + "/api/predict/identity_delay")
@@ -177,9 +179,11 @@ def test_kill_9_mid_item_and_restart_runs_the_item(start_server, tmp_path):
     server = start_server(repo, args)
     q = RawQueue(server.url + "/api/predict/slow", token="")
     sink = RawQueue(server.url + "/api/predict/slow/sink", token="")
-    qu.wait_for("the item's sink result", lambda: sink.length() >= 1,
+    # Once the input is committed (gone) nothing can run it again, and the
+    # worker stores a result before it commits: a duplicate would be there.
+    qu.wait_for("the item's sink result and its commit",
+                lambda: sink.length() >= 1 and q.length() == 0,
                 3 * qu.SLOW_MS / 1000 + 10)
-    time.sleep(0.5)  # a duplicate would show up now
     items = sink.get(index=0, length=10)
     assert [f["tags"]["requestId"] for f in items] == [rid]
     assert items[0]["tags"]["status"] == "200"

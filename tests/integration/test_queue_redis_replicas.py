@@ -93,10 +93,10 @@ def test_each_input_item_runs_on_exactly_one_replica(start_server, tmp_path,
         r = inputs[i % 2].put(simple_request(f"r{i}"))
         assert r.status_code == 200
         rids.append(r.headers["X-Eas-Queueservice-Request-Id"])
-    deadline = time.monotonic() + 20 * harness.timeout_scale()
-    while time.monotonic() < deadline and sink.length() < 20:
-        time.sleep(0.1)
-    time.sleep(0.5)  # a duplicate would show up now
+    # Once every input is committed (gone) nothing can run one again, and a
+    # worker stores a result before it commits: a duplicate would be there.
+    qu.wait_for("20 sink results and every input committed",
+                lambda: sink.length() >= 20 and inputs[0].length() == 0, 20)
     items = sink.get(index=0, length=100)
     assert sorted(f["tags"]["requestId"] for f in items) == sorted(rids)
     assert all(f["tags"]["status"] == "200" for f in items)
@@ -145,9 +145,11 @@ def test_item_of_a_killed_replica_is_claimed_by_the_other(start_server,
     sink = RawQueue(survivor.url + "/api/predict/slow/sink")
     # The survivor claims item 1 once it has been idle for claim_idle_ms,
     # after running its own item 2.
-    qu.wait_for("both sink results", lambda: sink.length() >= 2,
+    # Once both inputs are committed (gone) nothing can run one again, and a
+    # worker stores a result before it commits: a duplicate would be there.
+    qu.wait_for("both sink results and both inputs committed",
+                lambda: sink.length() >= 2 and q.length() == 0,
                 3 * qu.SLOW_MS / 1000 + 10)
-    time.sleep(0.5)  # a duplicate would show up now
     items = sink.get(index=0, length=10)
     assert sorted(f["tags"]["requestId"] for f in items) == sorted(rids.values())
     assert all(f["tags"]["status"] == "200" for f in items), items

@@ -56,7 +56,9 @@ def test_kill_9_under_load_keeps_every_acknowledged_operation(start_server, tmp_
     threads.append(threading.Thread(target=deleter))
     for t in threads:
         t.start()
-    time.sleep(2)
+    # Killed once there is enough acknowledged work to judge, mid-flight.
+    harness.wait_for(lambda: len(acked_puts) > 200 and len(acked_deletes) > 10,
+                     "acknowledged puts and deletes under load", 60)
     server.kill()  # SIGKILL mid-flight
     server.returncode = -9  # expected: not a crash
     stop.set()
@@ -249,3 +251,44 @@ def test_a_damaged_record_mid_log_loses_only_itself(start_server, tmp_path):
     metrics = requests.get(srv.metrics_url + "/metrics", timeout=10).text
     assert "\nosprey_queue_store_lost_records 1\n" in metrics
     assert q.put(b"next").text == "6"
+
+
+def test_a_full_disk_refuses_puts_with_507_and_the_store_recovers(start_server, tmp_path):
+    """A put that finds no room on the disk is answered 507 and leaves no
+    trace; what was acknowledged stays, and once space returns the same
+    process takes puts again. The disk fills by a file size limit set on the
+    running server (prlimit: writes past it fail with EFBIG, as ENOSPC on a
+    full disk), so no root and no small file system are needed."""
+    import resource
+    store = tmp_path / "store"
+    args = ["--queue-service=svc", f"--queue-dir={store}", "--queue-fsync=none"]
+    srv = start_server(qu.empty_repo(tmp_path), args)
+    q = RawQueue(srv.url + "/api/predict/svc", token="")
+    item = [bytes([65 + i]) * 65536 for i in range(5)]
+    for i in (0, 1):
+        assert q.put(item[i]).status_code == 200
+    log = store / "queue.log"
+    records_end = log.stat().st_size  # --queue-fsync=none: no zeros ahead
+    # The limit applies to every file the server writes: its own log files
+    # must stay below it for the test to mean what it says.
+    for out in ("stdout.log", "stderr.log"):
+        assert (srv.workdir / out).stat().st_size < records_end // 2
+    soft, hard = resource.prlimit(srv.pid, resource.RLIMIT_FSIZE)
+    resource.prlimit(srv.pid, resource.RLIMIT_FSIZE, (records_end + 100000, hard))
+    try:
+        assert q.put(item[2]).status_code == 200  # room for one more
+        r = q.put(item[3])
+        assert r.status_code == 507, r.text
+        assert r.text.startswith("insufficient storage: the queue store's disk is full")
+        assert str(store) not in r.text
+        assert q.length() == 3
+    finally:
+        resource.prlimit(srv.pid, resource.RLIMIT_FSIZE, (soft, hard))
+    r = q.put(item[4])
+    assert r.status_code == 200, r.text
+    assert "changes are refused until space returns" in srv.stderr()
+    assert srv.stop() == 0
+    srv = start_server(qu.empty_repo(tmp_path), args)
+    q = RawQueue(srv.url + "/api/predict/svc", token="")
+    got = q.get(length=10)
+    assert [f["data"] for f in got] == [item[0], item[1], item[2], item[4]]

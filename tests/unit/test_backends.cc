@@ -1111,18 +1111,18 @@ double Activate(const std::string &act, double x) {
 // bytes; the arithmetic is independent of the backend.
 std::vector<RefLayer> ReadLayers(const std::string &path) {
     std::vector<RefLayer> layers;
-    osp_safetensors *st = nullptr;
-    osp_error *err = osp_safetensors_load(path.c_str(), &st);
+    safetensors *st = nullptr;
+    osp_error *err = safetensors_load(path.c_str(), &st);
     if (err) {
         ADD_FAILURE() << TakeMessage(err);
         return layers;
     }
     for (size_t i = 0;; i++) {
         std::string p = "layers." + std::to_string(i);
-        const osp_safetensors_tensor *w =
-            osp_safetensors_find(st, (p + ".weight").c_str());
-        const osp_safetensors_tensor *b =
-            osp_safetensors_find(st, (p + ".bias").c_str());
+        const safetensors_tensor *w =
+            safetensors_find(st, (p + ".weight").c_str());
+        const safetensors_tensor *b =
+            safetensors_find(st, (p + ".bias").c_str());
         if (!w || !b)
             break;
         RefLayer l;
@@ -1134,7 +1134,7 @@ std::vector<RefLayer> ReadLayers(const std::string &path) {
         memcpy(l.bias.data(), b->data, b->byte_size);
         layers.push_back(l);
     }
-    osp_safetensors_free(st);
+    safetensors_free(st);
     return layers;
 }
 
@@ -1468,9 +1468,9 @@ TEST_F(DenseTempModel, RefusesBadConfigsAndParameters) {
 // ---- the safetensors reader itself
 // --------------------------------------------
 
-osp_error *Parse(const std::string &bytes, osp_safetensors **st) {
-    return osp_safetensors_parse((const uint8_t *)bytes.data(), bytes.size(),
-                                 "t.safetensors", st);
+osp_error *Parse(const std::string &bytes, safetensors **st) {
+    return safetensors_parse((const uint8_t *)bytes.data(), bytes.size(),
+                             "t.safetensors", st);
 }
 
 TEST(Safetensors, ReadsTensorsEscapedNamesAndSkipsMetadata) {
@@ -1485,7 +1485,7 @@ TEST(Safetensors, ReadsTensorsEscapedNamesAndSkipsMetadata) {
     std::string bytes = HeaderFile(header, 12);
     bytes[8 + header.size() + 4] = 42; // first byte of the I64
     // "w" claims 8 bytes at [12,12): wrong on purpose, checked below.
-    osp_safetensors *st = nullptr;
+    safetensors *st = nullptr;
     EXPECT_TRUE(FailsWith(Parse(bytes, &st),
                           "tensor 'w': data_offsets [12,12] hold 0 bytes but "
                           "F16 [2,2] needs 8"));
@@ -1497,22 +1497,22 @@ TEST(Safetensors, ReadsTensorsEscapedNamesAndSkipsMetadata) {
     bytes[8 + good_header.size() + 4] = 42;
     ASSERT_OK(Parse(bytes, &st));
     ASSERT_EQ(st->n_tensors, 3u);
-    const osp_safetensors_tensor *t =
-        osp_safetensors_find(st, "caf\xc3\xa9 \xf0\x9f\x98\x80\n");
+    const safetensors_tensor *t =
+        safetensors_find(st, "caf\xc3\xa9 \xf0\x9f\x98\x80\n");
     ASSERT_NE(t, nullptr);
     EXPECT_STREQ(t->dtype, "I64");
     EXPECT_EQ(t->shape.rank, 0);
     EXPECT_EQ(t->byte_size, 8u);
     EXPECT_EQ(t->data[0], 42);
-    const osp_safetensors_tensor *w = osp_safetensors_find(st, "w");
+    const safetensors_tensor *w = safetensors_find(st, "w");
     ASSERT_NE(w, nullptr);
     EXPECT_EQ(w->element_size, 2u);
     EXPECT_EQ(w->shape.rank, 2);
-    const osp_safetensors_tensor *e = osp_safetensors_find(st, "e");
+    const safetensors_tensor *e = safetensors_find(st, "e");
     ASSERT_NE(e, nullptr);
     EXPECT_EQ(e->byte_size, 0u);
-    EXPECT_EQ(osp_safetensors_find(st, "__metadata__"), nullptr);
-    osp_safetensors_free(st);
+    EXPECT_EQ(safetensors_find(st, "__metadata__"), nullptr);
+    safetensors_free(st);
 }
 
 TEST(Safetensors, RefusesMalformedFilesWithAReason) {
@@ -1608,7 +1608,7 @@ TEST(Safetensors, RefusesMalformedFilesWithAReason) {
          "expected digits after '.'"},
     };
     for (const Case &c : cases) {
-        osp_safetensors *st = nullptr;
+        safetensors *st = nullptr;
         osp_error *err = Parse(c.bytes, &st);
         EXPECT_EQ(st, nullptr);
         if (err) {
@@ -1631,26 +1631,25 @@ TEST(Safetensors, SurvivesCorruptedAndTruncatedFiles) {
             bytes[rng() % bytes.size()] = (char)(rng() % 256);
         if (round % 3 == 0)
             bytes.resize(rng() % bytes.size());
-        osp_safetensors *st = nullptr;
+        safetensors *st = nullptr;
         osp_error *err = Parse(bytes, &st);
         if (err) {
             osp_error_free(err);
             continue;
         }
         for (size_t i = 0; i < st->n_tensors; i++) {
-            const osp_safetensors_tensor &t = st->tensors[i];
+            const safetensors_tensor &t = st->tensors[i];
             ASSERT_GE(t.data, (const uint8_t *)bytes.data());
             ASSERT_LE(t.data + t.byte_size,
                       (const uint8_t *)bytes.data() + bytes.size());
         }
-        osp_safetensors_free(st);
+        safetensors_free(st);
     }
 }
 
 TEST(Safetensors, MissingFileIsNotFound) {
-    osp_safetensors *st = nullptr;
-    osp_error *err =
-        osp_safetensors_load("/nonexistent/model.safetensors", &st);
+    safetensors *st = nullptr;
+    osp_error *err = safetensors_load("/nonexistent/model.safetensors", &st);
     ASSERT_NE(err, nullptr);
     EXPECT_EQ(osp_error_get_code(err), OSP_ERROR_NOT_FOUND);
     EXPECT_TRUE(FailsWith(err, "cannot open '/nonexistent/model.safetensors'"));

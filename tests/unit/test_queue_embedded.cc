@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -232,6 +233,80 @@ TEST_F(QueueEmbedded, ARecordAfterZerosIsCut) {
     EXPECT_EQ(items[0].data, "keep");
     EXPECT_GT(LogStats().cut_bytes, 0u);
     EXPECT_TRUE(std::filesystem::exists(LogPath() + ".cut"));
+}
+
+// Runs `scenario` in a child process (a file size limit there must not
+// touch the test runner) and expects it to pass.
+template <typename F> void InChild(F scenario) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        scenario();
+        _exit(::testing::Test::HasFailure() ? 1 : 0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "the child died of a signal";
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's checks failed";
+}
+
+TEST_F(QueueEmbedded, ADiskFullPutIsRefusedAndTheStoreGoesOnWhenSpaceReturns) {
+    // RLIMIT_FSIZE with SIGXFSZ ignored makes a write past the limit fail
+    // with EFBIG (after a short write: a torn append), as a full disk
+    // fails with ENOSPC. Both fsync policies: with and without the zeros
+    // the writer keeps ahead of its records.
+    for (osp_queue_fsync policy :
+         {OSP_QUEUE_FSYNC_NONE, OSP_QUEUE_FSYNC_BATCH}) {
+        SCOPED_TRACE(policy);
+        std::filesystem::remove_all(dir_);
+        std::filesystem::create_directory(dir_);
+        InChild([&] {
+            signal(SIGXFSZ, SIG_IGN);
+            Open(policy);
+            std::string a(1000, 'a'), c(1000, 'c'), d(1000, 'd'), f(1000, 'f');
+            ASSERT_TRUE(Put(q_, a).status.ok);
+            uint64_t records = LogStats().file_bytes;
+            struct rlimit saved;
+            ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+            // Room for one more record of ~1.1 KB, not two.
+            struct rlimit small = {(rlim_t)(records + 1500), saved.rlim_max};
+            ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+            ASSERT_TRUE(Put(q_, c).status.ok);
+            uint64_t before_refusal = LogStats().file_bytes;
+            for (int i = 0; i < 2; i++) {
+                PutResult refused = Put(q_, d);
+                ASSERT_FALSE(refused.status.ok);
+                EXPECT_EQ(refused.status.reason, OSP_REASON_STORAGE_FULL);
+                EXPECT_NE(refused.status.message.find("disk is full"),
+                          std::string::npos)
+                    << refused.status.message;
+                EXPECT_EQ(refused.status.message.find(dir_), std::string::npos)
+                    << "a reply names a server path";
+            }
+            // Nothing of the torn appends is left; memory matches the file.
+            EXPECT_EQ(LogStats().file_bytes, before_refusal);
+            EXPECT_EQ(LogSize(), before_refusal);
+            EXPECT_EQ(LogStats().no_space_writes, 2u);
+            auto items = All(q_);
+            ASSERT_EQ(items.size(), 2u);
+            EXPECT_EQ(items[0].data, a);
+            EXPECT_EQ(items[1].data, c);
+            // Space returns: the same store takes changes again.
+            ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved), 0);
+            PutResult later = Put(q_, f);
+            ASSERT_TRUE(later.status.ok) << later.status.message;
+            ASSERT_TRUE(Delete(q_, {items[0].index}).ok);
+            Close();
+            Open(policy);
+            items = All(q_);
+            ASSERT_EQ(items.size(), 2u);
+            EXPECT_EQ(items[0].data, c);
+            EXPECT_EQ(items[1].data, f);
+            EXPECT_EQ(LogStats().cut_bytes, 0u);
+            EXPECT_EQ(LogStats().lost_records, 0u);
+            Close();
+        });
+    }
 }
 
 TEST_F(QueueEmbedded, ADamagedRecordInTheMiddleLosesOnlyItself) {

@@ -61,7 +61,7 @@ class Repository : public ::testing::Test {
         char **names = nullptr;
         size_t n = 0;
         std::vector<std::string> out;
-        osp_error *err = osp_repository_list(root_.c_str(), &names, &n);
+        osp_error *err = repository_list(root_.c_str(), &names, &n);
         if (code)
             *code = osp_error_get_code(err);
         osp_error_free(err);
@@ -82,8 +82,8 @@ class Repository : public ::testing::Test {
                                 osp_error_code *code = nullptr) {
         int64_t *versions = nullptr;
         size_t n = 0;
-        osp_error *err = osp_repository_select_versions(
-            (root_ + "/" + rel).c_str(), &policy, &versions, &n);
+        osp_error *err = repository_select_versions((root_ + "/" + rel).c_str(),
+                                                    &policy, &versions, &n);
         if (code)
             *code = osp_error_get_code(err);
         std::vector<int64_t> out;
@@ -107,20 +107,19 @@ class Repository : public ::testing::Test {
 };
 
 TEST(RepositoryName, Check) {
-    EXPECT_EQ(CodeOf(osp_repository_check_name("simple")), OSP_ERROR_UNKNOWN);
-    EXPECT_EQ(CodeOf(osp_repository_check_name("a.b-c_d")), OSP_ERROR_UNKNOWN);
-    EXPECT_EQ(CodeOf(osp_repository_check_name("...")), OSP_ERROR_UNKNOWN);
+    EXPECT_EQ(CodeOf(repository_check_name("simple")), OSP_ERROR_UNKNOWN);
+    EXPECT_EQ(CodeOf(repository_check_name("a.b-c_d")), OSP_ERROR_UNKNOWN);
+    EXPECT_EQ(CodeOf(repository_check_name("...")), OSP_ERROR_UNKNOWN);
 
     for (const char *bad : {"", ".", "..", "a/b", "/abs", "../x", "x/"})
-        EXPECT_EQ(CodeOf(osp_repository_check_name(bad)), OSP_ERROR_INVALID_ARG)
+        EXPECT_EQ(CodeOf(repository_check_name(bad)), OSP_ERROR_INVALID_ARG)
             << "'" << bad << "'";
-    EXPECT_EQ(CodeOf(osp_repository_check_name(nullptr)),
-              OSP_ERROR_INVALID_ARG);
-    EXPECT_EQ(CodeOf(osp_repository_check_name(
-                  std::string(NAME_MAX + 1, 'a').c_str())),
-              OSP_ERROR_INVALID_ARG);
+    EXPECT_EQ(CodeOf(repository_check_name(nullptr)), OSP_ERROR_INVALID_ARG);
+    EXPECT_EQ(
+        CodeOf(repository_check_name(std::string(NAME_MAX + 1, 'a').c_str())),
+        OSP_ERROR_INVALID_ARG);
 
-    osp_error *err = osp_repository_check_name("a/b");
+    osp_error *err = repository_check_name("a/b");
     EXPECT_STREQ(osp_error_message(err), "model name 'a/b' contains '/'");
     osp_error_free(err);
 }
@@ -147,10 +146,9 @@ TEST_F(Repository, ListEmptyAndMissing) {
 
     char **names = nullptr;
     size_t n = 0;
-    EXPECT_EQ(
-        CodeOf(osp_repository_list((base_ + "/nope").c_str(), &names, &n)),
-        OSP_ERROR_NOT_FOUND);
-    EXPECT_EQ(CodeOf(osp_repository_list(nullptr, &names, &n)),
+    EXPECT_EQ(CodeOf(repository_list((base_ + "/nope").c_str(), &names, &n)),
+              OSP_ERROR_NOT_FOUND);
+    EXPECT_EQ(CodeOf(repository_list(nullptr, &names, &n)),
               OSP_ERROR_INVALID_ARG);
 }
 
@@ -162,42 +160,40 @@ TEST_F(Repository, ModelDir) {
     File("plain_file");
 
     char *path = nullptr;
-    osp_error *err = osp_repository_model_dir(root_.c_str(), "simple", &path);
+    osp_error *err = repository_model_dir(root_.c_str(), "simple", &path);
     ASSERT_EQ(err, nullptr) << osp_error_message(err);
     char *expected = realpath((root_ + "/simple").c_str(), nullptr);
     ASSERT_NE(expected, nullptr);
     EXPECT_STREQ(path, expected);
     free(path);
 
-    err = osp_repository_model_dir(root_.c_str(), "alias", &path);
+    err = repository_model_dir(root_.c_str(), "alias", &path);
     ASSERT_EQ(err, nullptr) << osp_error_message(err);
     EXPECT_STREQ(path, expected); // resolved
     free(path);
     free(expected);
 
     // A root given through a relative path with dot segments works too.
-    err = osp_repository_model_dir((root_ + "/./simple/..").c_str(), "simple",
-                                   &path);
+    err =
+        repository_model_dir((root_ + "/./simple/..").c_str(), "simple", &path);
     ASSERT_EQ(err, nullptr) << osp_error_message(err);
     free(path);
 
     path = nullptr;
-    EXPECT_EQ(CodeOf(osp_repository_model_dir(root_.c_str(), "missing", &path)),
+    EXPECT_EQ(CodeOf(repository_model_dir(root_.c_str(), "missing", &path)),
               OSP_ERROR_NOT_FOUND);
-    EXPECT_EQ(
-        CodeOf(osp_repository_model_dir(root_.c_str(), "plain_file", &path)),
-        OSP_ERROR_NOT_FOUND);
-    EXPECT_EQ(CodeOf(osp_repository_model_dir(root_.c_str(), "escape", &path)),
+    EXPECT_EQ(CodeOf(repository_model_dir(root_.c_str(), "plain_file", &path)),
+              OSP_ERROR_NOT_FOUND);
+    EXPECT_EQ(CodeOf(repository_model_dir(root_.c_str(), "escape", &path)),
               OSP_ERROR_INVALID_ARG);
-    EXPECT_EQ(
-        CodeOf(osp_repository_model_dir(root_.c_str(), "escape_deep", &path)),
-        OSP_ERROR_INVALID_ARG);
+    EXPECT_EQ(CodeOf(repository_model_dir(root_.c_str(), "escape_deep", &path)),
+              OSP_ERROR_INVALID_ARG);
     for (const char *bad : {"", ".", "..", "simple/1", "../outside"})
-        EXPECT_EQ(CodeOf(osp_repository_model_dir(root_.c_str(), bad, &path)),
+        EXPECT_EQ(CodeOf(repository_model_dir(root_.c_str(), bad, &path)),
                   OSP_ERROR_INVALID_ARG)
             << bad;
-    EXPECT_EQ(CodeOf(osp_repository_model_dir((base_ + "/nope").c_str(),
-                                              "simple", &path)),
+    EXPECT_EQ(CodeOf(repository_model_dir((base_ + "/nope").c_str(), "simple",
+                                          &path)),
               OSP_ERROR_NOT_FOUND);
     EXPECT_EQ(path, nullptr); // untouched on failure
 }
@@ -260,8 +256,8 @@ TEST_F(Repository, SelectVersionsNoneOrMissing) {
 
     int64_t *versions = nullptr;
     size_t n = 0;
-    EXPECT_EQ(CodeOf(osp_repository_select_versions(root_.c_str(), nullptr,
-                                                    &versions, &n)),
+    EXPECT_EQ(CodeOf(repository_select_versions(root_.c_str(), nullptr,
+                                                &versions, &n)),
               OSP_ERROR_INVALID_ARG);
 }
 
@@ -279,12 +275,11 @@ TEST_F(Repository, ConfigPolicyDrivesSelection) {
     ASSERT_EQ(err, nullptr) << osp_error_message(err);
 
     char *dir = nullptr;
-    err = osp_repository_model_dir(root_.c_str(), "simple", &dir);
+    err = repository_model_dir(root_.c_str(), "simple", &dir);
     ASSERT_EQ(err, nullptr) << osp_error_message(err);
     int64_t *versions = nullptr;
     size_t n = 0;
-    err = osp_repository_select_versions(dir, &cfg->version_policy, &versions,
-                                         &n);
+    err = repository_select_versions(dir, &cfg->version_policy, &versions, &n);
     ASSERT_EQ(err, nullptr) << osp_error_message(err);
     ASSERT_EQ(n, 2u);
     EXPECT_EQ(versions[0], 1);

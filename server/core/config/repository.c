@@ -18,9 +18,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "array_grow.h"
 #include "osprey/log.h"
 
-osp_error *osp_repository_check_name(const char *name) {
+osp_error *repository_check_name(const char *name) {
     if (!name)
         return osp_error_new(OSP_ERROR_INVALID_ARG, "model name is missing");
     if (!name[0])
@@ -99,8 +100,7 @@ static int compare_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-osp_error *osp_repository_list(const char *root, char ***names_out,
-                               size_t *n_out) {
+osp_error *repository_list(const char *root, char ***names_out, size_t *n_out) {
     osp_error *err = NULL;
     char *real_root = NULL;
     char **names = NULL;
@@ -130,7 +130,7 @@ osp_error *osp_repository_list(const char *root, char ***names_out,
         osp_error *bad = NULL;
         if (name[0] == '.')
             continue;
-        if ((bad = osp_repository_check_name(name))) {
+        if ((bad = repository_check_name(name))) {
             osp_error_free(bad);
             continue;
         }
@@ -138,15 +138,9 @@ osp_error *osp_repository_list(const char *root, char ***names_out,
         if (!real)
             continue; /* a plain file, or a link that leaves the root */
         free(real);
-        if (n == cap) {
-            size_t new_cap = cap ? cap * 2 : 16;
-            char **grown = realloc(names, new_cap * sizeof(*names));
-            if (!grown) {
-                err = osp_error_out_of_memory();
-                goto out;
-            }
-            names = grown;
-            cap = new_cap;
+        if (!array_grow((void **)&names, &cap, n + 1, sizeof *names)) {
+            err = osp_error_out_of_memory();
+            goto out;
         }
         if (!(names[n] = strdup(name))) {
             err = osp_error_out_of_memory();
@@ -171,13 +165,13 @@ out:
     return err;
 }
 
-osp_error *osp_repository_model_dir(const char *root, const char *name,
-                                    char **path) {
+osp_error *repository_model_dir(const char *root, const char *name,
+                                char **path) {
     osp_error *err = NULL;
     char *real_root = NULL, *joined = NULL, *real = NULL;
     struct stat st;
 
-    if ((err = osp_repository_check_name(name)) ||
+    if ((err = repository_check_name(name)) ||
         (err = resolve_dir("model repository", root, &real_root)))
         return err;
     if (!(joined = join_path(real_root, name))) {
@@ -282,15 +276,9 @@ static osp_error *list_versions(const char *model_dir, int64_t **versions_out,
             continue;
         }
         free(real);
-        if (n == cap) {
-            size_t new_cap = cap ? cap * 2 : 8;
-            int64_t *grown = realloc(versions, new_cap * sizeof(*versions));
-            if (!grown) {
-                err = osp_error_out_of_memory();
-                goto out;
-            }
-            versions = grown;
-            cap = new_cap;
+        if (!array_grow((void **)&versions, &cap, n + 1, sizeof *versions)) {
+            err = osp_error_out_of_memory();
+            goto out;
         }
         versions[n++] = version;
     }
@@ -309,10 +297,9 @@ out:
     return err;
 }
 
-osp_error *osp_repository_select_versions(const char *model_dir,
-                                          const osp_version_policy *policy,
-                                          int64_t **versions_out,
-                                          size_t *n_out) {
+osp_error *repository_select_versions(const char *model_dir,
+                                      const osp_version_policy *policy,
+                                      int64_t **versions_out, size_t *n_out) {
     osp_error *err = NULL;
     int64_t *found = NULL, *wanted = NULL;
     size_t n_found = 0, n_selected = 0;
@@ -395,7 +382,7 @@ static uint64_t stat_hash(const struct stat *st) {
     return fnv_mix(h, &st->st_ino, sizeof st->st_ino);
 }
 
-uint64_t osp_repository_fingerprint(const char *root, const char *name) {
+uint64_t repository_fingerprint(const char *root, const char *name) {
     char path[PATH_MAX];
     struct stat st;
     if (snprintf(path, sizeof path, "%s/%s", root, name) >= (int)sizeof path ||
@@ -428,18 +415,18 @@ uint64_t osp_repository_fingerprint(const char *root, const char *name) {
 }
 
 static osp_error *local_list(void *root, char ***names, size_t *n) {
-    return osp_repository_list(root, names, n);
+    return repository_list(root, names, n);
 }
 
 static uint64_t local_fingerprint(void *root, const char *name) {
-    return osp_repository_fingerprint(root, name);
+    return repository_fingerprint(root, name);
 }
 
 static osp_error *local_model_dir(void *root, const char *name, char **dir) {
-    return osp_repository_model_dir(root, name, dir);
+    return repository_model_dir(root, name, dir);
 }
 
-void osp_repository_local_source(const char *root, osp_repository_source *src) {
+void repository_local_source(const char *root, osp_repository_source *src) {
     src->self = (void *)root;
     src->list = local_list;
     src->fingerprint = local_fingerprint;

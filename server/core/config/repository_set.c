@@ -152,7 +152,7 @@ osp_error *repository_set_new(const char *const *paths,
             repository_set_free(set);
             return err;
         }
-        osp_repository_local_source(m->root, &m->local);
+        repository_local_source(m->root, &m->local);
         m->source = &m->local;
     }
     set->source = (osp_repository_source){.self = set,

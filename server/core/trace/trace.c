@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cond_deadline.h"
 #include "osprey/log.h"
 #include "trace_internal.h"
 
@@ -494,7 +495,7 @@ osp_error *osp_tracer_new(const osp_tracer_options *opts, osp_tracer **out) {
     }
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_init(&t->qlock, NULL);
-    pthread_cond_init(&t->qcond, NULL);
+    cond_init_monotonic(&t->qcond);
     atomic_init(&t->active, false);
     atomic_init(&t->next_id, 0);
     atomic_init(&t->written, 0);
@@ -736,7 +737,7 @@ size_t osp_trace_tensor_capture_bytes(osp_datatype dtype, size_t byte_size) {
  * ostream prints them (float/double with 6 significant digits, BOOL as
  * 1/0, (U)INT8 as the raw character), BYTES elements wrapped in escaped
  * quotes, FP16/BF16 empty. Everything JSON-escaped. */
-static void format_tensor_data(tbuf *b, osp_datatype dtype, const void *data,
+static void format_tensor_data(bytebuf *b, osp_datatype dtype, const void *data,
                                size_t byte_size, int64_t elements) {
     const unsigned char *p = data;
     size_t esize = osp_datatype_byte_size(dtype);
@@ -760,70 +761,70 @@ static void format_tensor_data(tbuf *b, osp_datatype dtype, const void *data,
             if (len > byte_size - offset)
                 return;
             if (e)
-                tbuf_putc(b, ',');
-            tbuf_puts(b, "\\\"");
-            tbuf_json_chars(b, (const char *)p + offset, len);
-            tbuf_puts(b, "\\\"");
+                bytebuf_putc(b, ',');
+            bytebuf_puts(b, "\\\"");
+            trace_json_chars(b, (const char *)p + offset, len);
+            bytebuf_puts(b, "\\\"");
             offset += len;
             string_bytes += len;
             continue;
         }
         if (e)
-            tbuf_putc(b, ',');
+            bytebuf_putc(b, ',');
         switch (dtype) {
         case OSP_TYPE_BOOL:
-            tbuf_putc(b, x[0] ? '1' : '0');
+            bytebuf_putc(b, x[0] ? '1' : '0');
             break;
         case OSP_TYPE_UINT8:
         case OSP_TYPE_INT8:
-            tbuf_json_chars(b, (const char *)x, 1);
+            trace_json_chars(b, (const char *)x, 1);
             break;
         case OSP_TYPE_UINT16: {
             uint16_t v;
             memcpy(&v, x, sizeof(v));
-            tbuf_printf(b, "%u", (unsigned)v);
+            bytebuf_printf(b, "%u", (unsigned)v);
             break;
         }
         case OSP_TYPE_UINT32: {
             uint32_t v;
             memcpy(&v, x, sizeof(v));
-            tbuf_printf(b, "%u", (unsigned)v);
+            bytebuf_printf(b, "%u", (unsigned)v);
             break;
         }
         case OSP_TYPE_UINT64: {
             uint64_t v;
             memcpy(&v, x, sizeof(v));
-            tbuf_printf(b, "%llu", (unsigned long long)v);
+            bytebuf_printf(b, "%llu", (unsigned long long)v);
             break;
         }
         case OSP_TYPE_INT16: {
             int16_t v;
             memcpy(&v, x, sizeof(v));
-            tbuf_printf(b, "%d", (int)v);
+            bytebuf_printf(b, "%d", (int)v);
             break;
         }
         case OSP_TYPE_INT32: {
             int32_t v;
             memcpy(&v, x, sizeof(v));
-            tbuf_printf(b, "%d", (int)v);
+            bytebuf_printf(b, "%d", (int)v);
             break;
         }
         case OSP_TYPE_INT64: {
             int64_t v;
             memcpy(&v, x, sizeof(v));
-            tbuf_printf(b, "%lld", (long long)v);
+            bytebuf_printf(b, "%lld", (long long)v);
             break;
         }
         case OSP_TYPE_FP32: {
             float v;
             memcpy(&v, x, sizeof(v));
-            tbuf_printf(b, "%g", (double)v);
+            bytebuf_printf(b, "%g", (double)v);
             break;
         }
         case OSP_TYPE_FP64: {
             double v;
             memcpy(&v, x, sizeof(v));
-            tbuf_printf(b, "%g", v);
+            bytebuf_printf(b, "%g", v);
             break;
         }
         default:
@@ -846,18 +847,18 @@ void osp_trace_capture_tensor(osp_trace *trace,
         elements =
             dim != 0 && elements > INT64_MAX / dim ? INT64_MAX : elements * dim;
     }
-    tbuf b = {0};
-    tbuf_printf(&b, "\"activity\":\"%s\",\"tensor\":{\"name\":\"",
-                tensor_activity_names[activity]);
-    tbuf_json_chars(&b, name ? name : "", name ? strlen(name) : 0);
-    tbuf_puts(&b, "\",\"data\":\"");
+    bytebuf b = {0};
+    bytebuf_printf(&b, "\"activity\":\"%s\",\"tensor\":{\"name\":\"",
+                   tensor_activity_names[activity]);
+    trace_json_chars(&b, name ? name : "", name ? strlen(name) : 0);
+    bytebuf_puts(&b, "\",\"data\":\"");
     format_tensor_data(&b, dtype, data, byte_size, elements);
-    tbuf_puts(&b, "\",\"shape\":\"");
+    bytebuf_puts(&b, "\",\"shape\":\"");
     for (int d = 0; d < shape->rank; d++)
-        tbuf_printf(&b, "%s%lld", d ? "," : "", (long long)shape->dims[d]);
-    tbuf_printf(&b, "\",\"dtype\":\"%s\"}}", osp_datatype_wire_name(dtype));
+        bytebuf_printf(&b, "%s%lld", d ? "," : "", (long long)shape->dims[d]);
+    bytebuf_printf(&b, "\",\"dtype\":\"%s\"}}", osp_datatype_wire_name(dtype));
     if (b.oom) {
-        tbuf_free(&b);
+        bytebuf_free(&b);
         return;
     }
     trace_tensor *x = malloc(sizeof(*x) + b.len);
@@ -873,5 +874,5 @@ void osp_trace_capture_tensor(osp_trace *trace,
         trace->tensors_tail = x;
         trace->bytes += sizeof(*x) + b.len;
     }
-    tbuf_free(&b);
+    bytebuf_free(&b);
 }

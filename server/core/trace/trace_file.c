@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cond_deadline.h"
 #include "osprey/log.h"
 #include "trace_internal.h"
 
@@ -43,73 +44,7 @@
  * that producers under load do not have to wake it for every trace. */
 #define TRACE_WRITER_BATCH_NS (10 * 1000 * 1000)
 
-/* ---- tbuf ---------------------------------------------------------------- */
-
-void tbuf_free(tbuf *b) {
-    free(b->data);
-    memset(b, 0, sizeof(*b));
-}
-
-static bool tbuf_reserve(tbuf *b, size_t extra) {
-    if (b->oom)
-        return false;
-    if (b->len + extra + 1 <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra + 1) {
-        if (cap > SIZE_MAX / 2) {
-            b->oom = true;
-            return false;
-        }
-        cap *= 2;
-    }
-    char *bigger = realloc(b->data, cap);
-    if (!bigger) {
-        b->oom = true;
-        return false;
-    }
-    b->data = bigger;
-    b->cap = cap;
-    return true;
-}
-
-void tbuf_put(tbuf *b, const void *s, size_t n) {
-    if (n == 0 || !tbuf_reserve(b, n))
-        return;
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-void tbuf_puts(tbuf *b, const char *s) {
-    tbuf_put(b, s, strlen(s));
-}
-
-void tbuf_putc(tbuf *b, char c) {
-    tbuf_put(b, &c, 1);
-}
-
-void tbuf_printf(tbuf *b, const char *fmt, ...) {
-    char small[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof(small), fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->oom = true;
-        return;
-    }
-    if ((size_t)n < sizeof(small)) {
-        tbuf_put(b, small, (size_t)n);
-        return;
-    }
-    if (!tbuf_reserve(b, (size_t)n))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
+/* ---- JSON text ---------------------------------------------------------- */
 
 /* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
 static size_t utf8_sequence(const unsigned char *s, size_t n) {
@@ -142,7 +77,7 @@ static size_t utf8_sequence(const unsigned char *s, size_t n) {
     return len;
 }
 
-void tbuf_json_chars(tbuf *b, const char *s, size_t n) {
+void trace_json_chars(bytebuf *b, const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
     while (i < n) {
@@ -152,34 +87,34 @@ void tbuf_json_chars(tbuf *b, const char *s, size_t n) {
             while (run < n && p[run] >= 0x20 && p[run] < 0x80 &&
                    p[run] != '"' && p[run] != '\\')
                 run++;
-            tbuf_put(b, s + i, run - i);
+            bytebuf_put(b, s + i, run - i);
             i = run;
             continue;
         }
         if (c == '"' || c == '\\') {
             char esc[2] = {'\\', (char)c};
-            tbuf_put(b, esc, 2);
+            bytebuf_put(b, esc, 2);
             i++;
             continue;
         }
         size_t seq = c >= 0x80 ? utf8_sequence(p + i, n - i) : 0;
         if (seq > 0) {
-            tbuf_put(b, s + i, seq);
+            bytebuf_put(b, s + i, seq);
             i += seq;
             continue;
         }
         switch (c) {
         case '\n':
-            tbuf_puts(b, "\\n");
+            bytebuf_puts(b, "\\n");
             break;
         case '\r':
-            tbuf_puts(b, "\\r");
+            bytebuf_puts(b, "\\r");
             break;
         case '\t':
-            tbuf_puts(b, "\\t");
+            bytebuf_puts(b, "\\t");
             break;
         default:
-            tbuf_printf(b, "\\u%04x", (unsigned)c);
+            bytebuf_printf(b, "\\u%04x", (unsigned)c);
         }
         i++;
     }
@@ -272,7 +207,7 @@ static bool write_all(int fd, const char *p, size_t n) {
 /* Triton's TraceFile::SaveTraces: `text` (comma-joined records) goes to
  * the next "<file>.<idx>" as a whole array, or is appended to the plain
  * file. Writer thread (or shutdown after it is gone). */
-static void file_save(osp_tracer *t, trace_file *f, const tbuf *text,
+static void file_save(osp_tracer *t, trace_file *f, const bytebuf *text,
                       bool to_index_file) {
     if (text->len == 0 || f->name[0] == '\0')
         return;
@@ -331,7 +266,7 @@ void trace_setting_destroy(trace_setting *s) {
         s->next->prev = s->prev;
     pthread_mutex_unlock(&t->lock);
     trace_file_unref(s->file);
-    tbuf_free(&s->stream);
+    bytebuf_free(&s->stream);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -348,59 +283,59 @@ static void setting_flush(osp_tracer *t, trace_setting *s) {
     if (s->sample_in_stream != 0)
         file_save(t, s->file, &s->stream, s->log_frequency != 0);
     s->sample_in_stream = 0;
-    tbuf_free(&s->stream);
+    bytebuf_free(&s->stream);
 }
 
 /* ---- the record format --------------------------------------------------- */
 
 /* Decimal digits without printf: formatting runs once per record, and
  * vsnprintf was most of the writer's time. */
-static void put_u64(tbuf *b, uint64_t v) {
+static void put_u64(bytebuf *b, uint64_t v) {
     char digits[20];
     size_t n = 0;
     do {
         digits[sizeof(digits) - 1 - n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    tbuf_put(b, digits + sizeof(digits) - n, n);
+    bytebuf_put(b, digits + sizeof(digits) - n, n);
 }
 
-static void put_i64(tbuf *b, int64_t v) {
+static void put_i64(bytebuf *b, int64_t v) {
     if (v < 0) {
-        tbuf_putc(b, '-');
+        bytebuf_putc(b, '-');
         put_u64(b, (uint64_t)0 - (uint64_t)v);
     } else {
         put_u64(b, (uint64_t)v);
     }
 }
 
-#define PUT_LITERAL(b, s) tbuf_put((b), (s), sizeof(s) - 1)
+#define PUT_LITERAL(b, s) bytebuf_put((b), (s), sizeof(s) - 1)
 
 /* `{"id":N,` preceded by "," unless it is the trace's first record. */
-static void put_record_start(tbuf *b, uint64_t id, bool *first) {
+static void put_record_start(bytebuf *b, uint64_t id, bool *first) {
     if (*first)
         PUT_LITERAL(b, "{\"id\":");
     else
         PUT_LITERAL(b, ",{\"id\":");
     put_u64(b, id);
-    tbuf_putc(b, ',');
+    bytebuf_putc(b, ',');
     *first = false;
 }
 
-static void put_tensors(tbuf *b, const osp_trace *tr,
+static void put_tensors(bytebuf *b, const osp_trace *tr,
                         osp_trace_tensor_activity which, bool *first) {
     for (const trace_tensor *x = tr->tensors; x; x = x->next) {
         if (x->activity != which)
             continue;
         put_record_start(b, tr->id, first);
-        tbuf_put(b, x->text, x->len);
+        bytebuf_put(b, x->text, x->len);
     }
 }
 
 /* Appends the trace's records to b, comma-joined, in activity order; the
  * model record right before REQUEST_START, each tensor kind after the
  * stage it belongs to. Returns false when there was nothing to write. */
-static bool format_trace(tbuf *b, const osp_trace *tr) {
+static bool format_trace(bytebuf *b, const osp_trace *tr) {
     bool first = true;
     bool stamps = tr->level & OSP_TRACE_LEVEL_TIMESTAMPS;
     bool tensors = tr->level & OSP_TRACE_LEVEL_TENSORS;
@@ -408,24 +343,24 @@ static bool format_trace(tbuf *b, const osp_trace *tr) {
         if (stamps && a == OSP_TRACE_REQUEST_START && tr->model_name) {
             put_record_start(b, tr->id, &first);
             PUT_LITERAL(b, "\"model_name\":\"");
-            tbuf_json_chars(b, tr->model_name, strlen(tr->model_name));
+            trace_json_chars(b, tr->model_name, strlen(tr->model_name));
             PUT_LITERAL(b, "\",\"model_version\":");
             put_i64(b, tr->model_version);
             if (tr->request_id && tr->request_id[0]) {
                 PUT_LITERAL(b, ",\"request_id\":\"");
-                tbuf_json_chars(b, tr->request_id, strlen(tr->request_id));
-                tbuf_putc(b, '"');
+                trace_json_chars(b, tr->request_id, strlen(tr->request_id));
+                bytebuf_putc(b, '"');
             }
             if (tr->parent_id) {
                 PUT_LITERAL(b, ",\"parent_id\":");
                 put_i64(b, (int64_t)tr->parent_id);
             }
-            tbuf_putc(b, '}');
+            bytebuf_putc(b, '}');
         }
         if (stamps && tr->ns[a] != 0) {
             put_record_start(b, tr->id, &first);
             PUT_LITERAL(b, "\"timestamps\":[{\"name\":\"");
-            tbuf_puts(b, osp_trace_activity_name((osp_trace_activity)a));
+            bytebuf_puts(b, osp_trace_activity_name((osp_trace_activity)a));
             PUT_LITERAL(b, "\",\"ns\":");
             put_u64(b, tr->ns[a]);
             PUT_LITERAL(b, "}]}");
@@ -446,18 +381,18 @@ static bool format_trace(tbuf *b, const osp_trace *tr) {
  * buffered traces, which go to a file when a batch is complete. */
 static void write_trace(osp_tracer *t, osp_trace *tr) {
     trace_setting *s = tr->setting;
-    tbuf *b = &s->stream;
+    bytebuf *b = &s->stream;
     size_t before = b->len;
     s->collected++;
     if (s->sample_in_stream != 0)
-        tbuf_putc(b, ',');
+        bytebuf_putc(b, ',');
     bool any = format_trace(b, tr);
     if (b->oom) {
         /* What is buffered is incomplete: drop it rather than write a
          * broken array. */
         errno = ENOMEM;
         write_error(t, "out of memory buffering traces", s->file->name);
-        tbuf_free(b);
+        bytebuf_free(b);
         s->sample_in_stream = 0;
         return;
     }
@@ -558,14 +493,8 @@ static void *writer_main(void *arg) {
         pthread_mutex_lock(&t->qlock);
         if (!t->qhead && !t->stopping) {
             /* Busy: collect for a moment instead of being woken per trace. */
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += TRACE_WRITER_BATCH_NS;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&t->qcond, &t->qlock, &until);
+            cond_wait_until(&t->qcond, &t->qlock,
+                            deadline_after_ns(TRACE_WRITER_BATCH_NS));
         }
     }
     t->writer_gone = true;

@@ -28,27 +28,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bytebuf.h"
 #include "osprey/trace.h"
 
-/* ---- byte buffer --------------------------------------------------------- */
+/* ---- text ---------------------------------------------------------------- */
 
-typedef struct tbuf {
-    char *data;
-    size_t len;
-    size_t cap;
-    bool oom; /* sticky: an append failed, the contents are incomplete */
-} tbuf;
-
-void tbuf_free(tbuf *b);
-void tbuf_put(tbuf *b, const void *s, size_t n);
-void tbuf_puts(tbuf *b, const char *s);
-void tbuf_putc(tbuf *b, char c);
-void tbuf_printf(tbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 /* The bytes as the inside of a JSON string: '"', '\\' and control
  * characters escaped, valid UTF-8 kept, any other byte as \u00XX, so the
  * output is always valid JSON whatever the input. */
-void tbuf_json_chars(tbuf *b, const char *s, size_t n);
+void trace_json_chars(bytebuf *b, const char *s, size_t n);
 
 /* ---- writer jobs --------------------------------------------------------- */
 
@@ -101,7 +89,7 @@ typedef struct trace_setting {
     atomic_uint_fast64_t dropped; /* taken but never reached the writer */
 
     /* writer thread only */
-    tbuf stream; /* traces not yet in a file, comma-joined */
+    bytebuf stream; /* traces not yet in a file, comma-joined */
     uint32_t sample_in_stream;
     uint64_t collected; /* traces the writer has seen */
 
