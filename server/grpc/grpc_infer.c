@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "grpc_internal.h"
+#include "kserve_codec.h"
 #include "kserve_params.h"
 #include "osprey/clock.h"
 #include "osprey/log.h"
@@ -209,6 +210,9 @@ void kgrpc_model_infer(kgrpc_call *call) {
     }
     if (err) {
         err = prefer_model_error(s->opts.core, &ctx->decoded, err);
+        kserve_log_infer_failed(ctx->decoded.request ? ctx->decoded.request->id
+                                                     : NULL,
+                                err);
         kgrpc_call_reply_error(call, err);
         osp_error_free(err);
         return;
@@ -225,11 +229,14 @@ void kgrpc_model_infer(kgrpc_call *call) {
     }
     req->trace = ctx->trace; /* lent to the core */
     req->receive_start_ns = call->matched_ns;
+    char *id = req->id[0] ? strdup(req->id) : NULL; /* for the log line */
     kgrpc_call_ref(call); /* for infer_complete */
     err = osp_server_infer_async(s->opts.core, req, infer_complete, ctx);
     if (err) {
+        kserve_log_infer_failed(id, err);
         kgrpc_call_unref(call);
         kgrpc_call_reply_error(call, err);
         osp_error_free(err);
     }
+    free(id);
 }

@@ -238,7 +238,9 @@ static osp_error *build_raw_request(infer_ctx *ctx) {
     return NULL;
 }
 
-static osp_error *infer_on_complete(http_request *http) {
+/* Decodes the whole request and hands it to the core; *id gets a copy of
+ * its id once known (the caller frees it), for the failure log line. */
+static osp_error *infer_submit(http_request *http, char **id) {
     infer_ctx *ctx = http_request_handler_ctx(http);
     osp_error *err;
     uint64_t body = http_request_body_bytes(http);
@@ -269,6 +271,10 @@ static osp_error *infer_on_complete(http_request *http) {
     }
 
     osp_infer_request *request = kserve_decoded_take_request(&ctx->dec);
+    if (request->id[0] && !(*id = strdup(request->id))) {
+        osp_infer_request_free(request);
+        return osp_error_out_of_memory();
+    }
     request->receive_start_ns = http_request_start_ns(http);
     request->trace = http_request_trace(http); /* lent to the core */
     http_request_begin_async(http);
@@ -278,6 +284,15 @@ static osp_error *infer_on_complete(http_request *http) {
         return err;
     }
     return NULL;
+}
+
+static osp_error *infer_on_complete(http_request *http) {
+    char *id = NULL;
+    osp_error *err = infer_submit(http, &id);
+    if (err)
+        kserve_log_infer_failed(id, err);
+    free(id);
+    return err;
 }
 
 /* ---- response ---- */

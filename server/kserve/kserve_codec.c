@@ -14,6 +14,7 @@
 #include "json_doc.h"
 #include "json_tensor.h"
 #include "json_util.h"
+#include "osprey/log.h"
 
 /* ---- request header ---- */
 
@@ -1039,4 +1040,11 @@ out:
     kserve_encoded_payload_free(pl);
     free(parts);
     return err;
+}
+
+void kserve_log_infer_failed(const char *request_id, const osp_error *err) {
+    OSP_LOG_VERBOSE("[request id: %s] Infer failed: %s",
+                    request_id && *request_id ? request_id
+                                              : OSP_REQUEST_ID_UNKNOWN,
+                    osp_error_message(err));
 }

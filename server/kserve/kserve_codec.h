@@ -216,6 +216,11 @@ void kserve_encoded_payload_free(void *payload);
  * handing it to a transport). */
 void kserve_encoded_destroy(kserve_encoded *e);
 
+/* Logs, verbose as Triton does, an inference request the frontend answers
+ * with err before the core ran it: "[request id: <id>] Infer failed:
+ * <message>" (request_id NULL or "" reads <id_unknown>). */
+void kserve_log_infer_failed(const char *request_id, const osp_error *err);
+
 #ifdef __cplusplus
 }
 #endif
