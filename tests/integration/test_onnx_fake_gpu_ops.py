@@ -9,7 +9,7 @@ GPUs and on the CPU, and the GPU copy must answer exactly what the CPU copy
 answers, over HTTP (binary and JSON) and gRPC, and what onnxruntime
 answers to within float rounding. A second model reshapes by a shape
 given as a graph input, which a GPU instance plans from the request's
-host bytes.
+host bytes; a third, a 1x1 Conv, shows allow_tf32 reaching cuBLAS.
 """
 
 import pathlib
@@ -211,3 +211,49 @@ def test_gpu_refuses_a_shape_input_as_the_cpu_does(reshape_server):
     np.testing.assert_array_equal(
         reshape_infer(reshape_server, "reshape", x, np.array([6, 4]), True),
         np.zeros((6, 4), dtype=np.float32))
+
+
+def pointwise_conv_model():
+    """y = Conv(x [1, 64, 5, 6], w [8, 64, 1, 1]): one cuBLAS GEMM."""
+    w = np.random.default_rng(3).uniform(0.1, 1.0, (8, 64, 1, 1))
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[1, 1])],
+        "pointwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 5, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 5, 6])],
+        [numpy_helper.from_array(w.astype(np.float32), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_allow_tf32_reaches_a_1x1_conv(start_server, tmp_path):
+    """The fake cuBLAS rounds TF32 products' inputs to 10 mantissa bits:
+    with allow_tf32 the GPU's 1x1 conv is close to the CPU's but not
+    equal; without it, FP32."""
+    repo = tmp_path / "repo"
+    tf32 = 'parameters { key: "allow_tf32" value: { string_value: "true" } }\n'
+    for name, group, extra in (
+            ("conv_tf32", "kind: KIND_GPU count: 1 gpus: [ 0 ]", tf32),
+            ("conv_fp32", "kind: KIND_GPU count: 1 gpus: [ 0 ]", ""),
+            ("conv_cpu", "kind: KIND_CPU count: 1", "")):
+        (repo / name / "1").mkdir(parents=True)
+        onnx.save(pointwise_conv_model(), str(repo / name / "1" / "model.onnx"))
+        (repo / name / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
+            f"instance_group [ {{ {group} }} ]\n" + extra)
+    server = start_server(repo, ["--strict-gpu"], binary=FAKE_GPU_BIN)
+    client = httpclient.InferenceServerClient(server.hostport)
+    x = np.random.default_rng(4).uniform(0.1, 1.0, (1, 64, 5, 6)).astype(np.float32)
+
+    def infer(name):
+        i = httpclient.InferInput("x", list(x.shape), "FP32")
+        i.set_data_from_numpy(x, binary_data=True)
+        return client.infer(name, [i]).as_numpy("y")
+
+    want = infer("conv_cpu")
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(infer("conv_fp32"), want, rtol=1e-5, atol=1e-5 * scale)
+    got = infer("conv_tf32")
+    assert np.abs(got - want).max() <= 5e-3 * scale
+    assert np.abs(got - want).max() > 1e-5 * scale, "conv_tf32 gave FP32 results"
