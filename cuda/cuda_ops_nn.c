@@ -30,7 +30,8 @@ static bool conv_is_pointwise(const osp_conv_args *a) {
 }
 
 /* Per group, every image in one cuBLAS call: y_b,g[mg, P] = w_g[mg, cg]
- * x_b,g[cg, P]; then the epilogue kernel where there is one. */
+ * x_b,g[cg, P] (TF32 when args allow it); then the epilogue kernel where
+ * there is one. */
 static osp_error *conv_pointwise(cuda_stream *s, const osp_conv_args *a) {
     int64_t positions = 1;
     for (int d = 0; d < a->spatial_rank; d++)
@@ -48,7 +49,8 @@ static osp_error *conv_pointwise(cuda_stream *s, const osp_conv_args *a) {
                            .b = a->x + gi * cg * positions,
                            .ldb = positions,
                            .c = a->y + gi * mg * positions,
-                           .ldc = positions};
+                           .ldc = positions,
+                           .allow_tf32 = a->allow_tf32};
         osp_error *err =
             cuda_gemm_batched(s, &g, a->batch, 0, a->in_channels * positions,
                               a->out_channels * positions);

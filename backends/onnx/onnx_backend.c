@@ -491,6 +491,7 @@ static osp_error *backend_execute(void *instance, osp_execute_ctx *ctx) {
         io->shape = t->shape;
         io->data = t->data;
         io->byte_size = t->byte_size;
+        io->host_data = t->host_data;
     }
     output_binding b = {.model = m, .ctx = ctx};
     return onnx_session_run(inst->session, inst->inputs, m->n_inputs,

@@ -279,6 +279,7 @@ osp_error *onnx_nn__conv_run(onnx_run_ctx *ctx) {
     a->w = ctx->in[1];
     a->bias = onnx_present(ctx->n_inputs, ctx->in_desc, 2) ? ctx->in[2] : NULL;
     a->y = ctx->out[0];
+    a->allow_tf32 = ctx->allow_tf32;
     /* a constant W (its values known while planning) is packed once */
     conv_state *st = ctx->state;
     if (ctx->in_desc[1].host != NULL &&

@@ -68,8 +68,15 @@ void onnx_plan_free(onnx_rt_model *m, onnx_plan *p) {
 /* ---- binding shapes ------------------------------------------------------
  */
 
+/* Host bytes of input i, NULL when the caller has none (device memory
+ * with no host copy). */
+static const void *input_host_bytes(const onnx_io *inputs, size_t i,
+                                    bool host_inputs) {
+    return host_inputs ? inputs[i].data : inputs[i].host_data;
+}
+
 static osp_error *bind_inputs(onnx_rt_model *m, onnx_plan *p,
-                              const onnx_io *inputs,
+                              const onnx_io *inputs, bool host_inputs,
                               const bool *value_inputs) {
     const onnx_graph *g = m->model->graph;
     for (size_t i = 0; i < m->n_inputs; i++) {
@@ -100,11 +107,12 @@ static osp_error *bind_inputs(onnx_rt_model *m, onnx_plan *p,
         p->desc[v] = (onnx_desc){
             .present = true, .dtype = in->dtype, .shape = in->shape};
         p->input_shapes[i] = in->shape;
-        if (value_inputs && value_inputs[i]) {
+        const void *host = input_host_bytes(inputs, i, host_inputs);
+        if (value_inputs[i] && host) {
             p->input_values[i] = malloc(in->byte_size ? in->byte_size : 1);
             if (!p->input_values[i])
                 return osp_error_out_of_memory();
-            memcpy(p->input_values[i], in->data, in->byte_size);
+            memcpy(p->input_values[i], host, in->byte_size);
             p->desc[v].host = p->input_values[i];
         }
     }
@@ -115,12 +123,14 @@ static osp_error *bind_inputs(onnx_rt_model *m, onnx_plan *p,
 #define VALUE_INPUT_MAX_ELEMENTS 1024
 
 /* After node n failed to bind: marks the small graph inputs its unknown
- * inputs are computed from (directly, or through their producers), so
- * that the next attempt reads their values: a shape fed as an input, or
- * computed from one. True when it marked one. Walks the graph with a
- * stack of its own (a hostile graph may be deep). */
+ * inputs are computed from (directly, or through their producers) and
+ * whose host bytes this run has, so that the next attempt reads their
+ * values: a shape fed as an input, or computed from one. True when it
+ * marked one. Walks the graph with a stack of its own (a hostile graph
+ * may be deep). */
 static bool learn_value_inputs(onnx_rt_model *m, const onnx_plan *p,
-                               const rt_node *n, bool *value_inputs) {
+                               const rt_node *n, const onnx_io *inputs,
+                               bool host_inputs, bool *value_inputs) {
     /* Room for every node input once (a producer with several outputs
      * may push its inputs again; the bound only stops the walk early). */
     size_t edges = n->n_in + 1;
@@ -142,6 +152,7 @@ static bool learn_value_inputs(onnx_rt_model *m, const onnx_plan *p,
         int gi = val->graph_input;
         if (gi >= 0) {
             if (!value_inputs[gi] &&
+                input_host_bytes(inputs, (size_t)gi, host_inputs) &&
                 osp_datatype_byte_size(p->desc[v].dtype) != 0 &&
                 onnx_shape_count(&p->desc[v].shape) <=
                     VALUE_INPUT_MAX_ELEMENTS) {
@@ -389,10 +400,10 @@ out:
 }
 
 /* Makes the plan for these inputs, reading the values of the inputs
- * value_inputs marks (which it may extend: *retry then says to plan
- * again). Caller owns *out. */
+ * value_inputs marks that have host bytes (it may mark more: *retry then
+ * says to plan again). Caller owns *out. */
 static osp_error *plan_new(onnx_rt_model *m, const onnx_io *inputs,
-                           bool *value_inputs, bool *retry,
+                           bool host_inputs, bool *value_inputs, bool *retry,
                            onnx_plan **out) {
     osp_error *err = NULL;
     size_t nv = m->n_values;
@@ -423,12 +434,12 @@ static osp_error *plan_new(onnx_rt_model *m, const onnx_io *inputs,
                                      .shape = t->shape,
                                      .host = t->data};
         }
-    if ((err = bind_inputs(m, p, inputs, value_inputs)))
+    if ((err = bind_inputs(m, p, inputs, host_inputs, value_inputs)))
         goto out;
     for (size_t i = 0; i < m->n_nodes; i++)
         if ((err = bind_node(m, p, (int)i))) {
-            *retry = value_inputs &&
-                     learn_value_inputs(m, p, &m->nodes[i], value_inputs);
+            *retry = learn_value_inputs(m, p, &m->nodes[i], inputs,
+                                        host_inputs, value_inputs);
             goto out;
         }
     err = plan_memory(m, p);
@@ -446,8 +457,9 @@ static bool plan_matches(const onnx_rt_model *m, const onnx_plan *p,
     for (size_t i = 0; i < m->n_inputs; i++) {
         if (!osp_shape_equal(&p->input_shapes[i], &inputs[i].shape))
             return false;
+        const void *host = input_host_bytes(inputs, i, host_inputs);
         if (p->input_values[i] &&
-            (!host_inputs || memcmp(p->input_values[i], inputs[i].data, inputs[i].byte_size)))
+            (!host || memcmp(p->input_values[i], host, inputs[i].byte_size)))
             return false;
     }
     return true;
@@ -487,24 +499,20 @@ osp_error *onnx_plan_acquire(onnx_rt_model *m, const onnx_io *inputs,
      * meanwhile; the first to insert wins and the other is dropped. */
     onnx_plan *p = NULL;
     osp_error *err = NULL;
-    bool *value_inputs = NULL;
-    if (host_inputs) {
-        value_inputs = calloc(m->n_inputs + 1, sizeof *value_inputs);
-        if (!value_inputs)
-            return osp_error_out_of_memory();
-        pthread_mutex_lock(&m->plans_lock);
-        memcpy(value_inputs, m->value_inputs,
-               m->n_inputs * sizeof *value_inputs);
-        pthread_mutex_unlock(&m->plans_lock);
-    }
+    bool *value_inputs = calloc(m->n_inputs + 1, sizeof *value_inputs);
+    if (!value_inputs)
+        return osp_error_out_of_memory();
+    pthread_mutex_lock(&m->plans_lock);
+    memcpy(value_inputs, m->value_inputs, m->n_inputs * sizeof *value_inputs);
+    pthread_mutex_unlock(&m->plans_lock);
     for (size_t attempt = 0; attempt <= m->n_inputs; attempt++) {
         bool retry = false;
         osp_error_free(err);
-        err = plan_new(m, inputs, value_inputs, &retry, &p);
+        err = plan_new(m, inputs, host_inputs, value_inputs, &retry, &p);
         if (!err || !retry)
             break;
     }
-    if (value_inputs && !err) {
+    if (!err) {
         pthread_mutex_lock(&m->plans_lock);
         for (size_t i = 0; i < m->n_inputs; i++)
             m->value_inputs[i] |= value_inputs[i];

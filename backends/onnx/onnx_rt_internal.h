@@ -131,7 +131,8 @@ struct onnx_plan {
 
 /* The plan for these input shapes, from the cache or made now; a
  * reference the caller gives back with onnx_plan_release. host_inputs:
- * the inputs' memory is host memory, so a plan may read their values. */
+ * the inputs' memory is host memory, so a plan may read their values;
+ * otherwise it reads them from inputs[i].host_data where given. */
 osp_error *onnx_plan_acquire(onnx_rt_model *m, const onnx_io *inputs,
                              bool host_inputs, onnx_plan **out);
 void onnx_plan_release(onnx_rt_model *m, onnx_plan *p);

@@ -67,12 +67,17 @@ osp_error *onnx_rt_model_check_device(const onnx_rt_model *m,
                                       const osp_device *dev);
 
 /* A tensor handed to or taken from a run: device memory of the session's
- * device. */
+ * device. host_data (optional, NULL when the caller has none) is a host
+ * copy of the same bytes, valid during onnx_session_run: on a device whose
+ * memory is not host memory, the plan reads a small input's values from
+ * it when the graph needs them to plan (a shape, pads or axes fed as a
+ * graph input); without it such a graph fails on that device. */
 typedef struct onnx_io {
     osp_datatype dtype;
     osp_shape shape;
     const void *data;
     size_t byte_size;
+    const void *host_data;
 } onnx_io;
 
 /* Asked for graph output `index` once its shape is known, before the ops

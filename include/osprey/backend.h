@@ -34,6 +34,12 @@ typedef struct osp_backend_tensor {
     osp_shape shape; /* full shape, batch dim first when batching */
     void *data;      /* NULL for an optional input not given */
     size_t byte_size;
+    /* Inputs only: the same bytes in host memory, owned by the core and
+     * valid during execute(), when it has them as one block (a batch of
+     * one request whose bytes are in host memory); NULL otherwise. For a
+     * backend on a GPU that needs an input's values on the host (a shape)
+     * without copying it back. */
+    const void *host_data;
 } osp_backend_tensor;
 
 typedef struct osp_server osp_server;

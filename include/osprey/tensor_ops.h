@@ -427,6 +427,10 @@ typedef struct osp_conv_args {
     /* (optional, borrowed) w packed by osp_op_conv_prepack for these
      * shapes on this stream's device; NULL: the device reads w. */
     const osp_packed_weights *packed_w;
+    /* FP32 products may use TF32 tensor cores where the device's conv
+     * goes through its GEMM library (the CUDA device's 1x1 convs);
+     * ignored elsewhere (its own kernels, the CPU device). Default off. */
+    bool allow_tf32;
 } osp_conv_args;
 
 osp_error *osp_op_conv(osp_stream *stream, const osp_conv_args *args);

@@ -248,7 +248,8 @@ static outcome run_case(const char *dir, char *msg, size_t cap) {
             io[n_in] = (onnx_io){.dtype = inputs[n_in].dtype,
                                  .shape = inputs[n_in].shape,
                                  .data = inputs[n_in].data,
-                                 .byte_size = inputs[n_in].byte_size};
+                                 .byte_size = inputs[n_in].byte_size,
+                                 .host_data = inputs[n_in].data};
         }
         host_outputs outs = {0};
         osp_buffer *in_bufs[MAX_IO] = {0};

@@ -154,7 +154,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     for (size_t i = 0; i < n; i++) {
-        onnx_io io;
+        onnx_io io = {0};
         char *name;
         if (parse_input(argv[3 + i], &io, &name) != 0) {
             fprintf(stderr, "bad input spec %s\n", argv[3 + i]);

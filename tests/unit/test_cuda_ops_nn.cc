@@ -240,6 +240,39 @@ TEST_P(CudaOps, ConvClipEpilogue) {
     }
 }
 
+// allow_tf32 reaches cuBLAS on the 1x1 route (on the fake runtime TF32
+// rounds each input to 10 mantissa bits, so the result must move away
+// from the CPU's FP32; a real GPU may pick a non-tensor-core kernel for
+// so small a GEMM, so there it is only bounded), and the implicit-GEMM
+// and depthwise kernels stay FP32 with it set.
+TEST_P(CudaOps, ConvTf32) {
+    const ConvCase pointwise = {
+        "pointwise", 2, 2, 64, 8, 1, {6, 5}, {1, 1}, {1, 1}, {0, 0}, {0, 0},
+        {1, 1}};
+    for (const ConvCase &c : {pointwise, kConvCases[0], kConvCases[4]})
+        for (bool tf32 : {false, true}) {
+            SCOPED_TRACE(testing::Message() << c.name << " tf32 " << tf32);
+            size_t xn, wn, yn;
+            ConvCounts(c, false, &xn, &wn, &yn);
+            std::vector<Bytes> arrays = {Floats(xn), Floats(wn), Bytes(),
+                                         Bytes(), FloatZeros(yn)};
+            Op op = [&](osp_stream *s, const Ptrs &p) {
+                osp_conv_args a = ConvArgs(c, p, false);
+                a.allow_tf32 = tf32;
+                return osp_op_conv(s, &a);
+            };
+            std::vector<Bytes> got = arrays, want = arrays;
+            ASSERT_NO_FATAL_FAILURE(RunArrays(true, op, got));
+            ASSERT_NO_FATAL_FAILURE(RunArrays(false, op, want));
+            double err = ScaledError(OSP_TYPE_FP32, got[4], want[4], yn);
+            bool uses_tf32 = tf32 && c.kernel[0] == 1;
+            EXPECT_LE(err, uses_tf32 ? 1e-2 : 1e-5);
+            if (uses_tf32 && kFakeCuda) {
+                EXPECT_GT(err, 1e-5);
+            }
+        }
+}
+
 TEST_P(CudaOps, ConvTranspose) {
     const ConvCase cases[] = {
         {"s2", 2, 2, 3, 4, 1, {4, 5}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, {1, 1}},

@@ -1194,7 +1194,7 @@ void RunConvBn(onnx_rt_model *m, std::vector<float> *out) {
     out->assign(2 * 27, NAN);
     for (size_t i = 0; i < x.size(); i++)
         x[i] = static_cast<float>(i % 5) - 2.0f;
-    onnx_io in = {OSP_TYPE_FP32, {4, {1, 2, 5, 5}}, x.data(), x.size() * 4};
+    onnx_io in = {OSP_TYPE_FP32, {4, {1, 2, 5, 5}}, x.data(), x.size() * 4, nullptr};
     auto alloc = [](void *ctx, size_t index, osp_datatype, const osp_shape *,
                     size_t bytes, void **data) -> osp_error * {
         float *o = static_cast<float *>(ctx);

@@ -141,6 +141,10 @@ static osp_error *gather_input(model_instance *inst, batch_state *bs,
         t->shape.dims[0] = total_batch;
     t->byte_size = total;
 
+    /* A single request's bytes stay in its host buffer until the batch is
+     * done: the backend may read them there (host_data). */
+    if (n == 1 && first->data && first->data->kind != OSP_MEMORY_DEVICE)
+        t->host_data = first->data->data;
     osp_device_info info;
     osp_device_get_info(inst->device, &info);
     if (n == 1 && info.type == OSP_DEVICE_CPU) {
