@@ -6,9 +6,12 @@ import json
 import re
 import time
 
+import numpy as np
 import pytest
 import requests
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 import harness
 
@@ -161,3 +164,34 @@ def test_long_option_prefixes_as_getopt_long(start_server, tmp_path):
     bad = harness.OspreyServer(repo, ["--log=1"], workdir=tmp_path / "bad")
     assert bad.run_to_exit() != 0
     assert "option '--log' is ambiguous; possibilities: '--log-verbose'" in bad.stderr()
+
+
+@pytest.mark.parametrize("escape", ["1", "0"])
+def test_failed_inference_is_logged_and_cannot_inject_records(
+        start_server, tmp_path, monkeypatch, escape):
+    """A request refused before it ran is logged (verbose) as Triton logs
+    it, '[request id: <id>] Infer failed: <message>', over HTTP and gRPC.
+    Escaped (the default), an input name carrying a newline and a forged
+    record stays inside one record; unescaped, the forged record stands on
+    its own line, as qa/L0_logging/log_format_test.py's injection cases
+    expect of Triton."""
+    monkeypatch.setenv("TRITON_SERVER_ESCAPE_LOG_MESSAGES", escape)
+    repo = harness.make_repo(tmp_path / "repo", ["simple"])
+    srv = start_server(repo, ["--log-verbose=1"])
+    forged = 'I0205 18:34:18.707423 1 file.cc:123] THIS ENTRY WAS INJECTED'
+    x = np.zeros((1, 3), dtype=np.float32)
+    http_in = httpclient.InferInput(f"\n{forged}\n{forged}", [1, 3], "FP32")
+    http_in.set_data_from_numpy(x)
+    with pytest.raises(InferenceServerException):
+        httpclient.InferenceServerClient(srv.hostport).infer(
+            "simple", [http_in], request_id="r-http")
+    grpc_in = grpcclient.InferInput("bad", [1, 3], "FP32")
+    grpc_in.set_data_from_numpy(x)
+    with pytest.raises(InferenceServerException):
+        grpcclient.InferenceServerClient(srv.grpc_url).infer(
+            "simple", [grpc_in], request_id="r-grpc")
+    harness.wait_for(lambda: "[request id: r-grpc] Infer failed: " in srv.log(),
+                     what="the gRPC failure's log line")
+    assert "[request id: r-http] Infer failed: " in srv.log()
+    records = [l for l in srv.log().splitlines() if DEFAULT_RECORD.match(l)]
+    assert (forged in records) == (escape == "0")
