@@ -12,18 +12,21 @@ given as a graph input, which a GPU instance plans from the request's
 host bytes; a third, a 1x1 Conv, shows allow_tf32 reaching cuBLAS.
 """
 
+import json
 import pathlib
 
 import numpy as np
 import onnx
 import onnxruntime
 import pytest
+import requests
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 from onnx import TensorProto, helper, numpy_helper
 
 import harness
+from queue_util import RawQueue
 
 FAKE_GPU_BIN = pathlib.Path(harness.osprey_bin()).parent / "osprey_fakegpu"
 
@@ -117,6 +120,31 @@ def grpc_infer(server, model_name, x):
     return r.as_numpy("values"), r.as_numpy("indices")
 
 
+def tfs_predict(server, model_name, x):
+    """TF Serving's REST predict, the columnar form; the reply's JSON."""
+    r = requests.post(f"{server.url}/v1/models/{model_name}:predict",
+                      json={"inputs": {"x": x.tolist()}}, timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def queue_predict(server, model_name, x):
+    """A KServe JSON request through the model's queue; its result's
+    outputs, from the sink."""
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": list(x.shape),
+                        "data": x.flatten().tolist()}]}
+    r = RawQueue(f"{server.url}/api/predict/{model_name}").put(
+        json.dumps(body).encode())
+    assert r.status_code == 200, r.text
+    rid = r.headers["X-Eas-Queueservice-Request-Id"]
+    sink = RawQueue(f"{server.url}/api/predict/{model_name}/sink")
+    item = harness.wait_for(
+        lambda: sink.get(request_id=rid, timeout="1s", auto_delete=False),
+        what=f"the sink item of {model_name}")[0]
+    assert item["tags"]["status"] == "200", item["data"]
+    return json.loads(item["data"])["outputs"]
+
+
 def test_model_is_placed_on_both_gpus(gpu_server):
     assert ("successfully loaded 'movement' version 1 on GPU 0 (Fake CUDA "
             "GPU 0), GPU 1 (Fake CUDA GPU 1)") in gpu_server.log()
@@ -136,6 +164,12 @@ def test_gpu_answers_what_the_cpu_and_onnxruntime_answer(gpu_server, model, batc
         np.testing.assert_array_equal(indices, cpu[1])
         np.testing.assert_allclose(values, want_values, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(indices, want_indices)
+    # TF Serving's REST surface: the same JSON from the GPU as from the CPU
+    assert tfs_predict(gpu_server, "movement", x) == \
+        tfs_predict(gpu_server, "movement_cpu", x)
+    # the queue service: the item's result from the GPU as from the CPU
+    assert queue_predict(gpu_server, "movement", x) == \
+        queue_predict(gpu_server, "movement_cpu", x)
 
 
 def reshape_model():
