@@ -72,30 +72,12 @@ class DeviceShutdown : public ::testing::Environment {
 ::testing::Environment *const kShutdown =
     ::testing::AddGlobalTestEnvironment(new DeviceShutdown);
 
-#define EXPECT_ERROR_CODE(expr, code)                                          \
-    do {                                                                       \
-        osp_error *err_ = (expr);                                              \
-        EXPECT_NE(err_, nullptr) << #expr << " succeeded";                     \
-        if (err_ != nullptr) {                                                 \
-            EXPECT_EQ(osp_error_get_code(err_), (code))                        \
-                << #expr << ": " << osp_error_message(err_);                   \
-            osp_error_free(err_);                                              \
-        }                                                                      \
-    } while (0)
-
 struct BufferDeleter {
     void operator()(osp_buffer *b) const {
         osp_buffer_free(b);
     }
 };
 using BufferPtr = std::unique_ptr<osp_buffer, BufferDeleter>;
-
-struct StreamDeleter {
-    void operator()(osp_stream *s) const {
-        osp_stream_free(s);
-    }
-};
-using StreamPtr = std::unique_ptr<osp_stream, StreamDeleter>;
 
 struct EventDeleter {
     void operator()(osp_event *e) const {
