@@ -9,7 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef __GLIBC__
+/* glibc's malloc_trim, except where a sanitizer replaces malloc (its
+ * arena is then never set up, and trimming it crashes). */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||     \
+    __has_feature(memory_sanitizer)
+#define ONNX_MALLOC_REPLACED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ONNX_MALLOC_REPLACED 1
+#endif
+#if defined(__GLIBC__) && !defined(ONNX_MALLOC_REPLACED)
+#define ONNX_TRIM_HEAP 1
 #include <malloc.h>
 #endif
 
@@ -539,7 +551,7 @@ out:
         onnx_rt_model_free(m);
         return err;
     }
-#ifdef __GLIBC__
+#ifdef ONNX_TRIM_HEAP
     /* Parsing left the file's buffers and the weights fusion replaced
      * free in the middle of the heap, where glibc keeps them resident */
     malloc_trim(0);
