@@ -703,12 +703,14 @@ static osp_error *add_outputs(const Inference__ModelInferRequest *m,
                                      "'shared_memory_region' and "
                                      "'classification'");
         }
-        /* An output named twice is answered once (observed on Triton). */
-        bool seen = false;
+        /* An output named twice is refused, as current Triton refuses it
+         * (qa/L0_grpc's test_duplicate_output_names_rejected; Triton 2.51
+         * answered it once); checked before a region is taken. */
         for (size_t k = 0; k < d->request->n_outputs; k++)
-            seen = seen || strcmp(d->request->outputs[k], name) == 0;
-        if (seen)
-            continue;
+            if (strcmp(d->request->outputs[k], name) == 0)
+                return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                     "output '%s' already exists in request",
+                                     name);
         if (sp.present) {
             kgrpc_output_shm shm = {0};
             if ((err = acquire_region(env, &sp, &shm.region, &shm.addr)))

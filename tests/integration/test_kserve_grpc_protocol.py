@@ -326,13 +326,17 @@ def test_request_parameters(stub):
         assert (code, msg) == (grpc.StatusCode.INVALID_ARGUMENT, message), key
 
 
-def test_outputs_selected_and_deduplicated(stub):
+def test_outputs_selected_and_duplicates_refused(stub):
     req = simple_raw_request()
-    for name in ("OUTPUT1", "OUTPUT1"):
-        req.outputs.add(name=name)
+    req.outputs.add(name="OUTPUT1")
     resp = stub.ModelInfer(req)
     assert [o.name for o in resp.outputs] == ["OUTPUT1"]
     assert len(resp.raw_output_contents) == 1
+    # as current Triton (qa/L0_grpc python_unit_test.py), not 2.51
+    req.outputs.add(name="OUTPUT1")
+    code, msg = rpc_error(stub.ModelInfer, req)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "output 'OUTPUT1' already exists in request" in msg
     req = simple_raw_request()
     req.outputs.add(name="NOPE")
     code, msg = rpc_error(stub.ModelInfer, req)
