@@ -21,6 +21,7 @@
 
 #include "kernels_launch.cuh"
 #include "kernels_nn.h"
+#include "kernels_window.cuh"
 #include "unary_rules.h"
 
 enum { TILE_M = 64, TILE_N = 64, TILE_K = 16, THREAD_TILE = 4 };
@@ -33,11 +34,9 @@ static_assert((int)OSP_CUDA_BLOCK == 256 && TILE_M == 16 * THREAD_TILE &&
               "conv tile shape");
 
 /* The shapes of a conv, by value. */
-typedef struct conv_geom {
-    int64_t in[3], out[3], kernel[3], stride[3], pad[3], dilation[3];
-    int64_t in_size, out_size, kernel_size;
+struct conv_geom : window_geom {
     int64_t batch, in_channels, out_channels, group;
-} conv_geom;
+};
 
 /* The epilogue's operands: bias per output channel and residual in y's
  * layout, each optional. */
@@ -263,19 +262,7 @@ __global__ void conv_transpose_kernel(conv_geom g, const float *x,
 
 static conv_geom geom_of(const osp_conv_args *a) {
     conv_geom g;
-    g.in_size = g.out_size = g.kernel_size = 1;
-    for (int d = 0; d < 3; d++) {
-        int s = d - (3 - a->spatial_rank);
-        g.in[d] = s < 0 ? 1 : a->in_dims[s];
-        g.out[d] = s < 0 ? 1 : a->out_dims[s];
-        g.kernel[d] = s < 0 ? 1 : a->kernel[s];
-        g.stride[d] = s < 0 ? 1 : a->stride[s];
-        g.pad[d] = s < 0 ? 0 : a->pad_begin[s];
-        g.dilation[d] = s < 0 ? 1 : a->dilation[s];
-        g.in_size *= g.in[d];
-        g.out_size *= g.out[d];
-        g.kernel_size *= g.kernel[d];
-    }
+    static_cast<window_geom &>(g) = window_geom_of(a);
     g.batch = a->batch;
     g.in_channels = a->in_channels;
     g.out_channels = a->out_channels;

@@ -14,11 +14,9 @@
 
 #include "kernels_launch.cuh"
 #include "kernels_nn.h"
+#include "kernels_window.cuh"
 
-typedef struct pool_geom {
-    int64_t in[3], out[3], kernel[3], stride[3], pad[3], dilation[3];
-    int64_t in_size, out_size;
-} pool_geom;
+typedef window_geom pool_geom;
 
 __device__ float lp_term(float v, float p) {
     float a = fabsf(v);
@@ -100,19 +98,7 @@ __global__ void pool_kernel(osp_pool_kind kind, pool_geom g, int64_t planes,
 
 extern "C" cudaError_t osp_cuda_launch_pool(cudaStream_t stream,
                                             const osp_pool_args *a) {
-    pool_geom g;
-    g.in_size = g.out_size = 1;
-    for (int d = 0; d < 3; d++) {
-        int s = d - (3 - a->spatial_rank);
-        g.in[d] = s < 0 ? 1 : a->in_dims[s];
-        g.out[d] = s < 0 ? 1 : a->out_dims[s];
-        g.kernel[d] = s < 0 ? 1 : a->kernel[s];
-        g.stride[d] = s < 0 ? 1 : a->stride[s];
-        g.pad[d] = s < 0 ? 0 : a->pad_begin[s];
-        g.dilation[d] = s < 0 ? 1 : a->dilation[s];
-        g.in_size *= g.in[d];
-        g.out_size *= g.out[d];
-    }
+    pool_geom g = window_geom_of(a);
     int64_t planes = a->planes;
     osp_pool_kind kind = a->kind;
     bool include_pad = a->count_include_pad;

@@ -25,6 +25,7 @@
 #include "kernels_launch.cuh"
 #include "kernels_nd.cuh"
 #include "kernels_nn.h"
+#include "kernels_window.cuh"
 #include "osprey/datatype.h"
 #include "osprey/device.h"
 #include "osprey/tensor_ops.h"
