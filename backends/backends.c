@@ -4,10 +4,10 @@
 #include "builtin.h"
 
 const osp_backend *const backends_builtin[] = {
-    &osp_backend_identity,       &osp_backend_add_sub,
-    &osp_backend_dense,          &osp_backend_affine,
-    &osp_backend_string_add_sub, &osp_backend_onnxruntime,
-    &osp_backend_accumulator,    &osp_backend_python,
+    &builtin_backend_identity,       &builtin_backend_add_sub,
+    &builtin_backend_dense,          &builtin_backend_affine,
+    &builtin_backend_string_add_sub, &builtin_backend_onnxruntime,
+    &builtin_backend_accumulator,    &builtin_backend_python,
 };
 
 const size_t backends_builtin_count =

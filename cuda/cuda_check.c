@@ -1,7 +1,7 @@
 #include "cuda_check.h"
 
-osp_error *osp_cuda_status_error(cudaError_t status, const char *call,
-                                 const char *file, int line) {
+osp_error *cuda_status_error(cudaError_t status, const char *call,
+                             const char *file, int line) {
     if (status == cudaSuccess)
         return NULL;
     (void)cudaGetLastError(); /* clears non-sticky errors */
@@ -10,8 +10,8 @@ osp_error *osp_cuda_status_error(cudaError_t status, const char *call,
                          cudaGetErrorName(status), file, line);
 }
 
-osp_error *osp_cublas_status_error(cublasStatus_t status, const char *call,
-                                   const char *file, int line) {
+osp_error *cublas_status_error(cublasStatus_t status, const char *call,
+                               const char *file, int line) {
     if (status == CUBLAS_STATUS_SUCCESS)
         return NULL;
     return osp_error_new(OSP_ERROR_INTERNAL, "%s failed: %s (%d) at %s:%d",

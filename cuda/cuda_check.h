@@ -23,16 +23,16 @@ extern "C" {
 /* NULL when status is cudaSuccess. A failing status is also cleared from
  * the thread's "last error", so a later cudaGetLastError() after a launch
  * reports that launch and not this call. */
-osp_error *osp_cuda_status_error(cudaError_t status, const char *call,
-                                 const char *file, int line);
+osp_error *cuda_status_error(cudaError_t status, const char *call,
+                             const char *file, int line);
 /* NULL when status is CUBLAS_STATUS_SUCCESS. */
-osp_error *osp_cublas_status_error(cublasStatus_t status, const char *call,
-                                   const char *file, int line);
+osp_error *cublas_status_error(cublasStatus_t status, const char *call,
+                               const char *file, int line);
 
 #define OSP_CUDA_CHECK(call)                                                   \
-    osp_cuda_status_error((call), #call, __FILE__, __LINE__)
+    cuda_status_error((call), #call, __FILE__, __LINE__)
 #define OSP_CUBLAS_CHECK(call)                                                 \
-    osp_cublas_status_error((call), #call, __FILE__, __LINE__)
+    cublas_status_error((call), #call, __FILE__, __LINE__)
 
 #ifdef __cplusplus
 }

@@ -375,7 +375,7 @@ static osp_error *cuda_binary(osp_device *dev, void *impl, osp_binary_op op,
     if (err != NULL)
         return err;
     return OSP_CUDA_CHECK(
-        osp_cuda_launch_binary(s->stream, op, dtype, a, b, out, n));
+        cuda_launch_binary(s->stream, op, dtype, a, b, out, n));
 }
 
 static osp_error *cuda_bias_activation(osp_device *dev, void *impl, float *x,
@@ -386,7 +386,7 @@ static osp_error *cuda_bias_activation(osp_device *dev, void *impl, float *x,
     if (err != NULL)
         return err;
     return OSP_CUDA_CHECK(
-        osp_cuda_launch_bias_activation(s->stream, x, bias, rows, cols, act));
+        cuda_launch_bias_activation(s->stream, x, bias, rows, cols, act));
 }
 
 static osp_error *cuda_softmax_rows(osp_device *dev, void *impl, const float *x,
@@ -396,7 +396,7 @@ static osp_error *cuda_softmax_rows(osp_device *dev, void *impl, const float *x,
     if (err != NULL)
         return err;
     return OSP_CUDA_CHECK(
-        osp_cuda_launch_softmax_rows(s->stream, x, out, rows, cols));
+        cuda_launch_softmax_rows(s->stream, x, out, rows, cols));
 }
 
 static osp_error *cuda_cast(osp_device *dev, void *impl, const void *src,
@@ -407,7 +407,7 @@ static osp_error *cuda_cast(osp_device *dev, void *impl, const void *src,
     if (err != NULL)
         return err;
     return OSP_CUDA_CHECK(
-        osp_cuda_launch_cast(s->stream, src, src_dtype, dst, dst_dtype, n));
+        cuda_launch_cast(s->stream, src, src_dtype, dst, dst_dtype, n));
 }
 
 static const osp_device_ops cuda_ops = {

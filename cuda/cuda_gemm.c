@@ -225,5 +225,5 @@ osp_error *cuda_gemm_ex(osp_device *dev, void *stream_impl,
         return err;
     if (!epilogue)
         return NULL;
-    return OSP_CUDA_CHECK(osp_cuda_launch_gemm_epilogue(s->stream, args));
+    return OSP_CUDA_CHECK(cuda_launch_gemm_epilogue(s->stream, args));
 }

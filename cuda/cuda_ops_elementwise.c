@@ -8,6 +8,6 @@
 #include "cuda_internal.h"
 #include "kernels.h"
 
-CUDA_TENSOR_OP_SLOT(unary, osp_unary_args, osp_cuda_launch_unary)
-CUDA_TENSOR_OP_SLOT(binary_nd, osp_binary_nd_args, osp_cuda_launch_binary_nd)
-CUDA_TENSOR_OP_SLOT(where, osp_where_args, osp_cuda_launch_where)
+CUDA_TENSOR_OP_SLOT(unary, osp_unary_args, cuda_launch_unary)
+CUDA_TENSOR_OP_SLOT(binary_nd, osp_binary_nd_args, cuda_launch_binary_nd)
+CUDA_TENSOR_OP_SLOT(where, osp_where_args, cuda_launch_where)

@@ -12,10 +12,10 @@
 #include "kernels.h"
 
 CUDA_TENSOR_OP_SLOT(copy_strided, osp_copy_strided_args,
-                    osp_cuda_launch_copy_strided)
-CUDA_TENSOR_OP_SLOT(fill, osp_fill_args, osp_cuda_launch_fill)
-CUDA_TENSOR_OP_SLOT(pad, osp_pad_args, osp_cuda_launch_pad)
-CUDA_TENSOR_OP_SLOT(gather, osp_gather_args, osp_cuda_launch_gather)
-CUDA_TENSOR_OP_SLOT(scatter, osp_scatter_args, osp_cuda_launch_scatter)
-CUDA_TENSOR_OP_SLOT(topk, osp_topk_args, osp_cuda_launch_topk)
-CUDA_TENSOR_OP_SLOT(cumsum, osp_cumsum_args, osp_cuda_launch_cumsum)
+                    cuda_launch_copy_strided)
+CUDA_TENSOR_OP_SLOT(fill, osp_fill_args, cuda_launch_fill)
+CUDA_TENSOR_OP_SLOT(pad, osp_pad_args, cuda_launch_pad)
+CUDA_TENSOR_OP_SLOT(gather, osp_gather_args, cuda_launch_gather)
+CUDA_TENSOR_OP_SLOT(scatter, osp_scatter_args, cuda_launch_scatter)
+CUDA_TENSOR_OP_SLOT(topk, osp_topk_args, cuda_launch_topk)
+CUDA_TENSOR_OP_SLOT(cumsum, osp_cumsum_args, cuda_launch_cumsum)

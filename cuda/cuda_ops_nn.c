@@ -59,7 +59,7 @@ static osp_error *conv_pointwise(cuda_stream *s, const osp_conv_args *a) {
     }
     if (a->bias == NULL && a->residual == NULL && a->act == OSP_UNARY_IDENTITY)
         return NULL;
-    return OSP_CUDA_CHECK(osp_cuda_launch_conv_epilogue(s->stream, a));
+    return OSP_CUDA_CHECK(cuda_launch_conv_epilogue(s->stream, a));
 }
 
 osp_error *cuda_conv(osp_device *dev, void *stream_impl,
@@ -70,7 +70,7 @@ osp_error *cuda_conv(osp_device *dev, void *stream_impl,
         return err;
     if (conv_is_pointwise(args))
         return conv_pointwise(s, args);
-    return OSP_CUDA_CHECK(osp_cuda_launch_conv(s->stream, args));
+    return OSP_CUDA_CHECK(cuda_launch_conv(s->stream, args));
 }
 
 /* The slots below only launch their kernel. */
@@ -81,7 +81,7 @@ osp_error *cuda_conv(osp_device *dev, void *stream_impl,
         osp_error *err = cuda_device_make_current(dev);                        \
         if (err != NULL)                                                       \
             return err;                                                        \
-        return OSP_CUDA_CHECK(osp_cuda_launch_##name(s->stream, args));        \
+        return OSP_CUDA_CHECK(cuda_launch_##name(s->stream, args));            \
     }
 
 CUDA_NN_SLOT(conv_transpose, osp_conv_transpose_args)

@@ -12,23 +12,22 @@
 /* Combines v over the block with combine(a, b) (associative). T is a
  * plain type or a struct of plain members. */
 template <typename T, typename Combine>
-__device__ T osp_block_reduce(T v, Combine combine) {
-    __shared__ T osp_block_buf[OSP_CUDA_BLOCK];
+__device__ T block_combine(T v, Combine combine) {
+    __shared__ T block_buf[OSP_CUDA_BLOCK];
     unsigned tid = threadIdx.x;
-    osp_block_buf[tid] = v;
+    block_buf[tid] = v;
     __syncthreads();
     for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
         if (tid < s)
-            osp_block_buf[tid] =
-                combine(osp_block_buf[tid], osp_block_buf[tid + s]);
+            block_buf[tid] = combine(block_buf[tid], block_buf[tid + s]);
         __syncthreads();
     }
-    T result = osp_block_buf[0];
+    T result = block_buf[0];
     __syncthreads(); /* the buffer is reused by the next call */
     return result;
 }
 
-struct osp_combine_add {
+struct reduce_combine_add {
     template <typename T> __device__ T operator()(T a, T b) const {
         return a + b;
     }
@@ -36,13 +35,13 @@ struct osp_combine_add {
 
 /* NaN-propagating max and min (numpy's, the CPU device's): once a NaN is
  * taken it stays. */
-struct osp_combine_max_nan {
+struct reduce_combine_max_nan {
     __device__ float operator()(float m, float x) const {
         return (x > m || x != x) ? x : m;
     }
 };
 
-struct osp_combine_min_nan {
+struct reduce_combine_min_nan {
     __device__ float operator()(float m, float x) const {
         return (x < m || x != x) ? x : m;
     }
@@ -50,8 +49,8 @@ struct osp_combine_min_nan {
 
 /* e^d for d <= 0 (a value minus the max of its line), 0 below FLT_MIN,
  * as the CPU device's reductions compute it (cpu_ops_reduce.c). */
-static __device__ float osp_exp_shifted(float d) {
+static __device__ float softmax_exp_shifted(float d) {
     bool tiny = d < -87.0f;
-    return osp_unary_select_f32(
-        tiny, 0.0f, osp_unary_expf(osp_unary_select_f32(tiny, -87.0f, d)));
+    return unary_select_f32(tiny, 0.0f,
+                            unary_expf(unary_select_f32(tiny, -87.0f, d)));
 }

@@ -33,11 +33,11 @@ struct ops_f32 {
         case OSP_BINARY_ND_POW:
             return powf(x, y);
         case OSP_BINARY_ND_MAX:
-            return osp_binary_max_f32(x, y);
+            return binary_max_f32(x, y);
         case OSP_BINARY_ND_MIN:
-            return osp_binary_min_f32(x, y);
+            return binary_min_f32(x, y);
         case OSP_BINARY_ND_MOD:
-            return osp_binary_mod_f32(x, y);
+            return binary_mod_f32(x, y);
         case OSP_BINARY_ND_FMOD:
             return fmodf(x, y);
         default: /* PRELU */
@@ -61,11 +61,11 @@ struct ops_f64 {
         case OSP_BINARY_ND_POW:
             return pow(x, y);
         case OSP_BINARY_ND_MAX:
-            return osp_binary_max_f64(x, y);
+            return binary_max_f64(x, y);
         case OSP_BINARY_ND_MIN:
-            return osp_binary_min_f64(x, y);
+            return binary_min_f64(x, y);
         case OSP_BINARY_ND_MOD:
-            return osp_binary_mod_f64(x, y);
+            return binary_mod_f64(x, y);
         case OSP_BINARY_ND_FMOD:
             return fmod(x, y);
         default: /* PRELU */
@@ -87,17 +87,17 @@ struct ops_f64 {
             case OSP_BINARY_ND_MUL:                                            \
                 return (T)((AU)x * (AU)y);                                     \
             case OSP_BINARY_ND_DIV:                                            \
-                return osp_binary_div_##sfx(x, y);                             \
+                return binary_div_##sfx(x, y);                                 \
             case OSP_BINARY_ND_POW:                                            \
-                return osp_binary_pow_##sfx(x, y);                             \
+                return binary_pow_##sfx(x, y);                                 \
             case OSP_BINARY_ND_MAX:                                            \
                 return x > y ? x : y;                                          \
             case OSP_BINARY_ND_MIN:                                            \
                 return x < y ? x : y;                                          \
             case OSP_BINARY_ND_MOD:                                            \
-                return osp_binary_mod_##sfx(x, y);                             \
+                return binary_mod_##sfx(x, y);                                 \
             case OSP_BINARY_ND_FMOD:                                           \
-                return osp_binary_fmod_##sfx(x, y);                            \
+                return binary_fmod_##sfx(x, y);                                \
             default: /* PRELU */                                               \
                 return x < 0 ? (T)((AU)x * (AU)y) : x;                         \
             }                                                                  \
@@ -123,20 +123,20 @@ OPS_SIGNED(int64_t, uint64_t, i64)
             case OSP_BINARY_ND_MUL:                                            \
                 return (T)((AU)x * (AU)y);                                     \
             case OSP_BINARY_ND_DIV:                                            \
-                return osp_binary_div_##sfx(x, y);                             \
+                return binary_div_##sfx(x, y);                                 \
             case OSP_BINARY_ND_POW:                                            \
-                return (T)osp_binary_pow_u64(x, y);                            \
+                return (T)binary_pow_u64(x, y);                                \
             case OSP_BINARY_ND_MAX:                                            \
                 return x > y ? x : y;                                          \
             case OSP_BINARY_ND_MIN:                                            \
                 return x < y ? x : y;                                          \
             case OSP_BINARY_ND_MOD:                                            \
             case OSP_BINARY_ND_FMOD:                                           \
-                return osp_binary_mod_##sfx(x, y);                             \
+                return binary_mod_##sfx(x, y);                                 \
             case OSP_BINARY_ND_BITSHIFT_LEFT:                                  \
-                return osp_binary_shl_##sfx(x, y);                             \
+                return binary_shl_##sfx(x, y);                                 \
             case OSP_BINARY_ND_BITSHIFT_RIGHT:                                 \
-                return osp_binary_shr_##sfx(x, y);                             \
+                return binary_shr_##sfx(x, y);                                 \
             default: /* PRELU */                                               \
                 return x;                                                      \
             }                                                                  \
@@ -216,7 +216,7 @@ static cudaError_t launch_binary_nd(cudaStream_t stream,
     const T *b = nd_device_arg(stream, m, 1, (const T *)args->b, sizeof(T));
     void *out = OSP_DEVICE_ARG(stream, args->out,
                                (size_t)n * (compare ? 1 : sizeof(T)));
-    unsigned grid = osp_cuda_grid_for((size_t)n);
+    unsigned grid = cuda_grid_for((size_t)n);
     if (n <= OSP_ND_SMALL_COUNT)
         return OSP_LAUNCH((binary_nd_kernel<Ops, uint32_t>), grid,
                           OSP_CUDA_BLOCK, 0, stream, op, compare, m, a, b, out,
@@ -225,8 +225,8 @@ static cudaError_t launch_binary_nd(cudaStream_t stream,
                       stream, op, compare, m, a, b, out, (int64_t)n);
 }
 
-extern "C" cudaError_t
-osp_cuda_launch_binary_nd(cudaStream_t stream, const osp_binary_nd_args *args) {
+extern "C" cudaError_t cuda_launch_binary_nd(cudaStream_t stream,
+                                             const osp_binary_nd_args *args) {
     switch (args->dtype) {
     case OSP_TYPE_FP32:
         return launch_binary_nd<ops_f32>(stream, args);
@@ -281,7 +281,7 @@ static cudaError_t launch_where(cudaStream_t stream,
     const E *x = nd_device_arg(stream, m, 1, (const E *)args->x, sizeof(E));
     const E *y = nd_device_arg(stream, m, 2, (const E *)args->y, sizeof(E));
     E *out = OSP_DEVICE_ARG(stream, (E *)args->out, (size_t)n * sizeof(E));
-    unsigned grid = osp_cuda_grid_for((size_t)n);
+    unsigned grid = cuda_grid_for((size_t)n);
     if (n <= OSP_ND_SMALL_COUNT)
         return OSP_LAUNCH((where_kernel<E, uint32_t>), grid, OSP_CUDA_BLOCK, 0,
                           stream, m, cond, x, y, out, (uint32_t)n);
@@ -289,8 +289,8 @@ static cudaError_t launch_where(cudaStream_t stream,
                       stream, m, cond, x, y, out, (int64_t)n);
 }
 
-extern "C" cudaError_t osp_cuda_launch_where(cudaStream_t stream,
-                                             const osp_where_args *args) {
+extern "C" cudaError_t cuda_launch_where(cudaStream_t stream,
+                                         const osp_where_args *args) {
     switch (args->elem_size) {
     case 1:
         return launch_where<uint8_t>(stream, args);

@@ -32,12 +32,11 @@ __global__ void cast_kernel(const void *src, osp_datatype src_dtype, void *dst,
         cast_store(dst, dst_dtype, i, cast_load(src, src_dtype, i));
 }
 
-extern "C" cudaError_t osp_cuda_launch_cast(cudaStream_t stream,
-                                            const void *src,
-                                            osp_datatype src_dtype, void *dst,
-                                            osp_datatype dst_dtype, size_t n) {
+extern "C" cudaError_t cuda_launch_cast(cudaStream_t stream, const void *src,
+                                        osp_datatype src_dtype, void *dst,
+                                        osp_datatype dst_dtype, size_t n) {
     src = OSP_DEVICE_ARG(stream, src, n * osp_datatype_byte_size(src_dtype));
     dst = OSP_DEVICE_ARG(stream, dst, n * osp_datatype_byte_size(dst_dtype));
-    return OSP_LAUNCH(cast_kernel, osp_cuda_grid_for(n), OSP_CUDA_BLOCK, 0,
-                      stream, src, src_dtype, dst, dst_dtype, n);
+    return OSP_LAUNCH(cast_kernel, cuda_grid_for(n), OSP_CUDA_BLOCK, 0, stream,
+                      src, src_dtype, dst, dst_dtype, n);
 }

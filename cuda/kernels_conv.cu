@@ -53,7 +53,7 @@ __device__ float epilogue_apply(const conv_epilogue &e, float v, int64_t oc,
         v = v + e.bias[oc];
     if (e.residual != NULL)
         v = v + e.residual[at];
-    return osp_unary_f32(e.act, v, e.alpha, e.beta);
+    return unary_apply_f32(e.act, v, e.alpha, e.beta);
 }
 
 /* ---- implicit GEMM ------------------------------------------------------- */
@@ -290,8 +290,8 @@ static conv_epilogue epilogue_of(cudaStream_t stream, const osp_conv_args *a,
     return e;
 }
 
-extern "C" cudaError_t osp_cuda_launch_conv(cudaStream_t stream,
-                                            const osp_conv_args *a) {
+extern "C" cudaError_t cuda_launch_conv(cudaStream_t stream,
+                                        const osp_conv_args *a) {
     conv_geom g = geom_of(a);
     size_t x_count = (size_t)(g.batch * g.in_channels) * (size_t)g.in_size;
     size_t w_count = (size_t)g.out_channels *
@@ -302,7 +302,7 @@ extern "C" cudaError_t osp_cuda_launch_conv(cudaStream_t stream,
     float *y = OSP_DEVICE_ARG(stream, a->y, y_count * sizeof(float));
     conv_epilogue e = epilogue_of(stream, a, g);
     if (g.group > 1 && g.in_channels == g.group)
-        return OSP_LAUNCH(conv_depthwise_kernel, osp_cuda_grid_for(y_count),
+        return OSP_LAUNCH(conv_depthwise_kernel, cuda_grid_for(y_count),
                           OSP_CUDA_BLOCK, 0, stream, g, x, w, y, e);
     int64_t mg = g.out_channels / g.group;
     int64_t z = g.batch * g.group;
@@ -313,20 +313,20 @@ extern "C" cudaError_t osp_cuda_launch_conv(cudaStream_t stream,
                                  OSP_CUDA_BLOCK, 0, stream, g, x, w, y, e);
 }
 
-extern "C" cudaError_t osp_cuda_launch_conv_epilogue(cudaStream_t stream,
-                                                     const osp_conv_args *a) {
+extern "C" cudaError_t cuda_launch_conv_epilogue(cudaStream_t stream,
+                                                 const osp_conv_args *a) {
     conv_geom g = geom_of(a);
     size_t y_count = (size_t)(g.batch * g.out_channels) * (size_t)g.out_size;
     float *y = OSP_DEVICE_ARG(stream, a->y, y_count * sizeof(float));
     conv_epilogue e = epilogue_of(stream, a, g);
     int64_t out_size = g.out_size, out_channels = g.out_channels;
-    return OSP_LAUNCH(conv_epilogue_kernel, osp_cuda_grid_for(y_count),
+    return OSP_LAUNCH(conv_epilogue_kernel, cuda_grid_for(y_count),
                       OSP_CUDA_BLOCK, 0, stream, y, y_count, out_size,
                       out_channels, e);
 }
 
-extern "C" cudaError_t osp_cuda_launch_conv_transpose(cudaStream_t stream,
-                                                      const osp_conv_args *a) {
+extern "C" cudaError_t cuda_launch_conv_transpose(cudaStream_t stream,
+                                                  const osp_conv_args *a) {
     conv_geom g = geom_of(a);
     size_t x_count = (size_t)(g.batch * g.in_channels) * (size_t)g.in_size;
     size_t w_count = (size_t)g.in_channels *
@@ -339,6 +339,6 @@ extern "C" cudaError_t osp_cuda_launch_conv_transpose(cudaStream_t stream,
         a->bias != NULL ? OSP_DEVICE_ARG(stream, a->bias,
                                          (size_t)g.out_channels * sizeof(float))
                         : NULL;
-    return OSP_LAUNCH(conv_transpose_kernel, osp_cuda_grid_for(y_count),
+    return OSP_LAUNCH(conv_transpose_kernel, cuda_grid_for(y_count),
                       OSP_CUDA_BLOCK, 0, stream, g, x, w, bias, y);
 }

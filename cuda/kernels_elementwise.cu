@@ -51,12 +51,10 @@ __global__ void binary_fp16_kernel(osp_binary_op op, const __half *a,
             apply_binary<float>(op, __half2float(a[i]), __half2float(b[i])));
 }
 
-extern "C" cudaError_t osp_cuda_launch_binary(cudaStream_t stream,
-                                              osp_binary_op op,
-                                              osp_datatype dtype, const void *a,
-                                              const void *b, void *out,
-                                              size_t n) {
-    unsigned grid = osp_cuda_grid_for(n);
+extern "C" cudaError_t cuda_launch_binary(cudaStream_t stream, osp_binary_op op,
+                                          osp_datatype dtype, const void *a,
+                                          const void *b, void *out, size_t n) {
+    unsigned grid = cuda_grid_for(n);
     a = OSP_DEVICE_ARG(stream, a, n * osp_datatype_byte_size(dtype));
     b = OSP_DEVICE_ARG(stream, b, n * osp_datatype_byte_size(dtype));
     out = OSP_DEVICE_ARG(stream, out, n * osp_datatype_byte_size(dtype));
@@ -89,18 +87,19 @@ __global__ void bias_activation_kernel(float *x, const float *bias,
                                        osp_activation act) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
          i += (size_t)gridDim.x * blockDim.x)
-        x[i] = osp_activate(act, x[i] + (bias != NULL ? bias[i % cols] : 0.0f));
+        x[i] = activation_apply(act,
+                                x[i] + (bias != NULL ? bias[i % cols] : 0.0f));
 }
 
-extern "C" cudaError_t
-osp_cuda_launch_bias_activation(cudaStream_t stream, float *x,
-                                const float *bias, int64_t rows, int64_t cols,
-                                osp_activation act) {
+extern "C" cudaError_t cuda_launch_bias_activation(cudaStream_t stream,
+                                                   float *x, const float *bias,
+                                                   int64_t rows, int64_t cols,
+                                                   osp_activation act) {
     size_t count = (size_t)rows * (size_t)cols;
     x = OSP_DEVICE_ARG(stream, x, count * sizeof(float));
     if (bias != NULL)
         bias = OSP_DEVICE_ARG(stream, bias, (size_t)cols * sizeof(float));
-    return OSP_LAUNCH(bias_activation_kernel, osp_cuda_grid_for(count),
+    return OSP_LAUNCH(bias_activation_kernel, cuda_grid_for(count),
                       OSP_CUDA_BLOCK, 0, stream, x, bias, count, (size_t)cols,
                       act);
 }
@@ -145,10 +144,9 @@ __global__ void softmax_rows_kernel(const float *x, float *out, size_t rows,
     }
 }
 
-extern "C" cudaError_t osp_cuda_launch_softmax_rows(cudaStream_t stream,
-                                                    const float *x, float *out,
-                                                    int64_t rows,
-                                                    int64_t cols) {
+extern "C" cudaError_t cuda_launch_softmax_rows(cudaStream_t stream,
+                                                const float *x, float *out,
+                                                int64_t rows, int64_t cols) {
     if (rows <= 0 || cols <= 0) /* a 0-block grid is a launch error */
         return cudaSuccess;
     unsigned grid = rows > 65535 ? 65535u : (unsigned)rows;

@@ -25,7 +25,7 @@ __device__ float epilogue_value(const gemm_epilogue &e, float v, int64_t col,
         v = v + e.bias[col];
     if (e.residual != NULL)
         v = v + e.residual[at];
-    return osp_unary_f32(e.act, v, e.alpha, e.beta);
+    return unary_apply_f32(e.act, v, e.alpha, e.beta);
 }
 
 template <typename T> __device__ float to_float(T v);
@@ -55,9 +55,8 @@ __global__ void gemm_epilogue_kernel(T *c, gemm_epilogue e) {
     }
 }
 
-extern "C" cudaError_t
-osp_cuda_launch_gemm_epilogue(cudaStream_t stream,
-                              const osp_gemm_ex_args *args) {
+extern "C" cudaError_t cuda_launch_gemm_epilogue(cudaStream_t stream,
+                                                 const osp_gemm_ex_args *args) {
     const osp_gemm_args *g = &args->gemm;
     gemm_epilogue e;
     e.batch = args->batch_count > 1 ? args->batch_count : 1;
@@ -80,11 +79,10 @@ osp_cuda_launch_gemm_epilogue(cudaStream_t stream,
                                         : NULL;
     if (g->dtype == OSP_TYPE_FP16) {
         __half *c = OSP_DEVICE_ARG(stream, (__half *)g->c, span * 2);
-        return OSP_LAUNCH(gemm_epilogue_kernel<__half>,
-                          osp_cuda_grid_for(count), OSP_CUDA_BLOCK, 0, stream,
-                          c, e);
+        return OSP_LAUNCH(gemm_epilogue_kernel<__half>, cuda_grid_for(count),
+                          OSP_CUDA_BLOCK, 0, stream, c, e);
     }
     float *c = OSP_DEVICE_ARG(stream, (float *)g->c, span * 4);
-    return OSP_LAUNCH(gemm_epilogue_kernel<float>, osp_cuda_grid_for(count),
+    return OSP_LAUNCH(gemm_epilogue_kernel<float>, cuda_grid_for(count),
                       OSP_CUDA_BLOCK, 0, stream, c, e);
 }

@@ -67,7 +67,7 @@ static cudaError_t launch_gather_as(cudaStream_t stream,
                                     E *out, int64_t inner, int64_t n) {
     const X *idx = OSP_DEVICE_ARG(stream, (const X *)args->indices,
                                   (size_t)args->n_indices * sizeof(X));
-    return OSP_LAUNCH((gather_kernel<E, X, I>), osp_cuda_grid_for((size_t)n),
+    return OSP_LAUNCH((gather_kernel<E, X, I>), cuda_grid_for((size_t)n),
                       OSP_CUDA_BLOCK, 0, stream, data, idx, out, args->axis_len,
                       (I)args->n_indices, (I)inner, (I)n);
 }
@@ -92,8 +92,8 @@ static cudaError_t launch_gather(cudaStream_t stream,
                                                          out, inner, n);
 }
 
-extern "C" cudaError_t osp_cuda_launch_gather(cudaStream_t stream,
-                                              const osp_gather_args *args) {
+extern "C" cudaError_t cuda_launch_gather(cudaStream_t stream,
+                                          const osp_gather_args *args) {
     /* Rows of row_bytes move as words of w bytes. */
     size_t row_bytes = (size_t)args->inner * args->elem_size;
     size_t w = args->elem_size == 16 ? 16 : 8;
@@ -188,10 +188,10 @@ static cudaError_t launch_scatter_as(cudaStream_t stream,
                                      const T *updates, int64_t n) {
     const X *idx = OSP_DEVICE_ARG(stream, (const X *)args->indices,
                                   (size_t)args->n_indices * sizeof(X));
-    return OSP_LAUNCH((scatter_kernel<T, Land, X, I>),
-                      osp_cuda_grid_for((size_t)n), OSP_CUDA_BLOCK, 0, stream,
-                      args->reduction, data, idx, updates, args->axis_len,
-                      (I)args->n_indices, (I)args->inner, (I)n);
+    return OSP_LAUNCH((scatter_kernel<T, Land, X, I>), cuda_grid_for((size_t)n),
+                      OSP_CUDA_BLOCK, 0, stream, args->reduction, data, idx,
+                      updates, args->axis_len, (I)args->n_indices,
+                      (I)args->inner, (I)n);
 }
 
 template <typename T, typename Land>
@@ -216,8 +216,8 @@ static cudaError_t launch_scatter(cudaStream_t stream,
                                                               data, updates, n);
 }
 
-extern "C" cudaError_t osp_cuda_launch_scatter(cudaStream_t stream,
-                                               const osp_scatter_args *args) {
+extern "C" cudaError_t cuda_launch_scatter(cudaStream_t stream,
+                                           const osp_scatter_args *args) {
     if (args->reduction != OSP_SCATTER_NONE) {
         switch (args->dtype) {
         case OSP_TYPE_FP32:

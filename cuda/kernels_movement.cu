@@ -125,7 +125,7 @@ static cudaError_t launch_copy(cudaStream_t stream, const nd_map<2> &m,
     if (launch_transpose<E>(stream, m, src, dst, &status))
         return status;
     uint64_t n = nd_count(m);
-    unsigned grid = osp_cuda_grid_for((size_t)n);
+    unsigned grid = cuda_grid_for((size_t)n);
     if (n <= OSP_ND_SMALL_COUNT)
         return OSP_LAUNCH((copy_strided_kernel<E, uint32_t>), grid,
                           OSP_CUDA_BLOCK, 0, stream, m, src, dst, (uint32_t)n);
@@ -161,8 +161,8 @@ static void widen(nd_map<2> *m, size_t *es, const void *src, const void *dst) {
 }
 
 extern "C" cudaError_t
-osp_cuda_launch_copy_strided(cudaStream_t stream,
-                             const osp_copy_strided_args *args) {
+cuda_launch_copy_strided(cudaStream_t stream,
+                         const osp_copy_strided_args *args) {
     const int64_t *strides[2] = {args->src_strides, args->dst_strides};
     nd_map<2> m = nd_map_make<2>(args->rank, args->dims, strides);
     size_t es = args->elem_size;
@@ -197,12 +197,12 @@ static cudaError_t launch_fill(cudaStream_t stream, void *dst_ptr, size_t n,
     E v;
     memcpy(&v, value, sizeof v);
     E *dst = OSP_DEVICE_ARG(stream, (E *)dst_ptr, n * sizeof(E));
-    return OSP_LAUNCH(fill_kernel<E>, osp_cuda_grid_for(n), OSP_CUDA_BLOCK, 0,
+    return OSP_LAUNCH(fill_kernel<E>, cuda_grid_for(n), OSP_CUDA_BLOCK, 0,
                       stream, dst, n, v);
 }
 
-extern "C" cudaError_t osp_cuda_launch_fill(cudaStream_t stream,
-                                            const osp_fill_args *args) {
+extern "C" cudaError_t cuda_launch_fill(cudaStream_t stream,
+                                        const osp_fill_args *args) {
     switch (args->elem_size) {
     case 1:
         return launch_fill<uint8_t>(stream, args->dst, args->n, args->value);
@@ -265,7 +265,7 @@ static cudaError_t launch_pad(cudaStream_t stream, const osp_pad_args *args) {
     const E *x =
         OSP_DEVICE_ARG(stream, (const E *)args->x, (size_t)in_n * sizeof(E));
     E *y = OSP_DEVICE_ARG(stream, (E *)args->y, (size_t)out_n * sizeof(E));
-    unsigned grid = osp_cuda_grid_for((size_t)out_n);
+    unsigned grid = cuda_grid_for((size_t)out_n);
     if (out_n <= OSP_ND_SMALL_COUNT)
         return OSP_LAUNCH((pad_kernel<E, uint32_t>), grid, OSP_CUDA_BLOCK, 0,
                           stream, g, x, y, (uint32_t)out_n, value);
@@ -273,8 +273,8 @@ static cudaError_t launch_pad(cudaStream_t stream, const osp_pad_args *args) {
                       g, x, y, (int64_t)out_n, value);
 }
 
-extern "C" cudaError_t osp_cuda_launch_pad(cudaStream_t stream,
-                                           const osp_pad_args *args) {
+extern "C" cudaError_t cuda_launch_pad(cudaStream_t stream,
+                                       const osp_pad_args *args) {
     switch (args->elem_size) {
     case 1:
         return launch_pad<uint8_t>(stream, args);

@@ -20,35 +20,33 @@ extern "C" {
 
 /* gemm_ex's epilogue on C after the GEMM: C_b = act(C_b + bias[col] +
  * residual_b), FP32 or FP16 C (computed in FP32). */
-cudaError_t osp_cuda_launch_gemm_epilogue(cudaStream_t stream,
-                                          const osp_gemm_ex_args *args);
+cudaError_t cuda_launch_gemm_epilogue(cudaStream_t stream,
+                                      const osp_gemm_ex_args *args);
 
 /* conv as an implicit GEMM (any groups, strides, pads, dilations), or the
  * depthwise kernel (in_channels == group > 1), epilogue fused. */
-cudaError_t osp_cuda_launch_conv(cudaStream_t stream, const osp_conv_args *a);
+cudaError_t cuda_launch_conv(cudaStream_t stream, const osp_conv_args *a);
 
 /* conv's epilogue alone, on y already holding the convolution (the
  * pointwise route, whose GEMM is cuBLAS's). */
-cudaError_t osp_cuda_launch_conv_epilogue(cudaStream_t stream,
-                                          const osp_conv_args *a);
+cudaError_t cuda_launch_conv_epilogue(cudaStream_t stream,
+                                      const osp_conv_args *a);
 
 /* conv_transpose, each output gathering its inputs (no atomics). */
-cudaError_t osp_cuda_launch_conv_transpose(cudaStream_t stream,
-                                           const osp_conv_args *a);
+cudaError_t cuda_launch_conv_transpose(cudaStream_t stream,
+                                       const osp_conv_args *a);
 
-cudaError_t osp_cuda_launch_pool(cudaStream_t stream, const osp_pool_args *a);
+cudaError_t cuda_launch_pool(cudaStream_t stream, const osp_pool_args *a);
 
-cudaError_t osp_cuda_launch_reduce(cudaStream_t stream,
-                                   const osp_reduce_args *a);
+cudaError_t cuda_launch_reduce(cudaStream_t stream, const osp_reduce_args *a);
 
-cudaError_t osp_cuda_launch_softmax(cudaStream_t stream,
-                                    const osp_softmax_args *a);
+cudaError_t cuda_launch_softmax(cudaStream_t stream, const osp_softmax_args *a);
 
-cudaError_t osp_cuda_launch_layer_norm(cudaStream_t stream,
-                                       const osp_layer_norm_args *a);
+cudaError_t cuda_launch_layer_norm(cudaStream_t stream,
+                                   const osp_layer_norm_args *a);
 
-cudaError_t osp_cuda_launch_channel_affine(cudaStream_t stream,
-                                           const osp_channel_affine_args *a);
+cudaError_t cuda_launch_channel_affine(cudaStream_t stream,
+                                       const osp_channel_affine_args *a);
 
 #ifdef __cplusplus
 }

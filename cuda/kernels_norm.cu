@@ -41,24 +41,24 @@ __global__ void softmax_kernel(const float *x, float *out, int64_t outer,
         float *y = out + o * n * inner + i;
         float m = -INFINITY;
         for (int64_t k = first; k < n; k += step)
-            m = osp_combine_max_nan()(m, line[k * inner]);
+            m = reduce_combine_max_nan()(m, line[k * inner]);
         if (BLOCK)
-            m = osp_block_reduce(m, osp_combine_max_nan());
+            m = block_combine(m, reduce_combine_max_nan());
         double s = 0.0;
         for (int64_t k = first; k < n; k += step)
-            s += osp_exp_shifted(line[k * inner] - m);
+            s += softmax_exp_shifted(line[k * inner] - m);
         if (BLOCK)
-            s = osp_block_reduce(s, osp_combine_add());
+            s = block_combine(s, reduce_combine_add());
         float f = log_ ? (float)log(s) : (float)(1.0 / s);
         for (int64_t k = first; k < n; k += step) {
             float v = line[k * inner];
-            y[k * inner] = log_ ? (v - m) - f : osp_exp_shifted(v - m) * f;
+            y[k * inner] = log_ ? (v - m) - f : softmax_exp_shifted(v - m) * f;
         }
     }
 }
 
-extern "C" cudaError_t osp_cuda_launch_softmax(cudaStream_t stream,
-                                               const osp_softmax_args *a) {
+extern "C" cudaError_t cuda_launch_softmax(cudaStream_t stream,
+                                           const osp_softmax_args *a) {
     int64_t outer = a->outer, n = a->n, inner = a->inner;
     bool log_ = a->log;
     size_t lines = (size_t)outer * (size_t)inner;
@@ -70,7 +70,7 @@ extern "C" cudaError_t osp_cuda_launch_softmax(cudaStream_t stream,
         return OSP_LAUNCH_BLOCK_SYNC(
             softmax_kernel<true>, lines > 65535 ? 65535u : (unsigned)lines,
             OSP_CUDA_BLOCK, 0, stream, x, out, outer, n, inner, log_);
-    return OSP_LAUNCH(softmax_kernel<false>, osp_cuda_grid_for(lines),
+    return OSP_LAUNCH(softmax_kernel<false>, cuda_grid_for(lines),
                       OSP_CUDA_BLOCK, 0, stream, x, out, outer, n, inner, log_);
 }
 
@@ -89,14 +89,14 @@ __global__ void layer_norm_kernel(const float *x, const float *scale,
         double s = 0.0;
         for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
             s += row[c];
-        s = osp_block_reduce(s, osp_combine_add());
+        s = block_combine(s, reduce_combine_add());
         double mean = cols > 0 ? s / (double)cols : 0.0;
         double v = 0.0;
         for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
             double d = row[c] - mean;
             v += d * d;
         }
-        v = osp_block_reduce(v, osp_combine_add());
+        v = block_combine(v, reduce_combine_add());
         double var = cols > 0 ? v / (double)cols : 0.0;
         float m = (float)mean;
         float inv = (float)(1.0 / sqrt(var + (double)epsilon));
@@ -117,8 +117,8 @@ __global__ void layer_norm_kernel(const float *x, const float *scale,
     }
 }
 
-extern "C" cudaError_t
-osp_cuda_launch_layer_norm(cudaStream_t stream, const osp_layer_norm_args *a) {
+extern "C" cudaError_t cuda_launch_layer_norm(cudaStream_t stream,
+                                              const osp_layer_norm_args *a) {
     int64_t rows = a->rows, cols = a->cols;
     float epsilon = a->epsilon;
     size_t count = (size_t)rows * (size_t)cols;
@@ -157,13 +157,13 @@ __global__ void channel_affine_kernel(const float *x, float *out, size_t count,
         int64_t c = (int64_t)(i / (size_t)spatial % (size_t)channels);
         float sc = scale != NULL ? scale[c] : 1.0f;
         float sh = shift != NULL ? shift[c] : 0.0f;
-        out[i] = osp_unary_f32(act, x[i] * sc + sh, alpha, beta);
+        out[i] = unary_apply_f32(act, x[i] * sc + sh, alpha, beta);
     }
 }
 
 extern "C" cudaError_t
-osp_cuda_launch_channel_affine(cudaStream_t stream,
-                               const osp_channel_affine_args *a) {
+cuda_launch_channel_affine(cudaStream_t stream,
+                           const osp_channel_affine_args *a) {
     size_t count = (size_t)a->batch * (size_t)a->channels * (size_t)a->spatial;
     const float *x = OSP_DEVICE_ARG(stream, a->x, count * sizeof(float));
     float *out = OSP_DEVICE_ARG(stream, a->out, count * sizeof(float));
@@ -178,7 +178,7 @@ osp_cuda_launch_channel_affine(cudaStream_t stream,
     int64_t channels = a->channels, spatial = a->spatial;
     osp_unary_op act = a->act;
     float alpha = a->act_alpha, beta = a->act_beta;
-    return OSP_LAUNCH(channel_affine_kernel, osp_cuda_grid_for(count),
+    return OSP_LAUNCH(channel_affine_kernel, cuda_grid_for(count),
                       OSP_CUDA_BLOCK, 0, stream, x, out, count, channels,
                       spatial, scale, shift, act, alpha, beta);
 }

@@ -96,8 +96,8 @@ __global__ void pool_kernel(osp_pool_kind kind, pool_geom g, int64_t planes,
     }
 }
 
-extern "C" cudaError_t osp_cuda_launch_pool(cudaStream_t stream,
-                                            const osp_pool_args *a) {
+extern "C" cudaError_t cuda_launch_pool(cudaStream_t stream,
+                                        const osp_pool_args *a) {
     pool_geom g = window_geom_of(a);
     int64_t planes = a->planes;
     osp_pool_kind kind = a->kind;
@@ -111,6 +111,6 @@ extern "C" cudaError_t osp_cuda_launch_pool(cudaStream_t stream,
         a->indices != NULL
             ? OSP_DEVICE_ARG(stream, a->indices, count * sizeof(int64_t))
             : NULL;
-    return OSP_LAUNCH(pool_kernel, osp_cuda_grid_for(count), OSP_CUDA_BLOCK, 0,
+    return OSP_LAUNCH(pool_kernel, cuda_grid_for(count), OSP_CUDA_BLOCK, 0,
                       stream, kind, g, planes, include_pad, p, x, y, indices);
 }

@@ -74,7 +74,7 @@ template <bool BLOCK> struct line_walk {
         return BLOCK ? (int64_t)blockDim.x : 1;
     }
     template <typename T, typename C> __device__ static T all(T v, C c) {
-        return BLOCK ? osp_block_reduce(v, c) : v;
+        return BLOCK ? block_combine(v, c) : v;
     }
 };
 
@@ -132,10 +132,10 @@ __global__ void reduce_f32_kernel(osp_reduce_op op, const float *x, void *out,
             bool is_min = op == OSP_REDUCE_MIN;
             float m = is_min ? INFINITY : -INFINITY;
             for (int64_t k = W::first(); k < n; k += W::step())
-                m = is_min ? osp_combine_min_nan()(m, line[k * inner])
-                           : osp_combine_max_nan()(m, line[k * inner]);
-            m = is_min ? W::all(m, osp_combine_min_nan())
-                       : W::all(m, osp_combine_max_nan());
+                m = is_min ? reduce_combine_min_nan()(m, line[k * inner])
+                           : reduce_combine_max_nan()(m, line[k * inner]);
+            m = is_min ? W::all(m, reduce_combine_min_nan())
+                       : W::all(m, reduce_combine_max_nan());
             if (op != OSP_REDUCE_LOG_SUM_EXP) {
                 if (!BLOCK || threadIdx.x == 0)
                     *y = m;
@@ -144,8 +144,8 @@ __global__ void reduce_f32_kernel(osp_reduce_op op, const float *x, void *out,
             float shift = isfinite(m) ? m : 0.0f; /* no NaN from inf - inf */
             double s = 0.0;
             for (int64_t k = W::first(); k < n; k += W::step())
-                s += osp_exp_shifted(line[k * inner] - shift);
-            s = W::all(s, osp_combine_add());
+                s += softmax_exp_shifted(line[k * inner] - shift);
+            s = W::all(s, reduce_combine_add());
             if (!BLOCK || threadIdx.x == 0)
                 *y = isfinite(m) ? m + (float)log(s) : m;
             continue;
@@ -168,7 +168,7 @@ __global__ void reduce_f32_kernel(osp_reduce_op op, const float *x, void *out,
                          ? v * v
                          : v;
             }
-            s = W::all(s, osp_combine_add());
+            s = W::all(s, reduce_combine_add());
             if (BLOCK && threadIdx.x != 0)
                 continue;
             *y = op == OSP_REDUCE_MEAN      ? (float)(s / (double)n)
@@ -216,7 +216,7 @@ __global__ void reduce_int_kernel(osp_reduce_op op, const T *x, void *out,
                 acc =
                     prod ? acc * (U)line[k * inner] : acc + (U)line[k * inner];
             acc = prod ? W::all(acc, combine_mul())
-                       : W::all(acc, osp_combine_add());
+                       : W::all(acc, reduce_combine_add());
             r = (T)acc;
         }
         if (!BLOCK || threadIdx.x == 0)
@@ -244,14 +244,13 @@ cudaError_t launch_int(cudaStream_t stream, reduce_launch r, const void *x,
         return OSP_LAUNCH_BLOCK_SYNC(
             (reduce_int_kernel<T, U, true>), r.line_grid, OSP_CUDA_BLOCK, 0,
             stream, r.op, xt, out, r.outer, r.n, r.inner, r.last, t_min, t_max);
-    return OSP_LAUNCH((reduce_int_kernel<T, U, false>),
-                      osp_cuda_grid_for(r.count), OSP_CUDA_BLOCK, 0, stream,
-                      r.op, xt, out, r.outer, r.n, r.inner, r.last, t_min,
-                      t_max);
+    return OSP_LAUNCH((reduce_int_kernel<T, U, false>), cuda_grid_for(r.count),
+                      OSP_CUDA_BLOCK, 0, stream, r.op, xt, out, r.outer, r.n,
+                      r.inner, r.last, t_min, t_max);
 }
 
-extern "C" cudaError_t osp_cuda_launch_reduce(cudaStream_t stream,
-                                              const osp_reduce_args *a) {
+extern "C" cudaError_t cuda_launch_reduce(cudaStream_t stream,
+                                          const osp_reduce_args *a) {
     reduce_launch r = {a->op,
                        a->outer,
                        a->n,
@@ -272,7 +271,7 @@ extern "C" cudaError_t osp_cuda_launch_reduce(cudaStream_t stream,
             return OSP_LAUNCH_BLOCK_SYNC(reduce_f32_kernel<true>, r.line_grid,
                                          OSP_CUDA_BLOCK, 0, stream, r.op, xf,
                                          out, r.outer, r.n, r.inner, r.last);
-        return OSP_LAUNCH(reduce_f32_kernel<false>, osp_cuda_grid_for(r.count),
+        return OSP_LAUNCH(reduce_f32_kernel<false>, cuda_grid_for(r.count),
                           OSP_CUDA_BLOCK, 0, stream, r.op, xf, out, r.outer,
                           r.n, r.inner, r.last);
     }

@@ -75,13 +75,13 @@ static cudaError_t launch_topk(cudaStream_t stream, const osp_topk_args *args) {
     T *values = OSP_DEVICE_ARG(stream, (T *)args->values, out_n * sizeof(T));
     int64_t *indices =
         OSP_DEVICE_ARG(stream, args->indices, out_n * sizeof(int64_t));
-    return OSP_LAUNCH(topk_kernel<T>, osp_cuda_grid_for((size_t)count),
+    return OSP_LAUNCH(topk_kernel<T>, cuda_grid_for((size_t)count),
                       OSP_CUDA_BLOCK, 0, stream, x, values, indices, args->n,
                       args->inner, args->k, args->largest, count);
 }
 
-extern "C" cudaError_t osp_cuda_launch_topk(cudaStream_t stream,
-                                            const osp_topk_args *args) {
+extern "C" cudaError_t cuda_launch_topk(cudaStream_t stream,
+                                        const osp_topk_args *args) {
     switch (args->dtype) {
     case OSP_TYPE_FP32:
         return launch_topk<float>(stream, args);
@@ -178,13 +178,13 @@ static cudaError_t launch_cumsum(cudaStream_t stream,
                                      y, lines, args->n, args->exclusive,
                                      args->reverse);
     }
-    return OSP_LAUNCH((cumsum_kernel<T, U>), osp_cuda_grid_for((size_t)lines),
+    return OSP_LAUNCH((cumsum_kernel<T, U>), cuda_grid_for((size_t)lines),
                       OSP_CUDA_BLOCK, 0, stream, x, y, args->n, args->inner,
                       args->exclusive, args->reverse, lines);
 }
 
-extern "C" cudaError_t osp_cuda_launch_cumsum(cudaStream_t stream,
-                                              const osp_cumsum_args *args) {
+extern "C" cudaError_t cuda_launch_cumsum(cudaStream_t stream,
+                                          const osp_cumsum_args *args) {
     switch (args->dtype) {
     case OSP_TYPE_FP32:
         return launch_cumsum<float, float>(stream, args);

@@ -26,8 +26,7 @@ __global__ void unary_test_f32_kernel(const float *x, uint8_t *y, size_t n,
                                       bool is_nan, bool pos, bool neg) {
     OSP_GRID_STRIDE(size_t, i, n) {
         float v = x[i];
-        y[i] =
-            is_nan ? osp_unary_isnan_f32(v) : osp_unary_isinf_f32(v, pos, neg);
+        y[i] = is_nan ? unary_isnan_f32(v) : unary_isinf_f32(v, pos, neg);
     }
 }
 
@@ -47,19 +46,19 @@ __global__ void unary_not_kernel(const uint8_t *x, uint8_t *y, size_t n) {
             T v = x[i], r;                                                     \
             switch (op) {                                                      \
             case OSP_UNARY_ABS:                                                \
-                r = osp_unary_abs_##sfx(v);                                    \
+                r = unary_abs_##sfx(v);                                        \
                 break;                                                         \
             case OSP_UNARY_NEG:                                                \
-                r = osp_unary_neg_##sfx(v);                                    \
+                r = unary_neg_##sfx(v);                                        \
                 break;                                                         \
             case OSP_UNARY_SIGN:                                               \
-                r = osp_unary_sign_##sfx(v);                                   \
+                r = unary_sign_##sfx(v);                                       \
                 break;                                                         \
             case OSP_UNARY_RELU:                                               \
-                r = osp_unary_relu_##sfx(v);                                   \
+                r = unary_relu_##sfx(v);                                       \
                 break;                                                         \
             default:                                                           \
-                r = osp_unary_clip_##sfx(v, lo, hi);                           \
+                r = unary_clip_##sfx(v, lo, hi);                               \
                 break;                                                         \
             }                                                                  \
             y[i] = r;                                                          \
@@ -76,8 +75,8 @@ static bool unary_signed_op(osp_unary_op op) {
            op == OSP_UNARY_RELU || op == OSP_UNARY_CLIP;
 }
 
-extern "C" cudaError_t osp_cuda_launch_unary(cudaStream_t stream,
-                                             const osp_unary_args *args) {
+extern "C" cudaError_t cuda_launch_unary(cudaStream_t stream,
+                                         const osp_unary_args *args) {
     size_t n = args->n, es = osp_datatype_byte_size(args->dtype);
     osp_unary_op op = args->op;
     bool is_unsigned =
@@ -93,7 +92,7 @@ extern "C" cudaError_t osp_cuda_launch_unary(cudaStream_t stream,
     bool bool_out = op == OSP_UNARY_ISNAN || op == OSP_UNARY_ISINF;
     const void *x = OSP_DEVICE_ARG(stream, args->x, n * es);
     void *y = OSP_DEVICE_ARG(stream, args->y, n * (bool_out ? 1 : es));
-    unsigned grid = osp_cuda_grid_for(n);
+    unsigned grid = cuda_grid_for(n);
     float alpha = args->alpha, beta = args->beta;
     switch (args->dtype) {
     case OSP_TYPE_FP32:
@@ -124,8 +123,8 @@ extern "C" cudaError_t osp_cuda_launch_unary(cudaStream_t stream,
             return cudaErrorInvalidValue;                                      \
         return OSP_LAUNCH(unary_##sfx##_kernel, grid, OSP_CUDA_BLOCK, 0,       \
                           stream, op, (const T *)x, (T *)y, n,                 \
-                          osp_unary_clip_bound_##sfx(alpha, TMIN),             \
-                          osp_unary_clip_bound_##sfx(beta, TMAX));
+                          unary_clip_bound_##sfx(alpha, TMIN),                 \
+                          unary_clip_bound_##sfx(beta, TMAX));
         UNARY_SIGNED_CASE(OSP_TYPE_INT8, int8_t, i8, INT8_MIN, INT8_MAX)
         UNARY_SIGNED_CASE(OSP_TYPE_INT16, int16_t, i16, INT16_MIN, INT16_MAX)
         UNARY_SIGNED_CASE(OSP_TYPE_INT32, int32_t, i32, INT32_MIN, INT32_MAX)

@@ -213,7 +213,7 @@ static osp_error *accumulator_execute(void *instance, osp_execute_ctx *ctx) {
     return err;
 }
 
-const osp_backend osp_backend_accumulator = {
+const osp_backend builtin_backend_accumulator = {
     .name = "accumulator",
     .model_new = accumulator_model_new,
     .model_free = accumulator_model_free,

@@ -168,7 +168,7 @@ static bool add_sub_execute_is_quick(const void *model) {
     return true;
 }
 
-const osp_backend osp_backend_add_sub = {
+const osp_backend builtin_backend_add_sub = {
     .name = "add_sub",
     .model_new = add_sub_model_new,
     .model_free = add_sub_model_free,

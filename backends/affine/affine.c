@@ -464,7 +464,7 @@ static osp_error *affine_execute(void *opaque, osp_execute_ctx *ctx) {
     return err;
 }
 
-const osp_backend osp_backend_affine = {
+const osp_backend builtin_backend_affine = {
     .name = "affine",
     .model_new = affine_model_new,
     .model_free = affine_model_free,

@@ -556,7 +556,7 @@ static bool dense_execute_is_quick(const void *opaque) {
     return model->n_params <= DENSE_QUICK_MAX_PARAMS;
 }
 
-const osp_backend osp_backend_dense = {
+const osp_backend builtin_backend_dense = {
     .name = "dense",
     .model_new = dense_model_new,
     .model_free = dense_model_free,

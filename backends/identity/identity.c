@@ -168,7 +168,7 @@ static bool identity_execute_is_quick(const void *opaque) {
     return model->delay_ms == 0;
 }
 
-const osp_backend osp_backend_identity = {
+const osp_backend builtin_backend_identity = {
     .name = "identity",
     .model_new = identity_model_new,
     .model_free = identity_model_free,

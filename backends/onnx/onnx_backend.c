@@ -621,7 +621,7 @@ out:
     return err;
 }
 
-const osp_backend osp_backend_onnxruntime = {
+const osp_backend builtin_backend_onnxruntime = {
     .name = "onnxruntime",
     .model_new = backend_model_new,
     .model_free = backend_model_free,

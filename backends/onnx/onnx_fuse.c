@@ -309,8 +309,8 @@ static osp_error *fuse_conv_bn(onnx_rt_model *m, size_t ci) {
     onnx_tensor nb = {.dtype = OSP_TYPE_FP32,
                       .shape = {.rank = 1, .dims = {cout}},
                       .byte_size = (size_t)cout * sizeof(float)};
-    nw.data = osp_host_alloc_aligned(nw.byte_size);
-    nb.data = osp_host_alloc_aligned(nb.byte_size);
+    nw.data = host_alloc_aligned(nw.byte_size);
+    nb.data = host_alloc_aligned(nb.byte_size);
     if (!nw.data || !nb.data) {
         onnx_tensor_clear(&nw);
         onnx_tensor_clear(&nb);
@@ -454,7 +454,7 @@ static osp_error *fuse_conv_tail(onnx_rt_model *m, size_t ci) {
             onnx_tensor nb = {.dtype = OSP_TYPE_FP32,
                               .shape = {.rank = 1, .dims = {cout}},
                               .byte_size = (size_t)cout * sizeof(float)};
-            if (!(nb.data = osp_host_alloc_aligned(nb.byte_size)))
+            if (!(nb.data = host_alloc_aligned(nb.byte_size)))
                 return osp_error_out_of_memory();
             for (int64_t c = 0; c < cout; c++)
                 ((float *)nb.data)[c] =

@@ -26,7 +26,7 @@ extern "C" {
 typedef struct onnx_tensor {
     osp_datatype dtype;
     osp_shape shape;
-    void *data; /* owned; 64-byte aligned (osp_host_alloc_aligned) */
+    void *data; /* owned; 64-byte aligned (host_alloc_aligned) */
     size_t byte_size;
 } onnx_tensor;
 

@@ -278,7 +278,7 @@ osp_error *onnx_read_scalar(const onnx_node *node, size_t input,
         v = *(const double *)p;
         break;
     case OSP_TYPE_FP16:
-        v = osp_fp16_to_fp32(*(const uint16_t *)p);
+        v = fp16_to_fp32(*(const uint16_t *)p);
         break;
     case OSP_TYPE_BOOL:
         v = *(const uint8_t *)p ? 1.0 : 0.0;
@@ -453,12 +453,12 @@ void onnx_number_bytes(osp_datatype dt, double v, uint8_t out[8]) {
         memcpy(out, &v, 8);
         break;
     case OSP_TYPE_FP16: {
-        uint16_t h = osp_fp32_to_fp16((float)v);
+        uint16_t h = fp32_to_fp16((float)v);
         memcpy(out, &h, 2);
         break;
     }
     case OSP_TYPE_BF16: {
-        uint16_t h = osp_fp32_to_bf16((float)v);
+        uint16_t h = fp32_to_bf16((float)v);
         memcpy(out, &h, 2);
         break;
     }

@@ -44,8 +44,7 @@ void onnx_plan_free(onnx_rt_model *m, onnx_plan *p) {
     if (p->host_owned)
         for (size_t v = 0; v < m->n_values; v++)
             if (p->host_owned[v])
-                osp_host_free_aligned(p->host_owned[v],
-                                      rt_desc_bytes(&p->desc[v]));
+                host_free_aligned(p->host_owned[v], rt_desc_bytes(&p->desc[v]));
     if (p->steps)
         for (size_t i = 0; i < p->n_steps; i++) {
             free(p->steps[i].in_desc);

@@ -260,13 +260,13 @@ osp_error *rt_run_on_host(const rt_node *n, const onnx_desc *in_desc,
     for (size_t i = 0; i < n->n_out; i++) {
         if (!out_desc[i].present)
             continue;
-        out[i] = osp_host_alloc_aligned(rt_desc_bytes(&out_desc[i]));
+        out[i] = host_alloc_aligned(rt_desc_bytes(&out_desc[i]));
         if (!out[i]) {
             err = osp_error_out_of_memory();
             goto out;
         }
     }
-    if (ws_bytes && !(ws = osp_host_alloc_aligned(ws_bytes))) {
+    if (ws_bytes && !(ws = host_alloc_aligned(ws_bytes))) {
         err = osp_error_out_of_memory();
         goto out;
     }
@@ -291,11 +291,11 @@ osp_error *rt_run_on_host(const rt_node *n, const onnx_desc *in_desc,
     err = rt_node_error(n->node, n->op->run(&ctx));
 out:
     osp_stream_free(stream);
-    osp_host_free_aligned(ws, ws_bytes);
+    host_free_aligned(ws, ws_bytes);
     if (err)
         for (size_t i = 0; i < n->n_out; i++) {
             if (out[i])
-                osp_host_free_aligned(out[i], rt_desc_bytes(&out_desc[i]));
+                host_free_aligned(out[i], rt_desc_bytes(&out_desc[i]));
             out[i] = NULL;
         }
     return err;
@@ -347,7 +347,7 @@ static osp_error *fold_node(onnx_rt_model *m, rt_node *n) {
         if (!t) {
             for (size_t k = j; k < n->n_out; k++)
                 if (out[k])
-                    osp_host_free_aligned(out[k], rt_desc_bytes(&out_desc[k]));
+                    host_free_aligned(out[k], rt_desc_bytes(&out_desc[k]));
             return osp_error_out_of_memory();
         }
         t->dtype = out_desc[j].dtype;
@@ -486,7 +486,7 @@ static void release_constants_fused_away(onnx_rt_model *m,
         if (!read_before[v] || read_after[v] || !val->konst ||
             rt_value_is_output(m, (int)v))
             continue;
-        /* free(), not osp_host_free_aligned: the host pool would keep
+        /* free(), not host_free_aligned: the host pool would keep
          * the block (host_pool.c says free() is safe on its blocks) */
         free(val->konst->data);
         memset(val->konst, 0, sizeof *val->konst);

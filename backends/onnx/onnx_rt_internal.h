@@ -140,7 +140,7 @@ void onnx_plan_free(onnx_rt_model *m, onnx_plan *p);
 
 /* Runs one node on the host with the CPU device (constant folding and
  * shape arithmetic): in[] host pointers (NULL where unknown), outputs
- * allocated here (caller owns out[i], osp_host_free_aligned with its
+ * allocated here (caller owns out[i], host_free_aligned with its
  * byte size). */
 osp_error *rt_run_on_host(const rt_node *n, const onnx_desc *in_desc,
                           const void *const *in, const onnx_desc *out_desc,

@@ -75,7 +75,7 @@ void onnx__tensor_ctx_destroy(onnx__tensor_ctx *ctx) {
 void onnx_tensor_clear(onnx_tensor *t) {
     if (!t)
         return;
-    osp_host_free_aligned(t->data, t->byte_size);
+    host_free_aligned(t->data, t->byte_size);
     memset(t, 0, sizeof *t);
 }
 
@@ -93,7 +93,7 @@ static osp_error *tensor_error(const char *what, const char *fmt, ...) {
 
 /* Aligned memory for `size` bytes of tensor data, or NULL. */
 static void *tensor_alloc(size_t size) {
-    return osp_host_alloc_aligned(size);
+    return host_alloc_aligned(size);
 }
 
 /* ---- external data ---- */
@@ -277,7 +277,7 @@ static osp_error *read_external(onnx__tensor_ctx *ctx,
     *data = buf;
     buf = NULL;
 out:
-    osp_host_free_aligned(buf, need);
+    host_free_aligned(buf, need);
     if (fd >= 0)
         close(fd);
     free(real);

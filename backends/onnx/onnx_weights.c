@@ -103,7 +103,7 @@ static osp_error *get_copy(rt_weights *w, const void *host, bool fp16,
             goto out;
         }
         for (size_t i = 0; i < count; i++)
-            halves[i] = osp_fp32_to_fp16(((const float *)host)[i]);
+            halves[i] = fp32_to_fp16(((const float *)host)[i]);
         src = halves;
     }
     osp_buffer *buf = NULL;

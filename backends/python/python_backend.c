@@ -792,7 +792,7 @@ out:
     return err;
 }
 
-const osp_backend osp_backend_python = {
+const osp_backend builtin_backend_python = {
     .name = "python",
     .model_new = python_model_new,
     .model_free = python_model_free,

@@ -309,7 +309,7 @@ out:
     return err;
 }
 
-const osp_backend osp_backend_string_add_sub = {
+const osp_backend builtin_backend_string_add_sub = {
     .name = "string_add_sub",
     .model_new = string_add_sub_model_new,
     .model_free = string_add_sub_model_free,

@@ -8,7 +8,7 @@
  * end (bytebuf_take returns NULL). The buffer always keeps one byte of
  * room past `len`, so bytebuf_take can end the bytes with a NUL.
  *
- * The JSON writers (server/json: jbuf is this type) and the trace files
+ * The JSON writers (server/json: bytebuf is this type) and the trace files
  * (server/core/trace) build on it.
  */
 #pragma once

@@ -17,10 +17,10 @@ extern "C" {
 /* OSP_HOST_ALIGNMENT-aligned host memory of `size` bytes (0 allowed: a
  * valid, unique pointer), from the large-block cache where it has one
  * (host_pool.c). NULL when size is too large or memory is short. Release
- * with osp_host_free_aligned(ptr, size) (same size) to return it to the
+ * with host_free_aligned(ptr, size) (same size) to return it to the
  * cache; plain free() is also valid and skips the cache. */
-void *osp_host_alloc_aligned(size_t size);
-void osp_host_free_aligned(void *ptr, size_t size);
+void *host_alloc_aligned(size_t size);
+void host_free_aligned(void *ptr, size_t size);
 
 #ifdef __cplusplus
 }

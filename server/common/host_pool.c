@@ -59,7 +59,7 @@ static size_t align_up(size_t size) {
     return rounded ? rounded : OSP_HOST_ALIGNMENT;
 }
 
-void *osp_host_alloc_aligned(size_t size) {
+void *host_alloc_aligned(size_t size) {
     if (size > SIZE_MAX - OSP_HOST_ALIGNMENT)
         return NULL;
     size_t capacity;
@@ -76,7 +76,7 @@ void *osp_host_alloc_aligned(size_t size) {
     return b ? (void *)b : aligned_alloc(OSP_HOST_ALIGNMENT, capacity);
 }
 
-void osp_host_free_aligned(void *ptr, size_t size) {
+void host_free_aligned(void *ptr, size_t size) {
     if (!ptr)
         return;
     size_t capacity;

@@ -20,13 +20,13 @@ _Static_assert(sizeof(osp_buffer) <= OSP_HOST_ALIGNMENT,
                "osp_buffer must fit in one aligned line");
 
 static void host_buffer_release(osp_buffer *buf) {
-    osp_host_free_aligned(buf, sizeof(host_buffer_header) + buf->size);
+    host_free_aligned(buf, sizeof(host_buffer_header) + buf->size);
 }
 
 osp_buffer *osp_buffer_new_host(size_t size) {
     if (size > SIZE_MAX - sizeof(host_buffer_header))
         return NULL;
-    host_buffer_header *h = osp_host_alloc_aligned(sizeof *h + size);
+    host_buffer_header *h = host_alloc_aligned(sizeof *h + size);
     if (h == NULL)
         return NULL;
     h->buf = (osp_buffer){

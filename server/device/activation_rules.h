@@ -15,7 +15,7 @@
 #define OSP_ACTIVATION_FN static inline
 #endif
 
-OSP_ACTIVATION_FN float osp_activate(osp_activation act, float x) {
+OSP_ACTIVATION_FN float activation_apply(osp_activation act, float x) {
     switch (act) {
     case OSP_ACTIVATION_RELU:
         return x > 0.0f ? x : 0.0f;

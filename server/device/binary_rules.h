@@ -28,8 +28,8 @@
  */
 
 /* c ? a : b on the bits, a and b both computed: a select GCC keeps
- * branch-free (as osp_unary_select_f32), for PRELU's x * y. */
-OSP_BINARY_FN double osp_binary_select_f64(bool c, double a, double b) {
+ * branch-free (as unary_select_f32), for PRELU's x * y. */
+OSP_BINARY_FN double binary_select_f64(bool c, double a, double b) {
     uint64_t ab, bb, mask = c ? ~(uint64_t)0 : 0;
     memcpy(&ab, &a, 8);
     memcpy(&bb, &b, 8);
@@ -39,21 +39,21 @@ OSP_BINARY_FN double osp_binary_select_f64(bool c, double a, double b) {
 }
 
 /* Python's % (MOD): the remainder takes the divisor's sign. */
-OSP_BINARY_FN float osp_binary_mod_f32(float x, float y) {
+OSP_BINARY_FN float binary_mod_f32(float x, float y) {
     float r = fmodf(x, y);
     return r != 0.0f && ((r < 0.0f) != (y < 0.0f)) ? r + y : r;
 }
 
-OSP_BINARY_FN double osp_binary_mod_f64(double x, double y) {
+OSP_BINARY_FN double binary_mod_f64(double x, double y) {
     double r = fmod(x, y);
     return r != 0.0 && ((r < 0.0) != (y < 0.0)) ? r + y : r;
 }
 
 #define OSP_BINARY_FLOAT_RULES(T, sfx)                                         \
-    OSP_BINARY_FN T osp_binary_max_##sfx(T x, T y) {                           \
+    OSP_BINARY_FN T binary_max_##sfx(T x, T y) {                               \
         return (x >= y || x != x) ? x : y;                                     \
     }                                                                          \
-    OSP_BINARY_FN T osp_binary_min_##sfx(T x, T y) {                           \
+    OSP_BINARY_FN T binary_min_##sfx(T x, T y) {                               \
         return (x <= y || x != x) ? x : y;                                     \
     }
 OSP_BINARY_FLOAT_RULES(float, f32)
@@ -64,7 +64,7 @@ OSP_BINARY_FLOAT_RULES(double, f64)
  */
 
 /* x^y of an unsigned type, by squaring, wrapping. */
-OSP_BINARY_FN uint64_t osp_binary_pow_u64(uint64_t x, uint64_t y) {
+OSP_BINARY_FN uint64_t binary_pow_u64(uint64_t x, uint64_t y) {
     uint64_t r = 1;
     for (; y != 0; y >>= 1) {
         if (y & 1)
@@ -76,23 +76,23 @@ OSP_BINARY_FN uint64_t osp_binary_pow_u64(uint64_t x, uint64_t y) {
 
 /* DIV, FMOD, MOD and POW of a signed type T. */
 #define OSP_BINARY_SIGNED_RULES(T, AU, sfx)                                    \
-    OSP_BINARY_FN T osp_binary_div_##sfx(T x, T y) {                           \
+    OSP_BINARY_FN T binary_div_##sfx(T x, T y) {                               \
         if (y == 0)                                                            \
             return 0;                                                          \
         if (y == -1)                                                           \
             return (T)(0u - (AU)x);                                            \
         return (T)(x / y);                                                     \
     }                                                                          \
-    OSP_BINARY_FN T osp_binary_fmod_##sfx(T x, T y) {                          \
+    OSP_BINARY_FN T binary_fmod_##sfx(T x, T y) {                              \
         return y == 0 || y == -1 ? 0 : (T)(x % y);                             \
     }                                                                          \
-    OSP_BINARY_FN T osp_binary_mod_##sfx(T x, T y) {                           \
-        T r = osp_binary_fmod_##sfx(x, y);                                     \
+    OSP_BINARY_FN T binary_mod_##sfx(T x, T y) {                               \
+        T r = binary_fmod_##sfx(x, y);                                         \
         return r != 0 && ((r < 0) != (y < 0)) ? (T)((AU)r + (AU)y) : r;        \
     }                                                                          \
     /* x^y by squaring, wrapping; a negative y truncates 1 / x^|y| toward      \
      * zero (0 unless x is 1 or -1). */                                        \
-    OSP_BINARY_FN T osp_binary_pow_##sfx(T x, T y) {                           \
+    OSP_BINARY_FN T binary_pow_##sfx(T x, T y) {                               \
         if (y < 0)                                                             \
             return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;              \
         AU r = 1, base = (AU)x;                                                \
@@ -112,16 +112,16 @@ OSP_BINARY_SIGNED_RULES(int64_t, uint64_t, i64)
 /* DIV, MOD (FMOD is the same) and the shifts of an unsigned type T of
  * BITS bits: shifts by BITS or more give 0. */
 #define OSP_BINARY_UNSIGNED_RULES(T, AU, sfx, BITS)                            \
-    OSP_BINARY_FN T osp_binary_div_##sfx(T x, T y) {                           \
+    OSP_BINARY_FN T binary_div_##sfx(T x, T y) {                               \
         return y == 0 ? 0 : (T)(x / y);                                        \
     }                                                                          \
-    OSP_BINARY_FN T osp_binary_mod_##sfx(T x, T y) {                           \
+    OSP_BINARY_FN T binary_mod_##sfx(T x, T y) {                               \
         return y == 0 ? 0 : (T)(x % y);                                        \
     }                                                                          \
-    OSP_BINARY_FN T osp_binary_shl_##sfx(T x, T y) {                           \
+    OSP_BINARY_FN T binary_shl_##sfx(T x, T y) {                               \
         return y >= (BITS) ? 0 : (T)((AU)x << y);                              \
     }                                                                          \
-    OSP_BINARY_FN T osp_binary_shr_##sfx(T x, T y) {                           \
+    OSP_BINARY_FN T binary_shr_##sfx(T x, T y) {                               \
         return y >= (BITS) ? 0 : (T)(x >> y);                                  \
     }
 OSP_BINARY_UNSIGNED_RULES(uint8_t, uint32_t, u8, 8)

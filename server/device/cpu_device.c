@@ -32,7 +32,7 @@
 
 static osp_error *cpu_alloc(osp_device *dev, size_t size, void **ptr) {
     (void)dev;
-    void *p = osp_host_alloc_aligned(size);
+    void *p = host_alloc_aligned(size);
     if (p == NULL)
         return osp_error_new(OSP_ERROR_UNAVAILABLE,
                              "CPU device: out of memory allocating %zu bytes",
@@ -43,7 +43,7 @@ static osp_error *cpu_alloc(osp_device *dev, size_t size, void **ptr) {
 
 static void cpu_free(osp_device *dev, void *ptr, size_t size) {
     (void)dev;
-    osp_host_free_aligned(ptr, size);
+    host_free_aligned(ptr, size);
 }
 
 /* ---- streams ----------------------------------------------------------- */
@@ -99,7 +99,7 @@ static void fp16_matrix_to_fp32(const uint16_t *src, int64_t ld, int64_t rows,
                                 int64_t cols, float *dst) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
-            dst[r * cols + c] = osp_fp16_to_fp32(src[r * ld + c]);
+            dst[r * cols + c] = fp16_to_fp32(src[r * ld + c]);
 }
 
 static float *alloc_floats(int64_t rows, int64_t cols) {
@@ -107,7 +107,7 @@ static float *alloc_floats(int64_t rows, int64_t cols) {
     if (__builtin_mul_overflow((size_t)rows, (size_t)cols, &n) ||
         __builtin_mul_overflow(n, sizeof(float), &bytes))
         return NULL;
-    return osp_host_alloc_aligned(bytes);
+    return host_alloc_aligned(bytes);
 }
 
 /* FP16 GEMM as the header defines it (FP32 accumulation): widen A, B and C
@@ -143,7 +143,7 @@ static osp_error *cpu_gemm_fp16(const osp_gemm_args *g, int threads) {
     uint16_t *out = g->c;
     for (int64_t r = 0; r < g->m; r++)
         for (int64_t col = 0; col < g->n; col++)
-            out[r * g->ldc + col] = osp_fp32_to_fp16(c[r * g->n + col]);
+            out[r * g->ldc + col] = fp32_to_fp16(c[r * g->n + col]);
 out:
     free(a);
     free(b);
@@ -217,8 +217,8 @@ static osp_error *cpu_binary(osp_device *dev, void *stream, osp_binary_op op,
         const uint16_t *x = a, *y = b;
         uint16_t *z = out;
         for (size_t i = 0; i < n; i++)
-            z[i] = osp_fp32_to_fp16(binary_apply(op, osp_fp16_to_fp32(x[i]),
-                                                 osp_fp16_to_fp32(y[i])));
+            z[i] = fp32_to_fp16(
+                binary_apply(op, fp16_to_fp32(x[i]), fp16_to_fp32(y[i])));
         return NULL;
     }
     default:
@@ -237,7 +237,7 @@ static osp_error *cpu_bias_activation(osp_device *dev, void *stream, float *x,
         float *row = x + r * cols;
         for (int64_t c = 0; c < cols; c++)
             row[c] =
-                osp_activate(act, row[c] + (bias != NULL ? bias[c] : 0.0f));
+                activation_apply(act, row[c] + (bias != NULL ? bias[c] : 0.0f));
     }
     return NULL;
 }
@@ -269,14 +269,10 @@ static osp_error *cpu_softmax_rows(osp_device *dev, void *stream,
 
 /* The rules live in cast_rules.h, shared with the CUDA kernels; half types
  * go through half.h's conversions. */
-#define OSP_CAST_FP16_TO_FLOAT(p, i)                                           \
-    osp_fp16_to_fp32(((const uint16_t *)(p))[i])
-#define OSP_CAST_BF16_TO_FLOAT(p, i)                                           \
-    osp_bf16_to_fp32(((const uint16_t *)(p))[i])
-#define OSP_CAST_STORE_FP16(p, i, f)                                           \
-    (((uint16_t *)(p))[i] = osp_fp32_to_fp16(f))
-#define OSP_CAST_STORE_BF16(p, i, f)                                           \
-    (((uint16_t *)(p))[i] = osp_fp32_to_bf16(f))
+#define OSP_CAST_FP16_TO_FLOAT(p, i) fp16_to_fp32(((const uint16_t *)(p))[i])
+#define OSP_CAST_BF16_TO_FLOAT(p, i) bf16_to_fp32(((const uint16_t *)(p))[i])
+#define OSP_CAST_STORE_FP16(p, i, f) (((uint16_t *)(p))[i] = fp32_to_fp16(f))
+#define OSP_CAST_STORE_BF16(p, i, f) (((uint16_t *)(p))[i] = fp32_to_bf16(f))
 #include "cast_rules.h"
 
 static osp_error *cpu_cast(osp_device *dev, void *stream, const void *src,
@@ -346,7 +342,7 @@ static void cpu_fill_info(void) {
     openblas_set_num_threads(1);
 }
 
-osp_device *osp_cpu_device_get(void) {
+osp_device *cpu_device_get(void) {
     pthread_once(&cpu_info_once, cpu_fill_info);
     return &cpu_device;
 }

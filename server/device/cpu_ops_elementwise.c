@@ -49,22 +49,22 @@ CPU_NN_HOT static bool unary_f32(const osp_unary_args *args) {
         int64_t n = (int64_t)args->n;                                          \
         switch (args->op) {                                                    \
         case OSP_UNARY_ABS:                                                    \
-            CPU_MAP(T, n, args->x, args->y, i, v, osp_unary_abs_##sfx(v));     \
+            CPU_MAP(T, n, args->x, args->y, i, v, unary_abs_##sfx(v));         \
             return true;                                                       \
         case OSP_UNARY_NEG:                                                    \
-            CPU_MAP(T, n, args->x, args->y, i, v, osp_unary_neg_##sfx(v));     \
+            CPU_MAP(T, n, args->x, args->y, i, v, unary_neg_##sfx(v));         \
             return true;                                                       \
         case OSP_UNARY_SIGN:                                                   \
-            CPU_MAP(T, n, args->x, args->y, i, v, osp_unary_sign_##sfx(v));    \
+            CPU_MAP(T, n, args->x, args->y, i, v, unary_sign_##sfx(v));        \
             return true;                                                       \
         case OSP_UNARY_RELU:                                                   \
-            CPU_MAP(T, n, args->x, args->y, i, v, osp_unary_relu_##sfx(v));    \
+            CPU_MAP(T, n, args->x, args->y, i, v, unary_relu_##sfx(v));        \
             return true;                                                       \
         case OSP_UNARY_CLIP: {                                                 \
-            T lo = osp_unary_clip_bound_##sfx(args->alpha, TMIN);              \
-            T hi = osp_unary_clip_bound_##sfx(args->beta, TMAX);               \
+            T lo = unary_clip_bound_##sfx(args->alpha, TMIN);                  \
+            T hi = unary_clip_bound_##sfx(args->beta, TMAX);                   \
             CPU_MAP(T, n, args->x, args->y, i, v,                              \
-                    osp_unary_clip_##sfx(v, lo, hi));                          \
+                    unary_clip_##sfx(v, lo, hi));                              \
             return true;                                                       \
         }                                                                      \
         default:                                                               \
@@ -98,10 +98,9 @@ static bool unary_run(const osp_unary_args *args) {
             bool *y = args->y;
             bool pos = args->alpha != 0.0f, neg = args->beta != 0.0f;
             if (args->op == OSP_UNARY_ISNAN)
-                CPU_LOOP((int64_t)n, i, y[i] = osp_unary_isnan_f32(x[i]));
+                CPU_LOOP((int64_t)n, i, y[i] = unary_isnan_f32(x[i]));
             else
-                CPU_LOOP((int64_t)n, i,
-                         y[i] = osp_unary_isinf_f32(x[i], pos, neg));
+                CPU_LOOP((int64_t)n, i, y[i] = unary_isinf_f32(x[i], pos, neg));
             done = true;
         } else {
             done = unary_f32(args);
@@ -282,13 +281,13 @@ typedef bool (*binary_row_fn)(osp_binary_nd_op op, int64_t n,
             ROW_LOOP(T, T, POW(x, y));                                         \
             return true;                                                       \
         case OSP_BINARY_ND_MAX:                                                \
-            ROW_LOOP(T, T, osp_binary_max_##sfx(x, y));                        \
+            ROW_LOOP(T, T, binary_max_##sfx(x, y));                            \
             return true;                                                       \
         case OSP_BINARY_ND_MIN:                                                \
-            ROW_LOOP(T, T, osp_binary_min_##sfx(x, y));                        \
+            ROW_LOOP(T, T, binary_min_##sfx(x, y));                            \
             return true;                                                       \
         case OSP_BINARY_ND_MOD:                                                \
-            ROW_LOOP(T, T, osp_binary_mod_##sfx(x, y));                        \
+            ROW_LOOP(T, T, binary_mod_##sfx(x, y));                            \
             return true;                                                       \
         case OSP_BINARY_ND_FMOD:                                               \
             ROW_LOOP(T, T, FMOD(x, y));                                        \
@@ -301,8 +300,8 @@ typedef bool (*binary_row_fn)(osp_binary_nd_op op, int64_t n,
             return false;                                                      \
         }                                                                      \
     }
-BINARY_ROW_FLOAT(float, f32, powf, fmodf, osp_unary_select_f32)
-BINARY_ROW_FLOAT(double, f64, pow, fmod, osp_binary_select_f64)
+BINARY_ROW_FLOAT(float, f32, powf, fmodf, unary_select_f32)
+BINARY_ROW_FLOAT(double, f64, pow, fmod, binary_select_f64)
 #undef BINARY_ROW_FLOAT
 
 #define BINARY_ROW_SIGNED(T, AU, sfx)                                          \
@@ -320,10 +319,10 @@ BINARY_ROW_FLOAT(double, f64, pow, fmod, osp_binary_select_f64)
             ROW_LOOP(T, T, (AU)x *(AU)y);                                      \
             return true;                                                       \
         case OSP_BINARY_ND_DIV:                                                \
-            ROW_LOOP(T, T, osp_binary_div_##sfx(x, y));                        \
+            ROW_LOOP(T, T, binary_div_##sfx(x, y));                            \
             return true;                                                       \
         case OSP_BINARY_ND_POW:                                                \
-            ROW_LOOP(T, T, osp_binary_pow_##sfx(x, y));                        \
+            ROW_LOOP(T, T, binary_pow_##sfx(x, y));                            \
             return true;                                                       \
         case OSP_BINARY_ND_MAX:                                                \
             ROW_LOOP(T, T, x > y ? x : y);                                     \
@@ -332,10 +331,10 @@ BINARY_ROW_FLOAT(double, f64, pow, fmod, osp_binary_select_f64)
             ROW_LOOP(T, T, x < y ? x : y);                                     \
             return true;                                                       \
         case OSP_BINARY_ND_MOD:                                                \
-            ROW_LOOP(T, T, osp_binary_mod_##sfx(x, y));                        \
+            ROW_LOOP(T, T, binary_mod_##sfx(x, y));                            \
             return true;                                                       \
         case OSP_BINARY_ND_FMOD:                                               \
-            ROW_LOOP(T, T, osp_binary_fmod_##sfx(x, y));                       \
+            ROW_LOOP(T, T, binary_fmod_##sfx(x, y));                           \
             return true;                                                       \
         case OSP_BINARY_ND_PRELU:                                              \
             ROW_LOOP(T, T, x < 0 ? (T)((AU)x * (AU)y) : x);                    \
@@ -368,10 +367,10 @@ BINARY_ROW_SIGNED(int64_t, uint64_t, i64)
             ROW_LOOP(T, T, (AU)x *(AU)y);                                      \
             return true;                                                       \
         case OSP_BINARY_ND_DIV:                                                \
-            ROW_LOOP(T, T, osp_binary_div_##sfx(x, y));                        \
+            ROW_LOOP(T, T, binary_div_##sfx(x, y));                            \
             return true;                                                       \
         case OSP_BINARY_ND_POW:                                                \
-            ROW_LOOP(T, T, osp_binary_pow_u64(x, y));                          \
+            ROW_LOOP(T, T, binary_pow_u64(x, y));                              \
             return true;                                                       \
         case OSP_BINARY_ND_MAX:                                                \
             ROW_LOOP(T, T, x > y ? x : y);                                     \
@@ -381,16 +380,16 @@ BINARY_ROW_SIGNED(int64_t, uint64_t, i64)
             return true;                                                       \
         case OSP_BINARY_ND_MOD:                                                \
         case OSP_BINARY_ND_FMOD:                                               \
-            ROW_LOOP(T, T, osp_binary_mod_##sfx(x, y));                        \
+            ROW_LOOP(T, T, binary_mod_##sfx(x, y));                            \
             return true;                                                       \
         case OSP_BINARY_ND_PRELU:                                              \
             ROW_LOOP(T, T, ((void)y, x));                                      \
             return true;                                                       \
         case OSP_BINARY_ND_BITSHIFT_LEFT:                                      \
-            ROW_LOOP(T, T, osp_binary_shl_##sfx(x, y));                        \
+            ROW_LOOP(T, T, binary_shl_##sfx(x, y));                            \
             return true;                                                       \
         case OSP_BINARY_ND_BITSHIFT_RIGHT:                                     \
-            ROW_LOOP(T, T, osp_binary_shr_##sfx(x, y));                        \
+            ROW_LOOP(T, T, binary_shr_##sfx(x, y));                            \
             return true;                                                       \
             COMPARE_CASES(T)                                                   \
         default:                                                               \

@@ -228,7 +228,7 @@ static void widen(const uint16_t *src, int64_t ld, int64_t rows, int64_t cols,
                   float *dst) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
-            dst[r * cols + c] = osp_fp16_to_fp32(src[r * ld + c]);
+            dst[r * cols + c] = fp16_to_fp32(src[r * ld + c]);
 }
 
 static float *alloc_matrix(int64_t rows, int64_t cols) {
@@ -274,7 +274,7 @@ static osp_error *gemm_ex_fp16(const osp_gemm_ex_args *x, int64_t batch,
                  c, g->n, threads);
         for (int64_t r = 0; r < g->m; r++)
             for (int64_t col = 0; col < g->n; col++)
-                ci[r * g->ldc + col] = osp_fp32_to_fp16(c[r * g->n + col]);
+                ci[r * g->ldc + col] = fp32_to_fp16(c[r * g->n + col]);
     }
 out:
     free(a);

@@ -49,7 +49,7 @@ extern "C" {
 
 /* One row of an epilogue, in place: y[i] = act(y[i] + bias + bias_vec[i] +
  * residual[i]) for i < n, bias_vec and residual each optional (NULL) and
- * not overlapping y. act is an FP32 op (osp_unary_is_f32_op); its math is
+ * not overlapping y. act is an FP32 op (unary_is_f32_op); its math is
  * unary_rules.h's. Defined in cpu_ops_gemm.c. */
 void cpu_nn__epilogue_row(float *y, int64_t n, float bias,
                           const float *bias_vec, const float *residual,

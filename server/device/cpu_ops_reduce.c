@@ -8,7 +8,7 @@
  * a row of the block at a time, so that every loop runs over contiguous
  * memory. FP32 sums accumulate in double, so their rounding error stays
  * far below float's (well within 1e-5 of numpy's). exp is unary_rules.h's
- * osp_unary_expf, which vectorises, flushed to 0 below FLT_MIN
+ * unary_expf, which vectorises, flushed to 0 below FLT_MIN
  * (exp_shifted).
  */
 #include <math.h>
@@ -44,8 +44,8 @@ static inline float min_nan(float m, float x) {
  * NaN. */
 static inline float exp_shifted(float d) {
     bool tiny = d < -87.0f;
-    return osp_unary_select_f32(
-        tiny, 0.0f, osp_unary_expf(osp_unary_select_f32(tiny, -87.0f, d)));
+    return unary_select_f32(tiny, 0.0f,
+                            unary_expf(unary_select_f32(tiny, -87.0f, d)));
 }
 
 /* ---- reduce: FP32 ------------------------------------------------------ */
@@ -561,7 +561,7 @@ CPU_NN_HOT static void channel_affine_range(void *arg, int64_t lo, int64_t hi) {
 osp_error *cpu_op_channel_affine(osp_device *dev, void *stream,
                                  const osp_channel_affine_args *args) {
     (void)dev;
-    if (!osp_unary_is_f32_op(args->act))
+    if (!unary_is_f32_op(args->act))
         return osp_error_new(OSP_ERROR_UNSUPPORTED,
                              "CPU device: channel_affine activation %d",
                              (int)args->act);

@@ -76,7 +76,7 @@ osp_error *osp_devices_init(const osp_device_options *opts) {
     devices.initialized = true;
     devices.init_code = OSP_ERROR_UNKNOWN;
     devices.gpu_count = 0;
-    (void)osp_cpu_device_get(); /* fills in the CPU's info */
+    (void)cpu_device_get(); /* fills in the CPU's info */
     for (size_t p = 0; p < opts->n_providers && p < MAX_PROVIDERS; p++) {
         const osp_device_provider *provider = opts->providers[p];
         int count = 0;
@@ -112,7 +112,7 @@ void osp_devices_shutdown(void) {
 }
 
 osp_device *osp_device_cpu(void) {
-    return osp_cpu_device_get();
+    return cpu_device_get();
 }
 
 int osp_device_cuda_count(void) {
@@ -167,7 +167,7 @@ static void device_buffer_release(osp_buffer *buf) {
     if (db->from_device_alloc)
         dev->ops->free(dev, buf->data, buf->size);
     else if (db->from_fallback)
-        osp_host_free_aligned(buf->data, buf->size);
+        host_free_aligned(buf->data, buf->size);
     else
         dev->ops->free_host(dev, buf->data, buf->size, db->pinned);
     free(db);
@@ -211,7 +211,7 @@ osp_error *osp_device_alloc_host(osp_device *dev, size_t size,
     void *ptr = NULL;
     bool pinned = false, fallback = dev->ops->alloc_host == NULL;
     if (fallback) {
-        ptr = osp_host_alloc_aligned(size);
+        ptr = host_alloc_aligned(size);
         if (ptr == NULL) {
             free(db);
             return osp_error_new(OSP_ERROR_UNAVAILABLE,
@@ -483,8 +483,8 @@ osp_error *osp_event_elapsed_ns(osp_event *start, osp_event *end,
 /* Checks that a row-major matrix of rows x cols stored with row stride ld
  * is describable to BLAS (int dimensions, ld >= max(1, cols)). Shared with
  * osp_op_gemm_ex (tensor_ops_nn.c). */
-osp_error *osp__gemm_check_matrix(const char *name, const void *ptr,
-                                  int64_t rows, int64_t cols, int64_t ld) {
+osp_error *device_gemm_check_matrix(const char *name, const void *ptr,
+                                    int64_t rows, int64_t cols, int64_t ld) {
     if (ptr == NULL)
         return osp_error_new(OSP_ERROR_INVALID_ARG, "gemm: %s is NULL", name);
     if (ld < (cols > 1 ? cols : 1) || ld > INT_MAX)
@@ -512,13 +512,13 @@ osp_error *osp_op_gemm(osp_stream *stream, const osp_gemm_args *args) {
     if (g->m == 0 || g->n == 0)
         return NULL;
     osp_error *err;
-    if ((err = osp__gemm_check_matrix("a", g->a, g->trans_a ? g->k : g->m,
-                                      g->trans_a ? g->m : g->k, g->lda)) !=
+    if ((err = device_gemm_check_matrix("a", g->a, g->trans_a ? g->k : g->m,
+                                        g->trans_a ? g->m : g->k, g->lda)) !=
             NULL ||
-        (err = osp__gemm_check_matrix("b", g->b, g->trans_b ? g->n : g->k,
-                                      g->trans_b ? g->k : g->n, g->ldb)) !=
+        (err = device_gemm_check_matrix("b", g->b, g->trans_b ? g->n : g->k,
+                                        g->trans_b ? g->k : g->n, g->ldb)) !=
             NULL ||
-        (err = osp__gemm_check_matrix("c", g->c, g->m, g->n, g->ldc)) != NULL)
+        (err = device_gemm_check_matrix("c", g->c, g->m, g->n, g->ldc)) != NULL)
         return err;
     return stream->device->ops->gemm(stream->device, stream->impl, g);
 }

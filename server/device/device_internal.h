@@ -21,13 +21,13 @@ struct osp_stream {
 };
 
 /* The process-wide CPU device (a static object; never NULL, never freed). */
-osp_device *osp_cpu_device_get(void);
+osp_device *cpu_device_get(void);
 
 /* INVALID_ARG unless ptr is set and a row-major rows x cols matrix with row
  * stride ld is describable to BLAS (ld >= max(1, cols), ld <= INT_MAX);
  * `name` ("a", "b", "c") goes into the message. */
-osp_error *osp__gemm_check_matrix(const char *name, const void *ptr,
-                                  int64_t rows, int64_t cols, int64_t ld);
+osp_error *device_gemm_check_matrix(const char *name, const void *ptr,
+                                    int64_t rows, int64_t cols, int64_t ld);
 
 #ifdef __cplusplus
 }

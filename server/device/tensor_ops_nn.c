@@ -76,7 +76,7 @@ static osp_error *check_gemm_ex(const osp_gemm_ex_args *x, bool *empty) {
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "gemm_ex: batch_count %lld is negative",
                              (long long)x->batch_count);
-    if (!osp_unary_is_f32_op(x->act))
+    if (!unary_is_f32_op(x->act))
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "gemm_ex: %d is not an activation", (int)x->act);
     int64_t batch = x->batch_count > 1 ? x->batch_count : 1;
@@ -95,11 +95,11 @@ static osp_error *check_gemm_ex(const osp_gemm_ex_args *x, bool *empty) {
             a_cols = g->trans_a ? g->m : g->k;
     int64_t b_rows = g->trans_b ? g->n : g->k,
             b_cols = g->trans_b ? g->k : g->n;
-    if ((err = osp__gemm_check_matrix("a", g->a, a_rows, a_cols, g->lda)) !=
+    if ((err = device_gemm_check_matrix("a", g->a, a_rows, a_cols, g->lda)) !=
             NULL ||
-        (err = osp__gemm_check_matrix("b", g->b, b_rows, b_cols, g->ldb)) !=
+        (err = device_gemm_check_matrix("b", g->b, b_rows, b_cols, g->ldb)) !=
             NULL ||
-        (err = osp__gemm_check_matrix("c", g->c, g->m, g->n, g->ldc)) != NULL)
+        (err = device_gemm_check_matrix("c", g->c, g->m, g->n, g->ldc)) != NULL)
         return err;
     int64_t span;
     if (!batch_span(batch, x->stride_a, a_rows, a_cols, g->lda, &span) ||
@@ -307,8 +307,8 @@ osp_error *osp_op_gemm_prepack(osp_stream *stream, const osp_gemm_ex_args *args,
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "gemm_prepack: invalid shape n=%lld k=%lld",
                              (long long)g->n, (long long)g->k);
-    osp_error *err = osp__gemm_check_matrix("b", g->b, g->trans_b ? g->n : g->k,
-                                            g->trans_b ? g->k : g->n, g->ldb);
+    osp_error *err = device_gemm_check_matrix(
+        "b", g->b, g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n, g->ldb);
     if (err != NULL)
         return err;
     osp_device *dev = stream->device;
@@ -378,7 +378,7 @@ static osp_error *check_conv(const char *op, const osp_conv_args *a,
                              "%lld, group %lld; group must divide both)",
                              op, (long long)a->batch, (long long)a->in_channels,
                              (long long)a->out_channels, (long long)a->group);
-    if (!transpose && !osp_unary_is_f32_op(a->act))
+    if (!transpose && !unary_is_f32_op(a->act))
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "%s: %d is not an activation", op, (int)a->act);
     int64_t x_count, w_count, y_count;

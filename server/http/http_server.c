@@ -102,7 +102,7 @@ struct http_request {
     bool error_final; /* the recorded error can no longer be replaced */
 
     /* buffered body (handlers without on_body) */
-    jbuf body;
+    bytebuf body;
     bool body_too_large;
 
     /* the claiming surface (set while its route runs) and its handler */
@@ -160,7 +160,7 @@ static void request_free(http_request *req) {
         osp_trace_end(req->trace);
     }
     http_inflater_free(req->inflater);
-    jbuf_free(&req->body);
+    bytebuf_free(&req->body);
     osp_error_free(req->error);
     reply_release(&req->reply);
     for (size_t i = 0; i < req->n_headers; i++) {
@@ -211,7 +211,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
     req->server = server;
     atomic_init(&req->refs, 1);
     atomic_fetch_add(&server->active, 1);
-    jbuf_init(&req->body);
+    bytebuf_init(&req->body);
     if (!http_query_parse(&req->query, uri))
         http_request_fail(req, osp_error_new(OSP_ERROR_UNAVAILABLE,
                                              "out of memory reading the "
@@ -300,13 +300,13 @@ http_stream *http_reply_stream(http_request *req, unsigned status,
 
 void http_reply_error_status(http_request *req, unsigned status,
                              const char *message) {
-    jbuf b;
-    jbuf_init(&b);
-    jbuf_puts(&b, "{\"error\":");
-    jbuf_json_cstr(&b, message);
-    jbuf_putc(&b, '}');
+    bytebuf b;
+    bytebuf_init(&b);
+    bytebuf_puts(&b, "{\"error\":");
+    json_write_cstr(&b, message);
+    bytebuf_putc(&b, '}');
     size_t len;
-    char *body = jbuf_take(&b, &len);
+    char *body = bytebuf_take(&b, &len);
     http_reply(req, status, "application/json", body, body ? len : 0);
 }
 
@@ -506,10 +506,10 @@ static osp_error *sink_decoded(void *ctx, const char *data, size_t len) {
         return NULL;
     if (req->body_bytes > max) {
         req->body_too_large = true;
-        jbuf_free(&req->body);
+        bytebuf_free(&req->body);
         return NULL;
     }
-    jbuf_put(&req->body, data, len);
+    bytebuf_put(&req->body, data, len);
     if (req->body.oom)
         http_request_fail(req, osp_error_new(OSP_ERROR_UNAVAILABLE,
                                              "out of memory reading the "
@@ -798,7 +798,7 @@ const char *http_request_body(const http_request *req, size_t *len) {
     *len = req->body.len;
     if (!req->body.data)
         return NULL;
-    req->body.data[req->body.len] = '\0'; /* jbuf keeps a spare byte */
+    req->body.data[req->body.len] = '\0'; /* bytebuf keeps a spare byte */
     return req->body.data;
 }
 

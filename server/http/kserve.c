@@ -123,20 +123,20 @@ static osp_error *health_ready(http_request *req, simple_ctx *ctx) {
 
 static osp_error *server_metadata(http_request *req, simple_ctx *ctx) {
     (void)ctx;
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     const kserve_context *surface = http_request_surface_ctx(req);
-    jbuf_puts(&b, "{\"name\":");
-    jbuf_json_cstr(&b, surface->server_id ? surface->server_id : "triton");
-    jbuf_puts(&b, ",\"version\":");
-    jbuf_json_cstr(&b, kserve_server_version());
-    jbuf_puts(&b, ",\"extensions\":[");
+    bytebuf_puts(&b, "{\"name\":");
+    json_write_cstr(&b, surface->server_id ? surface->server_id : "triton");
+    bytebuf_puts(&b, ",\"version\":");
+    json_write_cstr(&b, kserve_server_version());
+    bytebuf_puts(&b, ",\"extensions\":[");
     for (size_t i = 0; kserve_extensions[i]; i++) {
         if (i > 0)
-            jbuf_putc(&b, ',');
-        jbuf_json_cstr(&b, kserve_extensions[i]);
+            bytebuf_putc(&b, ',');
+        json_write_cstr(&b, kserve_extensions[i]);
     }
-    jbuf_puts(&b, "]}");
+    bytebuf_puts(&b, "]}");
     return kserve_reply_json(req, &b);
 }
 
@@ -166,31 +166,31 @@ static osp_error *model_ready(http_request *req, simple_ctx *ctx) {
     return NULL;
 }
 
-static void write_io(jbuf *b, const osp_model_io *io, size_t n,
+static void write_io(bytebuf *b, const osp_model_io *io, size_t n,
                      bool batch_dim) {
-    jbuf_putc(b, '[');
+    bytebuf_putc(b, '[');
     for (size_t i = 0; i < n; i++) {
         if (i)
-            jbuf_putc(b, ',');
-        jbuf_puts(b, "{\"name\":");
-        jbuf_json_cstr(b, io[i].name);
-        jbuf_puts(b, ",\"datatype\":");
-        jbuf_json_cstr(b, osp_datatype_wire_name(io[i].dtype));
-        jbuf_puts(b, ",\"shape\":[");
+            bytebuf_putc(b, ',');
+        bytebuf_puts(b, "{\"name\":");
+        json_write_cstr(b, io[i].name);
+        bytebuf_puts(b, ",\"datatype\":");
+        json_write_cstr(b, osp_datatype_wire_name(io[i].dtype));
+        bytebuf_puts(b, ",\"shape\":[");
         bool first = true;
         if (batch_dim) {
-            jbuf_puts(b, "-1");
+            bytebuf_puts(b, "-1");
             first = false;
         }
         for (int d = 0; d < io[i].dims.rank; d++) {
             if (!first)
-                jbuf_putc(b, ',');
+                bytebuf_putc(b, ',');
             first = false;
-            jbuf_json_int(b, io[i].dims.dims[d]);
+            json_write_int(b, io[i].dims.dims[d]);
         }
-        jbuf_puts(b, "]}");
+        bytebuf_puts(b, "]}");
     }
-    jbuf_putc(b, ']');
+    bytebuf_putc(b, ']');
 }
 
 static osp_error *model_metadata(http_request *req, simple_ctx *ctx) {
@@ -207,24 +207,25 @@ static osp_error *model_metadata(http_request *req, simple_ctx *ctx) {
         if (err)
             goto out;
     }
-    jbuf b;
-    jbuf_init(&b);
-    jbuf_puts(&b, "{\"name\":");
-    jbuf_json_cstr(&b, ctx->model);
-    jbuf_puts(&b, ",\"versions\":[");
+    bytebuf b;
+    bytebuf_init(&b);
+    bytebuf_puts(&b, "{\"name\":");
+    json_write_cstr(&b, ctx->model);
+    bytebuf_puts(&b, ",\"versions\":[");
     if (ctx->version_num >= 0) {
-        jbuf_printf(&b, "\"%lld\"", (long long)ctx->version_num);
+        bytebuf_printf(&b, "\"%lld\"", (long long)ctx->version_num);
     } else {
         for (size_t i = 0; i < n_versions; i++)
-            jbuf_printf(&b, "%s\"%lld\"", i ? "," : "", (long long)versions[i]);
+            bytebuf_printf(&b, "%s\"%lld\"", i ? "," : "",
+                           (long long)versions[i]);
     }
-    jbuf_puts(&b, "],\"platform\":");
-    jbuf_json_cstr(&b, cfg->platform[0] ? cfg->platform : cfg->backend);
-    jbuf_puts(&b, ",\"inputs\":");
+    bytebuf_puts(&b, "],\"platform\":");
+    json_write_cstr(&b, cfg->platform[0] ? cfg->platform : cfg->backend);
+    bytebuf_puts(&b, ",\"inputs\":");
     write_io(&b, cfg->inputs, cfg->n_inputs, cfg->max_batch_size > 0);
-    jbuf_puts(&b, ",\"outputs\":");
+    bytebuf_puts(&b, ",\"outputs\":");
     write_io(&b, cfg->outputs, cfg->n_outputs, cfg->max_batch_size > 0);
-    jbuf_putc(&b, '}');
+    bytebuf_putc(&b, '}');
     err = kserve_reply_json(req, &b);
 out:
     free(versions);
@@ -237,8 +238,8 @@ static osp_error *model_config(http_request *req, simple_ctx *ctx) {
     osp_error *err = get_model(req, ctx, &model);
     if (err)
         return err;
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     model_config_to_json(osp_model_get_config(model), &b);
     err = kserve_reply_json(req, &b);
     osp_model_unref(model);
@@ -286,27 +287,27 @@ static osp_error *repository_index(http_request *req, simple_ctx *ctx) {
         osp_server_repository_index(kserve_core(req), ready_only, &entries, &n);
     if (err)
         goto out;
-    jbuf b;
-    jbuf_init(&b);
-    jbuf_putc(&b, '[');
+    bytebuf b;
+    bytebuf_init(&b);
+    bytebuf_putc(&b, '[');
     for (size_t i = 0; i < n; i++) {
         const osp_repository_entry *e = &entries[i];
-        jbuf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
-        jbuf_json_cstr(&b, e->name);
+        bytebuf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
+        json_write_cstr(&b, e->name);
         if (e->version >= 0)
-            jbuf_printf(&b, ",\"version\":\"%lld\"", (long long)e->version);
+            bytebuf_printf(&b, ",\"version\":\"%lld\"", (long long)e->version);
         const char *state = osp_model_state_name(e->state);
         if (state && state[0]) {
-            jbuf_puts(&b, ",\"state\":");
-            jbuf_json_cstr(&b, state);
+            bytebuf_puts(&b, ",\"state\":");
+            json_write_cstr(&b, state);
         }
         if (e->reason && e->reason[0]) {
-            jbuf_puts(&b, ",\"reason\":");
-            jbuf_json_cstr(&b, e->reason);
+            bytebuf_puts(&b, ",\"reason\":");
+            json_write_cstr(&b, e->reason);
         }
-        jbuf_putc(&b, '}');
+        bytebuf_putc(&b, '}');
     }
-    jbuf_putc(&b, ']');
+    bytebuf_putc(&b, ']');
     err = kserve_reply_json(req, &b);
 out:
     osp_repository_index_free(entries, n);

@@ -53,14 +53,14 @@ typedef struct infer_ctx {
     bool raw;           /* IHCL 0 (or, found at the end, an empty body) */
 
     /* JSON header */
-    jbuf header;
+    bytebuf header;
     bool header_parsed;
     bool json_too_large; /* more header bytes than the limit; not kept */
 
     /* raw body */
     osp_buffer *raw_buf; /* exact size when the length is known */
     size_t raw_len;      /* bytes in raw_buf */
-    jbuf raw_grow;       /* otherwise */
+    bytebuf raw_grow;    /* otherwise */
     bool raw_too_large;
 
     /* the decoded request (or the raw one), its binary inputs and the
@@ -77,9 +77,9 @@ static void infer_ctx_free(void *p) {
         return;
     free(ctx->model);
     free(ctx->ihcl_text);
-    jbuf_free(&ctx->header);
+    bytebuf_free(&ctx->header);
     osp_buffer_free(ctx->raw_buf);
-    jbuf_free(&ctx->raw_grow);
+    bytebuf_free(&ctx->raw_grow);
     kserve_decoded_destroy(&ctx->dec);
     osp_infer_response_free(ctx->response);
     free(ctx);
@@ -121,9 +121,9 @@ static osp_error *raw_size_error(uint64_t n, size_t max) {
  * is kept there for infer_on_complete. The header text goes afterwards. */
 static void parse_header(infer_ctx *ctx) {
     ctx->header_parsed = true;
-    if (!jbuf_reserve(&ctx->header, 1)) {
+    if (!bytebuf_reserve(&ctx->header, 1)) {
         ctx->dec.error = osp_error_out_of_memory();
-        jbuf_free(&ctx->header);
+        bytebuf_free(&ctx->header);
         return;
     }
     const char *text = ctx->header.data ? ctx->header.data : "";
@@ -140,7 +140,7 @@ static void parse_header(infer_ctx *ctx) {
     };
     kserve_decode_header(&ctx->dec, ctx->core, ctx->model, ctx->version, text,
                          ctx->header.len, &limits);
-    jbuf_free(&ctx->header);
+    bytebuf_free(&ctx->header);
 }
 
 /* ---- body ---- */
@@ -165,10 +165,10 @@ static osp_error *infer_on_body(http_request *http, const char *data,
             return NULL;
         if (ctx->raw_grow.len + len > ctx->max_input) {
             ctx->raw_too_large = true;
-            jbuf_free(&ctx->raw_grow);
+            bytebuf_free(&ctx->raw_grow);
             return NULL;
         }
-        jbuf_put(&ctx->raw_grow, data, len);
+        bytebuf_put(&ctx->raw_grow, data, len);
         return ctx->raw_grow.oom ? osp_error_out_of_memory() : NULL;
     }
     if (!ctx->header_parsed) {
@@ -181,9 +181,9 @@ static osp_error *infer_on_body(http_request *http, const char *data,
         if (!ctx->json_too_large) {
             if (ctx->header.len + take > ctx->max_input) {
                 ctx->json_too_large = true;
-                jbuf_free(&ctx->header);
+                bytebuf_free(&ctx->header);
             } else {
-                jbuf_put(&ctx->header, data, take);
+                bytebuf_put(&ctx->header, data, take);
                 if (ctx->header.oom)
                     return osp_error_out_of_memory();
             }
@@ -222,7 +222,7 @@ static osp_error *build_raw_request(infer_ctx *ctx) {
             return err;
         if (ctx->raw_grow.len)
             memcpy(buf->data, ctx->raw_grow.data, ctx->raw_grow.len);
-        jbuf_free(&ctx->raw_grow);
+        bytebuf_free(&ctx->raw_grow);
     }
     ctx->dec.request = osp_infer_request_new(ctx->model, ctx->version);
     if (!ctx->dec.request) {
@@ -409,8 +409,8 @@ void kserve_infer_route(http_request *http, const char *name,
     osp_trace *trace = osp_tracer_sample(kserve_tracer(http), name);
     if (trace)
         http_request_set_trace(http, trace);
-    jbuf_init(&ctx->header);
-    jbuf_init(&ctx->raw_grow);
+    bytebuf_init(&ctx->header);
+    bytebuf_init(&ctx->raw_grow);
     kserve_decoded_init(&ctx->dec);
     ctx->dec.model = ctx->model; /* for messages, even without a header */
     ctx->dec.shm = kserve_shm(http);
@@ -483,7 +483,7 @@ void kserve_infer_route(http_request *http, const char *name,
                           : ctx->length_known ? ctx->length
                                               : 0;
         if (expect > 0 && expect <= ctx->max_input)
-            jbuf_reserve(&ctx->header, (size_t)expect + 1);
+            bytebuf_reserve(&ctx->header, (size_t)expect + 1);
         else if (!ctx->has_ihcl && ctx->length_known && expect > ctx->max_input)
             ctx->json_too_large = true;
     }

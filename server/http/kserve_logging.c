@@ -32,11 +32,11 @@ static osp_error *logging_on_complete(http_request *req) {
     if (http_request_method(req) == HTTP_METHOD_POST &&
         (err = apply_update(req)))
         return err;
-    jbuf b;
-    jbuf_init(&b);
-    jbuf_puts(&b, "{\"log_file\":");
-    jbuf_json_cstr(&b, osp_log_file());
-    jbuf_printf(
+    bytebuf b;
+    bytebuf_init(&b);
+    bytebuf_puts(&b, "{\"log_file\":");
+    json_write_cstr(&b, osp_log_file());
+    bytebuf_printf(
         &b,
         ",\"log_info\":%s,\"log_warning\":%s,"
         "\"log_error\":%s,\"log_verbose_level\":%d,"

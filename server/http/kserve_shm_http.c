@@ -136,17 +136,17 @@ static osp_error *shm_action(http_request *req, shm_ctx *ctx) {
     kserve_shm_kind kind = ctx->system ? KSERVE_SHM_SYSTEM : KSERVE_SHM_CUDA;
     osp_error *err;
     if (strcmp(ctx->action, "status") == 0) {
-        jbuf b;
-        jbuf_init(&b);
+        bytebuf b;
+        bytebuf_init(&b);
         if (!reg && ctx->region[0])
             return osp_error_new(OSP_ERROR_NOT_FOUND,
                                  "Unable to find %s shared memory region: "
                                  "'%s'",
                                  ctx->system ? "system" : "cuda", ctx->region);
         if (!reg)
-            jbuf_puts(&b, "[]");
+            bytebuf_puts(&b, "[]");
         else if ((err = kserve_shm_status(reg, kind, ctx->region, &b))) {
-            jbuf_free(&b);
+            bytebuf_free(&b);
             return err;
         }
         return kserve_reply_json(req, &b);

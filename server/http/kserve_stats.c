@@ -13,10 +13,10 @@
 #include "kserve_params.h"
 #include "osprey/stats.h"
 
-static void write_duration(jbuf *b, const char *name,
+static void write_duration(bytebuf *b, const char *name,
                            const osp_duration_stat *d) {
-    jbuf_printf(b, "\"%s\":{\"count\":%llu,\"ns\":%llu}", name,
-                (unsigned long long)d->count, (unsigned long long)d->ns);
+    bytebuf_printf(b, "\"%s\":{\"count\":%llu,\"ns\":%llu}", name,
+                   (unsigned long long)d->count, (unsigned long long)d->ns);
 }
 
 /* Orders response indices as Triton's std::map of their decimal strings
@@ -31,8 +31,8 @@ static int by_index_text(const void *x, const void *y) {
 }
 
 /* "response_stats": a decoupled model's statistics per response index. */
-static void write_response_stats(jbuf *b, const osp_model_stats *m) {
-    jbuf_puts(b, "\"response_stats\":{");
+static void write_response_stats(bytebuf *b, const osp_model_stats *m) {
+    bytebuf_puts(b, "\"response_stats\":{");
     osp_response_stat *sorted =
         m->n_response_stats ? malloc(m->n_response_stats * sizeof *sorted)
                             : NULL;
@@ -44,66 +44,67 @@ static void write_response_stats(jbuf *b, const osp_model_stats *m) {
     }
     for (size_t i = 0; sorted && i < m->n_response_stats; i++) {
         const osp_response_stat *r = &sorted[i];
-        jbuf_printf(b, "%s\"%llu\":{", i ? "," : "",
-                    (unsigned long long)r->index);
+        bytebuf_printf(b, "%s\"%llu\":{", i ? "," : "",
+                       (unsigned long long)r->index);
         write_duration(b, "compute_infer", &r->compute_infer);
-        jbuf_putc(b, ',');
+        bytebuf_putc(b, ',');
         write_duration(b, "compute_output", &r->compute_output);
-        jbuf_putc(b, ',');
+        bytebuf_putc(b, ',');
         write_duration(b, "success", &r->success);
-        jbuf_putc(b, ',');
+        bytebuf_putc(b, ',');
         write_duration(b, "fail", &r->fail);
-        jbuf_putc(b, ',');
+        bytebuf_putc(b, ',');
         write_duration(b, "empty_response", &r->empty_response);
-        jbuf_putc(b, ',');
+        bytebuf_putc(b, ',');
         write_duration(b, "cancel", &r->cancel);
-        jbuf_putc(b, '}');
+        bytebuf_putc(b, '}');
     }
     free(sorted);
-    jbuf_putc(b, '}');
+    bytebuf_putc(b, '}');
 }
 
-static void write_model(jbuf *b, const osp_model_stats *m) {
-    jbuf_puts(b, "{\"name\":");
-    jbuf_json_cstr(b, m->name);
-    jbuf_printf(b,
-                ",\"version\":\"%lld\",\"last_inference\":%llu,"
-                "\"inference_count\":%llu,\"execution_count\":%llu,"
-                "\"inference_stats\":{",
-                (long long)m->version, (unsigned long long)m->last_inference_ms,
-                (unsigned long long)m->inference_count,
-                (unsigned long long)m->execution_count);
+static void write_model(bytebuf *b, const osp_model_stats *m) {
+    bytebuf_puts(b, "{\"name\":");
+    json_write_cstr(b, m->name);
+    bytebuf_printf(b,
+                   ",\"version\":\"%lld\",\"last_inference\":%llu,"
+                   "\"inference_count\":%llu,\"execution_count\":%llu,"
+                   "\"inference_stats\":{",
+                   (long long)m->version,
+                   (unsigned long long)m->last_inference_ms,
+                   (unsigned long long)m->inference_count,
+                   (unsigned long long)m->execution_count);
     write_duration(b, "success", &m->success);
-    jbuf_putc(b, ',');
+    bytebuf_putc(b, ',');
     write_duration(b, "fail", &m->fail);
-    jbuf_putc(b, ',');
+    bytebuf_putc(b, ',');
     write_duration(b, "queue", &m->queue);
-    jbuf_putc(b, ',');
+    bytebuf_putc(b, ',');
     write_duration(b, "compute_input", &m->compute_input);
-    jbuf_putc(b, ',');
+    bytebuf_putc(b, ',');
     write_duration(b, "compute_infer", &m->compute_infer);
-    jbuf_putc(b, ',');
+    bytebuf_putc(b, ',');
     write_duration(b, "compute_output", &m->compute_output);
-    jbuf_putc(b, ',');
+    bytebuf_putc(b, ',');
     write_duration(b, "cache_hit", &m->cache_hit);
-    jbuf_putc(b, ',');
+    bytebuf_putc(b, ',');
     write_duration(b, "cache_miss", &m->cache_miss);
     /* memory_usage is what backends report: Osprey's report nothing. */
-    jbuf_puts(b, "},");
+    bytebuf_puts(b, "},");
     write_response_stats(b, m);
-    jbuf_puts(b, ",\"batch_stats\":[");
+    bytebuf_puts(b, ",\"batch_stats\":[");
     for (size_t i = 0; i < m->n_batch_stats; i++) {
         const osp_batch_stat *s = &m->batch_stats[i];
-        jbuf_printf(b, "%s{\"batch_size\":%llu,", i ? "," : "",
-                    (unsigned long long)s->batch_size);
+        bytebuf_printf(b, "%s{\"batch_size\":%llu,", i ? "," : "",
+                       (unsigned long long)s->batch_size);
         write_duration(b, "compute_input", &s->compute_input);
-        jbuf_putc(b, ',');
+        bytebuf_putc(b, ',');
         write_duration(b, "compute_infer", &s->compute_infer);
-        jbuf_putc(b, ',');
+        bytebuf_putc(b, ',');
         write_duration(b, "compute_output", &s->compute_output);
-        jbuf_putc(b, '}');
+        bytebuf_putc(b, '}');
     }
-    jbuf_puts(b, "],\"memory_usage\":[]}");
+    bytebuf_puts(b, "],\"memory_usage\":[]}");
 }
 
 osp_error *kserve_stats_reply(http_request *req, const char *model,
@@ -118,15 +119,15 @@ osp_error *kserve_stats_reply(http_request *req, const char *model,
                                       &stats, &n);
     if (err)
         return err;
-    jbuf b;
-    jbuf_init(&b);
-    jbuf_puts(&b, "{\"model_stats\":[");
+    bytebuf b;
+    bytebuf_init(&b);
+    bytebuf_puts(&b, "{\"model_stats\":[");
     for (size_t i = 0; i < n; i++) {
         if (i)
-            jbuf_putc(&b, ',');
+            bytebuf_putc(&b, ',');
         write_model(&b, &stats[i]);
     }
-    jbuf_puts(&b, "]}");
+    bytebuf_puts(&b, "]}");
     osp_model_stats_free(stats, n);
     return kserve_reply_json(req, &b);
 }

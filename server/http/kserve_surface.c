@@ -48,9 +48,9 @@ void kserve_reply_error(http_request *req, osp_error *err) {
                             osp_error_message(err));
 }
 
-osp_error *kserve_reply_json(http_request *req, jbuf *b) {
+osp_error *kserve_reply_json(http_request *req, bytebuf *b) {
     size_t len;
-    char *body = jbuf_take(b, &len);
+    char *body = bytebuf_take(b, &len);
     if (!body)
         return osp_error_out_of_memory();
     http_reply(req, 200, "application/json", body, len);

@@ -60,24 +60,24 @@ static osp_error *trace_on_complete(http_request *req) {
 
     osp_trace_settings s;
     osp_tracer_get_settings(tracer, ctx->model, &s);
-    jbuf b;
-    jbuf_init(&b);
-    jbuf_puts(&b, "{\"trace_level\":[");
+    bytebuf b;
+    bytebuf_init(&b);
+    bytebuf_puts(&b, "{\"trace_level\":[");
     if (s.level == OSP_TRACE_LEVEL_OFF)
-        jbuf_puts(&b, "\"OFF\"");
+        bytebuf_puts(&b, "\"OFF\"");
     if (s.level & OSP_TRACE_LEVEL_TIMESTAMPS)
-        jbuf_puts(&b, "\"TIMESTAMPS\"");
+        bytebuf_puts(&b, "\"TIMESTAMPS\"");
     if (s.level & OSP_TRACE_LEVEL_TENSORS)
-        jbuf_puts(&b, s.level & OSP_TRACE_LEVEL_TIMESTAMPS ? ",\"TENSORS\""
-                                                           : "\"TENSORS\"");
-    jbuf_printf(&b,
-                "],\"trace_rate\":\"%u\",\"trace_count\":\"%d\","
-                "\"log_frequency\":\"%u\",\"trace_file\":",
-                (unsigned)s.rate, (int)s.count, (unsigned)s.log_frequency);
-    jbuf_json_cstr(&b, s.file);
-    jbuf_puts(&b, ",\"trace_mode\":");
-    jbuf_json_cstr(&b, s.mode);
-    jbuf_putc(&b, '}');
+        bytebuf_puts(&b, s.level & OSP_TRACE_LEVEL_TIMESTAMPS ? ",\"TENSORS\""
+                                                              : "\"TENSORS\"");
+    bytebuf_printf(&b,
+                   "],\"trace_rate\":\"%u\",\"trace_count\":\"%d\","
+                   "\"log_frequency\":\"%u\",\"trace_file\":",
+                   (unsigned)s.rate, (int)s.count, (unsigned)s.log_frequency);
+    json_write_cstr(&b, s.file);
+    bytebuf_puts(&b, ",\"trace_mode\":");
+    json_write_cstr(&b, s.mode);
+    bytebuf_putc(&b, '}');
     return kserve_reply_json(req, &b);
 }
 

@@ -140,46 +140,46 @@ struct metrics_exporter {
 /* ---- text format ------------------------------------------------------------
  */
 
-static void family(jbuf *b, const char *name, const char *help,
+static void family(bytebuf *b, const char *name, const char *help,
                    const char *type) {
-    jbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    bytebuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* A label value with Prometheus's escapes (\\, \", \n). */
-static void label_value(jbuf *b, const char *s) {
-    jbuf_putc(b, '"');
+static void label_value(bytebuf *b, const char *s) {
+    bytebuf_putc(b, '"');
     for (; *s; s++) {
         if (*s == '\\')
-            jbuf_puts(b, "\\\\");
+            bytebuf_puts(b, "\\\\");
         else if (*s == '"')
-            jbuf_puts(b, "\\\"");
+            bytebuf_puts(b, "\\\"");
         else if (*s == '\n')
-            jbuf_puts(b, "\\n");
+            bytebuf_puts(b, "\\n");
         else
-            jbuf_putc(b, *s);
+            bytebuf_putc(b, *s);
     }
-    jbuf_putc(b, '"');
+    bytebuf_putc(b, '"');
 }
 
 /* name{model="m",[reason="r",]version="v"} (labels sorted by name, as
  * prometheus-cpp writes them). */
-static void model_sample(jbuf *b, const char *name, const osp_model_stats *m,
+static void model_sample(bytebuf *b, const char *name, const osp_model_stats *m,
                          const char *reason) {
-    jbuf_printf(b, "%s{model=", name);
+    bytebuf_printf(b, "%s{model=", name);
     label_value(b, m->name);
     if (reason) {
-        jbuf_puts(b, ",reason=");
+        bytebuf_puts(b, ",reason=");
         label_value(b, reason);
     }
-    jbuf_printf(b, ",version=\"%lld\"} ", (long long)m->version);
+    bytebuf_printf(b, ",version=\"%lld\"} ", (long long)m->version);
 }
 
-static void value_u64(jbuf *b, uint64_t v) {
-    jbuf_printf(b, "%" PRIu64 "\n", v);
+static void value_u64(bytebuf *b, uint64_t v) {
+    bytebuf_printf(b, "%" PRIu64 "\n", v);
 }
 
-static void value_double(jbuf *b, double v) {
-    jbuf_printf(b, "%.10g\n", v);
+static void value_double(bytebuf *b, double v) {
+    bytebuf_printf(b, "%.10g\n", v);
 }
 
 /* A per-model counter family whose value is field(m). */
@@ -290,7 +290,7 @@ static const osp_failure_reason failure_order[] = {
     OSP_FAILURE_REJECTED, OSP_FAILURE_CANCELED, OSP_FAILURE_BACKEND,
     OSP_FAILURE_OTHER};
 
-static void render_models(jbuf *b, const osp_model_stats *stats, size_t n) {
+static void render_models(bytebuf *b, const osp_model_stats *stats, size_t n) {
     size_t n_families = sizeof(model_families) / sizeof(model_families[0]);
     for (size_t f = 0; f < n_families; f++) {
         const struct model_family *fam = &model_families[f];
@@ -325,7 +325,7 @@ static void render_models(jbuf *b, const osp_model_stats *stats, size_t n) {
 }
 
 /* The pinned pool is one per process, kept by the first GPU. */
-static void render_pinned(jbuf *b) {
+static void render_pinned(bytebuf *b) {
     osp_device_memory_stats mem;
     osp_device *gpu = NULL;
     if (osp_device_cuda_count() > 0 && !osp_device_cuda_get(0, &gpu))
@@ -334,29 +334,29 @@ static void render_pinned(jbuf *b) {
         osp_device_get_memory_stats(osp_device_cpu(), &mem);
     family(b, "nv_pinned_memory_pool_total_bytes",
            "Pinned memory pool total memory size, in bytes", "gauge");
-    jbuf_puts(b, "nv_pinned_memory_pool_total_bytes ");
+    bytebuf_puts(b, "nv_pinned_memory_pool_total_bytes ");
     value_u64(b, mem.pinned_pool_total);
     family(b, "nv_pinned_memory_pool_used_bytes",
            "Pinned memory pool used memory size, in bytes", "gauge");
-    jbuf_puts(b, "nv_pinned_memory_pool_used_bytes ");
+    bytebuf_puts(b, "nv_pinned_memory_pool_used_bytes ");
     value_u64(b, mem.pinned_pool_used);
     family(b, "osprey_pinned_memory_pageable_fallbacks",
            "Host buffers for device transfers that were allocated as "
            "pageable memory because the pinned pool was full (or could not "
            "be pinned at start)",
            "counter");
-    jbuf_puts(b, "osprey_pinned_memory_pageable_fallbacks ");
+    bytebuf_puts(b, "osprey_pinned_memory_pageable_fallbacks ");
     value_u64(b, mem.pageable_fallbacks);
 }
 
-static void gpu_sample(jbuf *b, const char *name, const char *uuid) {
-    jbuf_printf(b, "%s{gpu_uuid=", name);
+static void gpu_sample(bytebuf *b, const char *name, const char *uuid) {
+    bytebuf_printf(b, "%s{gpu_uuid=", name);
     label_value(b, uuid);
-    jbuf_puts(b, "} ");
+    bytebuf_puts(b, "} ");
 }
 
 /* Call with ms->lock held. */
-static void render_gpus(metrics_exporter *ms, jbuf *b) {
+static void render_gpus(metrics_exporter *ms, bytebuf *b) {
     nvml_api *api = &ms->nvml;
     if (!api->lib)
         return;
@@ -464,7 +464,7 @@ static bool read_memory(uint64_t *total, uint64_t *used) {
 
 /* Call with ms->lock held. Utilisation is over the time since the previous
  * scrape (since boot on the first). */
-static void render_cpu(metrics_exporter *ms, jbuf *b) {
+static void render_cpu(metrics_exporter *ms, bytebuf *b) {
     uint64_t busy, total, mem_total, mem_used;
     if (read_cpu_times(&busy, &total)) {
         double util = 0;
@@ -475,17 +475,17 @@ static void render_cpu(metrics_exporter *ms, jbuf *b) {
         ms->cpu_total = total;
         family(b, "nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]",
                "gauge");
-        jbuf_puts(b, "nv_cpu_utilization ");
+        bytebuf_puts(b, "nv_cpu_utilization ");
         value_double(b, util > 1.0 ? 1.0 : util);
     }
     if (read_memory(&mem_total, &mem_used)) {
         family(b, "nv_cpu_memory_total_bytes",
                "CPU total memory (RAM), in bytes", "gauge");
-        jbuf_puts(b, "nv_cpu_memory_total_bytes ");
+        bytebuf_puts(b, "nv_cpu_memory_total_bytes ");
         value_u64(b, mem_total);
         family(b, "nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes",
                "gauge");
-        jbuf_puts(b, "nv_cpu_memory_used_bytes ");
+        bytebuf_puts(b, "nv_cpu_memory_used_bytes ");
         value_u64(b, mem_used);
     }
 }
@@ -521,11 +521,11 @@ static void collect_queue(void *ctx, osp_queue *queue) {
     qs->n++;
 }
 
-static void queue_label(jbuf *b, const char *family, const char *label,
+static void queue_label(bytebuf *b, const char *family, const char *label,
                         const char *name) {
-    jbuf_printf(b, "%s{%s=", family, label);
+    bytebuf_printf(b, "%s{%s=", family, label);
     label_value(b, name);
-    jbuf_puts(b, "} ");
+    bytebuf_puts(b, "} ");
 }
 
 static uint64_t q_length(const osp_queue_stats *s) {
@@ -548,7 +548,7 @@ static uint64_t q_consumers(const osp_queue_stats *s) {
 }
 
 typedef struct worker_samples {
-    jbuf *b;
+    bytebuf *b;
     int field; /* 0 processed, 1 failed, 2 wait_us, 3 wait_count */
 } worker_samples;
 
@@ -563,7 +563,7 @@ static void render_worker(void *ctx, const queue_service_stats *s) {
     value_u64(w->b, values[w->field]);
 }
 
-static void render_queues(metrics_exporter *ms, jbuf *b) {
+static void render_queues(metrics_exporter *ms, bytebuf *b) {
     static const struct {
         const char *name, *help, *type;
         uint64_t (*field)(const osp_queue_stats *);
@@ -586,8 +586,8 @@ static void render_queues(metrics_exporter *ms, jbuf *b) {
            "(the intact records after them kept; the bytes moved to "
            "queue.log.damaged)",
            "counter");
-    jbuf_printf(b, "osprey_queue_store_lost_records %llu\n",
-                (unsigned long long)osp_queue_store_lost_records(store));
+    bytebuf_printf(b, "osprey_queue_store_lost_records %llu\n",
+                   (unsigned long long)osp_queue_store_lost_records(store));
     queue_samples qs = {0};
     osp_queue_store_foreach(store, collect_queue, &qs);
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
@@ -629,12 +629,12 @@ static void render_queues(metrics_exporter *ms, jbuf *b) {
 /* Triton's gauges of the response cache as a whole, when there is one.
  * (Triton 2.51 shows 0 for all but nv_cache_util; these are the real
  * values.) */
-static void render_cache(metrics_exporter *ms, jbuf *b) {
+static void render_cache(metrics_exporter *ms, bytebuf *b) {
     osp_cache_stats c;
     if (!osp_server_cache_statistics(ms->core, &c))
         return;
     family(b, "nv_cache_util", "Cache utilization [0.0 - 1.0]", "gauge");
-    jbuf_puts(b, "nv_cache_util ");
+    bytebuf_puts(b, "nv_cache_util ");
     value_double(b, c.util);
     static const struct {
         const char *name, *help;
@@ -662,7 +662,7 @@ static void render_cache(metrics_exporter *ms, jbuf *b) {
         uint64_t v;
         memcpy(&v, (const char *)&c + gauges[g].offset, sizeof v);
         family(b, gauges[g].name, gauges[g].help, "gauge");
-        jbuf_printf(b, "%s ", gauges[g].name);
+        bytebuf_printf(b, "%s ", gauges[g].name);
         value_u64(b, v);
     }
 }
@@ -674,8 +674,8 @@ osp_error *metrics_render(metrics_exporter *ms, char **text, size_t *len) {
         osp_server_model_statistics(ms->core, NULL, -1, &stats, &n);
     if (err)
         return err;
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     render_models(&b, stats, n);
     osp_model_stats_free(stats, n);
     render_cache(ms, &b);
@@ -688,7 +688,7 @@ osp_error *metrics_render(metrics_exporter *ms, char **text, size_t *len) {
     if (ms->cpu)
         render_cpu(ms, &b);
     pthread_mutex_unlock(&ms->lock);
-    *text = jbuf_take(&b, len);
+    *text = bytebuf_take(&b, len);
     if (!*text)
         return osp_error_out_of_memory();
     return NULL;

@@ -387,21 +387,21 @@ static osp_error *reply_search(http_request *req, queue_call *call) {
     memset(&r, 0, sizeof r);
     if ((err = osp_queue_search(call->queue, index, &r)))
         return err;
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     if (!r.found) {
-        jbuf_puts(&b, "{}");
+        bytebuf_puts(&b, "{}");
     } else {
-        jbuf_puts(&b, "{\"ConsumerId\":");
-        jbuf_json_cstr(&b, r.is_pending ? r.consumer_id : "");
-        jbuf_puts(&b, ",\"IsPending\":");
-        jbuf_json_bool(&b, r.is_pending);
-        jbuf_puts(&b, ",\"WaitCount\":");
-        jbuf_json_uint(&b, r.is_pending ? 0 : r.wait_count);
-        jbuf_putc(&b, '}');
+        bytebuf_puts(&b, "{\"ConsumerId\":");
+        json_write_cstr(&b, r.is_pending ? r.consumer_id : "");
+        bytebuf_puts(&b, ",\"IsPending\":");
+        json_write_bool(&b, r.is_pending);
+        bytebuf_puts(&b, ",\"WaitCount\":");
+        json_write_uint(&b, r.is_pending ? 0 : r.wait_count);
+        bytebuf_putc(&b, '}');
     }
     size_t len;
-    char *body = jbuf_take(&b, &len);
+    char *body = bytebuf_take(&b, &len);
     if (body == NULL)
         return osp_error_out_of_memory();
     http_reply(req, 200, "application/json", body, len);

@@ -105,11 +105,11 @@ out:
     return err;
 }
 
-void queue_base64_append(jbuf *jb, const void *data, size_t len) {
+void queue_base64_append(bytebuf *jb, const void *data, size_t len) {
     static const char alphabet[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const unsigned char *p = data;
-    if (!jbuf_reserve(jb, (len + 2) / 3 * 4))
+    if (!bytebuf_reserve(jb, (len + 2) / 3 * 4))
         return;
     for (size_t i = 0; i < len; i += 3) {
         uint32_t v = (uint32_t)p[i] << 16;
@@ -120,40 +120,40 @@ void queue_base64_append(jbuf *jb, const void *data, size_t len) {
         char quad[4] = {alphabet[(v >> 18) & 63], alphabet[(v >> 12) & 63],
                         i + 1 < len ? alphabet[(v >> 6) & 63] : '=',
                         i + 2 < len ? alphabet[v & 63] : '='};
-        jbuf_put(jb, quad, 4);
+        bytebuf_put(jb, quad, 4);
     }
 }
 
 /* Moves the text out of jb. */
-static osp_error *take(jbuf *jb, char **out, size_t *len) {
-    *out = jbuf_take(jb, len);
+static osp_error *take(bytebuf *jb, char **out, size_t *len) {
+    *out = bytebuf_take(jb, len);
     return *out ? NULL : osp_error_out_of_memory();
 }
 
 osp_error *queue_encode_list_json(osp_queue_item *const *items, size_t n,
                                   char **out, size_t *len) {
-    jbuf jb;
-    jbuf_init(&jb);
-    jbuf_putc(&jb, '[');
+    bytebuf jb;
+    bytebuf_init(&jb);
+    bytebuf_putc(&jb, '[');
     for (size_t i = 0; i < n; i++) {
         const osp_queue_item *item = items[i];
         if (i > 0)
-            jbuf_putc(&jb, ',');
-        jbuf_puts(&jb, "{\"index\":");
-        jbuf_json_uint(&jb, item->index);
-        jbuf_puts(&jb, ",\"tags\":{");
+            bytebuf_putc(&jb, ',');
+        bytebuf_puts(&jb, "{\"index\":");
+        json_write_uint(&jb, item->index);
+        bytebuf_puts(&jb, ",\"tags\":{");
         for (size_t t = 0; t < item->n_tags; t++) {
             if (t > 0)
-                jbuf_putc(&jb, ',');
-            jbuf_json_cstr(&jb, item->tags[t].key);
-            jbuf_putc(&jb, ':');
-            jbuf_json_cstr(&jb, item->tags[t].value);
+                bytebuf_putc(&jb, ',');
+            json_write_cstr(&jb, item->tags[t].key);
+            bytebuf_putc(&jb, ':');
+            json_write_cstr(&jb, item->tags[t].value);
         }
-        jbuf_puts(&jb, "},\"data\":\"");
+        bytebuf_puts(&jb, "},\"data\":\"");
         queue_base64_append(&jb, item->data, item->size);
-        jbuf_puts(&jb, "\",\"message\":\"\"}");
+        bytebuf_puts(&jb, "\",\"message\":\"\"}");
     }
-    jbuf_putc(&jb, ']');
+    bytebuf_putc(&jb, ']');
     return take(&jb, out, len);
 }
 
@@ -186,16 +186,16 @@ out:
 
 osp_error *queue_encode_attributes_json(const osp_queue_attribute *attrs,
                                         size_t n, char **out, size_t *len) {
-    jbuf jb;
-    jbuf_init(&jb);
-    jbuf_putc(&jb, '{');
+    bytebuf jb;
+    bytebuf_init(&jb);
+    bytebuf_putc(&jb, '{');
     for (size_t i = 0; i < n; i++) {
         if (i > 0)
-            jbuf_putc(&jb, ',');
-        jbuf_json_cstr(&jb, attrs[i].key);
-        jbuf_putc(&jb, ':');
-        jbuf_json_cstr(&jb, attrs[i].value);
+            bytebuf_putc(&jb, ',');
+        json_write_cstr(&jb, attrs[i].key);
+        bytebuf_putc(&jb, ':');
+        json_write_cstr(&jb, attrs[i].value);
     }
-    jbuf_putc(&jb, '}');
+    bytebuf_putc(&jb, '}');
     return take(&jb, out, len);
 }

@@ -48,7 +48,7 @@ typedef struct queue_watch {
     pthread_mutex_t mu; /* the fields below */
     ws_session *ws;
     http_upgraded *conn; /* set by on_open, NULL after on_close */
-    jbuf early;          /* output before on_open */
+    bytebuf early;       /* output before on_open */
     bool ended;          /* on_close ran: no more sends */
     osp_queue_consumer *consumer;
 } queue_watch;
@@ -64,7 +64,7 @@ static bool watch_send(void *ctx, const void *data, size_t len) {
     if (w->conn == NULL) {
         if (w->early.len + len > WATCH_MAX_QUEUED)
             return false;
-        jbuf_put(&w->early, data, len);
+        bytebuf_put(&w->early, data, len);
         return !w->early.oom;
     }
     osp_error *err = http_upgraded_send(w->conn, data, len);
@@ -119,7 +119,7 @@ static void watch_on_open(void *ctx, http_upgraded *conn) {
         ok = err == NULL;
         osp_error_free(err);
     }
-    jbuf_free(&w->early);
+    bytebuf_free(&w->early);
     pthread_mutex_unlock(&w->mu);
     if (!ok)
         http_upgraded_close(conn);
@@ -137,7 +137,7 @@ static void watch_on_data(void *ctx, http_upgraded *conn, const char *data,
 
 static void watch_free(queue_watch *w) {
     ws_session_free(w->ws);
-    jbuf_free(&w->early);
+    bytebuf_free(&w->early);
     pthread_mutex_destroy(&w->mu);
     free(w);
 }
@@ -283,7 +283,7 @@ void queue_watch_start(http_request *req, queue_api *api, osp_queue *queue) {
     snprintf(w->id, sizeof w->id, "%s.%s", args.gid, args.uid);
     w->index_only = index_only;
     pthread_mutex_init(&w->mu, NULL);
-    jbuf_init(&w->early);
+    bytebuf_init(&w->early);
     if ((err = ws_session_new(&watch_ws_callbacks, w, WATCH_MAX_CLIENT_MESSAGE,
                               &w->ws))) {
         watch_free(w);

@@ -55,19 +55,19 @@ static void add_cors_headers(http_request *req) {
 }
 
 void tfserving_reply_error(http_request *req, osp_error *err) {
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     tfs_write_error(osp_error_message(err), &b);
     size_t len;
-    char *body = jbuf_take(&b, &len);
+    char *body = bytebuf_take(&b, &len);
     http_reply(req, status_of(osp_error_get_code(err)), "application/json",
                body, body ? len : 0);
     add_cors_headers(req);
 }
 
-void tfserving_reply_json(http_request *req, jbuf *b) {
+void tfserving_reply_json(http_request *req, bytebuf *b) {
     size_t len;
-    char *body = jbuf_take(b, &len);
+    char *body = bytebuf_take(b, &len);
     if (!body) {
         osp_error *err = osp_error_out_of_memory();
         tfserving_reply_error(req, err);
@@ -333,13 +333,13 @@ not_found:
 
 static osp_error *reply_status(http_request *req, const tfserving_target *t) {
     const tfserving_context *ctx = http_request_surface_ctx(req);
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     /* A label is ignored here, as GetModelStatusWithModelSpec does. */
     osp_error *err = tfs_write_model_status(ctx->server, t->name,
                                             t->has_version, t->version, &b);
     if (err) {
-        jbuf_free(&b);
+        bytebuf_free(&b);
         return err;
     }
     tfserving_reply_json(req, &b);
@@ -353,8 +353,8 @@ static osp_error *reply_metadata(http_request *req, const tfserving_target *t) {
     osp_error *err = tfserving_servable(ctx->server, t, &model, &view);
     if (err)
         return err;
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     tfs_write_model_metadata(t->name, osp_model_get_version(model), view, &b);
     tfs_model_view_free(view);
     osp_model_unref(model);
@@ -366,7 +366,7 @@ static osp_error *reply_metadata(http_request *req, const tfserving_target *t) {
 
 typedef struct tfs_request {
     tfserving_target target;
-    jbuf inflated; /* a gzip body, decompressed */
+    bytebuf inflated; /* a gzip body, decompressed */
     size_t max_inflated;
     void *infer; /* tfserving_infer.c's state */
 } tfs_request;
@@ -377,7 +377,7 @@ static void tfs_request_free(void *p) {
         return;
     free(r->target.name);
     free(r->target.label);
-    jbuf_free(&r->inflated);
+    bytebuf_free(&r->inflated);
     tfserving_infer_free(r->infer);
     free(r);
 }
@@ -386,7 +386,7 @@ static osp_error *collect_inflated(void *ctx, const char *data, size_t len) {
     tfs_request *r = ctx;
     if (r->inflated.len + len > r->max_inflated)
         return osp_error_new(OSP_ERROR_INVALID_ARG, "too large");
-    jbuf_put(&r->inflated, data, len);
+    bytebuf_put(&r->inflated, data, len);
     return r->inflated.oom ? osp_error_new(OSP_ERROR_UNAVAILABLE, "oom") : NULL;
 }
 
@@ -409,7 +409,7 @@ static const char *request_body(http_request *req, tfs_request *r,
     bool ok = !err && http_inflater_done(z);
     osp_error_free(err);
     http_inflater_free(z);
-    if (!ok || !jbuf_reserve(&r->inflated, 1)) {
+    if (!ok || !bytebuf_reserve(&r->inflated, 1)) {
         *len = 0;
         return "";
     }
@@ -502,7 +502,7 @@ bool tfserving_route(http_request *req, void *surface_ctx) {
         http_reply_error_status(req, 503, "out of memory");
         return true;
     }
-    jbuf_init(&r->inflated);
+    bytebuf_init(&r->inflated);
     http_request_set_handler(req, &tfs_handler, r);
     return true;
 }

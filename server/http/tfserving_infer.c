@@ -45,28 +45,28 @@ void tfserving_infer_free(void *p) {
 
 /* A short protobuf-text rendering of a signature for TF's
  * "... found in SignatureDef: <DebugString>" messages. */
-static void signature_debug_string(const tfs_signature *sig, jbuf *b) {
+static void signature_debug_string(const tfs_signature *sig, bytebuf *b) {
     for (int pass = 0; pass < 2; pass++) {
         const tfs_tensor_info *infos = pass ? sig->outputs : sig->inputs;
         size_t n = pass ? sig->n_outputs : sig->n_inputs;
         for (size_t i = 0; i < n; i++)
-            jbuf_printf(b,
-                        "%s {\n  key: \"%s\"\n  value {\n    name: \"%s\"\n"
-                        "    dtype: %s\n  }\n}\n",
-                        pass ? "outputs" : "inputs", infos[i].key,
-                        infos[i].name, tfs_dtype_enum_name(infos[i].dtype));
+            bytebuf_printf(b,
+                           "%s {\n  key: \"%s\"\n  value {\n    name: \"%s\"\n"
+                           "    dtype: %s\n  }\n}\n",
+                           pass ? "outputs" : "inputs", infos[i].key,
+                           infos[i].name, tfs_dtype_enum_name(infos[i].dtype));
     }
-    jbuf_printf(b, "method_name: \"%s\"\n", tfs_method_name(sig->method));
+    bytebuf_printf(b, "method_name: \"%s\"\n", tfs_method_name(sig->method));
 }
 
 static osp_error *signature_error(const tfs_signature *sig, const char *what) {
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     signature_debug_string(sig, &b);
     osp_error *err =
         osp_error_new(OSP_ERROR_INVALID_ARG, "%s found in SignatureDef: %.*s",
                       what, (int)b.len, b.data ? b.data : "");
-    jbuf_free(&b);
+    bytebuf_free(&b);
     return err;
 }
 
@@ -162,7 +162,7 @@ static osp_error *add_predict_inputs(http_request *http, infer_state *s,
 /* The reply of a finished predict: the signature's outputs under their
  * keys. */
 static osp_error *write_predict(const infer_state *s,
-                                const osp_infer_response *r, jbuf *b) {
+                                const osp_infer_response *r, bytebuf *b) {
     const tfs_signature *sig = s->sig;
     tfs_output *outs =
         calloc(sig->n_outputs ? sig->n_outputs : 1, sizeof *outs);
@@ -318,7 +318,7 @@ static osp_error *bytes_strings(const osp_infer_output *o, size_t count,
 }
 
 static osp_error *write_classify(const infer_state *s,
-                                 const osp_infer_response *r, jbuf *b) {
+                                 const osp_infer_response *r, bytebuf *b) {
     const tfs_signature *sig = s->sig;
     const osp_infer_output *scores =
         response_output(r, find_info(sig->outputs, sig->n_outputs, "scores"));
@@ -350,7 +350,7 @@ static osp_error *write_classify(const infer_state *s,
 }
 
 static osp_error *write_regress(const infer_state *s,
-                                const osp_infer_response *r, jbuf *b) {
+                                const osp_infer_response *r, bytebuf *b) {
     const tfs_signature *sig = s->sig;
     const osp_infer_output *o =
         response_output(r, find_info(sig->outputs, sig->n_outputs, "outputs"));
@@ -452,14 +452,14 @@ osp_error *tfserving_infer_finish(http_request *http) {
         r->error = NULL;
         return err;
     }
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     osp_error *err = s->action == TFSERVING_PREDICT ? write_predict(s, r, &b)
                      : s->action == TFSERVING_CLASSIFY
                          ? write_classify(s, r, &b)
                          : write_regress(s, r, &b);
     if (err) {
-        jbuf_free(&b);
+        bytebuf_free(&b);
         return err;
     }
     tfserving_reply_json(http, &b);

@@ -857,7 +857,7 @@ const char *tj_type_name(const tj_value *v) {
 
 /* ---- PrettyWriter ---- */
 
-void tjw_init(tjw *w, jbuf *out, size_t limit) {
+void tjw_init(tjw *w, bytebuf *out, size_t limit) {
     memset(w, 0, sizeof *w);
     w->out = out;
     w->start = out->len;
@@ -879,7 +879,7 @@ static bool in_limit(const tjw *w) {
 
 static void put_indent(tjw *w) {
     for (size_t i = 0; i < w->depth; i++)
-        jbuf_put(w->out, "    ", 4);
+        bytebuf_put(w->out, "    ", 4);
 }
 
 /* PrettyWriter::PrettyPrefix. */
@@ -891,22 +891,22 @@ static void pretty_prefix(tjw *w) {
     tjw_level *l = &w->levels[w->depth - 1];
     if (l->in_array) {
         if (l->count > 0) {
-            jbuf_putc(w->out, ',');
+            bytebuf_putc(w->out, ',');
             if (w->single_line_arrays)
-                jbuf_putc(w->out, ' ');
+                bytebuf_putc(w->out, ' ');
         }
         if (!w->single_line_arrays) {
-            jbuf_putc(w->out, '\n');
+            bytebuf_putc(w->out, '\n');
             put_indent(w);
         }
     } else {
         if (l->count > 0) {
             if (l->count % 2 == 0)
-                jbuf_put(w->out, ",\n", 2);
+                bytebuf_put(w->out, ",\n", 2);
             else
-                jbuf_put(w->out, ": ", 2);
+                bytebuf_put(w->out, ": ", 2);
         } else {
-            jbuf_putc(w->out, '\n');
+            bytebuf_putc(w->out, '\n');
         }
         if (l->count % 2 == 0)
             put_indent(w);
@@ -918,7 +918,7 @@ bool tjw_null(tjw *w) {
     if (!in_limit(w))
         return false;
     pretty_prefix(w);
-    jbuf_put(w->out, "null", 4);
+    bytebuf_put(w->out, "null", 4);
     return !w->out->oom;
 }
 
@@ -926,7 +926,7 @@ bool tjw_bool(tjw *w, bool b) {
     if (!in_limit(w))
         return false;
     pretty_prefix(w);
-    jbuf_puts(w->out, b ? "true" : "false");
+    bytebuf_puts(w->out, b ? "true" : "false");
     return !w->out->oom;
 }
 
@@ -934,7 +934,7 @@ bool tjw_int64(tjw *w, int64_t v) {
     if (!in_limit(w))
         return false;
     pretty_prefix(w);
-    jbuf_json_int(w->out, v);
+    json_write_int(w->out, v);
     return !w->out->oom;
 }
 
@@ -942,7 +942,7 @@ bool tjw_uint64(tjw *w, uint64_t v) {
     if (!in_limit(w))
         return false;
     pretty_prefix(w);
-    jbuf_json_uint(w->out, v);
+    json_write_uint(w->out, v);
     return !w->out->oom;
 }
 
@@ -953,7 +953,7 @@ bool tjw_double(tjw *w, double d) {
     if (!isfinite(d))
         return false; /* Writer::WriteDouble refuses NaN and Inf */
     char buf[JSON_DTOA_BUFSIZE];
-    jbuf_put(w->out, buf, json_dtoa(d, buf));
+    bytebuf_put(w->out, buf, json_dtoa(d, buf));
     return !w->out->oom;
 }
 
@@ -961,7 +961,7 @@ bool tjw_raw_number(tjw *w, const char *s, size_t n) {
     if (!in_limit(w))
         return false;
     pretty_prefix(w);
-    jbuf_put(w->out, s, n);
+    bytebuf_put(w->out, s, n);
     return !w->out->oom;
 }
 
@@ -969,7 +969,7 @@ bool tjw_string(tjw *w, const char *s, size_t n) {
     if (!in_limit(w))
         return false;
     pretty_prefix(w);
-    jbuf_json_string(w->out, s, n);
+    json_write_string(w->out, s, n);
     return !w->out->oom;
 }
 
@@ -993,7 +993,7 @@ bool tjw_start_object(tjw *w) {
     pretty_prefix(w);
     if (!push_level(w, false))
         return false;
-    jbuf_putc(w->out, '{');
+    bytebuf_putc(w->out, '{');
     return !w->out->oom;
 }
 
@@ -1002,10 +1002,10 @@ bool tjw_end_object(tjw *w) {
         return false;
     bool empty = w->levels[--w->depth].count == 0;
     if (!empty) {
-        jbuf_putc(w->out, '\n');
+        bytebuf_putc(w->out, '\n');
         put_indent(w);
     }
-    jbuf_putc(w->out, '}');
+    bytebuf_putc(w->out, '}');
     return !w->out->oom;
 }
 
@@ -1015,7 +1015,7 @@ bool tjw_start_array(tjw *w) {
     pretty_prefix(w);
     if (!push_level(w, true))
         return false;
-    jbuf_putc(w->out, '[');
+    bytebuf_putc(w->out, '[');
     return !w->out->oom;
 }
 
@@ -1024,10 +1024,10 @@ bool tjw_end_array(tjw *w) {
         return false;
     bool empty = w->levels[--w->depth].count == 0;
     if (!empty && !w->single_line_arrays) {
-        jbuf_putc(w->out, '\n');
+        bytebuf_putc(w->out, '\n');
         put_indent(w);
     }
-    jbuf_putc(w->out, ']');
+    bytebuf_putc(w->out, ']');
     return !w->out->oom;
 }
 
@@ -1064,7 +1064,7 @@ typedef struct accept_frame {
  * PrettyWriter with kFormatSingleLineArray. The walk is iterative; it
  * stops at the first refused token, so the output (and the stack) stay
  * near the 256-byte limit whatever the depth. */
-void tj_debug_string(const tj_value *v, jbuf *out) {
+void tj_debug_string(const tj_value *v, bytebuf *out) {
     tjw w;
     tjw_init(&w, out, TJ_DEBUG_LIMIT);
     w.single_line_arrays = true;

@@ -9,7 +9,7 @@
  *    document, freed whole.
  *  - tjw_*: rapidjson's PrettyWriter (4-space indent, optional
  *    kFormatSingleLineArray, optional byte limit checked per token as TF's
- *    JsonWriterWithLimit does) writing into a jbuf.
+ *    JsonWriterWithLimit does) writing into a bytebuf.
  *  - tj_debug_string: TF's JsonValueToDebugString (a value through the
  *    limited writer, 256 bytes, single-line arrays).
  */

@@ -386,7 +386,7 @@ static osp_error *size_mismatch(const char *name) {
                          name);
 }
 
-osp_error *json_tensor_encode(jbuf *b, const char *name, osp_datatype dt,
+osp_error *json_tensor_encode(bytebuf *b, const char *name, osp_datatype dt,
                               const void *data, size_t byte_size,
                               int64_t count) {
     size_t n = count > 0 ? (size_t)count : 0;
@@ -404,70 +404,70 @@ osp_error *json_tensor_encode(jbuf *b, const char *name, osp_datatype dt,
         if (n > SIZE_MAX / es || byte_size != n * es)
             return size_mismatch(name);
         /* ~one reservation for the common cases */
-        jbuf_reserve(
+        bytebuf_reserve(
             b, n * (dt == OSP_TYPE_FP32 || dt == OSP_TYPE_FP64 ? 20 : 6) + 2);
     }
-    jbuf_putc(b, '[');
+    bytebuf_putc(b, '[');
     const uint8_t *p = data;
     for (size_t e = 0; e < n; e++) {
         if (e)
-            jbuf_putc(b, ',');
+            bytebuf_putc(b, ',');
         switch (dt) {
         case OSP_TYPE_BOOL:
-            jbuf_json_bool(b, p[e] != 0);
+            json_write_bool(b, p[e] != 0);
             break;
         case OSP_TYPE_UINT8:
-            jbuf_json_uint(b, p[e]);
+            json_write_uint(b, p[e]);
             break;
         case OSP_TYPE_UINT16: {
             uint16_t v;
             memcpy(&v, p + 2 * e, 2);
-            jbuf_json_uint(b, v);
+            json_write_uint(b, v);
             break;
         }
         case OSP_TYPE_UINT32: {
             uint32_t v;
             memcpy(&v, p + 4 * e, 4);
-            jbuf_json_uint(b, v);
+            json_write_uint(b, v);
             break;
         }
         case OSP_TYPE_UINT64: {
             uint64_t v;
             memcpy(&v, p + 8 * e, 8);
-            jbuf_json_uint(b, v);
+            json_write_uint(b, v);
             break;
         }
         case OSP_TYPE_INT8:
-            jbuf_json_int(b, (int8_t)p[e]);
+            json_write_int(b, (int8_t)p[e]);
             break;
         case OSP_TYPE_INT16: {
             int16_t v;
             memcpy(&v, p + 2 * e, 2);
-            jbuf_json_int(b, v);
+            json_write_int(b, v);
             break;
         }
         case OSP_TYPE_INT32: {
             int32_t v;
             memcpy(&v, p + 4 * e, 4);
-            jbuf_json_int(b, v);
+            json_write_int(b, v);
             break;
         }
         case OSP_TYPE_INT64: {
             int64_t v;
             memcpy(&v, p + 8 * e, 8);
-            jbuf_json_int(b, v);
+            json_write_int(b, v);
             break;
         }
         case OSP_TYPE_FP32: {
             float v;
             memcpy(&v, p + 4 * e, 4);
-            jbuf_json_double(b, (double)v);
+            json_write_double(b, (double)v);
             break;
         }
         case OSP_TYPE_FP64: {
             double v;
             memcpy(&v, p + 8 * e, 8);
-            jbuf_json_double(b, v);
+            json_write_double(b, v);
             break;
         }
         case OSP_TYPE_BYTES: {
@@ -485,7 +485,7 @@ osp_error *json_tensor_encode(jbuf *b, const char *name, osp_datatype dt,
                                      "output tensor shape does not match size "
                                      "of output for '%s'",
                                      name);
-            jbuf_json_string(b, (const char *)p + sizeof len, len);
+            json_write_string(b, (const char *)p + sizeof len, len);
             p += sizeof len + len;
             break;
         }
@@ -493,7 +493,7 @@ osp_error *json_tensor_encode(jbuf *b, const char *name, osp_datatype dt,
             break;
         }
     }
-    jbuf_putc(b, ']');
+    bytebuf_putc(b, ']');
     if (b->oom)
         return osp_error_new(OSP_ERROR_UNAVAILABLE,
                              "out of memory writing output '%s'", name);

@@ -30,6 +30,6 @@ osp_error *json_tensor_decode(const char *text, size_t len, osp_datatype dt,
 
 /* Appends the `count` elements at data[0..byte_size) to b as a flat JSON
  * array. Errors: the size does not match the shape, FP16/BF16 outputs. */
-osp_error *json_tensor_encode(jbuf *b, const char *name, osp_datatype dt,
+osp_error *json_tensor_encode(bytebuf *b, const char *name, osp_datatype dt,
                               const void *data, size_t byte_size,
                               int64_t count);

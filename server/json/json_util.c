@@ -13,10 +13,10 @@
 
 /* rapidjson's escaping: '"', '\\' and control characters; '/' and bytes
  * >= 0x80 are written as they are. */
-void jbuf_json_string(jbuf *b, const char *s, size_t n) {
+void json_write_string(bytebuf *b, const char *s, size_t n) {
     static const char hex[] = "0123456789ABCDEF";
     /* Worst case 6 bytes per input byte plus the quotes. */
-    if (n > (SIZE_MAX - 2) / 6 || !jbuf_reserve(b, n * 6 + 2))
+    if (n > (SIZE_MAX - 2) / 6 || !bytebuf_reserve(b, n * 6 + 2))
         return;
     char *o = b->data + b->len;
     *o++ = '"';
@@ -61,43 +61,43 @@ void jbuf_json_string(jbuf *b, const char *s, size_t n) {
     b->len = (size_t)(o - b->data);
 }
 
-void jbuf_json_cstr(jbuf *b, const char *s) {
-    jbuf_json_string(b, s, strlen(s));
+void json_write_cstr(bytebuf *b, const char *s) {
+    json_write_string(b, s, strlen(s));
 }
 
-void jbuf_json_uint(jbuf *b, uint64_t v) {
+void json_write_uint(bytebuf *b, uint64_t v) {
     char tmp[24];
     int n = 0;
     do {
         tmp[n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    if (!jbuf_reserve(b, (size_t)n))
+    if (!bytebuf_reserve(b, (size_t)n))
         return;
     while (n)
         b->data[b->len++] = tmp[--n];
 }
 
-void jbuf_json_int(jbuf *b, int64_t v) {
+void json_write_int(bytebuf *b, int64_t v) {
     if (v < 0) {
-        jbuf_putc(b, '-');
-        jbuf_json_uint(b, (uint64_t)0 - (uint64_t)v);
+        bytebuf_putc(b, '-');
+        json_write_uint(b, (uint64_t)0 - (uint64_t)v);
     } else {
-        jbuf_json_uint(b, (uint64_t)v);
+        json_write_uint(b, (uint64_t)v);
     }
 }
 
-void jbuf_json_double(jbuf *b, double v) {
-    if (!jbuf_reserve(b, JSON_DTOA_BUFSIZE))
+void json_write_double(bytebuf *b, double v) {
+    if (!bytebuf_reserve(b, JSON_DTOA_BUFSIZE))
         return;
     b->len += json_dtoa(v, b->data + b->len);
 }
 
-void jbuf_json_bool(jbuf *b, bool v) {
+void json_write_bool(bytebuf *b, bool v) {
     if (v)
-        jbuf_put(b, "true", 4);
+        bytebuf_put(b, "true", 4);
     else
-        jbuf_put(b, "false", 5);
+        bytebuf_put(b, "false", 5);
 }
 
 /* ---- string decoding ---- */
@@ -696,7 +696,7 @@ static size_t skip_container(const char *text, size_t i, size_t end) {
 typedef struct json_sink {
     struct json_tokener *tok; /* feed here when buf is NULL */
     struct json_object **obj;
-    jbuf *buf;
+    bytebuf *buf;
 } json_sink;
 
 /* Sends text to the sink. Returns false once the tokener stops wanting
@@ -704,7 +704,7 @@ typedef struct json_sink {
 static bool sink_put(json_sink *sink, const char *p, size_t n) {
     if (!sink->buf)
         return tokener_feed(sink->tok, p, n, sink->obj);
-    jbuf_put(sink->buf, p, n);
+    bytebuf_put(sink->buf, p, n);
     return !sink->buf->oom;
 }
 
@@ -756,13 +756,13 @@ osp_error *json_parse(const char *text, size_t len, size_t max_depth,
     size_t tree_depth =
         max_depth < JSON_TREE_MAX_DEPTH ? max_depth : JSON_TREE_MAX_DEPTH;
     struct json_tokener *tok = json_tokener_new_ex((int)tree_depth + 2);
-    jbuf doc;
-    jbuf_init(&doc);
+    bytebuf doc;
+    bytebuf_init(&doc);
     if (!tok)
         return osp_error_new(OSP_ERROR_UNAVAILABLE,
                              "out of memory parsing JSON");
     json_sink sink = {.tok = tok, .obj = &obj, .buf = NULL};
-    if (len <= JSON_PARSE_ONE_CALL_MAX && jbuf_reserve(&doc, len + 1))
+    if (len <= JSON_PARSE_ONE_CALL_MAX && bytebuf_reserve(&doc, len + 1))
         sink.buf = &doc;
     size_t pos = 0, depth = 0;
     bool more = true; /* the document is not complete yet */
@@ -797,12 +797,12 @@ osp_error *json_parse(const char *text, size_t len, size_t max_depth,
     *out = obj;
 out:
     json_tokener_free(tok);
-    jbuf_free(&doc);
+    bytebuf_free(&doc);
     return err;
 }
 
 bool json_prune(const char *text, size_t len, const json_span *skip,
-                size_t n_skip, jbuf *out) {
+                size_t n_skip, bytebuf *out) {
     json_sink sink = {.tok = NULL, .obj = NULL, .buf = out};
     size_t pos = 0, depth = 0;
     bool ok = true;

@@ -1,8 +1,8 @@
 /*
  * Protocol-neutral JSON helpers for the frontends (KServe v2 over HTTP and,
  * later, gRPC and the queue worker; TF Serving):
- *  - jbuf: a growing output buffer with compact JSON writers (no spaces,
- *    '/' not escaped), the hot path for responses;
+ *  - json_write_*: compact JSON writers (no spaces, '/' not escaped) into
+ *    a bytebuf, the hot path for responses;
  *  - json_scan: an iterative validator that also measures nesting depth and
  *    can locate the text of every `inputs[i].data` value, with rapidjson's
  *    error messages ("failed to parse the request JSON buffer: ... at N");
@@ -23,44 +23,17 @@
 
 /* ---- output buffer ---- */
 
-/* The JSON writers' buffer is the tree's byte buffer (server/common
- * bytebuf.h); jbuf_* are its operations under the names the JSON code has
- * always used, so that callers read as one family. */
-typedef bytebuf jbuf;
+/* Writers into the tree's byte buffer (server/common/bytebuf.h), which
+ * callers also fill with bytebuf_put* and bytebuf_printf. */
 
-static inline void jbuf_init(jbuf *b) {
-    bytebuf_init(b);
-}
-static inline void jbuf_free(jbuf *b) {
-    bytebuf_free(b);
-}
-/* Makes room for `extra` more bytes; false (and oom set) on failure. */
-static inline bool jbuf_reserve(jbuf *b, size_t extra) {
-    return bytebuf_reserve(b, extra);
-}
-static inline void jbuf_put(jbuf *b, const void *s, size_t n) {
-    bytebuf_put(b, s, n);
-}
-static inline void jbuf_puts(jbuf *b, const char *s) {
-    bytebuf_puts(b, s);
-}
-static inline void jbuf_putc(jbuf *b, char c) {
-    bytebuf_putc(b, c);
-}
-#define jbuf_printf bytebuf_printf
 /* A quoted, escaped JSON string of n raw bytes (not UTF-8 validated, as
  * Triton). */
-void jbuf_json_string(jbuf *b, const char *s, size_t n);
-void jbuf_json_cstr(jbuf *b, const char *s);
-void jbuf_json_int(jbuf *b, int64_t v);
-void jbuf_json_uint(jbuf *b, uint64_t v);
-void jbuf_json_double(jbuf *b, double v);
-void jbuf_json_bool(jbuf *b, bool v);
-/* Moves the bytes out (NUL-terminated; *len excludes the NUL). Caller frees.
- * NULL if the buffer hit OOM (the buffer is then freed). */
-static inline char *jbuf_take(jbuf *b, size_t *len) {
-    return bytebuf_take(b, len);
-}
+void json_write_string(bytebuf *b, const char *s, size_t n);
+void json_write_cstr(bytebuf *b, const char *s);
+void json_write_int(bytebuf *b, int64_t v);
+void json_write_uint(bytebuf *b, uint64_t v);
+void json_write_double(bytebuf *b, double v);
+void json_write_bool(bytebuf *b, bool v);
 
 /* The value of a hexadecimal digit (either case), or -1: for \u escapes
  * here and %XX escapes in URLs. */
@@ -128,7 +101,7 @@ osp_error *json_parse(const char *text, size_t len, size_t max_depth,
  * container below JSON_TREE_MAX_DEPTH an empty one of its kind), for a
  * parser other than json-c. text needs no NUL. False when out of memory. */
 bool json_prune(const char *text, size_t len, const json_span *skip,
-                size_t n_skip, jbuf *out);
+                size_t n_skip, bytebuf *out);
 
 /* json_scan + json_parse for an ordinary request body. */
 osp_error *json_parse_body(const char *text, size_t len,

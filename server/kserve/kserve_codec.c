@@ -640,8 +640,8 @@ void kserve_decode_header(kserve_decoded *d, osp_server *core,
     decoder *dec = &dec_s;
     osp_error *err = NULL;
     tj_doc *doc = NULL;
-    jbuf pruned;
-    jbuf_init(&pruned);
+    bytebuf pruned;
+    bytebuf_init(&pruned);
     json_scan_info info = {0};
     info.want_data_spans = true;
     d->model = model;
@@ -708,7 +708,7 @@ out:
             d->blobs[i].dst = NULL;
     }
     tj_doc_free(doc);
-    jbuf_free(&pruned);
+    bytebuf_free(&pruned);
     free(info.spans);
 }
 
@@ -910,42 +910,42 @@ static osp_error *write_shm_output(const osp_infer_output *o,
 void kserve_write_parameter_value(struct bytebuf *b, const osp_parameter *p) {
     switch (p->type) {
     case OSP_PARAM_STRING:
-        jbuf_json_cstr(b, p->value.s ? p->value.s : "");
+        json_write_cstr(b, p->value.s ? p->value.s : "");
         break;
     case OSP_PARAM_INT:
-        jbuf_json_int(b, p->value.i);
+        json_write_int(b, p->value.i);
         break;
     case OSP_PARAM_BOOL:
-        jbuf_json_bool(b, p->value.b);
+        json_write_bool(b, p->value.b);
         break;
     case OSP_PARAM_DOUBLE:
-        jbuf_json_double(b, p->value.d);
+        json_write_double(b, p->value.d);
         break;
     }
 }
 
-static void write_response_parameters(jbuf *b, const osp_infer_response *r) {
-    jbuf_puts(b, ",\"parameters\":{");
+static void write_response_parameters(bytebuf *b, const osp_infer_response *r) {
+    bytebuf_puts(b, ",\"parameters\":{");
     for (size_t i = 0; i < r->n_parameters; i++) {
         const osp_parameter *p = &r->parameters[i];
         if (i)
-            jbuf_putc(b, ',');
-        jbuf_json_cstr(b, p->key);
-        jbuf_putc(b, ':');
+            bytebuf_putc(b, ',');
+        json_write_cstr(b, p->key);
+        bytebuf_putc(b, ':');
         kserve_write_parameter_value(b, p);
     }
-    jbuf_putc(b, '}');
+    bytebuf_putc(b, '}');
 }
 
 osp_error *kserve_encode_response(osp_infer_response *r, const char *model,
                                   const kserve_output_choices *choices,
                                   kserve_encoded *out) {
     osp_error *err = NULL;
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     /* Room for the envelope and each output's name, shape and parameters
      * up front; JSON data grows it as it is written. */
-    jbuf_reserve(&b, 128 + 96 * r->n_outputs);
+    bytebuf_reserve(&b, 128 + 96 * r->n_outputs);
     response_payload *pl = calloc(1, sizeof *pl);
     kserve_part *parts = calloc(r->n_outputs + 1, sizeof *parts);
     if (!pl || !parts ||
@@ -956,48 +956,48 @@ osp_error *kserve_encode_response(osp_infer_response *r, const char *model,
     }
     size_t n_parts = 1;
     if (r->id && r->id[0]) {
-        jbuf_puts(&b, "{\"id\":");
-        jbuf_json_cstr(&b, r->id);
-        jbuf_puts(&b, ",\"model_name\":");
+        bytebuf_puts(&b, "{\"id\":");
+        json_write_cstr(&b, r->id);
+        bytebuf_puts(&b, ",\"model_name\":");
     } else {
-        jbuf_puts(&b, "{\"model_name\":");
+        bytebuf_puts(&b, "{\"model_name\":");
     }
-    jbuf_json_cstr(&b, r->model_name ? r->model_name : model);
-    /* Numbers written by hand, not jbuf_printf: vsnprintf twice was ~2,400
+    json_write_cstr(&b, r->model_name ? r->model_name : model);
+    /* Numbers written by hand, not bytebuf_printf: vsnprintf twice was ~2,400
      * of a small request's instructions. */
-    jbuf_puts(&b, ",\"model_version\":\"");
-    jbuf_json_int(&b, r->model_version);
-    jbuf_putc(&b, '"');
+    bytebuf_puts(&b, ",\"model_version\":\"");
+    json_write_int(&b, r->model_version);
+    bytebuf_putc(&b, '"');
     if (r->n_parameters > 0)
         write_response_parameters(&b, r);
-    jbuf_puts(&b, ",\"outputs\":[");
+    bytebuf_puts(&b, ",\"outputs\":[");
     for (size_t i = 0; i < r->n_outputs; i++) {
         osp_infer_output *o = &r->outputs[i];
         if (i)
-            jbuf_putc(&b, ',');
-        jbuf_puts(&b, "{\"name\":");
-        jbuf_json_cstr(&b, o->name);
-        jbuf_puts(&b, ",\"datatype\":");
-        jbuf_json_cstr(&b, osp_datatype_wire_name(o->dtype));
-        jbuf_puts(&b, ",\"shape\":[");
+            bytebuf_putc(&b, ',');
+        bytebuf_puts(&b, "{\"name\":");
+        json_write_cstr(&b, o->name);
+        bytebuf_puts(&b, ",\"datatype\":");
+        json_write_cstr(&b, osp_datatype_wire_name(o->dtype));
+        bytebuf_puts(&b, ",\"shape\":[");
         for (int d = 0; d < o->shape.rank; d++) {
             if (d)
-                jbuf_putc(&b, ',');
-            jbuf_json_int(&b, o->shape.dims[d]);
+                bytebuf_putc(&b, ',');
+            json_write_int(&b, o->shape.dims[d]);
         }
-        jbuf_putc(&b, ']');
+        bytebuf_putc(&b, ']');
         size_t size = o->data ? o->byte_size : 0;
         const kserve_output_choice *choice = find_choice(choices, o->name);
         if (choice && choice->shm) {
             if ((err = write_shm_output(o, choice)))
                 goto out;
-            jbuf_putc(&b, '}');
+            bytebuf_putc(&b, '}');
             continue;
         }
         if (choice ? choice->binary : choices->default_binary) {
-            jbuf_puts(&b, ",\"parameters\":{\"binary_data_size\":");
-            jbuf_json_uint(&b, size);
-            jbuf_puts(&b, "}}");
+            bytebuf_puts(&b, ",\"parameters\":{\"binary_data_size\":");
+            json_write_uint(&b, size);
+            bytebuf_puts(&b, "}}");
             if (size > 0) {
                 osp_buffer *buf = osp_infer_response_take_output(r, i);
                 pl->buffers[pl->n_buffers++] = buf;
@@ -1013,16 +1013,16 @@ osp_error *kserve_encode_response(osp_infer_response *r, const char *model,
                                 "invalid shape for output '%s'", o->name);
             goto out;
         }
-        jbuf_puts(&b, ",\"data\":");
+        bytebuf_puts(&b, ",\"data\":");
         err = json_tensor_encode(&b, o->name, o->dtype,
                                  o->data ? o->data->data : NULL, size, count);
         if (err)
             goto out;
-        jbuf_putc(&b, '}');
+        bytebuf_putc(&b, '}');
     }
-    jbuf_puts(&b, "]}");
+    bytebuf_puts(&b, "]}");
     size_t json_len;
-    pl->json = jbuf_take(&b, &json_len);
+    pl->json = bytebuf_take(&b, &json_len);
     if (!pl->json) {
         err = osp_error_out_of_memory();
         goto out;
@@ -1036,7 +1036,7 @@ osp_error *kserve_encode_response(osp_infer_response *r, const char *model,
     out->payload = pl;
     return NULL;
 out:
-    jbuf_free(&b);
+    bytebuf_free(&b);
     kserve_encoded_payload_free(pl);
     free(parts);
     return err;

@@ -366,8 +366,8 @@ osp_error *kserve_shm_unregister(kserve_shm_registry *reg, kserve_shm_kind kind,
 
 osp_error *kserve_shm_unregister_all(kserve_shm_registry *reg,
                                      kserve_shm_kind kind) {
-    jbuf failed;
-    jbuf_init(&failed);
+    bytebuf failed;
+    bytebuf_init(&failed);
     pthread_mutex_lock(&reg->mu);
     kserve_shm_region **link = &reg->head;
     while (*link) {
@@ -377,8 +377,8 @@ osp_error *kserve_shm_unregister_all(kserve_shm_registry *reg,
             if (err) {
                 OSP_LOG_VERBOSE("%s", osp_error_message(err));
                 osp_error_free(err);
-                jbuf_puts(&failed, r->name);
-                jbuf_puts(&failed, " ,");
+                bytebuf_puts(&failed, r->name);
+                bytebuf_puts(&failed, " ,");
             }
         }
         if (*link == r) /* kept: in use, of the other kind, or failed */
@@ -394,25 +394,25 @@ osp_error *kserve_shm_unregister_all(kserve_shm_registry *reg,
                             (int)failed.len, failed.data);
         OSP_LOG_ERROR("%s", osp_error_message(err));
     }
-    jbuf_free(&failed);
+    bytebuf_free(&failed);
     return err;
 }
 
-static void write_status(jbuf *out, const kserve_shm_region_info *r) {
-    jbuf_puts(out, "{\"name\":");
-    jbuf_json_cstr(out, r->name);
+static void write_status(bytebuf *out, const kserve_shm_region_info *r) {
+    bytebuf_puts(out, "{\"name\":");
+    json_write_cstr(out, r->name);
     if (r->kind == KSERVE_SHM_SYSTEM) {
-        jbuf_puts(out, ",\"key\":");
-        jbuf_json_cstr(out, r->key);
-        jbuf_puts(out, ",\"offset\":");
-        jbuf_json_uint(out, r->offset);
+        bytebuf_puts(out, ",\"key\":");
+        json_write_cstr(out, r->key);
+        bytebuf_puts(out, ",\"offset\":");
+        json_write_uint(out, r->offset);
     } else {
-        jbuf_puts(out, ",\"device_id\":");
-        jbuf_json_uint(out, r->device_id);
+        bytebuf_puts(out, ",\"device_id\":");
+        json_write_uint(out, r->device_id);
     }
-    jbuf_puts(out, ",\"byte_size\":");
-    jbuf_json_uint(out, r->byte_size);
-    jbuf_putc(out, '}');
+    bytebuf_puts(out, ",\"byte_size\":");
+    json_write_uint(out, r->byte_size);
+    bytebuf_putc(out, '}');
 }
 
 void kserve_shm_info_free(kserve_shm_region_info *infos, size_t n) {
@@ -494,19 +494,19 @@ out:
 }
 
 osp_error *kserve_shm_status(kserve_shm_registry *reg, kserve_shm_kind kind,
-                             const char *name, jbuf *out) {
+                             const char *name, bytebuf *out) {
     kserve_shm_region_info *infos = NULL;
     size_t n = 0;
     osp_error *err = kserve_shm_list(reg, kind, name, &infos, &n);
     if (err)
         return err;
-    jbuf_putc(out, '[');
+    bytebuf_putc(out, '[');
     for (size_t i = 0; i < n; i++) {
         if (i)
-            jbuf_putc(out, ',');
+            bytebuf_putc(out, ',');
         write_status(out, &infos[i]);
     }
-    jbuf_putc(out, ']');
+    bytebuf_putc(out, ']');
     kserve_shm_info_free(infos, n);
     return NULL;
 }

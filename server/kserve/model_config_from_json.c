@@ -87,18 +87,18 @@ static char *proto_name(const char *name) {
 }
 
 /* A protobuf text string literal: printable ASCII as is, the rest octal. */
-static void put_string(jbuf *b, const char *s, size_t n) {
-    jbuf_putc(b, '"');
+static void put_string(bytebuf *b, const char *s, size_t n) {
+    bytebuf_putc(b, '"');
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '"' || c == '\\')
-            jbuf_printf(b, "\\%c", c);
+            bytebuf_printf(b, "\\%c", c);
         else if (c >= 0x20 && c < 0x7f)
-            jbuf_putc(b, (char)c);
+            bytebuf_putc(b, (char)c);
         else
-            jbuf_printf(b, "\\%03o", c);
+            bytebuf_printf(b, "\\%03o", c);
     }
-    jbuf_putc(b, '"');
+    bytebuf_putc(b, '"');
 }
 
 static bool is_integer_text(const char *s) {
@@ -112,7 +112,7 @@ static bool is_integer_text(const char *s) {
     return true;
 }
 
-static osp_error *put_message(jbuf *b, struct json_object *obj);
+static osp_error *put_message(bytebuf *b, struct json_object *obj);
 
 /* The enum values of model_config.proto, by field, in number order. */
 static const struct {
@@ -140,13 +140,13 @@ static const struct {
 
 /* An enum field given as a number (protobuf's JSON accepts either), as
  * its value's name. */
-static osp_error *put_enum_number(jbuf *b, const char *field, int64_t v) {
+static osp_error *put_enum_number(bytebuf *b, const char *field, int64_t v) {
     for (size_t i = 0; i < sizeof enum_values / sizeof enum_values[0]; i++) {
         if (strcmp(enum_values[i].field, field) != 0)
             continue;
         if (v < 0 || (uint64_t)v >= enum_values[i].n)
             break;
-        jbuf_puts(b, enum_values[i].names[v]);
+        bytebuf_puts(b, enum_values[i].names[v]);
         return NULL;
     }
     return osp_error_new(OSP_ERROR_INVALID_ARG,
@@ -155,24 +155,25 @@ static osp_error *put_enum_number(jbuf *b, const char *field, int64_t v) {
 }
 
 /* One scalar value of field `field` (a message for objects). */
-static osp_error *put_value(jbuf *b, const char *field, struct json_object *v) {
+static osp_error *put_value(bytebuf *b, const char *field,
+                            struct json_object *v) {
     switch (json_object_get_type(v)) {
     case json_type_object:
         return put_message(b, v);
     case json_type_boolean:
-        jbuf_puts(b, json_object_get_boolean(v) ? "true" : "false");
+        bytebuf_puts(b, json_object_get_boolean(v) ? "true" : "false");
         return NULL;
     case json_type_int:
         if (listed(field, enum_fields))
             return put_enum_number(b, field, json_object_get_int64(v));
         if (json_is_uint64(v) && !json_is_int64(v))
-            jbuf_printf(b, "%llu",
-                        (unsigned long long)json_object_get_uint64(v));
+            bytebuf_printf(b, "%llu",
+                           (unsigned long long)json_object_get_uint64(v));
         else
-            jbuf_printf(b, "%lld", (long long)json_object_get_int64(v));
+            bytebuf_printf(b, "%lld", (long long)json_object_get_int64(v));
         return NULL;
     case json_type_double:
-        jbuf_printf(b, "%.17g", json_object_get_double(v));
+        bytebuf_printf(b, "%.17g", json_object_get_double(v));
         return NULL;
     case json_type_string: {
         const char *s = json_object_get_string(v);
@@ -181,7 +182,7 @@ static osp_error *put_value(jbuf *b, const char *field, struct json_object *v) {
         for (size_t i = 0; ident && i < n; i++)
             ident = isalnum((unsigned char)s[i]) || s[i] == '_';
         if (ident || (listed(field, integer_fields) && is_integer_text(s)))
-            jbuf_puts(b, s);
+            bytebuf_puts(b, s);
         else
             put_string(b, s, n);
         return NULL;
@@ -195,7 +196,7 @@ static osp_error *put_value(jbuf *b, const char *field, struct json_object *v) {
 
 /* Field `name` (proto form) with JSON value v, as zero or more text-format
  * fields. */
-static osp_error *put_proto_field(jbuf *b, const char *name,
+static osp_error *put_proto_field(bytebuf *b, const char *name,
                                   struct json_object *v) {
     osp_error *err = NULL;
     if (v == NULL)
@@ -209,41 +210,42 @@ static osp_error *put_proto_field(jbuf *b, const char *name,
                                      "config: field '%s': a list may not "
                                      "hold null or lists",
                                      name);
-            jbuf_puts(b, name);
-            jbuf_puts(b, json_object_is_type(e, json_type_object) ? " " : ": ");
+            bytebuf_puts(b, name);
+            bytebuf_puts(b,
+                         json_object_is_type(e, json_type_object) ? " " : ": ");
             err = put_value(b, name, e);
-            jbuf_putc(b, '\n');
+            bytebuf_putc(b, '\n');
         }
         return err;
     }
     if (listed(name, map_fields) && json_object_is_type(v, json_type_object)) {
         json_object_object_foreach(v, key, value) {
-            jbuf_puts(b, name);
-            jbuf_puts(b, " { key: ");
+            bytebuf_puts(b, name);
+            bytebuf_puts(b, " { key: ");
             /* priority_queue_policy's keys are numbers */
             if (is_integer_text(key) &&
                 strcmp(name, "priority_queue_policy") == 0)
-                jbuf_puts(b, key);
+                bytebuf_puts(b, key);
             else
                 put_string(b, key, strlen(key));
-            jbuf_puts(b, json_object_is_type(value, json_type_object)
-                             ? " value "
-                             : " value: ");
+            bytebuf_puts(b, json_object_is_type(value, json_type_object)
+                                ? " value "
+                                : " value: ");
             if (value && (err = put_value(b, name, value)))
                 return err;
-            jbuf_puts(b, " }\n");
+            bytebuf_puts(b, " }\n");
         }
         return NULL;
     }
-    jbuf_puts(b, name);
-    jbuf_puts(b, json_object_is_type(v, json_type_object) ? " " : ": ");
+    bytebuf_puts(b, name);
+    bytebuf_puts(b, json_object_is_type(v, json_type_object) ? " " : ": ");
     err = put_value(b, name, v);
-    jbuf_putc(b, '\n');
+    bytebuf_putc(b, '\n');
     return err;
 }
 
 /* put_proto_field for a field name as JSON gives it. */
-static osp_error *put_field(jbuf *b, const char *json_name,
+static osp_error *put_field(bytebuf *b, const char *json_name,
                             struct json_object *v) {
     char *name = proto_name(json_name);
     if (!name)
@@ -253,14 +255,14 @@ static osp_error *put_field(jbuf *b, const char *json_name,
     return err;
 }
 
-static osp_error *put_message(jbuf *b, struct json_object *obj) {
+static osp_error *put_message(bytebuf *b, struct json_object *obj) {
     osp_error *err = NULL;
-    jbuf_puts(b, "{\n");
+    bytebuf_puts(b, "{\n");
     json_object_object_foreach(obj, key, value) {
         if ((err = put_field(b, key, value)))
             return err;
     }
-    jbuf_puts(b, "}");
+    bytebuf_puts(b, "}");
     return NULL;
 }
 
@@ -284,19 +286,19 @@ osp_error *model_config_json_to_pbtxt(const char *json, size_t len,
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "config: expected a JSON object");
     }
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     json_object_object_foreach(root, key, value) {
         if ((err = put_field(&b, key, value)))
             break;
     }
     json_free(root);
     if (err) {
-        jbuf_free(&b);
+        bytebuf_free(&b);
         return err;
     }
     size_t n;
-    *pbtxt = jbuf_take(&b, &n);
+    *pbtxt = bytebuf_take(&b, &n);
     if (!*pbtxt)
         return osp_error_out_of_memory();
     return NULL;

@@ -195,15 +195,15 @@ static void job_fail_status(job *j, osp_error *err, unsigned status) {
         job_finish(j);
         return;
     }
-    jbuf b;
-    jbuf_init(&b);
-    jbuf_puts(&b, "{\"error\":");
-    jbuf_json_cstr(&b, osp_error_message(err));
-    jbuf_putc(&b, '}');
+    bytebuf b;
+    bytebuf_init(&b);
+    bytebuf_puts(&b, "{\"error\":");
+    json_write_cstr(&b, osp_error_message(err));
+    bytebuf_putc(&b, '}');
     set_tags(j, status ? status : error_status(osp_error_get_code(err)), false,
              0);
     osp_error_free(err);
-    j->sink_data = jbuf_take(&b, &j->sink_len);
+    j->sink_data = bytebuf_take(&b, &j->sink_len);
     pthread_mutex_lock(&w->mu);
     w->processed++;
     w->failed++;

@@ -32,35 +32,35 @@ static osp_error *oom_error(void) {
 /* ---- messages ---- */
 
 /* An error whose message is msg->data (the buffer is freed). */
-static osp_error *error_from(osp_error_code code, jbuf *msg) {
+static osp_error *error_from(osp_error_code code, bytebuf *msg) {
     osp_error *err;
     if (msg->oom)
         err = oom_error();
     else
         err = osp_error_new(code, "%.*s", (int)msg->len,
                             msg->data ? msg->data : "");
-    jbuf_free(msg);
+    bytebuf_free(msg);
     return err;
 }
 
 /* "JSON Value: <debug string of v><rest>" (TF's FormatError and kin). */
 static osp_error *value_error(osp_error_code code, const tj_value *v,
                               const char *rest) {
-    jbuf msg;
-    jbuf_init(&msg);
-    jbuf_puts(&msg, "JSON Value: ");
+    bytebuf msg;
+    bytebuf_init(&msg);
+    bytebuf_puts(&msg, "JSON Value: ");
     tj_debug_string(v, &msg);
-    jbuf_puts(&msg, rest);
+    bytebuf_puts(&msg, rest);
     return error_from(code, &msg);
 }
 
 static osp_error *type_error(const tj_value *v, osp_datatype dt) {
-    jbuf msg;
-    jbuf_init(&msg);
-    jbuf_puts(&msg, "JSON Value: ");
+    bytebuf msg;
+    bytebuf_init(&msg);
+    bytebuf_puts(&msg, "JSON Value: ");
     tj_debug_string(v, &msg);
-    jbuf_printf(&msg, " Type: %s is not of expected type: %s", tj_type_name(v),
-                tfs_dtype_string(dt));
+    bytebuf_printf(&msg, " Type: %s is not of expected type: %s",
+                   tj_type_name(v), tfs_dtype_string(dt));
     return error_from(OSP_ERROR_INVALID_ARG, &msg);
 }
 
@@ -144,10 +144,10 @@ static bool b64_unescape(const char *s, size_t n, unsigned char *out,
     return true;
 }
 
-static void b64_escape(jbuf *out, const unsigned char *s, size_t n) {
+static void b64_escape(bytebuf *out, const unsigned char *s, size_t n) {
     static const char alphabet[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    if (n > (SIZE_MAX - 3) / 4 * 3 || !jbuf_reserve(out, (n + 2) / 3 * 4))
+    if (n > (SIZE_MAX - 3) / 4 * 3 || !bytebuf_reserve(out, (n + 2) / 3 * 4))
         return;
     char *o = out->data + out->len;
     size_t i = 0;
@@ -365,11 +365,11 @@ static osp_error *add_value(predict_ctx *ctx, input_acc *a, const tj_value *v) {
         return acc_append(ctx, a, &x, 8);
     }
     default: {
-        jbuf msg;
-        jbuf_init(&msg);
-        jbuf_puts(&msg, "Conversion of JSON Value: ");
+        bytebuf msg;
+        bytebuf_init(&msg);
+        bytebuf_puts(&msg, "Conversion of JSON Value: ");
         tj_debug_string(v, &msg);
-        jbuf_printf(&msg, " to type: %s", tfs_dtype_string(dt));
+        bytebuf_printf(&msg, " to type: %s", tfs_dtype_string(dt));
         return error_from(OSP_ERROR_UNSUPPORTED, &msg);
     }
     }
@@ -411,14 +411,14 @@ static osp_error *fill_values(predict_ctx *ctx, input_acc *a,
             size_t level = depth;
             if (cur->type != TJ_ARRAY) {
                 if (level != rank) {
-                    jbuf msg;
-                    jbuf_init(&msg);
-                    jbuf_puts(&msg, "JSON Value: ");
+                    bytebuf msg;
+                    bytebuf_init(&msg);
+                    bytebuf_puts(&msg, "JSON Value: ");
                     tj_debug_string(cur, &msg);
-                    jbuf_printf(&msg,
-                                " found at incorrect level: %zu in the JSON "
-                                "DOM. Expected at level: %zu",
-                                level + 1, rank);
+                    bytebuf_printf(&msg,
+                                   " found at incorrect level: %zu in the JSON "
+                                   "DOM. Expected at level: %zu",
+                                   level + 1, rank);
                     return error_from(OSP_ERROR_INVALID_ARG, &msg);
                 }
                 osp_error *err;
@@ -461,14 +461,14 @@ static osp_error *fill_values(predict_ctx *ctx, input_acc *a,
 }
 
 /* TF's ShapeToString: "[a,b]". */
-static void shape_string(jbuf *out, const int64_t *dims, size_t rank) {
-    jbuf_putc(out, '[');
+static void shape_string(bytebuf *out, const int64_t *dims, size_t rank) {
+    bytebuf_putc(out, '[');
     for (size_t i = 0; i < rank; i++) {
         if (i)
-            jbuf_putc(out, ',');
-        jbuf_printf(out, "%lld", (long long)dims[i]);
+            bytebuf_putc(out, ',');
+        bytebuf_printf(out, "%lld", (long long)dims[i]);
     }
-    jbuf_putc(out, ']');
+    bytebuf_putc(out, ']');
 }
 
 /* TF's AddInstanceItem: one instance's value for input `a`; every
@@ -498,11 +498,11 @@ static osp_error *add_instance_item(predict_ctx *ctx, input_acc *a,
     if (a->rank != ctx->n_dims ||
         (a->rank &&
          memcmp(a->shape, ctx->dims, a->rank * sizeof(int64_t)) != 0)) {
-        jbuf msg;
-        jbuf_init(&msg);
-        jbuf_puts(&msg, "Expecting shape ");
+        bytebuf msg;
+        bytebuf_init(&msg);
+        bytebuf_puts(&msg, "Expecting shape ");
         shape_string(&msg, a->shape, a->rank);
-        jbuf_puts(&msg, " but got: ");
+        bytebuf_puts(&msg, " but got: ");
         shape_string(&msg, ctx->dims, ctx->n_dims);
         return error_from(OSP_ERROR_INVALID_ARG, &msg);
     }
@@ -541,7 +541,7 @@ static int cmp_cstr(const void *a, const void *b) {
 
 /* The signature's input keys, sorted and joined by "," (std::set order). */
 static osp_error *sorted_keys(const tfs_input_spec *specs, size_t n,
-                              jbuf *out) {
+                              bytebuf *out) {
     const char **keys = malloc(n * sizeof *keys);
     if (!keys)
         return oom_error();
@@ -552,8 +552,8 @@ static osp_error *sorted_keys(const tfs_input_spec *specs, size_t n,
         if (i && strcmp(keys[i], keys[i - 1]) == 0)
             continue;
         if (i)
-            jbuf_putc(out, ',');
-        jbuf_puts(out, keys[i]);
+            bytebuf_putc(out, ',');
+        bytebuf_puts(out, keys[i]);
     }
     free(keys);
     return NULL;
@@ -611,17 +611,18 @@ static osp_error *fill_rows(predict_ctx *ctx, const tj_value *instances) {
         for (size_t k = 0; k < ctx->n; k++) {
             if (ctx->acc[k].stamp == i + 1)
                 continue;
-            jbuf msg;
-            jbuf_init(&msg);
-            jbuf_printf(&msg,
-                        "Failed to process element: %zu of 'instances' list. "
-                        "JSON object: ",
-                        i);
+            bytebuf msg;
+            bytebuf_init(&msg);
+            bytebuf_printf(
+                &msg,
+                "Failed to process element: %zu of 'instances' list. "
+                "JSON object: ",
+                i);
             tj_debug_string(elem, &msg);
-            jbuf_puts(&msg, " keys must be equal to: ");
+            bytebuf_puts(&msg, " keys must be equal to: ");
             const tfs_input_spec *specs = ctx->acc[0].spec;
             if ((err = sorted_keys(specs, ctx->n, &msg))) {
-                jbuf_free(&msg);
+                bytebuf_free(&msg);
                 return err;
             }
             return error_from(OSP_ERROR_INVALID_ARG, &msg);
@@ -918,15 +919,15 @@ static osp_error *write_single(tjw *w, out_cursor *c) {
                      (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
         el = 4 + (size_t)n;
         if (c->as_bytes) {
-            jbuf b64;
-            jbuf_init(&b64);
+            bytebuf b64;
+            bytebuf_init(&b64);
             b64_escape(&b64, p + 4, n);
             tjw_start_object(w);
             tjw_key(w, "b64", 3);
             tjw_string(w, b64.data ? b64.data : "", b64.len);
             tjw_end_object(w);
             bool oom = b64.oom;
-            jbuf_free(&b64);
+            bytebuf_free(&b64);
             if (oom)
                 return oom_error();
         } else {
@@ -998,7 +999,7 @@ short_data:
 }
 
 osp_error *tfs_write_predict(tfs_format format, const tfs_output *outputs,
-                             size_t n, jbuf *out) {
+                             size_t n, bytebuf *out) {
     osp_error *err = NULL;
     out_cursor *cur = NULL;
     size_t start = out->len;
@@ -1090,7 +1091,7 @@ out:
 /* ---- classify and regress ---- */
 
 osp_error *tfs_write_classify(size_t n, size_t k, const char *const *labels,
-                              const float *scores, jbuf *out) {
+                              const float *scores, bytebuf *out) {
     if (n == 0)
         return osp_error_new(
             OSP_ERROR_INVALID_ARG,
@@ -1121,7 +1122,7 @@ osp_error *tfs_write_classify(size_t n, size_t k, const char *const *labels,
     return out->oom ? oom_error() : NULL;
 }
 
-osp_error *tfs_write_regress(const float *values, size_t n, jbuf *out) {
+osp_error *tfs_write_regress(const float *values, size_t n, bytebuf *out) {
     if (n == 0)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "Cannot convert empty RegressionResults to JSON");
@@ -1139,7 +1140,7 @@ osp_error *tfs_write_regress(const float *values, size_t n, jbuf *out) {
     return out->oom ? oom_error() : NULL;
 }
 
-void tfs_write_error(const char *message, jbuf *out) {
+void tfs_write_error(const char *message, bytebuf *out) {
     tjw w;
     tjw_init(&w, out, 0);
     tjw_start_object(&w);

@@ -768,10 +768,10 @@ static uint32_t pb_utf8_next(const unsigned char *s, size_t n, size_t *used) {
 /* A quoted string escaped as protobuf's JSON writer escapes it: the JSON
  * short escapes, \uXXXX (lower-case hex, surrogate pairs above U+FFFF) for
  * the characters pb_must_escape names, a space for malformed UTF-8. */
-static void pb_string(jbuf *b, const char *str) {
+static void pb_string(bytebuf *b, const char *str) {
     const unsigned char *s = (const unsigned char *)str;
     size_t n = strlen(str);
-    jbuf_putc(b, '"');
+    bytebuf_putc(b, '"');
     for (size_t i = 0; i < n;) {
         size_t used;
         uint32_t c = pb_utf8_next(s + i, n - i, &used);
@@ -803,87 +803,89 @@ static void pb_string(jbuf *b, const char *str) {
             break;
         }
         if (esc) {
-            jbuf_puts(b, esc);
+            bytebuf_puts(b, esc);
         } else if (!pb_must_escape(c)) {
-            jbuf_put(b, s + i, used);
+            bytebuf_put(b, s + i, used);
         } else if (c < 0x10000) {
-            jbuf_printf(b, "\\u%04x", (unsigned)c);
+            bytebuf_printf(b, "\\u%04x", (unsigned)c);
         } else {
             uint32_t v = c - 0x10000;
-            jbuf_printf(b, "\\u%04x\\u%04x", (unsigned)(0xd800 + (v >> 10)),
-                        (unsigned)(0xdc00 + (v & 0x3ff)));
+            bytebuf_printf(b, "\\u%04x\\u%04x", (unsigned)(0xd800 + (v >> 10)),
+                           (unsigned)(0xdc00 + (v & 0x3ff)));
         }
         i += used;
     }
-    jbuf_putc(b, '"');
+    bytebuf_putc(b, '"');
 }
 
 /* Protobuf's pretty printer: each member or element on its own line,
  * indented one space per level; "key": value; empty containers as {} and
  * []. `first` tracks the comma of the container being written. */
-static void pb_newline(jbuf *b, int indent) {
-    jbuf_putc(b, '\n');
+static void pb_newline(bytebuf *b, int indent) {
+    bytebuf_putc(b, '\n');
     for (int i = 0; i < indent; i++)
-        jbuf_putc(b, ' ');
+        bytebuf_putc(b, ' ');
 }
 
-static void pb_key(jbuf *b, int indent, bool *first, const char *key) {
+static void pb_key(bytebuf *b, int indent, bool *first, const char *key) {
     if (!*first)
-        jbuf_putc(b, ',');
+        bytebuf_putc(b, ',');
     *first = false;
     pb_newline(b, indent);
     pb_string(b, key);
-    jbuf_puts(b, ": ");
+    bytebuf_puts(b, ": ");
 }
 
 /* Closes a container opened at `indent`. */
-static void pb_close(jbuf *b, int indent, bool first, char close) {
+static void pb_close(bytebuf *b, int indent, bool first, char close) {
     if (!first)
         pb_newline(b, indent);
-    jbuf_putc(b, close);
+    bytebuf_putc(b, close);
 }
 
-static void pb_int64_string(jbuf *b, int64_t v) {
-    jbuf_putc(b, '"');
-    jbuf_json_int(b, v);
-    jbuf_putc(b, '"');
+static void pb_int64_string(bytebuf *b, int64_t v) {
+    bytebuf_putc(b, '"');
+    json_write_int(b, v);
+    bytebuf_putc(b, '"');
 }
 
 /* TensorShapeProto: dim (2), unknown_rank (3); Dim: size (1), name (2). */
-static void pb_tensor_shape(jbuf *b, int indent, const tfs_tensor_info *info) {
+static void pb_tensor_shape(bytebuf *b, int indent,
+                            const tfs_tensor_info *info) {
     bool first = true;
-    jbuf_putc(b, '{');
+    bytebuf_putc(b, '{');
     pb_key(b, indent + 1, &first, "dim");
-    jbuf_putc(b, '[');
+    bytebuf_putc(b, '[');
     int rank = info->unknown_rank ? 0 : info->shape.rank;
     for (int i = 0; i < rank; i++) {
         bool dim_first = true;
         if (i)
-            jbuf_putc(b, ',');
+            bytebuf_putc(b, ',');
         pb_newline(b, indent + 2);
-        jbuf_putc(b, '{');
+        bytebuf_putc(b, '{');
         pb_key(b, indent + 3, &dim_first, "size");
         pb_int64_string(b, info->shape.dims[i]);
         pb_key(b, indent + 3, &dim_first, "name");
-        jbuf_puts(b, "\"\"");
+        bytebuf_puts(b, "\"\"");
         pb_close(b, indent + 2, dim_first, '}');
     }
     pb_close(b, indent + 1, rank == 0, ']');
     pb_key(b, indent + 1, &first, "unknown_rank");
-    jbuf_puts(b, info->unknown_rank ? "true" : "false");
+    bytebuf_puts(b, info->unknown_rank ? "true" : "false");
     pb_close(b, indent, first, '}');
 }
 
 /* TensorInfo: name (1), dtype (2), tensor_shape (3, only when set). */
-static void pb_tensor_info(jbuf *b, int indent, const tfs_tensor_info *info) {
+static void pb_tensor_info(bytebuf *b, int indent,
+                           const tfs_tensor_info *info) {
     bool first = true;
-    jbuf_putc(b, '{');
+    bytebuf_putc(b, '{');
     pb_key(b, indent + 1, &first, "name");
     pb_string(b, info->name);
     pb_key(b, indent + 1, &first, "dtype");
-    jbuf_puts(b, "\"");
-    jbuf_puts(b, tfs_dtype_enum_name(info->dtype));
-    jbuf_puts(b, "\"");
+    bytebuf_puts(b, "\"");
+    bytebuf_puts(b, tfs_dtype_enum_name(info->dtype));
+    bytebuf_puts(b, "\"");
     if (info->has_shape) {
         pb_key(b, indent + 1, &first, "tensor_shape");
         pb_tensor_shape(b, indent + 1, info);
@@ -891,10 +893,10 @@ static void pb_tensor_info(jbuf *b, int indent, const tfs_tensor_info *info) {
     pb_close(b, indent, first, '}');
 }
 
-static void pb_info_map(jbuf *b, int indent, const tfs_tensor_info *infos,
+static void pb_info_map(bytebuf *b, int indent, const tfs_tensor_info *infos,
                         size_t n) {
     bool first = true;
-    jbuf_putc(b, '{');
+    bytebuf_putc(b, '{');
     for (size_t i = 0; i < n; i++) {
         pb_key(b, indent + 1, &first, infos[i].key);
         pb_tensor_info(b, indent + 1, &infos[i]);
@@ -903,9 +905,9 @@ static void pb_info_map(jbuf *b, int indent, const tfs_tensor_info *infos,
 }
 
 /* SignatureDef: inputs (1), outputs (2), method_name (3), defaults (4). */
-static void pb_signature(jbuf *b, int indent, const tfs_signature *sig) {
+static void pb_signature(bytebuf *b, int indent, const tfs_signature *sig) {
     bool first = true;
-    jbuf_putc(b, '{');
+    bytebuf_putc(b, '{');
     pb_key(b, indent + 1, &first, "inputs");
     pb_info_map(b, indent + 1, sig->inputs, sig->n_inputs);
     pb_key(b, indent + 1, &first, "outputs");
@@ -913,7 +915,7 @@ static void pb_signature(jbuf *b, int indent, const tfs_signature *sig) {
     pb_key(b, indent + 1, &first, "method_name");
     pb_string(b, tfs_method_name(sig->method));
     pb_key(b, indent + 1, &first, "defaults");
-    jbuf_puts(b, "{}");
+    bytebuf_puts(b, "{}");
     pb_close(b, indent, first, '}');
 }
 
@@ -981,23 +983,23 @@ osp_error *tfs_write_model_status(osp_server *server, const char *name,
     qsort(entries, kept, sizeof *entries, cmp_entry_version_desc);
 
     bool first = true;
-    jbuf_putc(out, '{');
+    bytebuf_putc(out, '{');
     pb_key(out, 1, &first, "model_version_status");
-    jbuf_putc(out, '[');
+    bytebuf_putc(out, '[');
     for (size_t i = 0; i < kept; i++) {
         bool ok, f = true, sf = true;
         const char *state = version_state(entries[i].state, &ok);
         ok = ok || entries[i].unloaded; /* END after an unload is OK */
         if (i)
-            jbuf_putc(out, ',');
+            bytebuf_putc(out, ',');
         pb_newline(out, 2);
-        jbuf_putc(out, '{');
+        bytebuf_putc(out, '{');
         pb_key(out, 3, &f, "version");
         pb_int64_string(out, entries[i].version);
         pb_key(out, 3, &f, "state");
         pb_string(out, state);
         pb_key(out, 3, &f, "status");
-        jbuf_putc(out, '{');
+        bytebuf_putc(out, '{');
         pb_key(out, 4, &sf, "error_code");
         pb_string(out, ok ? "OK" : "UNKNOWN");
         pb_key(out, 4, &sf, "error_message");
@@ -1007,7 +1009,7 @@ osp_error *tfs_write_model_status(osp_server *server, const char *name,
     }
     pb_close(out, 1, false, ']');
     pb_close(out, 0, first, '}');
-    jbuf_putc(out, '\n');
+    bytebuf_putc(out, '\n');
 out:
     osp_repository_index_free(entries, n);
     return err;
@@ -1017,26 +1019,26 @@ void tfs_write_model_metadata(const char *name, int64_t version,
                               const tfs_model_view *view, struct bytebuf *out) {
     bool first = true;
     /* ModelSpec: name (1), version (2, Int64Value), signature_name (3). */
-    jbuf_puts(out, "{\n\"model_spec\":{");
+    bytebuf_puts(out, "{\n\"model_spec\":{");
     pb_key(out, 1, &first, "name");
     pb_string(out, name);
     pb_key(out, 1, &first, "version");
     pb_int64_string(out, version);
     pb_key(out, 1, &first, "signature_name");
-    jbuf_puts(out, "\"\"");
+    bytebuf_puts(out, "\"\"");
     pb_close(out, 0, first, '}');
-    jbuf_puts(out, "\n,\n\"metadata\": {\"signature_def\": ");
+    bytebuf_puts(out, "\n,\n\"metadata\": {\"signature_def\": ");
 
     /* SignatureDefMap: signature_def (1), a map printed in name order. */
     bool map_first = true, sigs_first = true;
-    jbuf_putc(out, '{');
+    bytebuf_putc(out, '{');
     pb_key(out, 1, &map_first, "signature_def");
-    jbuf_putc(out, '{');
+    bytebuf_putc(out, '{');
     for (size_t i = 0; i < view->n_signatures; i++) {
         pb_key(out, 2, &sigs_first, view->signatures[i].name);
         pb_signature(out, 2, &view->signatures[i]);
     }
     pb_close(out, 1, sigs_first, '}');
     pb_close(out, 0, map_first, '}');
-    jbuf_puts(out, "\n}\n}\n");
+    bytebuf_puts(out, "\n}\n}\n");
 }

@@ -87,10 +87,10 @@ typedef struct gemm_ctx {
 } gemm_ctx;
 
 static float round_tf32(float f) {
-    uint32_t u = osp_f32_bits(f);
+    uint32_t u = half_f32_bits(f);
     if ((u & 0x7f800000u) != 0x7f800000u) /* finite: keep 10 mantissa bits */
         u = (u + 0x0fffu + ((u >> 13) & 1u)) & 0xffffe000u;
-    return osp_f32_from_bits(u);
+    return half_f32_from_bits(u);
 }
 
 /* n elements of p (FP16 or FP32) as FP32, TF32-rounded if asked; NULL when
@@ -98,7 +98,7 @@ static float round_tf32(float f) {
 static float *to_float(const void *p, size_t n, bool fp16, bool tf32) {
     float *f = malloc((n ? n : 1) * sizeof *f);
     for (size_t i = 0; f != NULL && i < n; i++) {
-        float v = fp16 ? osp_fp16_to_fp32(((const uint16_t *)p)[i])
+        float v = fp16 ? fp16_to_fp32(((const uint16_t *)p)[i])
                        : ((const float *)p)[i];
         f[i] = tf32 ? round_tf32(v) : v;
     }
@@ -121,7 +121,7 @@ static void run_gemm(void *ctx) {
                     g->ldb, g->beta, c + i * g->stride_c, g->ldc);
     if (g->fp16) {
         for (size_t i = 0; i < g->c_elems; i++)
-            ((uint16_t *)g->c)[i] = osp_fp32_to_fp16(c[i]);
+            ((uint16_t *)g->c)[i] = fp32_to_fp16(c[i]);
         free(c);
     }
     free(a);

@@ -128,18 +128,18 @@ static void check_round_trip(osp_datatype dt, const osp_shape *shape,
             off += 4 + (uint64_t)n;
         }
     }
-    jbuf b;
-    jbuf_init(&b);
-    jbuf_puts(&b, "{\"inputs\":[{\"data\":");
+    bytebuf b;
+    bytebuf_init(&b);
+    bytebuf_puts(&b, "{\"inputs\":[{\"data\":");
     size_t data_start = b.len;
     osp_error *err =
         json_tensor_encode(&b, "x", dt, bytes, (size_t)byte_size, count);
     if (err)
         abort(); /* any decoded tensor can be written */
     size_t data_end = b.len;
-    jbuf_puts(&b, "}]}");
+    bytebuf_puts(&b, "}]}");
     size_t len;
-    char *text = jbuf_take(&b, &len);
+    char *text = bytebuf_take(&b, &len);
     if (!text)
         abort();
     json_scan_info info = {0};
@@ -177,19 +177,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 
     /* The request body, NUL-terminated as the HTTP layer leaves it. */
-    jbuf b;
-    jbuf_init(&b);
-    jbuf_printf(&b,
-                "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"%s\","
-                "\"shape\":[",
-                osp_datatype_wire_name(dt));
+    bytebuf b;
+    bytebuf_init(&b);
+    bytebuf_printf(&b,
+                   "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"%s\","
+                   "\"shape\":[",
+                   osp_datatype_wire_name(dt));
     for (int d = 0; d < shape.rank; d++)
-        jbuf_printf(&b, "%s%lld", d ? "," : "", (long long)shape.dims[d]);
-    jbuf_puts(&b, "],\"data\":");
-    jbuf_put(&b, data + used, size - used);
-    jbuf_puts(&b, "}]}");
+        bytebuf_printf(&b, "%s%lld", d ? "," : "", (long long)shape.dims[d]);
+    bytebuf_puts(&b, "],\"data\":");
+    bytebuf_put(&b, data + used, size - used);
+    bytebuf_puts(&b, "}]}");
     size_t len;
-    char *text = jbuf_take(&b, &len);
+    char *text = bytebuf_take(&b, &len);
     if (!text)
         return 0;
     /* An exact-size copy (with the NUL), so ASan catches overreads. */

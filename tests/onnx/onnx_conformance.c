@@ -61,7 +61,7 @@ static osp_error *alloc_host(void *ctx, size_t index, osp_datatype dtype,
     host_outputs *h = ctx;
     if (index >= MAX_IO)
         return osp_error_new(OSP_ERROR_INVALID_ARG, "too many outputs");
-    h->data[index] = osp_host_alloc_aligned(byte_size);
+    h->data[index] = host_alloc_aligned(byte_size);
     if (!h->data[index])
         return osp_error_out_of_memory();
     h->bytes[index] = byte_size;
@@ -289,7 +289,7 @@ static outcome run_case(const char *dir, char *msg, size_t cap) {
         }
         osp_error_free(osp_stream_synchronize(stream)); /* after a failure */
         for (size_t k = 0; k < MAX_IO; k++) {
-            osp_host_free_aligned(outs.data[k], outs.bytes[k]);
+            host_free_aligned(outs.data[k], outs.bytes[k]);
             osp_buffer_free(outs.device[k]);
             osp_buffer_free(in_bufs[k]);
         }

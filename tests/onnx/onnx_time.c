@@ -39,8 +39,8 @@ static osp_error *keep_output(void *ctx, size_t index, osp_datatype dtype,
     if (index >= MAX_OUTPUTS)
         return NULL;
     if (o->bytes[index] < byte_size) {
-        osp_host_free_aligned(o->data[index], o->bytes[index]);
-        o->data[index] = osp_host_alloc_aligned(byte_size);
+        host_free_aligned(o->data[index], o->bytes[index]);
+        o->data[index] = host_alloc_aligned(byte_size);
         o->bytes[index] = o->data[index] ? byte_size : 0;
         if (!o->data[index])
             return osp_error_out_of_memory();
@@ -96,7 +96,7 @@ static int parse_input(const char *spec, onnx_io *io, char **name) {
     if (!es)
         return -1;
     io->byte_size = (size_t)n * es;
-    void *data = osp_host_alloc_aligned(io->byte_size);
+    void *data = host_alloc_aligned(io->byte_size);
     if (!data)
         return -1;
     uint32_t state = 12345;
@@ -202,10 +202,10 @@ int main(int argc, char **argv) {
         onnx_session_profile_report(session, stderr);
     for (size_t i = 0; i < n; i++) {
         free(names[i]);
-        osp_host_free_aligned((void *)inputs[i].data, inputs[i].byte_size);
+        host_free_aligned((void *)inputs[i].data, inputs[i].byte_size);
     }
     for (size_t k = 0; k < MAX_OUTPUTS; k++)
-        osp_host_free_aligned(outs.data[k], outs.bytes[k]);
+        host_free_aligned(outs.data[k], outs.bytes[k]);
     free(times);
     free(cpu);
     onnx_session_free(session);

@@ -146,9 +146,9 @@ inline double ValueAt(osp_datatype dt, const unsigned char *p, size_t i) {
     case OSP_TYPE_INT64:
         return (double)Load<int64_t>(p, i);
     case OSP_TYPE_FP16:
-        return osp_fp16_to_fp32(Load<uint16_t>(p, i));
+        return fp16_to_fp32(Load<uint16_t>(p, i));
     case OSP_TYPE_BF16:
-        return osp_bf16_to_fp32(Load<uint16_t>(p, i));
+        return bf16_to_fp32(Load<uint16_t>(p, i));
     case OSP_TYPE_FP32:
         return Load<float>(p, i);
     case OSP_TYPE_FP64:
@@ -166,8 +166,8 @@ inline void SetFloat(osp_datatype dt, unsigned char *p, size_t i, double x) {
         float f = (float)x;
         memcpy(p + 4 * i, &f, 4);
     } else {
-        uint16_t h = dt == OSP_TYPE_FP16 ? osp_fp32_to_fp16((float)x)
-                                         : osp_fp32_to_bf16((float)x);
+        uint16_t h = dt == OSP_TYPE_FP16 ? fp32_to_fp16((float)x)
+                                         : fp32_to_bf16((float)x);
         memcpy(p + 2 * i, &h, 2);
     }
 }

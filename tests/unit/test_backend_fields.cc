@@ -259,7 +259,7 @@ class ServerConfig : public ::testing::Test {
     void Start(bool with_fake, bool auto_complete = true,
                const osp_backend_setting *settings = nullptr,
                size_t n_settings = 0) {
-        backends_ = {&osp_backend_identity};
+        backends_ = {&builtin_backend_identity};
         if (with_fake)
             backends_.push_back(&kFakeOnnx);
         osp_server_options opts;

@@ -138,7 +138,7 @@ class Batch {
         ctx_.batch_size = batch_size;
     }
     ~Batch() {
-        osp_execute_ctx_release_outputs(&ctx_);
+        execute_ctx_release_outputs(&ctx_);
         for (osp_buffer *b : input_buffers_)
             osp_buffer_free(b);
     }
@@ -462,7 +462,7 @@ std::vector<uint8_t> Encode(osp_datatype dtype, const std::vector<double> &v) {
             float y = (float)x;
             put(&y, sizeof y);
         } else {
-            uint16_t y = osp_fp32_to_fp16((float)x);
+            uint16_t y = fp32_to_fp16((float)x);
             put(&y, sizeof y);
         }
     }
@@ -489,7 +489,7 @@ std::vector<double> Decode(osp_datatype dtype, const std::vector<uint8_t> &b) {
         } else {
             uint16_t y;
             memcpy(&y, p, sizeof y);
-            out.push_back(osp_fp16_to_fp32(y));
+            out.push_back(fp16_to_fp32(y));
         }
     }
     return out;

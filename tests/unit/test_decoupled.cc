@@ -171,7 +171,7 @@ class Decoupled : public ::testing::Test {
                        "dims: [ -1 ] }]\n"
                        "output [{ name: \"OUTPUT0\" data_type: TYPE_INT32 "
                        "dims: [ -1 ] }]\n");
-        backends_ = {&osp_backend_identity, &kDecoupled};
+        backends_ = {&builtin_backend_identity, &kDecoupled};
         osp_server_options opts;
         osp_server_options_init(&opts);
         opts.model_repository = root_.c_str();

@@ -43,34 +43,34 @@ uint16_t NearestFp16(float x) {
 }
 
 TEST(Half, KnownFp16Encodings) {
-    EXPECT_EQ(osp_fp32_to_fp16(1.0f), 0x3c00);
-    EXPECT_EQ(osp_fp32_to_fp16(-2.0f), 0xc000);
-    EXPECT_EQ(osp_fp32_to_fp16(0.0f), 0x0000);
-    EXPECT_EQ(osp_fp32_to_fp16(-0.0f), 0x8000);
-    EXPECT_EQ(osp_fp32_to_fp16(65504.0f), 0x7bff);
-    EXPECT_EQ(osp_fp32_to_fp16(65519.99f), 0x7bff);
-    EXPECT_EQ(osp_fp32_to_fp16(65520.0f), 0x7c00); // ties to even: infinity
-    EXPECT_EQ(osp_fp32_to_fp16(1e10f), 0x7c00);
-    EXPECT_EQ(osp_fp32_to_fp16(INFINITY), 0x7c00);
-    EXPECT_EQ(osp_fp32_to_fp16(-INFINITY), 0xfc00);
-    uint16_t nan = osp_fp32_to_fp16(NAN);
+    EXPECT_EQ(fp32_to_fp16(1.0f), 0x3c00);
+    EXPECT_EQ(fp32_to_fp16(-2.0f), 0xc000);
+    EXPECT_EQ(fp32_to_fp16(0.0f), 0x0000);
+    EXPECT_EQ(fp32_to_fp16(-0.0f), 0x8000);
+    EXPECT_EQ(fp32_to_fp16(65504.0f), 0x7bff);
+    EXPECT_EQ(fp32_to_fp16(65519.99f), 0x7bff);
+    EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00); // ties to even: infinity
+    EXPECT_EQ(fp32_to_fp16(1e10f), 0x7c00);
+    EXPECT_EQ(fp32_to_fp16(INFINITY), 0x7c00);
+    EXPECT_EQ(fp32_to_fp16(-INFINITY), 0xfc00);
+    uint16_t nan = fp32_to_fp16(NAN);
     EXPECT_EQ(nan & 0x7c00, 0x7c00);
     EXPECT_NE(nan & 0x03ff, 0);
-    EXPECT_EQ(osp_fp32_to_fp16(std::ldexp(1.0f, -14)), 0x0400); // min normal
-    EXPECT_EQ(osp_fp32_to_fp16(std::ldexp(1.0f, -24)), 0x0001); // min subnormal
-    EXPECT_EQ(osp_fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000); // tie -> even 0
-    EXPECT_EQ(osp_fp32_to_fp16(std::ldexp(1.0000001f, -25)), 0x0001);
-    EXPECT_EQ(osp_fp32_to_fp16(std::ldexp(3.0f, -25)), 0x0002); // tie -> even
-    EXPECT_EQ(osp_fp32_to_fp16(std::ldexp(1023.0f, -24)), 0x03ff);
-    EXPECT_EQ(osp_fp32_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
-    EXPECT_EQ(osp_fp32_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
-    EXPECT_EQ(osp_fp32_to_fp16(std::ldexp(1.0f, -40)), 0x0000);
-    EXPECT_EQ(osp_fp32_to_fp16(-std::ldexp(1.0f, -40)), 0x8000);
+    EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -14)), 0x0400); // min normal
+    EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -24)), 0x0001); // min subnormal
+    EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000); // tie -> even 0
+    EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0000001f, -25)), 0x0001);
+    EXPECT_EQ(fp32_to_fp16(std::ldexp(3.0f, -25)), 0x0002); // tie -> even
+    EXPECT_EQ(fp32_to_fp16(std::ldexp(1023.0f, -24)), 0x03ff);
+    EXPECT_EQ(fp32_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+    EXPECT_EQ(fp32_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+    EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -40)), 0x0000);
+    EXPECT_EQ(fp32_to_fp16(-std::ldexp(1.0f, -40)), 0x8000);
 }
 
 TEST(Half, EveryFp16PatternWidensExactlyAndRoundTrips) {
     for (uint32_t h = 0; h <= 0xffff; h++) {
-        float f = osp_fp16_to_fp32((uint16_t)h);
+        float f = fp16_to_fp32((uint16_t)h);
         bool is_nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0;
         if (is_nan) {
             EXPECT_TRUE(std::isnan(f)) << std::hex << h;
@@ -80,7 +80,7 @@ TEST(Half, EveryFp16PatternWidensExactlyAndRoundTrips) {
             EXPECT_EQ(f, (h & 0x8000) ? -INFINITY : INFINITY);
         else
             ASSERT_EQ((double)f, Fp16Value((uint16_t)h)) << std::hex << h;
-        ASSERT_EQ(osp_fp32_to_fp16(f), h) << std::hex << h;
+        ASSERT_EQ(fp32_to_fp16(f), h) << std::hex << h;
     }
 }
 
@@ -90,37 +90,37 @@ TEST(Half, RandomFloatsRoundToNearestEven) {
     std::uniform_real_distribution<float> mant(1.0f, 2.0f);
     for (int i = 0; i < 200000; i++) {
         float x = std::ldexp(mant(gen), exp(gen)) * (gen() & 1 ? 1 : -1);
-        ASSERT_EQ(osp_fp32_to_fp16(x), NearestFp16(x)) << x;
+        ASSERT_EQ(fp32_to_fp16(x), NearestFp16(x)) << x;
     }
     // Exact midpoints between neighbouring halves: ties go to even.
     for (uint16_t h = 0; h < 0x7bff; h += 7) {
         float mid = (float)((Fp16Value(h) + Fp16Value(h + 1)) / 2);
-        ASSERT_EQ(osp_fp32_to_fp16(mid), (h & 1) ? h + 1 : h) << h;
+        ASSERT_EQ(fp32_to_fp16(mid), (h & 1) ? h + 1 : h) << h;
     }
 }
 
 TEST(Half, Bf16) {
-    EXPECT_EQ(osp_fp32_to_bf16(1.0f), 0x3f80);
-    EXPECT_EQ(osp_fp32_to_bf16(-2.0f), 0xc000);
-    EXPECT_EQ(osp_fp32_to_bf16(INFINITY), 0x7f80);
-    EXPECT_TRUE(std::isnan(osp_bf16_to_fp32(osp_fp32_to_bf16(NAN))));
+    EXPECT_EQ(fp32_to_bf16(1.0f), 0x3f80);
+    EXPECT_EQ(fp32_to_bf16(-2.0f), 0xc000);
+    EXPECT_EQ(fp32_to_bf16(INFINITY), 0x7f80);
+    EXPECT_TRUE(std::isnan(bf16_to_fp32(fp32_to_bf16(NAN))));
     // A NaN whose payload sits only in the low bits stays NaN.
     uint32_t low_nan_bits = 0x7f800001;
     float low_nan;
     memcpy(&low_nan, &low_nan_bits, 4);
-    EXPECT_TRUE(std::isnan(osp_bf16_to_fp32(osp_fp32_to_bf16(low_nan))));
-    EXPECT_EQ(osp_fp32_to_bf16(osp_f32_from_bits(0x3f808000)), 0x3f80); // tie
-    EXPECT_EQ(osp_fp32_to_bf16(osp_f32_from_bits(0x3f818000)), 0x3f82); // tie
-    EXPECT_EQ(osp_fp32_to_bf16(osp_f32_from_bits(0x3f808001)), 0x3f81);
-    EXPECT_EQ(osp_fp32_to_bf16(osp_f32_from_bits(0x7f7fffff)),
+    EXPECT_TRUE(std::isnan(bf16_to_fp32(fp32_to_bf16(low_nan))));
+    EXPECT_EQ(fp32_to_bf16(half_f32_from_bits(0x3f808000)), 0x3f80); // tie
+    EXPECT_EQ(fp32_to_bf16(half_f32_from_bits(0x3f818000)), 0x3f82); // tie
+    EXPECT_EQ(fp32_to_bf16(half_f32_from_bits(0x3f808001)), 0x3f81);
+    EXPECT_EQ(fp32_to_bf16(half_f32_from_bits(0x7f7fffff)),
               0x7f80); // overflow
-    EXPECT_EQ(osp_fp32_to_bf16(osp_f32_from_bits(0x00010000)),
+    EXPECT_EQ(fp32_to_bf16(half_f32_from_bits(0x00010000)),
               0x0001); // subnormal
     for (uint32_t b = 0; b <= 0xffff; b++) {
-        float f = osp_bf16_to_fp32((uint16_t)b);
+        float f = bf16_to_fp32((uint16_t)b);
         if (std::isnan(f))
             continue;
-        ASSERT_EQ(osp_fp32_to_bf16(f), b) << std::hex << b;
+        ASSERT_EQ(fp32_to_bf16(f), b) << std::hex << b;
     }
 }
 

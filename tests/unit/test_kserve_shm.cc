@@ -38,12 +38,12 @@ class ShmRegistryTest : public ::testing::Test {
         shm_unlink(key_.c_str());
     }
     std::string Status(const char *name = nullptr) {
-        jbuf b;
-        jbuf_init(&b);
+        bytebuf b;
+        bytebuf_init(&b);
         osp_error *err = kserve_shm_status(reg_, KSERVE_SHM_SYSTEM, name, &b);
         std::string s = err ? "error: " + TakeMessage(err)
                             : std::string(b.data ? b.data : "", b.len);
-        jbuf_free(&b);
+        bytebuf_free(&b);
         return s;
     }
     std::string key_;

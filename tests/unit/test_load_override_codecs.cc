@@ -159,11 +159,11 @@ TEST(ConfigJson, IntegersAsStringsAndEnumsAsNumbers) {
 
 // GET .../config's JSON of a config (what model_config_to_json writes).
 std::string ToJson(const osp_model_config *c) {
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     model_config_to_json(c, &b);
     size_t n = 0;
-    char *text = jbuf_take(&b, &n);
+    char *text = bytebuf_take(&b, &n);
     std::string out = text ? std::string(text, n) : "";
     free(text);
     return out;

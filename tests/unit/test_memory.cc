@@ -41,13 +41,13 @@ void CountCall(void *ctx) {
 // time; small blocks bypass the cache.
 TEST(Memory, LargeHostBlocksAreReused) {
     const size_t size = (size_t{16} << 20) + 100;
-    void *a = osp_host_alloc_aligned(size);
+    void *a = host_alloc_aligned(size);
     ASSERT_NE(a, nullptr);
     memset(a, 1, size);
-    osp_host_free_aligned(a, size);
-    void *b = osp_host_alloc_aligned(size + 1000); // same size class
+    host_free_aligned(a, size);
+    void *b = host_alloc_aligned(size + 1000); // same size class
     EXPECT_EQ(a, b);
-    osp_host_free_aligned(b, size + 1000);
+    host_free_aligned(b, size + 1000);
 
     osp_buffer *buf = osp_buffer_new_host(size);
     ASSERT_NE(buf, nullptr);
@@ -59,7 +59,7 @@ TEST(Memory, LargeHostBlocksAreReused) {
     osp_buffer_free(buf);
 
     // A cached block may still be released with plain free().
-    void *c = osp_host_alloc_aligned(size);
+    void *c = host_alloc_aligned(size);
     free(c);
 }
 

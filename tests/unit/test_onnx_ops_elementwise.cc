@@ -26,13 +26,13 @@ using namespace onnx_test;
 Tensor F16(const std::vector<int64_t> &d, const std::vector<float> &v) {
     std::vector<uint16_t> h;
     for (float f : v)
-        h.push_back(osp_fp32_to_fp16(f));
+        h.push_back(fp32_to_fp16(f));
     return Make<uint16_t>(OSP_TYPE_FP16, d, h);
 }
 std::vector<float> F16Values(const Tensor &t) {
     std::vector<float> out;
     for (uint16_t h : t.Values<uint16_t>())
-        out.push_back(osp_fp16_to_fp32(h));
+        out.push_back(fp16_to_fp32(h));
     return out;
 }
 

@@ -470,7 +470,7 @@ TEST(OnnxMathMatMul, Fp16) {
     auto to16 = [](const Tensor &t) {
         std::vector<uint16_t> h;
         for (float f : t.Values<float>())
-            h.push_back(osp_fp32_to_fp16(f));
+            h.push_back(fp32_to_fp16(f));
         return Make<uint16_t>(OSP_TYPE_FP16, t.Dims(), h);
     };
     Tensor a = to16(a32), b = to16(b32);
@@ -480,7 +480,7 @@ TEST(OnnxMathMatMul, Fp16) {
     std::vector<uint16_t> got = run.outs[0].Values<uint16_t>();
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); i++)
-        EXPECT_NEAR(osp_fp16_to_fp32(got[i]), want[i],
+        EXPECT_NEAR(fp16_to_fp32(got[i]), want[i],
                     1e-2 * std::max(1.0, std::fabs(want[i])));
 }
 

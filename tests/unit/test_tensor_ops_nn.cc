@@ -1592,8 +1592,8 @@ void RunGemmFp16(osp_stream *stream, int64_t k) {
     auto to_half = [](std::vector<float> &v) {
         std::vector<uint16_t> h(v.size());
         for (size_t i = 0; i < v.size(); i++) {
-            h[i] = osp_fp32_to_fp16(v[i]);
-            v[i] = osp_fp16_to_fp32(h[i]);
+            h[i] = fp32_to_fp16(v[i]);
+            v[i] = fp16_to_fp32(h[i]);
         }
         return h;
     };
@@ -1608,7 +1608,7 @@ void RunGemmFp16(osp_stream *stream, int64_t k) {
     ASSERT_OK(osp_op_gemm_ex(stream, &d.args));
     std::vector<float> got(c16.size());
     for (size_t i = 0; i < got.size(); i++)
-        got[i] = osp_fp16_to_fp32(c16[i]);
+        got[i] = fp16_to_fp32(c16[i]);
     ExpectNear(got, want, 1e-3, 1e-3, "fp16");
 }
 
@@ -1706,11 +1706,11 @@ TEST_F(NnOps, GemmExFallbackMatchesDevice) {
     std::vector<uint16_t> a16(d.a.size()), b16(d.b.size()), c16(d.c.size()),
         ref16;
     for (size_t i = 0; i < d.a.size(); i++)
-        a16[i] = osp_fp32_to_fp16(d.a[i]);
+        a16[i] = fp32_to_fp16(d.a[i]);
     for (size_t i = 0; i < d.b.size(); i++)
-        b16[i] = osp_fp32_to_fp16(d.b[i]);
+        b16[i] = fp32_to_fp16(d.b[i]);
     for (size_t i = 0; i < d.c.size(); i++)
-        c16[i] = osp_fp32_to_fp16(d.c[i]);
+        c16[i] = fp32_to_fp16(d.c[i]);
     ref16 = c16;
     d.args.gemm.dtype = OSP_TYPE_FP16;
     d.args.gemm.a = a16.data();

@@ -118,9 +118,9 @@ const std::vector<tfs_input_spec> kX = {{"x", OSP_TYPE_FP32}};
 const std::vector<tfs_input_spec> kIntStr = {{"int_tensor", OSP_TYPE_INT32},
                                              {"str_tensor", OSP_TYPE_BYTES}};
 
-std::string Jbuf(jbuf *b) {
+std::string Jbuf(bytebuf *b) {
     std::string s(b->data ? b->data : "", b->len);
-    jbuf_free(b);
+    bytebuf_free(b);
     return s;
 }
 
@@ -149,8 +149,8 @@ std::string BytesLayout(const std::vector<std::string> &v) {
 
 std::string Write(tfs_format f, const std::vector<tfs_output> &outs,
                   std::string *error = nullptr) {
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     osp_error *err = tfs_write_predict(f, outs.data(), outs.size(), &b);
     std::string msg = TakeMessage(err);
     if (error)
@@ -161,8 +161,8 @@ std::string Write(tfs_format f, const std::vector<tfs_output> &outs,
 }
 
 std::string Decimal(float v) {
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     EXPECT_EQ(TakeMessage(tfs_write_regress(&v, 1, &b)), "");
     std::string s = Jbuf(&b);
     // {\n    "results": [X]\n}
@@ -338,8 +338,8 @@ TEST(TfsBody, NumberClasses) {
     EXPECT_EQ(a->u.items[8].num,
               TJ_NUM_INT | TJ_NUM_UINT | TJ_NUM_INT64 | TJ_NUM_UINT64);
     EXPECT_EQ(a->u.items[9].num, TJ_NUM_DOUBLE);
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     tj_debug_string(a, &b);
     EXPECT_EQ(Jbuf(&b), "[1, -1, 3000000000, -3000000000, 9223372036854775808, "
                         "18446744073709552000.0, 1.0, 100.0, 0, -0.0]");
@@ -891,41 +891,41 @@ TEST(TfsExamples, Errors) {
 TEST(TfsExamples, Results) {
     const char *labels[] = {"car", "bike", "bus", "car", "bike", "bus"};
     float scores[] = {.2f, .7f, .1f, .7f, .1f, .2f};
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     ASSERT_OK(tfs_write_classify(2, 3, labels, scores, &b));
     EXPECT_EQ(Jbuf(&b), "{\n    \"results\": [[[\"car\", 0.2], [\"bike\", "
                         "0.7], [\"bus\", 0.1]], [[\"car\", 0.7], [\"bike\", "
                         "0.1], [\"bus\", 0.2]]\n    ]\n}");
     float twelve = 12;
-    jbuf_init(&b);
+    bytebuf_init(&b);
     ASSERT_OK(tfs_write_classify(1, 1, nullptr, &twelve, &b));
     EXPECT_EQ(Jbuf(&b), "{\n    \"results\": [[[\"\", 12.0]]\n    ]\n}");
-    jbuf_init(&b);
+    bytebuf_init(&b);
     ASSERT_OK(tfs_write_classify(1, 1, labels, nullptr, &b));
     EXPECT_EQ(Jbuf(&b), "{\n    \"results\": [[[\"car\", 0.0]]\n    ]\n}");
-    jbuf_init(&b);
+    bytebuf_init(&b);
     EXPECT_EQ(TakeMessage(tfs_write_classify(0, 1, nullptr, nullptr, &b)),
               "Cannot convert empty ClassificationResults to JSON");
-    jbuf_free(&b);
+    bytebuf_free(&b);
     float r[] = {0.2f, INFINITY, 1.0f, -INFINITY, NAN};
-    jbuf_init(&b);
+    bytebuf_init(&b);
     ASSERT_OK(tfs_write_regress(r, 5, &b));
     EXPECT_EQ(Jbuf(&b), "{\n    \"results\": [0.2, Infinity, 1.0, -Infinity, "
                         "NaN]\n}");
     float f42 = 42;
-    jbuf_init(&b);
+    bytebuf_init(&b);
     ASSERT_OK(tfs_write_regress(&f42, 1, &b));
     EXPECT_EQ(Jbuf(&b), "{\n    \"results\": [42.0]\n}");
-    jbuf_init(&b);
+    bytebuf_init(&b);
     EXPECT_EQ(TakeMessage(tfs_write_regress(r, 0, &b)),
               "Cannot convert empty RegressionResults to JSON");
-    jbuf_free(&b);
+    bytebuf_free(&b);
 }
 
 TEST(TfsErrors, ErrorBodyAndDtypes) { // 83
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     tfs_write_error("Bad key: \"key\"\n\x01/\\", &b);
     EXPECT_EQ(Jbuf(&b),
               "{\n    \"error\": \"Bad key: \\\"key\\\"\\n\\u0001/\\\\\"\n}");

@@ -466,9 +466,9 @@ class TempRepository {
     std::string root_;
 };
 
-std::string Take(jbuf *b) {
+std::string Take(bytebuf *b) {
     size_t len = 0;
-    char *s = jbuf_take(b, &len);
+    char *s = bytebuf_take(b, &len);
     std::string out = s ? std::string(s, len) : "(oom)";
     free(s);
     return out;
@@ -514,12 +514,12 @@ class TfsReplies : public ::testing::Test {
 
     static std::string Status(const char *name, bool has_version = false,
                               int64_t version = 0) {
-        jbuf b;
-        jbuf_init(&b);
+        bytebuf b;
+        bytebuf_init(&b);
         osp_error *err =
             tfs_write_model_status(server_, name, has_version, version, &b);
         if (err) {
-            jbuf_free(&b);
+            bytebuf_free(&b);
             std::string code = osp_error_code_name(osp_error_get_code(err));
             std::string reason = std::to_string((int)osp_error_get_reason(err));
             return "error " + code + " " + reason + ": " + TakeMessage(err);
@@ -538,8 +538,8 @@ class TfsReplies : public ::testing::Test {
         if (err) {
             out = "error: " + TakeMessage(err);
         } else {
-            jbuf b;
-            jbuf_init(&b);
+            bytebuf b;
+            bytebuf_init(&b);
             tfs_write_model_metadata(name, osp_model_get_version(model), view,
                                      &b);
             out = Take(&b);
@@ -823,8 +823,8 @@ TEST_F(TfsReplies, MetadataOfAPlainModelShowsTheBatchDimension) {
 
 TEST(TfsMetadata, EscapesStringsAsProtobufDoes) {
     tfs_model_view view = {};
-    jbuf b;
-    jbuf_init(&b);
+    bytebuf b;
+    bytebuf_init(&b);
     // Quotes, backslash, control characters, <>, U+2028, an emoji-free
     // astral character in an escaped range (U+E0041), malformed UTF-8.
     tfs_write_model_metadata("a\"b\\c\n\x01<>\xe2\x80\xa8\xf3\xa0\x81\x81\xff"

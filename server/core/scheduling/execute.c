@@ -82,7 +82,7 @@ bool osp_execute_output_take_input(osp_execute_ctx *ctx, size_t index,
     return true;
 }
 
-void osp_execute_ctx_release_outputs(osp_execute_ctx *ctx) {
+void execute_ctx_release_outputs(osp_execute_ctx *ctx) {
     for (size_t i = 0; i < ctx->n_outputs; i++) {
         osp_buffer_free(ctx->output_buffers[i]);
         ctx->output_buffers[i] = NULL;

@@ -18,7 +18,7 @@ struct osp_execute_ctx {
     const bool *output_requested; /* per config output, borrowed */
     size_t n_outputs;
     /* Filled by osp_execute_output_alloc; the ctx's creator owns the
-     * buffers (free them with osp_execute_ctx_release_outputs). Arrays of
+     * buffers (free them with execute_ctx_release_outputs). Arrays of
      * n_outputs entries provided by the creator, zero-initialised. */
     osp_backend_tensor *outputs;
     osp_buffer **output_buffers;
@@ -41,4 +41,4 @@ struct osp_response_sender {
 };
 
 /* Frees every buffer osp_execute_output_alloc made and clears the slots. */
-void osp_execute_ctx_release_outputs(osp_execute_ctx *ctx);
+void execute_ctx_release_outputs(osp_execute_ctx *ctx);

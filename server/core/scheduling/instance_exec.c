@@ -84,7 +84,7 @@ static void batch_state_free(batch_state *bs, size_t n_inputs) {
         for (size_t i = 0; i < n_inputs; i++)
             osp_buffer_free(bs->input_buffers[i]);
     if (bs->output_buffers)
-        osp_execute_ctx_release_outputs(&bs->ctx);
+        execute_ctx_release_outputs(&bs->ctx);
     free(bs->block);
 }
 
