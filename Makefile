@@ -118,7 +118,8 @@ fuzz: deps
 	cmake --build $(BUILD)-fuzz -j $(JOBS) --target osprey_fuzz_all
 
 fuzz-run: fuzz
-	python3 tests/fuzz/fuzz_run.py --build $(BUILD)-fuzz --seconds $(FUZZ_SECONDS)
+	python3 tests/fuzz/fuzz_run.py --build $(BUILD)-fuzz --seconds $(FUZZ_SECONDS) \
+	  $(if $(FUZZ_RUNS),--runs $(FUZZ_RUNS))
 
 # docker/check.sh: builds docker/Dockerfile.cpu's stages in Debian chroots
 # made with debootstrap and serves from the result (needs root and Debian's

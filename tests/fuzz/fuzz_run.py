@@ -4,7 +4,8 @@
 
 For each target `fuzz_<name>` found in BUILD/tests/fuzz (or named on the
 command line), one after another, never two at once:
-  1. runs it for SECONDS on a scratch corpus plus corpus/<name>/, with the
+  1. runs it for SECONDS (or until RUNS executions, when given, whichever
+     comes first) on a scratch corpus plus corpus/<name>/, with the
      target's dictionary and input size limit (OPTIONS below); artifacts
      (crash-*, leak-*, timeout-*, oom-*) go to BUILD/fuzz-run/<name>/;
   2. merges the scratch corpus into corpus/<name>/ (libFuzzer -merge=1
@@ -41,7 +42,7 @@ def corpus_files(path):
     return [f for f in os.listdir(path) if not f.startswith(".")]
 
 
-def run_target(binary, name, seconds, work_root):
+def run_target(binary, name, seconds, runs, work_root):
     """Fuzzes one target; returns its row of numbers (None where libFuzzer
     printed none) and the paths of the artifacts it left."""
     corpus = os.path.join(HERE, "corpus", name)
@@ -56,6 +57,8 @@ def run_target(binary, name, seconds, work_root):
     options = OPTIONS.get(name, {})
     flags = [f"-max_total_time={seconds}", "-print_final_stats=1",
              f"-artifact_prefix={artifacts}/"]
+    if runs:
+        flags.append(f"-runs={runs}")
     if "dict" in options:
         flags.append("-dict=" + os.path.join(HERE, options["dict"]))
     if "max_len" in options:
@@ -96,6 +99,9 @@ def main():
                         help="the fuzz build folder (make fuzz)")
     parser.add_argument("--seconds", type=int, default=60,
                         help="fuzzing time per target")
+    parser.add_argument("--runs", type=int, default=0,
+                        help="stop a target after this many executions "
+                        "(a campaign's 10^7) if SECONDS has not passed")
     parser.add_argument("targets", nargs="*",
                         help="fuzz_<name> targets (default: all built)")
     args = parser.parse_args()
@@ -118,7 +124,7 @@ def main():
         name = target[len("fuzz_"):]
         row, found, log_path = run_target(
             os.path.abspath(os.path.join(bin_dir, target)), name,
-            args.seconds, work_root)
+            args.seconds, args.runs, work_root)
         cells = ["-" if row[c] is None else str(row[c]) for c in columns]
         print(f"{target:<20}" + "".join(f"{c:>12}" for c in cells),
               flush=True)
