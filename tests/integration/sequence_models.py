@@ -211,15 +211,16 @@ class TritonPythonModel:
 '''
 
 
-def write_backend_repo(path):
-    """ONNX and python sequence models, with and without batching."""
+def write_backend_repo(path, kind="KIND_CPU"):
+    """ONNX and python sequence models, with and without batching; the
+    batching ones on two instances of `kind`."""
     path = pathlib.Path(path)
     path.mkdir(parents=True, exist_ok=True)
     outputs = [("OUTPUT", "TYPE_INT32", [1])] + ECHOES
     oldest = ("oldest {\n    max_candidate_sequences: 64\n"
               "    preferred_batch_size: [ 4 ]\n"
               "    max_queue_delay_microseconds: 2000\n  }")
-    instances = 'instance_group [ { count: 2 kind: KIND_CPU } ]\n'
+    instances = f'instance_group [ {{ count: 2 kind: {kind} }} ]\n'
     harness.write_model(
         path, "onnx_seq",
         harness.model_config("onnx_seq", "onnxruntime", [("INPUT", "TYPE_INT32", [1])],

@@ -6,6 +6,7 @@ returns the next state as a response tensor. Driven by tritonclient over
 HTTP, gRPC and gRPC streaming. Also --max-sequences, the bound on live
 sequences per model version."""
 
+import pathlib
 import subprocess
 import sys
 import threading
@@ -188,6 +189,46 @@ def test_python_wrong_state_shape_fails_the_request_and_keeps_the_state(srv):
         "model 'py_seq': state output 'OUTPUT_STATE' has shape [1,2] (8 bytes), "
         "the state needs shape [1,1] (4 bytes)")
     assert out(http_step(c, "py_seq", 77, 2, end=True)) == 7
+
+
+FAKE_GPU_BIN = pathlib.Path(harness.osprey_bin()).parent / "osprey_fakegpu"
+
+
+@pytest.mark.skipif(not FAKE_GPU_BIN.exists(),
+                    reason="osprey_fakegpu is built only with the CUDA toolkit (OSPREY_CUDA)")
+@pytest.mark.parametrize("model", ["onnx_seq", "py_seq"])
+def test_sequences_on_gpu_instances(start_server, tmp_path, model):
+    """The same models on two (fake) GPU instances: the control and state
+    inputs go to the device with the batch, the next state comes back from
+    it, and rows of one batch keep their own sequences."""
+    repo = sequence_models.write_backend_repo(tmp_path / "repo", kind="KIND_GPU")
+    server = start_server(repo, ["--model-control-mode=explicit", f"--load-model={model}",
+                                 "--strict-gpu",
+                                 f"--backend-config=python,python-executable={sys.executable}"],
+                          binary=FAKE_GPU_BIN)
+    errors = []
+
+    def run(cid):
+        try:
+            c = httpclient.InferenceServerClient(server.hostport)
+            total = 0
+            for step in range(8):
+                total += cid + step
+                r = http_step(c, model, cid, cid + step, start=step == 0, end=step == 7,
+                              outputs=ECHO_NAMES)
+                got = [out(r, n) for n in ECHO_NAMES]
+                want = [total, int(step == 0), float(step == 7), True, cid]
+                if got != want:
+                    errors.append((cid, step, got, want))
+        except Exception as e:  # reported below
+            errors.append((cid, repr(e)))
+
+    threads = [threading.Thread(target=run, args=(cid,)) for cid in range(1, 7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
 
 
 # ---- ONNX load checks --------------------------------------------------------
