@@ -39,7 +39,8 @@ test: deps venv build
 # when the CUDA toolkit is there (ONNX ones included, with CUDA graphs),
 # and the queue service's raw HTTP/WebSocket
 # scenario and model services, the ONNX models, ensembles, the response
-# cache, the sequence batcher, model warmup and the python backend's server
+# cache, the sequence batcher (ONNX and python sequence models too), model
+# warmup and the python backend's server
 # side, decoupled models included); the harness fails a test whose server
 # log holds any sanitizer report or whose exit is not 0.
 leakcheck: deps venv
@@ -57,7 +58,8 @@ leakcheck: deps venv
 	  tests/integration/test_queue_http.py tests/integration/test_queue_models.py \
 	  tests/integration/test_kserve_grpc_protocol.py tests/integration/test_onnx_models.py \
 	  tests/integration/test_ensemble.py tests/integration/test_response_cache.py \
-	  tests/integration/test_sequence_batcher.py tests/integration/test_model_warmup.py \
+	  tests/integration/test_sequence_batcher.py tests/integration/test_sequence_backends.py \
+	  tests/integration/test_model_warmup.py \
 	  tests/integration/test_python_backend.py tests/integration/test_decoupled.py \
 	  tests/integration/test_onnx_fake_gpu_ops.py
 

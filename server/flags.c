@@ -787,6 +787,17 @@ static const flag_def flag_table[] = {
      .default_value = "false",
      .value_optional = true,
      .help = "fail models that ask for a GPU when none is present"},
+    {.name = "max-sequences",
+     .osprey_only = true,
+     .arg = "N",
+     .kind = FLAG_INT,
+     .offset = FIELD(max_sequences),
+     .min = 1,
+     .max = 65536,
+     .default_value = "4096",
+     .help = "live sequences per version of a sequence_batching model;\n"
+             "a new sequence beyond them is refused (503 / UNAVAILABLE)\n"
+             "until one ends or idles out (Triton has no such bound)"},
     {.name = "disable-auto-complete-config",
      .arg = "BOOL",
      .kind = FLAG_BOOL,

@@ -39,6 +39,7 @@ typedef struct osprey_flags {
     size_t n_load_models;
     long long log_verbose;
     bool strict_gpu;
+    long long max_sequences; /* live sequences per sequence model version */
     bool disable_auto_complete_config;
     bool strict_model_config;
     /* --backend-config: owned array; each entry's three strings share one

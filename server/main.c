@@ -140,6 +140,7 @@ static osp_error *core_start(app *a) {
     opts.load_models = f->load_models;
     opts.n_load_models = f->n_load_models;
     opts.strict_gpu = f->strict_gpu;
+    opts.max_sequences = (size_t)f->max_sequences;
     opts.model_load_threads = (int)f->model_load_thread_count;
     opts.auto_complete_config =
         !f->disable_auto_complete_config && !f->strict_model_config;

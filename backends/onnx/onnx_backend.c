@@ -14,6 +14,12 @@
  *                  outputs the requests asked for are written straight
  *                  into the core's buffers.
  *   auto_complete  Triton's rules for configs without inputs or outputs.
+ *
+ * A model with sequence_batching: the graph takes the control inputs and
+ * the states' input_name tensors the core adds to each batch as graph
+ * inputs of those names, and gives each state's next value as the graph
+ * output named by its output_name (Triton's onnxruntime backend does the
+ * same; see docs/sequence_batching.md).
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <limits.h>
@@ -36,11 +42,17 @@ typedef struct onnx_backend_model {
     bool batching;
     int intra_op_threads; /* parameter intra_op_thread_count; 0 = default */
     int cpu_instances;    /* instances the config may put on the CPU */
-    /* config input i is graph input input_map[i]; graph output k is
-     * config output output_map[k], or -1 when the config leaves it out */
+    /* batch input i (the config's inputs, then those the sequence batcher
+     * adds: osp_execute_input order) is graph input input_map[i]; graph
+     * output k is config output output_map[k], or -1 when the config
+     * leaves it out */
     size_t *input_map;
-    size_t n_inputs;
+    size_t n_inputs;        /* batch inputs: every graph input */
+    size_t n_config_inputs; /* of which the config's */
     int *output_map;
+    /* per graph output: the output_name of the state whose next value it
+     * is (borrowed from the config), or NULL */
+    const char **state_output;
     size_t n_graph_outputs;
 } onnx_backend_model;
 
@@ -178,16 +190,182 @@ static osp_error *check_tensor(const osp_model_config *config,
     return NULL;
 }
 
-/* The config's inputs and outputs against the graph: names, types, dims;
- * fills the maps. */
+/* ---- sequence batching --------------------------------------------------
+ * The inputs the core adds to a batch of a sequence_batching model come
+ * after the config's, in this order: the control inputs, then the states'
+ * input_name tensors (osprey/backend.h). */
+
+static size_t sequence_input_count(const osp_model_config *config) {
+    const osp_sequence_batching *seq = &config->sequence_batching;
+    return seq->enabled ? seq->n_controls + seq->n_states : 0;
+}
+
+/* The name of added input k. Borrowed from the config. */
+static const char *sequence_input_name(const osp_model_config *config,
+                                       size_t k) {
+    const osp_sequence_batching *seq = &config->sequence_batching;
+    return k < seq->n_controls ? seq->controls[k].name
+                               : seq->states[k - seq->n_controls].input_name;
+}
+
+/* Whether graph input `name` is one the sequence batcher feeds. */
+static bool is_sequence_input(const osp_model_config *config,
+                              const char *name) {
+    for (size_t k = 0; k < sequence_input_count(config); k++)
+        if (strcmp(sequence_input_name(config, k), name) == 0)
+            return true;
+    return false;
+}
+
+/* Whether graph output `name` is a state's next value. */
+static bool is_state_output(const osp_model_config *config, const char *name) {
+    const osp_sequence_batching *seq = &config->sequence_batching;
+    for (size_t k = 0; seq->enabled && k < seq->n_states; k++)
+        if (strcmp(seq->states[k].output_name, name) == 0)
+            return true;
+    return false;
+}
+
+/* The ONNX name of a tensor type, as Triton's onnxruntime backend prints
+ * it in its sequence control messages (FLOAT, INT32, BOOL, ...). */
+static const char *onnx_type_name(osp_datatype dt) {
+    switch (dt) {
+    case OSP_TYPE_FP32:
+        return "FLOAT";
+    case OSP_TYPE_FP16:
+        return "FLOAT16";
+    case OSP_TYPE_FP64:
+        return "DOUBLE";
+    case OSP_TYPE_BF16:
+        return "BFLOAT16";
+    case OSP_TYPE_BYTES:
+        return "STRING";
+    case OSP_TYPE_INVALID:
+        return "UNDEFINED";
+    default:
+        return osp_datatype_wire_name(dt);
+    }
+}
+
+/* A control input against its graph input, with the messages of Triton's
+ * onnxruntime backend: present, dims [1] after the batch dim, the
+ * control's datatype. The runtime cannot take a string CORRID. */
+static osp_error *check_control(const osp_model_config *config,
+                                const osp_sequence_control *c,
+                                const onnx_value_info *vi) {
+    if (!vi)
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "configuration specified sequence control "
+                             "'%s', but model does not provide that input",
+                             c->name);
+    bool batching = config->max_batch_size > 0;
+    if (vi->has_shape) {
+        int skip = batching && vi->rank > 0 ? 1 : 0;
+        osp_shape debatched = {.rank = vi->rank - skip};
+        for (int d = skip; d < vi->rank; d++)
+            debatched.dims[d - skip] = vi->dims[d];
+        if (debatched.rank != 1 || debatched.dims[0] != 1) {
+            char dims[256];
+            osp_shape_format(&debatched, dims, sizeof dims);
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "unable to load model '%s', sequence "
+                                 "control '%s' in model has dims %s but dims "
+                                 "[1] is expected",
+                                 config->name, c->name, dims);
+        }
+        if (batching && !batchable(vi)) {
+            char graph[256];
+            format_dims(vi, graph, sizeof graph);
+            return osp_error_new(
+                OSP_ERROR_INVALID_ARG,
+                "model '%s', tensor '%s': for the model to support batching "
+                "the shape should have at least 1 dimension and the first "
+                "dimension must be -1; but shape expected by the model is %s",
+                config->name, c->name, graph);
+        }
+    }
+    if (vi->dtype != c->dtype)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "unable to load model '%s', sequence control "
+                             "'%s', the model expects data-type %s but the "
+                             "model configuration specifies data-type %s",
+                             config->name, c->name, onnx_type_name(vi->dtype),
+                             osp_datatype_config_name(c->dtype));
+    if (c->dtype == OSP_TYPE_BYTES)
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "unable to load model '%s': sequence control "
+                             "'%s' is a string tensor, which the ONNX "
+                             "runtime does not run yet",
+                             config->name, c->name);
+    return NULL;
+}
+
+/* The graph inputs and outputs of the sequence batcher's tensors: each
+ * control and each state's input_name is a graph input (mapped at
+ * input_map[config->n_inputs + k]), each state's output_name a graph
+ * output (marked in m->state_output), with the types and dims the config
+ * gives them. */
+static osp_error *check_sequence_tensors(const osp_model_config *config,
+                                         const onnx_graph *g,
+                                         onnx_backend_model *m) {
+    const osp_sequence_batching *seq = &config->sequence_batching;
+    if (!seq->enabled)
+        return NULL;
+    for (size_t k = 0; k < seq->n_controls; k++) {
+        size_t gi = 0;
+        const onnx_value_info *vi =
+            find_value(g->inputs, g->n_inputs, seq->controls[k].name, &gi);
+        osp_error *err = check_control(config, &seq->controls[k], vi);
+        if (err)
+            return err;
+        m->input_map[config->n_inputs + k] = gi;
+    }
+    for (size_t k = 0; k < seq->n_states; k++) {
+        const osp_sequence_state *st = &seq->states[k];
+        size_t gi = 0, go = 0;
+        const onnx_value_info *in =
+            find_value(g->inputs, g->n_inputs, st->input_name, &gi);
+        const onnx_value_info *out =
+            find_value(g->outputs, g->n_outputs, st->output_name, &go);
+        if (!in || !out)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "unable to load model '%s', configuration "
+                                 "specified state %s '%s', but model does "
+                                 "not provide that %s",
+                                 config->name, in ? "output" : "input",
+                                 in ? st->output_name : st->input_name,
+                                 in ? "output" : "input");
+        osp_model_io as_input = {
+            .name = st->input_name, .dtype = st->dtype, .dims = st->dims};
+        osp_model_io as_output = as_input;
+        as_output.name = st->output_name;
+        osp_error *err = check_tensor(config, &as_input, in, "input");
+        if (!err)
+            err = check_tensor(config, &as_output, out, "output");
+        if (err)
+            return err;
+        m->input_map[config->n_inputs + seq->n_controls + k] = gi;
+        m->state_output[go] = st->output_name;
+    }
+    return NULL;
+}
+
+/* The config's inputs and outputs, and the sequence batcher's tensors,
+ * against the graph: names, types, dims; fills the maps. */
 static osp_error *check_config(const osp_model_config *config,
                                const onnx_graph *g, onnx_backend_model *m) {
     char names[1024];
-    if (config->n_inputs > g->n_inputs)
+    /* The sequence tensors first, as Triton's backend checks its controls
+     * before it counts the inputs. */
+    osp_error *seq_err = check_sequence_tensors(config, g, m);
+    if (seq_err)
+        return seq_err;
+    size_t fed = config->n_inputs + sequence_input_count(config);
+    if (fed > g->n_inputs)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "unable to load model '%s', configuration "
                              "expects %zu inputs, model provides at most %zu",
-                             config->name, config->n_inputs, g->n_inputs);
+                             config->name, fed, g->n_inputs);
     for (size_t i = 0; i < config->n_inputs; i++) {
         const osp_model_io *io = &config->inputs[i];
         size_t gi = 0;
@@ -207,7 +385,8 @@ static osp_error *check_config(const osp_model_config *config,
     }
     /* Every graph input must be fed: the runtime has no defaults. */
     for (size_t gi = 0; gi < g->n_inputs; gi++)
-        if (osp_model_config_input_index(config, g->inputs[gi].name) < 0)
+        if (osp_model_config_input_index(config, g->inputs[gi].name) < 0 &&
+            !is_sequence_input(config, g->inputs[gi].name))
             return osp_error_new(OSP_ERROR_INVALID_ARG,
                                  "unable to load model '%s', the model "
                                  "input '%s' is missing from the "
@@ -365,6 +544,7 @@ static void backend_model_free(void *model) {
     onnx_rt_model_free(m->rt);
     free(m->input_map);
     free(m->output_map);
+    free(m->state_output);
     free(m->name);
     free(m);
 }
@@ -381,13 +561,15 @@ static osp_error *backend_model_new(const osp_model_config *config,
         return osp_error_out_of_memory();
     }
     const onnx_graph *g = file->graph;
-    m->n_inputs = config->n_inputs;
+    m->n_inputs = config->n_inputs + sequence_input_count(config);
+    m->n_config_inputs = config->n_inputs;
     m->n_graph_outputs = g ? g->n_outputs : 0;
     m->batching = config->max_batch_size > 0;
     m->name = strdup(config->name);
-    m->input_map = calloc(config->n_inputs + 1, sizeof *m->input_map);
+    m->input_map = calloc(m->n_inputs + 1, sizeof *m->input_map);
     m->output_map = calloc(m->n_graph_outputs + 1, sizeof *m->output_map);
-    if (!m->name || !m->input_map || !m->output_map) {
+    m->state_output = calloc(m->n_graph_outputs + 1, sizeof *m->state_output);
+    if (!m->name || !m->input_map || !m->output_map || !m->state_output) {
         onnx_model_free(file);
         err = osp_error_out_of_memory();
         goto out;
@@ -467,7 +649,8 @@ typedef struct output_binding {
     osp_execute_ctx *ctx;
 } output_binding;
 
-/* onnx_output_alloc_fn: the core's buffer for a requested output. */
+/* onnx_output_alloc_fn: the core's buffer for a requested output, or for
+ * a state's next value (always wanted). */
 static osp_error *alloc_output(void *arg, size_t index, osp_datatype dtype,
                                const osp_shape *shape, size_t byte_size,
                                void **data) {
@@ -475,6 +658,17 @@ static osp_error *alloc_output(void *arg, size_t index, osp_datatype dtype,
     (void)dtype;
     int ci = b->model->output_map[index];
     *data = NULL;
+    if (b->model->state_output[index]) {
+        int si =
+            osp_execute_output_index(b->ctx, b->model->state_output[index]);
+        if (si < 0)
+            return osp_error_new(OSP_ERROR_INTERNAL,
+                                 "model '%s': the core has no state output "
+                                 "'%s'",
+                                 b->model->name, b->model->state_output[index]);
+        return osp_execute_output_alloc(b->ctx, (size_t)si, shape, byte_size,
+                                        data);
+    }
     if (ci < 0 || !osp_execute_output_requested(b->ctx, (size_t)ci))
         return NULL;
     return osp_execute_output_alloc(b->ctx, (size_t)ci, shape, byte_size,
@@ -486,6 +680,12 @@ static osp_error *backend_execute(void *instance, osp_execute_ctx *ctx) {
     onnx_backend_model *m = inst->model;
     for (size_t i = 0; i < m->n_inputs; i++) {
         const osp_backend_tensor *t = osp_execute_input(ctx, i);
+        /* A warmup sample of a sequence model names the control and state
+         * inputs itself; one it left out cannot run. */
+        if (!t || (i >= m->n_config_inputs && !t->data))
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "model '%s': input '%s' was not given",
+                                 m->name, t && t->name ? t->name : "?");
         onnx_io *io = &inst->inputs[m->input_map[i]];
         io->dtype = t->dtype;
         io->shape = t->shape;
@@ -501,18 +701,27 @@ static osp_error *backend_execute(void *instance, osp_execute_ctx *ctx) {
 /* ---- auto-complete -----------------------------------------------------
  */
 
-/* The config tensors for graph values vis[n]: names, types, dims (after
- * the batch dim when batching; symbolic dims are -1). */
-static osp_error *complete_tensors(const char *model, const onnx_value_info *vis,
-                                   size_t n, bool batching,
+/* The config tensors for graph values vis[n] (the graph's inputs when
+ * `inputs`, else its outputs): names, types, dims (after the batch dim
+ * when batching; symbolic dims are -1). The sequence batcher's tensors
+ * (control inputs, state inputs and outputs) are left out: the core
+ * feeds and takes them, a client never sends or receives them. */
+static osp_error *complete_tensors(const osp_model_config *config,
+                                   const onnx_value_info *vis, size_t n,
+                                   bool inputs, bool batching,
                                    osp_model_io **out, size_t *n_out) {
+    const char *model = config->name;
     osp_model_io *ios = calloc(n ? n : 1, sizeof *ios);
     if (!ios)
         return osp_error_out_of_memory();
     osp_error *err = NULL;
+    size_t kept = 0;
     for (size_t i = 0; i < n && !err; i++) {
         const onnx_value_info *vi = &vis[i];
-        osp_model_io *io = &ios[i];
+        if (inputs ? is_sequence_input(config, vi->name)
+                   : is_state_output(config, vi->name))
+            continue;
+        osp_model_io *io = &ios[kept++];
         if (!(io->name = strdup(vi->name))) {
             err = osp_error_out_of_memory();
             break;
@@ -542,13 +751,13 @@ static osp_error *complete_tensors(const char *model, const onnx_value_info *vis
                          : "that does not batch");
     }
     if (err) {
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < kept; i++)
             free(ios[i].name);
         free(ios);
         return err;
     }
     *out = ios;
-    *n_out = n;
+    *n_out = kept;
     return NULL;
 }
 
@@ -558,7 +767,9 @@ static osp_error *complete_tensors(const char *model, const onnx_value_info *vis
  * max_batch_size 0 becomes default-max-batch-size (4, or
  * --backend-config=onnxruntime,default-max-batch-size=N) and a model
  * without a scheduler gets dynamic_batching {}. A max_batch_size the
- * graph cannot batch is an error. */
+ * graph cannot batch is an error. Unlike Triton's, which lists every
+ * graph tensor, the sequence batcher's control and state tensors are not
+ * made config inputs or outputs (see complete_tensors). */
 static osp_error *backend_auto_complete(osp_model_config *config,
                                         const char *version_path) {
     onnx_model *file = NULL;
@@ -603,19 +814,20 @@ static osp_error *backend_auto_complete(osp_model_config *config,
             }
         }
         config->max_batch_size = (int32_t)dflt;
-        if (dflt > 0 && !config->dynamic_batching.enabled)
+        /* As Triton: not for a sequence model, whose scheduler is the
+         * sequence batcher. */
+        if (dflt > 0 && !config->dynamic_batching.enabled &&
+            !config->sequence_batching.enabled)
             config->dynamic_batching.enabled = true;
     }
     bool batching = config->max_batch_size > 0;
     if (config->n_inputs == 0 &&
-        (err = complete_tensors(config->name, g->inputs, g->n_inputs,
-                                batching, &config->inputs,
-                                &config->n_inputs)))
+        (err = complete_tensors(config, g->inputs, g->n_inputs, true, batching,
+                                &config->inputs, &config->n_inputs)))
         goto out;
     if (config->n_outputs == 0)
-        err = complete_tensors(config->name, g->outputs, g->n_outputs,
-                               batching, &config->outputs,
-                               &config->n_outputs);
+        err = complete_tensors(config, g->outputs, g->n_outputs, false,
+                               batching, &config->outputs, &config->n_outputs);
 out:
     onnx_model_free(file);
     return err;

@@ -24,6 +24,44 @@ static void io_list_json(pyproto_text *t, const char *key,
     pyproto_text_printf(t, "]");
 }
 
+/* "sequence_batching": its control inputs (one entry per control, with
+ * kind and data_type) and states (input_name, output_name, data_type,
+ * dims): what a model's initialize may read, and how the stub learns
+ * which response tensors are next states. */
+static void sequence_json(pyproto_text *t, const osp_sequence_batching *sb) {
+    static const char *const kinds[] = {
+        [OSP_SEQUENCE_CONTROL_START] = "CONTROL_SEQUENCE_START",
+        [OSP_SEQUENCE_CONTROL_END] = "CONTROL_SEQUENCE_END",
+        [OSP_SEQUENCE_CONTROL_READY] = "CONTROL_SEQUENCE_READY",
+        [OSP_SEQUENCE_CONTROL_CORRID] = "CONTROL_SEQUENCE_CORRID",
+    };
+    pyproto_text_printf(t, ",\"sequence_batching\":{\"control_input\":[");
+    for (size_t i = 0; i < sb->n_controls; i++) {
+        const osp_sequence_control *c = &sb->controls[i];
+        pyproto_text_printf(t, "%s{\"name\":", i ? "," : "");
+        pyproto_text_json_string(t, c->name);
+        pyproto_text_printf(t,
+                            ",\"control\":[{\"kind\":\"%s\","
+                            "\"data_type\":\"%s\"}]}",
+                            kinds[c->kind], osp_datatype_config_name(c->dtype));
+    }
+    pyproto_text_printf(t, "],\"state\":[");
+    for (size_t i = 0; i < sb->n_states; i++) {
+        const osp_sequence_state *st = &sb->states[i];
+        pyproto_text_printf(t, "%s{\"input_name\":", i ? "," : "");
+        pyproto_text_json_string(t, st->input_name);
+        pyproto_text_printf(t, ",\"output_name\":");
+        pyproto_text_json_string(t, st->output_name);
+        pyproto_text_printf(t, ",\"data_type\":\"%s\",\"dims\":[",
+                            osp_datatype_config_name(st->dtype));
+        for (int d = 0; d < st->dims.rank; d++)
+            pyproto_text_printf(t, "%s%lld", d ? "," : "",
+                                (long long)st->dims.dims[d]);
+        pyproto_text_printf(t, "]}");
+    }
+    pyproto_text_printf(t, "]}");
+}
+
 void pyargs_config_json(pyproto_text *t, const osp_model_config *c) {
     pyproto_text_printf(t, "{\"name\":");
     pyproto_text_json_string(t, c->name);
@@ -57,6 +95,8 @@ void pyargs_config_json(pyproto_text *t, const osp_model_config *c) {
             ",\"dynamic_batching\":{"
             "\"max_queue_delay_microseconds\":%llu}",
             (unsigned long long)c->dynamic_batching.max_queue_delay_us);
+    if (c->sequence_batching.enabled)
+        sequence_json(t, &c->sequence_batching);
     pyproto_text_printf(t, ",\"model_transaction_policy\":{\"decoupled\":%s}}",
                         c->decoupled ? "true" : "false");
 }

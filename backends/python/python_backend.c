@@ -63,9 +63,12 @@ typedef struct python_model {
     char *python;           /* executable */
     char *stub_script;
     char *config_json;
-    osp_datatype *output_dtypes; /* per config output */
+    /* per config output, then per sequence_batching state (its
+     * output_name: the response tensor that is the next state) */
+    osp_datatype *output_dtypes;
     char **output_names;
-    size_t n_outputs;
+    size_t n_outputs; /* config outputs */
+    size_t n_states;
     size_t shm_initial, shm_growth, shm_limit;
     uint64_t memory_limit; /* stub-memory-limit-byte-size; 0 = none */
     uint64_t init_timeout_ns, execute_timeout_ns;
@@ -199,7 +202,7 @@ static void python_model_free(void *opaque) {
     python_model *m = opaque;
     if (!m)
         return;
-    for (size_t i = 0; i < m->n_outputs && m->output_names; i++)
+    for (size_t i = 0; i < m->n_outputs + m->n_states && m->output_names; i++)
         free(m->output_names[i]);
     free(m->output_names);
     free(m->output_dtypes);
@@ -260,15 +263,29 @@ static osp_error *python_model_new(const osp_model_config *config,
     m->config_json = json.data;
     m->decoupled = config->decoupled;
     m->n_outputs = config->n_outputs;
-    m->output_dtypes = calloc(config->n_outputs + 1, sizeof *m->output_dtypes);
-    m->output_names = calloc(config->n_outputs + 1, sizeof *m->output_names);
+    const osp_sequence_batching *seq = &config->sequence_batching;
+    m->n_states = seq->enabled ? seq->n_states : 0;
+    if (m->decoupled && m->n_states) {
+        err = osp_error_new(OSP_ERROR_INVALID_ARG,
+                            "python model '%s': implicit state "
+                            "(sequence_batching state) is not supported for "
+                            "a decoupled model",
+                            config->name);
+        goto out;
+    }
+    size_t n_named = m->n_outputs + m->n_states;
+    m->output_dtypes = calloc(n_named + 1, sizeof *m->output_dtypes);
+    m->output_names = calloc(n_named + 1, sizeof *m->output_names);
     if (json.failed || !m->output_dtypes || !m->output_names) {
         err = osp_error_out_of_memory();
         goto out;
     }
-    for (size_t o = 0; o < config->n_outputs; o++) {
-        m->output_dtypes[o] = config->outputs[o].dtype;
-        if (!(m->output_names[o] = strdup(config->outputs[o].name))) {
+    for (size_t o = 0; o < n_named; o++) {
+        const osp_sequence_state *st =
+            o < m->n_outputs ? NULL : &seq->states[o - m->n_outputs];
+        m->output_dtypes[o] = st ? st->dtype : config->outputs[o].dtype;
+        if (!(m->output_names[o] =
+                  strdup(st ? st->output_name : config->outputs[o].name))) {
             err = osp_error_out_of_memory();
             goto out;
         }
@@ -457,29 +474,38 @@ static osp_error *response_error(const pyproto_response *resp) {
                          resp->error_message);
 }
 
-/* Hands the stub's outputs for the batch (one response) to the core. */
+/* Hands the stub's outputs for the batch (one response) to the core: the
+ * config outputs someone asked for, and the tensors named by a state's
+ * output_name (the sequence's next state, which the core keeps). */
 static osp_error *take_outputs(python_instance *inst, osp_execute_ctx *ctx,
                                const pyproto_response *resp) {
     python_model *m = inst->model;
     if (resp->is_error)
         return response_error(resp);
+    size_t n_named = m->n_outputs + m->n_states;
     for (size_t k = 0; k < resp->n_outputs; k++) {
         const pyproto_output *out = &resp->outputs[k];
         size_t o = 0;
-        while (o < m->n_outputs && strcmp(m->output_names[o], out->name) != 0)
+        while (o < n_named && strcmp(m->output_names[o], out->name) != 0)
             o++;
-        if (o == m->n_outputs || !osp_execute_output_requested(ctx, o))
-            continue; /* not in the config, or nobody asked for it */
+        if (o == n_named)
+            continue; /* not in the config */
+        int index = o < m->n_outputs ? (int)o
+                                     : osp_execute_output_index(ctx, out->name);
+        if (index < 0 || (o < m->n_outputs &&
+                          !osp_execute_output_requested(ctx, (size_t)index)))
+            continue; /* nobody asked for it */
         if (out->dtype != m->output_dtypes[o])
             return osp_error_new(
                 OSP_ERROR_INTERNAL,
-                "python model '%s': output '%s' is %s but the model "
+                "python model '%s': %s '%s' is %s but the model "
                 "configuration says %s",
-                m->name, out->name, osp_datatype_wire_name(out->dtype),
+                m->name, o < m->n_outputs ? "output" : "state output",
+                out->name, osp_datatype_wire_name(out->dtype),
                 osp_datatype_wire_name(m->output_dtypes[o]));
         void *data = NULL;
-        osp_error *err = osp_execute_output_alloc(ctx, o, &out->shape,
-                                                  out->byte_size, &data);
+        osp_error *err = osp_execute_output_alloc(
+            ctx, (size_t)index, &out->shape, out->byte_size, &data);
         if (!err)
             err = copy_tensor(inst, ctx, data,
                               inst->stub.region.base + out->offset,

@@ -92,6 +92,10 @@ typedef struct osp_server_options {
     const char *const *load_models; /* explicit mode: names, or "*" */
     size_t n_load_models;
     bool strict_gpu; /* KIND_GPU without a GPU fails */
+    /* Live sequences per version of a sequence_batching model
+     * (--max-sequences; default 4096): a new sequence beyond them is
+     * refused with UNAVAILABLE. */
+    size_t max_sequences;
     /* Triton's auto-complete (default true; --disable-auto-complete-config,
      * --strict-model-config=true turn it off): a model folder may have no
      * config.pbtxt, a load request's partial config (no backend, no

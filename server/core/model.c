@@ -462,14 +462,15 @@ static void stop_instances(osp_model *model) {
 /* The model's queue: the dynamic batcher, behind a sequence batcher for
  * sequence_batching, whose strategy sets the batching (oldest: its
  * preferred sizes and delay; direct: its delay, any batch size). */
-static osp_error *init_queue(osp_model *model, const char *version_path) {
+static osp_error *init_queue(osp_model *model, const char *version_path,
+                             size_t max_sequences) {
     const osp_model_config *config = model->config;
     const osp_sequence_batching *seq = &config->sequence_batching;
     if (!seq->enabled)
         return batcher_init(&model->batcher, config, requests_compatible,
                             (void *)config);
-    osp_error *err =
-        sequence_batcher_new(config, version_path, &model->sequences);
+    osp_error *err = sequence_batcher_new(config, version_path, max_sequences,
+                                          &model->sequences);
     if (err)
         return err;
     osp_model_config queue = *config;
@@ -521,7 +522,7 @@ osp_error *model_load_shell(osp_model_config *config, int64_t version,
 
 osp_error *model_load(osp_model_config *config, const osp_backend *backend,
                       int64_t version, const char *version_path,
-                      bool strict_gpu, osp_model **out) {
+                      const model_load_options *opts, osp_model **out) {
     osp_error *err = NULL;
     osp_model *model = model_new_shell(config, version, version_path);
     if (!model)
@@ -532,9 +533,9 @@ osp_error *model_load(osp_model_config *config, const osp_backend *backend,
     if ((err = model->backend->model_new(config, version_path,
                                          &model->backend_model)))
         goto out;
-    if ((err = init_queue(model, version_path)))
+    if ((err = init_queue(model, version_path, opts->max_sequences)))
         goto out;
-    if ((err = place_instances(model, strict_gpu)))
+    if ((err = place_instances(model, opts->strict_gpu)))
         goto out;
     for (size_t i = 0; i < model->n_instances && !err; i++) {
         model_instance *inst = &model->instances[i];

@@ -93,13 +93,19 @@ static inline size_t model_batch_input_count(const osp_model *model) {
                              : 0);
 }
 
+/* The server's settings a model load follows. */
+typedef struct model_load_options {
+    bool strict_gpu;      /* KIND_GPU without a GPU fails the load */
+    size_t max_sequences; /* sequence table size; 0: the default */
+} model_load_options;
+
 /* Loads version `version` of the model whose config is `config` (the model
  * takes ownership on success; the caller keeps it on failure) with
- * `backend` (borrowed, a static table). Creates instances per
- * instance_group and starts their workers. */
+ * `backend` (borrowed, a static table) and `opts` (borrowed during the
+ * call). Creates instances per instance_group and starts their workers. */
 osp_error *model_load(osp_model_config *config, const osp_backend *backend,
                       int64_t version, const char *version_path,
-                      bool strict_gpu, osp_model **out);
+                      const model_load_options *opts, osp_model **out);
 /* A model version without a backend or instances (a scheduler of the core
  * runs its requests, as the ensemble's does): `config` is taken over on
  * success. */

@@ -64,6 +64,7 @@ struct osp_server {
     size_t n_backend_settings;
     osp_model_control_mode control_mode;
     bool strict_gpu;
+    size_t max_sequences; /* per sequence model version */
     int load_threads; /* models loaded at once by a repository scan */
     pthread_mutex_t lock;
     pthread_mutex_t load_lock;
@@ -128,6 +129,7 @@ void osp_server_options_init(osp_server_options *opts) {
     opts->control_mode = OSP_MODEL_CONTROL_NONE;
     opts->auto_complete_config = true;
     opts->model_load_threads = 4;
+    opts->max_sequences = 4096;
     osp_device_options_init(&opts->devices);
 }
 
@@ -610,8 +612,10 @@ static osp_error *load_backend_version(osp_server *server,
         err = backend->auto_complete(cfg, vpath);
     if (!err)
         err = normalize_config(cfg);
+    model_load_options load = {.strict_gpu = server->strict_gpu,
+                               .max_sequences = server->max_sequences};
     if (!err)
-        err = model_load(cfg, backend, version, vpath, server->strict_gpu, out);
+        err = model_load(cfg, backend, version, vpath, &load, out);
     return err;
 }
 
@@ -1177,6 +1181,7 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
             server->backends[i]->attach_server(server);
     server->control_mode = opts->control_mode;
     server->strict_gpu = opts->strict_gpu;
+    server->max_sequences = opts->max_sequences;
     server->load_threads = opts->model_load_threads;
     pthread_mutex_init(&server->lock, NULL);
     pthread_mutex_init(&server->load_lock, NULL);

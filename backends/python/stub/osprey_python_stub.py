@@ -118,6 +118,10 @@ model = None
 instance_name = ""
 region = None
 decoupled = False
+# The output_name of each sequence_batching state: a response tensor of that
+# name is the sequence's next state (the server keeps it), wanted whether or
+# not the client asked for it.
+state_outputs = frozenset()
 current_requests = []  # the requests of the EXEC being answered
 executing = False  # execute() runs: BLS answers may be read
 
@@ -135,11 +139,13 @@ def import_model(model_file, model_repository):
 
 
 def initialize(payload):
-    global model, instance_name, region, decoupled
+    global model, instance_name, region, decoupled, state_outputs
     init = json.loads(payload)
     args = init["args"]
     config = json.loads(args.get("model_config", "{}"))
     decoupled = bool(config.get("model_transaction_policy", {}).get("decoupled", False))
+    state_outputs = frozenset(
+        s["output_name"] for s in config.get("sequence_batching", {}).get("state", []))
     instance_name = args["model_instance_name"]
     region = Region(init["growth"], init["region_max"])
     global out_of_memory_frame
@@ -433,8 +439,8 @@ def execute(payload):
                 message = err.message().encode("utf-8", "replace")
                 out.append(struct.pack("<III", 1, err.code(), len(message)) + message)
             else:
-                cursor = write_outputs(response, set(request.requested_output_names()),
-                                       cursor, out)
+                wanted = set(request.requested_output_names()) | state_outputs
+                cursor = write_outputs(response, wanted, cursor, out)
     except Exception as exc:
         return batch_failure(exc)
     return RESULT, struct.pack("<QI", region.size, len(responses)) + b"".join(out)

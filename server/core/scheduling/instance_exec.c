@@ -109,6 +109,36 @@ static size_t batch_output_count(const osp_model *model) {
                              : 0);
 }
 
+/* A state's next value (batch output o past the config's) must have the
+ * state's dims after the batch dim, and their bytes: the sequence batcher
+ * hands exactly one state's bytes to the sequence's next request. */
+static osp_error *check_state_output(const osp_model *model,
+                                     const osp_backend_tensor *t, size_t o,
+                                     int64_t total_batch) {
+    const osp_model_config *cfg = model->config;
+    const osp_sequence_state *st =
+        sequence_batcher_state(model->sequences, o - cfg->n_outputs);
+    osp_shape want = {.rank = 0};
+    if (cfg->max_batch_size > 0)
+        want.dims[want.rank++] = total_batch;
+    size_t bytes = osp_datatype_byte_size(st->dtype) *
+                   (size_t)(cfg->max_batch_size > 0 ? total_batch : 1);
+    for (int d = 0; d < st->dims.rank && want.rank < OSP_MAX_DIMS; d++) {
+        want.dims[want.rank++] = st->dims.dims[d];
+        bytes *= (size_t)st->dims.dims[d];
+    }
+    if (osp_shape_equal(&t->shape, &want) && t->byte_size == bytes)
+        return NULL;
+    char got[256], expected[256];
+    osp_shape_format(&t->shape, got, sizeof got);
+    osp_shape_format(&want, expected, sizeof expected);
+    return osp_error_new(OSP_ERROR_INTERNAL,
+                         "model '%s': state output '%s' has shape %s (%zu "
+                         "bytes), the state needs shape %s (%zu bytes)",
+                         cfg->name, st->output_name, got, t->byte_size,
+                         expected, bytes);
+}
+
 /* Builds device input i from every request's bytes. A single request on
  * a host-memory device is passed through without a copy. */
 static osp_error *gather_input(model_instance *inst, batch_state *bs,
@@ -451,7 +481,9 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
             err = osp_error_new(OSP_ERROR_INTERNAL,
                                 "backend '%s' produced no output '%s'",
                                 model->backend->name, bs.outputs[o].name);
-        else
+        else if (o >= cfg->n_outputs)
+            err = check_state_output(model, &bs.outputs[o], o, total_batch);
+        if (!err)
             err = stage_output(inst, &bs, o, &staged[o]);
     }
     if (!err)

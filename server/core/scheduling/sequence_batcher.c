@@ -106,7 +106,7 @@ static osp_error *check_names(const osp_model_config *cfg) {
 }
 
 osp_error *sequence_batcher_new(const osp_model_config *config,
-                                const char *version_path,
+                                const char *version_path, size_t max_sequences,
                                 sequence_batcher **out) {
     const osp_sequence_batching *seq = &config->sequence_batching;
     osp_error *err = check_names(config);
@@ -128,8 +128,9 @@ osp_error *sequence_batcher_new(const osp_model_config *config,
     if (!sb->initial || !sb->state_bytes)
         err = osp_error_out_of_memory();
     if (!err)
-        err = sequence_table_init(&sb->table, SEQUENCE_TABLE_CAPACITY,
-                                  seq->n_states, idle_us * 1000u);
+        err = sequence_table_init(
+            &sb->table, max_sequences ? max_sequences : SEQUENCE_TABLE_CAPACITY,
+            seq->n_states, idle_us * 1000u);
     for (size_t k = 0; k < seq->n_states && !err; k++) {
         const osp_sequence_state *st = &seq->states[k];
         sb->state_bytes[k] = state_row_bytes(st);

@@ -21,7 +21,8 @@
  * - A sequence idle for max_sequence_idle_microseconds is released; a
  *   request that is not START for an unknown, ended or released sequence
  *   fails with Triton's message. The table of live sequences is bounded
- *   (SEQUENCE_TABLE_CAPACITY); a full table refuses new sequences.
+ *   (--max-sequences, default SEQUENCE_TABLE_CAPACITY); a full table
+ *   refuses new sequences.
  *
  * Threading: one mutex guards the table. Requests enter through
  * model_enqueue; a finished request (pending_request_finish) hands the
@@ -41,7 +42,8 @@ typedef struct sequence_batcher sequence_batcher;
 typedef struct sequence_slot sequence_slot;
 struct pending_request;
 
-/* Live sequences per model version. */
+/* Live sequences per model version when the server sets no bound
+ * (--max-sequences' default). */
 #define SEQUENCE_TABLE_CAPACITY 4096
 
 /* What a request of a sequence carries (pending_request.sequence). */
@@ -55,10 +57,11 @@ typedef struct sequence_step {
 } sequence_step;
 
 /* The sequence batcher for `config` (borrowed; it must outlive the
- * batcher), loading initial_state files from `version_path`/initial_state.
- * Load errors name the state or control. Caller owns *out. */
+ * batcher), loading initial_state files from `version_path`/initial_state,
+ * with room for `max_sequences` live sequences (0: the default). Load
+ * errors name the state or control. Caller owns *out. */
 osp_error *sequence_batcher_new(const osp_model_config *config,
-                                const char *version_path,
+                                const char *version_path, size_t max_sequences,
                                 sequence_batcher **out);
 void sequence_batcher_free(sequence_batcher *sb);
 
