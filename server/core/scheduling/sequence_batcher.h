@@ -32,7 +32,9 @@
  *
  * Threading: one mutex guards the table. Requests enter through
  * model_enqueue; a finished request (pending_request_finish) hands the
- * next one of its sequence to the model's queue.
+ * next one of its sequence, and the first one of a sequence its release
+ * gave a batch slot, to the model (the slot's instance's queue); the
+ * reaper thread does the same for the slots of idle sequences.
  */
 #pragma once
 
