@@ -11,7 +11,13 @@
  *
  * Every further output must be named "<control input>_OUT" and carries that
  * control input's value as the request saw it (START, END, READY, CORRID
- * with their configured datatypes), so tests can watch the control inputs.
+ * with their configured datatypes), so tests can watch the control inputs,
+ * or be one of these TYPE_INT32 [1] outputs, so tests can watch the
+ * batches the sequence batcher forms:
+ *   BATCH_INDEX     the request's row in its batch (its `direct` slot)
+ *   BATCH_SIZE      the rows of its batch, filler rows included
+ *   INSTANCE        the index of the instance that ran it (0, 1, ...)
+ *   NOT_READY_ROWS  the rows of its batch whose READY control is false
  *
  * Parameter "execute_delay_us" (default 0) makes each batch cost that much
  * more, however many requests it holds: a stand-in for a model whose cost
@@ -25,8 +31,20 @@
 
 #include "../builtin.h"
 
+/* What an output carries: the sum, a control input, or a batch fact. */
+typedef enum accumulator_output {
+    ACC_OUT_ECHO = 0,
+    ACC_OUT_BATCH_INDEX,
+    ACC_OUT_BATCH_SIZE,
+    ACC_OUT_INSTANCE,
+    ACC_OUT_NOT_READY_ROWS,
+} accumulator_output;
+
 typedef struct accumulator_model {
     char *name;
+    accumulator_output *kind;          /* per output from the second on */
+    const osp_sequence_control *ready; /* READY control, or NULL */
+    int next_instance; /* instances are created one at a time, in order */
     osp_datatype dtype;
     const char *state_in, *state_out; /* borrowed from the config */
     size_t n_outputs;
@@ -41,6 +59,7 @@ static void accumulator_model_free(void *opaque) {
         return;
     free(model->name);
     free(model->echo);
+    free(model->kind);
     free(model);
 }
 
@@ -96,7 +115,8 @@ static osp_error *accumulator_model_new(const osp_model_config *config,
                                  config->name, in->name);
     accumulator_model *model = calloc(1, sizeof *model);
     if (!model || !(model->name = strdup(config->name)) ||
-        !(model->echo = calloc(config->n_outputs, sizeof(*model->echo)))) {
+        !(model->echo = calloc(config->n_outputs, sizeof(*model->echo))) ||
+        !(model->kind = calloc(config->n_outputs, sizeof(*model->kind)))) {
         accumulator_model_free(model);
         return osp_error_out_of_memory();
     }
@@ -119,13 +139,30 @@ static osp_error *accumulator_model_new(const osp_model_config *config,
     model->state_in = st->input_name;
     model->state_out = st->output_name;
     model->n_outputs = config->n_outputs;
+    for (size_t i = 0; i < seq->n_controls; i++)
+        if (seq->controls[i].kind == OSP_SEQUENCE_CONTROL_READY)
+            model->ready = &seq->controls[i];
+    static const struct {
+        const char *name;
+        accumulator_output kind;
+    } facts[] = {{"BATCH_INDEX", ACC_OUT_BATCH_INDEX},
+                 {"BATCH_SIZE", ACC_OUT_BATCH_SIZE},
+                 {"INSTANCE", ACC_OUT_INSTANCE},
+                 {"NOT_READY_ROWS", ACC_OUT_NOT_READY_ROWS}};
     for (size_t o = 1; o < config->n_outputs; o++) {
-        model->echo[o] = echoed_control(config, config->outputs[o].name);
+        const osp_model_io *io = &config->outputs[o];
+        for (size_t f = 0; f < sizeof facts / sizeof facts[0]; f++)
+            if (!strcmp(io->name, facts[f].name) && io->dtype == OSP_TYPE_INT32)
+                model->kind[o] = facts[f].kind;
+        if (model->kind[o] != ACC_OUT_ECHO)
+            continue;
+        model->echo[o] = echoed_control(config, io->name);
         if (!model->echo[o]) {
             osp_error *err = osp_error_new(
                 OSP_ERROR_INVALID_ARG,
                 "accumulator model '%s': output '%s' must be named "
-                "'<control input>_OUT'",
+                "'<control input>_OUT', or be a TYPE_INT32 BATCH_INDEX, "
+                "BATCH_SIZE, INSTANCE or NOT_READY_ROWS",
                 config->name, config->outputs[o].name);
             accumulator_model_free(model);
             return err;
@@ -135,18 +172,102 @@ static osp_error *accumulator_model_new(const osp_model_config *config,
     return NULL;
 }
 
-/* Instances need no state of their own: the core keeps the sequences'. */
+/* An instance knows its model and its index (the core keeps the
+ * sequences' state). */
+typedef struct accumulator_instance {
+    const accumulator_model *model;
+    int index;
+    osp_device *device; /* borrowed */
+} accumulator_instance;
+
 static osp_error *accumulator_instance_new(void *model, osp_device *device,
                                            osp_stream *stream,
                                            void **instance) {
-    (void)device;
     (void)stream;
-    *instance = model;
+    accumulator_model *m = model;
+    accumulator_instance *inst = calloc(1, sizeof *inst);
+    if (!inst)
+        return osp_error_out_of_memory();
+    inst->model = m;
+    inst->index = m->next_instance++;
+    inst->device = device;
+    *instance = inst;
     return NULL;
 }
 
 static void accumulator_instance_free(void *instance) {
-    (void)instance;
+    free(instance);
+}
+
+/* Whether row r of control tensor t holds the control's false value. */
+static bool control_row_false(const osp_sequence_control *c,
+                              const unsigned char *rows, int64_t r) {
+    if (c->dtype == OSP_TYPE_INT32) {
+        int32_t v;
+        memcpy(&v, rows + 4 * r, 4);
+        return v == c->int32_false_true[0];
+    }
+    if (c->dtype == OSP_TYPE_FP32) {
+        float v;
+        memcpy(&v, rows + 4 * r, 4);
+        return v == c->fp32_false_true[0];
+    }
+    return (rows[r] != 0) == c->bool_false_true[0];
+}
+
+/* Output o, one of the batch facts, as one int32 per row: computed on the
+ * host and copied to the instance's device. */
+static osp_error *batch_fact_output(const accumulator_instance *inst,
+                                    osp_execute_ctx *ctx, size_t o,
+                                    accumulator_output kind) {
+    const accumulator_model *model = inst->model;
+    int64_t rows = osp_execute_batch_size(ctx);
+    if (rows < 1)
+        rows = 1;
+    osp_device_info info;
+    osp_device_get_info(inst->device, &info);
+    osp_stream *stream = osp_execute_stream(ctx);
+    int32_t *values = calloc((size_t)rows, sizeof *values);
+    unsigned char *ready = NULL;
+    osp_error *err = NULL;
+    if (!values)
+        return osp_error_out_of_memory();
+    int32_t not_ready = 0;
+    const osp_backend_tensor *t =
+        model->ready ? osp_execute_input_by_name(ctx, model->ready->name)
+                     : NULL;
+    if (kind == ACC_OUT_NOT_READY_ROWS && t && t->data) {
+        ready = malloc(t->byte_size + 1);
+        if (!ready)
+            err = osp_error_out_of_memory();
+        else if (info.type == OSP_DEVICE_CPU)
+            memcpy(ready, t->data, t->byte_size);
+        else if (!(err = osp_memcpy_async(stream, ready, t->data, t->byte_size,
+                                          OSP_COPY_DEVICE_TO_HOST)))
+            err = osp_stream_synchronize(stream);
+        for (int64_t r = 0; r < rows && !err; r++)
+            not_ready += control_row_false(model->ready, ready, r);
+    }
+    for (int64_t r = 0; r < rows; r++)
+        values[r] = kind == ACC_OUT_BATCH_INDEX  ? (int32_t)r
+                    : kind == ACC_OUT_BATCH_SIZE ? (int32_t)rows
+                    : kind == ACC_OUT_INSTANCE   ? inst->index
+                                                 : not_ready;
+    osp_shape shape = {.rank = 2, .dims = {rows, 1}};
+    if (osp_execute_batch_size(ctx) == 0)
+        shape = (osp_shape){.rank = 1, .dims = {1}};
+    void *data = NULL;
+    size_t bytes = (size_t)rows * sizeof *values;
+    if (!err)
+        err = osp_execute_output_alloc(ctx, o, &shape, bytes, &data);
+    if (!err && info.type == OSP_DEVICE_CPU)
+        memcpy(data, values, bytes);
+    else if (!err && !(err = osp_memcpy_async(stream, data, values, bytes,
+                                              OSP_COPY_HOST_TO_DEVICE)))
+        err = osp_stream_synchronize(stream); /* before values is freed */
+    free(ready);
+    free(values);
+    return err;
 }
 
 /* A copy of tensor t (on the instance's device) as output `index`. */
@@ -162,7 +283,8 @@ static osp_error *copy_to_output(osp_execute_ctx *ctx, size_t index,
 }
 
 static osp_error *accumulator_execute(void *instance, osp_execute_ctx *ctx) {
-    const accumulator_model *model = instance;
+    const accumulator_instance *inst = instance;
+    const accumulator_model *model = inst->model;
     const osp_backend_tensor *in = osp_execute_input(ctx, 0);
     const osp_backend_tensor *state =
         osp_execute_input_by_name(ctx, model->state_in);
@@ -201,6 +323,10 @@ static osp_error *accumulator_execute(void *instance, osp_execute_ctx *ctx) {
     for (size_t o = 1; o < model->n_outputs && !err; o++) {
         if (!osp_execute_output_requested(ctx, o))
             continue;
+        if (model->kind[o] != ACC_OUT_ECHO) {
+            err = batch_fact_output(inst, ctx, o, model->kind[o]);
+            continue;
+        }
         const osp_backend_tensor *ctl =
             osp_execute_input_by_name(ctx, model->echo[o]);
         if (!ctl || !ctl->data)

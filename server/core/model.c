@@ -130,16 +130,53 @@ static void fail_expired(batcher_entry *expired) {
     }
 }
 
-/* Moves the n entries batcher_take left in inst->entries into inst->batch
- * as their requests. */
+/* Moves the n entries the queue left in inst->entries into inst->batch
+ * as their requests (a `direct` hole stays NULL: instance_execute_batch
+ * fills it). */
 static void claim_batch(model_instance *inst, size_t n) {
-    const osp_model_config *cfg = inst->model->config;
-    bool ordered = cfg->dynamic_batching.enabled &&
-                   cfg->dynamic_batching.preserve_ordering;
+    osp_model *model = inst->model;
+    const osp_model_config *cfg = model->config;
+    reorder_buffer *order = NULL;
+    if (cfg->dynamic_batching.enabled &&
+        cfg->dynamic_batching.preserve_ordering)
+        order = &model->reorder;
+    else if (model->sequences && !model->direct_rows &&
+             cfg->sequence_batching.oldest_preserve_ordering)
+        order = &inst->reorder;
     for (size_t i = 0; i < n; i++) {
-        inst->batch[i] = inst->entries[i]->owner;
-        inst->batch[i]->ordered = ordered;
+        inst->batch[i] = inst->entries[i] ? inst->entries[i]->owner : NULL;
+        if (inst->batch[i])
+            inst->batch[i]->reorder = order;
     }
+}
+
+/* The queue inst takes its batches from: the model's, or for a sequence
+ * model the instance's own dynamic batcher (`oldest`; NULL for `direct`,
+ * whose rows are inst->seq_rows). */
+static batcher *instance_queue(model_instance *inst) {
+    osp_model *model = inst->model;
+    if (!model->sequences)
+        return &model->batcher;
+    return model->direct_rows ? NULL : &inst->seq_queue;
+}
+
+/* Requests queued for inst: the model's queue, or its own. Lock held. */
+static size_t instance_queued(model_instance *inst) {
+    batcher *q = instance_queue(inst);
+    return q ? batcher_queued(q) : slot_batcher_queued(&inst->seq_rows);
+}
+
+/* batcher_take (or slot_batcher_take) on inst's queue into inst->entries.
+ * Lock held. */
+static size_t instance_take(model_instance *inst, bool flush,
+                            batcher_entry **expired, uint64_t *wait_ns) {
+    batcher *q = instance_queue(inst);
+    *expired = NULL;
+    if (!q)
+        return slot_batcher_take(&inst->seq_rows, osp_now_ns(), flush,
+                                 inst->entries, wait_ns);
+    return batcher_take(q, osp_now_ns(), flush, inst->entries,
+                        batcher_max_entries(q), expired, wait_ns);
 }
 
 /* Takes the next batch for an instance into inst->batch, blocking until
@@ -151,7 +188,6 @@ static void claim_batch(model_instance *inst, size_t n) {
  * last took one (it still holds the instance's busy flag). */
 static size_t take_batch(model_instance *inst, bool previous_done) {
     osp_model *model = inst->model;
-    size_t cap = batcher_max_entries(&model->batcher);
     size_t n = 0;
     pthread_mutex_lock(&model->lock);
     if (previous_done)
@@ -163,13 +199,13 @@ static size_t take_batch(model_instance *inst, bool previous_done) {
         }
         batcher_entry *expired = NULL;
         uint64_t wait_ns = 0;
-        n = batcher_take(&model->batcher, osp_now_ns(),
-                         model->stopping || model->flushing, inst->entries, cap,
-                         &expired, &wait_ns);
+        n = instance_take(inst, model->stopping || model->flushing, &expired,
+                          &wait_ns);
         if (n > 0 || expired) {
             inst->busy = n > 0;
-            /* What is left may make a batch for another idle instance. */
-            if (batcher_queued(&model->batcher) > 0)
+            /* What is left may make a batch for another idle instance
+             * (a sequence model's instance takes only its own). */
+            if (!model->sequences && batcher_queued(&model->batcher) > 0)
                 pthread_cond_signal(&model->work_ready);
             pthread_mutex_unlock(&model->lock);
             fail_expired(expired);
@@ -221,13 +257,11 @@ static model_instance *idle_instance(osp_model *model) {
  * and returns with the model's lock held; unlocks around each batch.
  * Whatever is still queued afterwards goes to the workers. */
 static void run_inline_batches(osp_model *model, model_instance *inst) {
-    size_t cap = batcher_max_entries(&model->batcher);
     inst->busy = true;
     for (int round = 0; round < MODEL_INLINE_MAX_BATCHES; round++) {
         batcher_entry *expired = NULL;
         uint64_t wait_ns = 0;
-        size_t n = batcher_take(&model->batcher, osp_now_ns(), model->flushing,
-                                inst->entries, cap, &expired, &wait_ns);
+        size_t n = instance_take(inst, model->flushing, &expired, &wait_ns);
         if (n == 0 && !expired)
             break; /* empty, or waiting for the batch to fill */
         claim_batch(inst, n);
@@ -271,8 +305,24 @@ osp_error *model_enqueue_keep(osp_model *model, pending_request *p) {
     p->entry.batch_size = p->batch_size;
     p->entry.priority = p->req->priority;
     p->entry.timeout_us = p->req->timeout_us;
-    osp_error *err = batcher_enqueue(&model->batcher, &p->entry, now);
-    model_instance *idle = err ? NULL : idle_instance(model);
+    osp_error *err = NULL;
+    model_instance *idle = NULL;
+    if (model->sequences) {
+        /* The instance holding the sequence's batch slot runs it. */
+        const sequence_step *step = p->sequence;
+        model_instance *inst = &model->instances[step->instance];
+        if (!model->direct_rows)
+            err = batcher_enqueue(&inst->seq_queue, &p->entry, now);
+        else if (!slot_batcher_put(&inst->seq_rows, (size_t)step->batch_index,
+                                   &p->entry, now))
+            err = osp_error_new(OSP_ERROR_INTERNAL,
+                                "batch slot %d of instance %d is taken",
+                                step->batch_index, step->instance);
+        idle = err || inst->busy ? NULL : inst;
+    } else {
+        err = batcher_enqueue(&model->batcher, &p->entry, now);
+        idle = err ? NULL : idle_instance(model);
+    }
     bool run_here = idle && model->run_inline && !model->flushing;
     if (run_here) {
         /* p, and with it its model reference, may end inside. */
@@ -286,7 +336,7 @@ osp_error *model_enqueue_keep(osp_model *model, pending_request *p) {
          * again: two context switches for nothing. Workers of an inline
          * model also wait for their busy instance on this condition, so
          * they all look. */
-        if (model->run_inline)
+        if (model->run_inline || model->sequences)
             pthread_cond_broadcast(&model->work_ready);
         else
             pthread_cond_signal(&model->work_ready);
@@ -311,6 +361,8 @@ void model_flush(osp_model *model) {
 size_t model_pending_count(osp_model *model) {
     pthread_mutex_lock(&model->lock);
     size_t n = batcher_queued(&model->batcher);
+    for (size_t i = 0; model->sequences && i < model->n_instances; i++)
+        n += instance_queued(&model->instances[i]);
     pthread_mutex_unlock(&model->lock);
     return n;
 }
@@ -450,6 +502,8 @@ static void stop_instances(osp_model *model) {
         osp_stream_free(inst->stream);
         free(inst->batch);
         free(inst->entries);
+        batcher_destroy(&inst->seq_queue);
+        slot_batcher_destroy(&inst->seq_rows);
     }
     free(model->instances);
     model->instances = NULL;
@@ -459,9 +513,24 @@ static void stop_instances(osp_model *model) {
     model->backend_model = NULL;
 }
 
-/* The model's queue: the dynamic batcher, behind a sequence batcher for
- * sequence_batching, whose strategy sets the batching (oldest: its
- * preferred sizes and delay; direct: its delay, any batch size). */
+/* The dynamic batching an `oldest` sequence model's instances do: the
+ * strategy's preferred sizes, delay and preserve_ordering. */
+static osp_model_config oldest_queue_config(const osp_model_config *config) {
+    const osp_sequence_batching *seq = &config->sequence_batching;
+    osp_model_config queue = *config;
+    queue.dynamic_batching = (osp_dynamic_batching){
+        .enabled = true,
+        .preferred_batch_sizes = seq->preferred_batch_sizes,
+        .n_preferred_batch_sizes = seq->n_preferred_batch_sizes,
+        .max_queue_delay_us = seq->oldest_max_queue_delay_us,
+        .preserve_ordering = seq->oldest_preserve_ordering,
+    };
+    return queue;
+}
+
+/* The model's queue: the dynamic batcher; for sequence_batching the
+ * sequence batcher in front of the instances' own queues
+ * (init_sequence_queues), the model's staying empty. */
 static osp_error *init_queue(osp_model *model, const char *version_path,
                              size_t max_sequences) {
     const osp_model_config *config = model->config;
@@ -473,17 +542,47 @@ static osp_error *init_queue(osp_model *model, const char *version_path,
                                           &model->sequences);
     if (err)
         return err;
-    osp_model_config queue = *config;
-    bool oldest = seq->strategy == OSP_SEQUENCE_OLDEST;
-    queue.dynamic_batching = (osp_dynamic_batching){
-        .enabled = true,
-        .preferred_batch_sizes = oldest ? seq->preferred_batch_sizes : NULL,
-        .n_preferred_batch_sizes = oldest ? seq->n_preferred_batch_sizes : 0,
-        .max_queue_delay_us = oldest ? seq->oldest_max_queue_delay_us
-                                     : seq->direct_max_queue_delay_us,
-    };
+    osp_model_config queue = oldest_queue_config(config);
     return batcher_init(&model->batcher, &queue, requests_compatible,
                         (void *)config);
+}
+
+/* A sequence model's batch slots (n_instances x slots per instance) and
+ * each instance's queue: `direct` one row per slot, `oldest` a dynamic
+ * batcher. Sets model->batch_capacity. */
+static osp_error *init_sequence_queues(osp_model *model) {
+    const osp_model_config *config = model->config;
+    const osp_sequence_batching *seq = &config->sequence_batching;
+    model->batch_capacity = batcher_max_entries(&model->batcher);
+    if (!model->sequences)
+        return NULL;
+    osp_error *err =
+        sequence_batcher_start(model->sequences, model, model->n_instances);
+    if (err)
+        return err;
+    size_t slots = sequence_batcher_slots_per_instance(model->sequences);
+    /* A decoupled model runs one request per batch (osprey/backend.h):
+     * its `direct` batches get no filler rows, each request running
+     * alone from its instance's queue. */
+    model->direct_rows =
+        seq->strategy == OSP_SEQUENCE_DIRECT && !config->decoupled;
+    if (model->direct_rows && slots > model->batch_capacity)
+        model->batch_capacity = slots;
+    osp_model_config queue = oldest_queue_config(config);
+    for (size_t i = 0; i < model->n_instances && !err; i++) {
+        model_instance *inst = &model->instances[i];
+        reorder_init(&inst->reorder);
+        if (model->direct_rows)
+            err = slot_batcher_init(&inst->seq_rows, slots,
+                                    config->max_batch_size,
+                                    seq->direct_max_queue_delay_us,
+                                    seq->direct_minimum_slot_utilization,
+                                    requests_compatible, (void *)config);
+        else
+            err = batcher_init(&inst->seq_queue, &queue, requests_compatible,
+                               (void *)config);
+    }
+    return err;
 }
 
 /* The parts of a loaded model every model has: reference, locks, config,
@@ -537,9 +636,11 @@ osp_error *model_load(osp_model_config *config, const osp_backend *backend,
         goto out;
     if ((err = place_instances(model, opts->strict_gpu)))
         goto out;
+    if ((err = init_sequence_queues(model)))
+        goto out;
     for (size_t i = 0; i < model->n_instances && !err; i++) {
         model_instance *inst = &model->instances[i];
-        size_t slots = batcher_max_entries(&model->batcher);
+        size_t slots = model->batch_capacity;
         inst->batch = calloc(slots, sizeof(*inst->batch));
         inst->entries = calloc(slots, sizeof(*inst->entries));
         if (!inst->batch || !inst->entries) {
@@ -592,5 +693,8 @@ void model_unload(osp_model *model) {
     if (model->ensemble)
         ensemble_drain(model->ensemble);
     stop_instances(model);
+    /* Sequences still waiting for a batch slot fail now. */
+    if (model->sequences)
+        sequence_batcher_stop(model->sequences);
     osp_model_unref(model);
 }

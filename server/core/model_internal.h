@@ -15,6 +15,7 @@
 #include "osprey/server.h"
 #include "pending_request.h"
 #include "sequence_batcher.h"
+#include "slot_batcher.h"
 #include "stats.h"
 
 typedef struct model_instance model_instance;
@@ -41,9 +42,17 @@ struct model_instance {
      * calls: [0] compute start, [1] inputs copied, [2] backend done,
      * [3] outputs copied. */
     osp_event *marks[4];
-    /* The batch being taken and run: batcher_max_entries slots each. */
+    /* The batch being taken and run: batch_capacity slots each. */
     pending_request **batch;
     batcher_entry **entries;
+    /* sequence_batching: the instance's own queue, where the sequence
+     * batcher sends the requests of the sequences holding its batch slots
+     * (guarded by the model's lock). `oldest`: a dynamic batcher with the
+     * strategy's preferred sizes, delay and preserve_ordering (reorder);
+     * `direct`: one row per batch slot. */
+    batcher seq_queue;
+    slot_batcher seq_rows;
+    reorder_buffer reorder;
 };
 
 struct osp_model {
@@ -83,6 +92,8 @@ struct osp_model {
     /* sequence_batching: requests pass through it on their way to the
      * queue (model_enqueue). NULL for other models. Owned. */
     sequence_batcher *sequences;
+    bool direct_rows;      /* `direct`: instances batch by seq_rows */
+    size_t batch_capacity; /* entries one batch of an instance can hold */
 };
 
 /* Inputs of a batch of this model: the config's, then the sequence

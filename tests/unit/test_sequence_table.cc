@@ -1,5 +1,6 @@
 // The sequence table (server/core/scheduling/sequence_table.h) with a fake
-// clock: lookups by uint64 and string ids, the bound, idle release, END.
+// clock: lookups by uint64 and string ids, the bound, idle release, END,
+// batch slots and the sequences waiting for one.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -122,6 +123,101 @@ TEST(SequenceTable, ReleaseFreesTheState) {
     sequence_table_release(&tb.t, s); // leak-checked by the sanitizer build
     EXPECT_EQ(tb.t.used, 0u);
     EXPECT_FALSE(s->used);
+}
+
+// A table with 2 instances x 2 batch slots.
+struct SlotTable : Table {
+    SlotTable(size_t capacity, uint64_t idle_ns) : Table(capacity, idle_ns) {
+        osp_error *err = sequence_table_set_batch_slots(&t, 2, 2);
+        EXPECT_EQ(err, nullptr);
+    }
+    // A sequence's first request, queued while it waits for a slot.
+    void Queue(sequence_slot *s, pending_request *p) {
+        s->backlog_head = s->backlog_tail = p;
+    }
+};
+
+TEST(SequenceTableSlots, LowestRowFirstThenLowestInstance) {
+    SlotTable tb(8, 1000 * kMs);
+    int expect[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+    for (int i = 0; i < 4; i++) {
+        sequence_slot *s = tb.Open(Num(i + 1), 0);
+        ASSERT_NE(s, nullptr);
+        EXPECT_FALSE(s->waiting_for_slot);
+        EXPECT_EQ(s->instance, expect[i][0]) << i;
+        EXPECT_EQ(s->batch_index, expect[i][1]) << i;
+    }
+    EXPECT_EQ(sequence_table_waiting(&tb.t), 0u);
+}
+
+TEST(SequenceTableSlots, BacklogTakesFreedSlotsInArrivalOrder) {
+    SlotTable tb(8, 1000 * kMs);
+    sequence_slot *held[4];
+    for (int i = 0; i < 4; i++)
+        held[i] = tb.Open(Num(i + 1), 0);
+    pending_request firsts[3]{};
+    sequence_slot *wait[3];
+    for (int i = 0; i < 3; i++) {
+        wait[i] = tb.Open(Num(10 + i), 1);
+        ASSERT_NE(wait[i], nullptr);
+        EXPECT_TRUE(wait[i]->waiting_for_slot);
+        EXPECT_EQ(wait[i]->instance, -1);
+        tb.Queue(wait[i], &firsts[i]);
+    }
+    EXPECT_EQ(sequence_table_waiting(&tb.t), 3u);
+    EXPECT_EQ(sequence_table_take_promoted(&tb.t), nullptr);
+    // instance 1, row 1 frees: the oldest waiting sequence gets it
+    sequence_table_release(&tb.t, held[3]);
+    EXPECT_FALSE(wait[0]->waiting_for_slot);
+    EXPECT_EQ(wait[0]->instance, 1);
+    EXPECT_EQ(wait[0]->batch_index, 1);
+    EXPECT_EQ(sequence_table_waiting(&tb.t), 2u);
+    // a waiting sequence that goes away leaves the queue
+    wait[1]->backlog_head = wait[1]->backlog_tail = nullptr;
+    sequence_table_release(&tb.t, wait[1]);
+    EXPECT_EQ(sequence_table_waiting(&tb.t), 1u);
+    sequence_table_release(&tb.t, held[0]);
+    EXPECT_EQ(wait[2]->instance, 0);
+    EXPECT_EQ(wait[2]->batch_index, 0);
+    EXPECT_EQ(sequence_table_take_promoted(&tb.t), wait[0]);
+    EXPECT_EQ(sequence_table_take_promoted(&tb.t), wait[2]);
+    EXPECT_EQ(sequence_table_take_promoted(&tb.t), nullptr);
+    EXPECT_EQ(sequence_table_waiting(&tb.t), 0u);
+    // nobody waits: a freed slot is free again
+    sequence_table_release(&tb.t, held[1]);
+    sequence_slot *next = tb.Open(Num(20), 2);
+    EXPECT_EQ(next->instance, 1);
+    EXPECT_EQ(next->batch_index, 0);
+    for (sequence_slot *s : {wait[0], wait[2]})
+        s->backlog_head = s->backlog_tail = nullptr;
+}
+
+TEST(SequenceTableSlots, IdleHolderIsReapedForTheBacklog) {
+    SlotTable tb(8, 10 * kMs);
+    sequence_slot *held[4];
+    for (int i = 0; i < 4; i++) {
+        held[i] = tb.Open(Num(i + 1), 0);
+        held[i]->in_flight = true;
+    }
+    // nobody holding a slot can go idle yet
+    EXPECT_EQ(sequence_table_next_idle_ns(&tb.t), UINT64_MAX);
+    pending_request first{};
+    sequence_slot *w = tb.Open(Num(9), 1 * kMs);
+    tb.Queue(w, &first);
+    held[2]->in_flight = false;
+    held[2]->last_active_ns = 5 * kMs;
+    held[1]->in_flight = false;
+    held[1]->last_active_ns = 3 * kMs;
+    // the first holder to go idle: sequence 2 at 3 + 10 ms
+    EXPECT_EQ(sequence_table_next_idle_ns(&tb.t), 13 * kMs);
+    EXPECT_EQ(sequence_table_reap(&tb.t, 13 * kMs - 1), 0u);
+    // the waiting sequence has its request queued: never reaped itself
+    EXPECT_EQ(sequence_table_reap(&tb.t, 13 * kMs), 1u);
+    EXPECT_EQ(sequence_table_take_promoted(&tb.t), w);
+    EXPECT_EQ(w->instance, 1);
+    EXPECT_EQ(w->batch_index, 0);
+    EXPECT_EQ(sequence_table_next_idle_ns(&tb.t), 15 * kMs);
+    w->backlog_head = w->backlog_tail = nullptr;
 }
 
 } // namespace

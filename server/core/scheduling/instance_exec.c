@@ -408,9 +408,50 @@ static void execute_decoupled(model_instance *inst, batch_state *bs,
     free(views);
 }
 
+/* The completion callback of a filler row: nobody receives its outputs. */
+static void drop_filler_response(osp_infer_response *resp, void *user) {
+    (void)user;
+    osp_infer_response_free(resp);
+}
+
+/* Replaces the holes of a `direct` batch (NULL rows: batch slots without
+ * a request) by filler requests (sequence_batcher_filler_new). False when
+ * one cannot be made: the batch's requests have then failed. */
+static bool fill_holes(model_instance *inst, pending_request **batch,
+                       size_t n) {
+    const pending_request *like = NULL;
+    for (size_t r = 0; r < n && !like; r++)
+        like = batch[r];
+    osp_error *err = NULL;
+    for (size_t r = 0; r < n && !err && like; r++) {
+        if (batch[r])
+            continue;
+        err = sequence_batcher_filler_new(inst->model->sequences, like,
+                                          &batch[r]);
+        if (!err)
+            batch[r]->complete = drop_filler_response;
+    }
+    if (!err)
+        return like != NULL;
+    for (size_t r = 0; r < n; r++)
+        if (batch[r])
+            pending_request_fail(batch[r],
+                                 osp_error_new(osp_error_get_code(err), "%s",
+                                               osp_error_message(err)));
+    osp_error_free(err);
+    return false;
+}
+
 void instance_execute_batch(model_instance *inst, pending_request **batch,
                             size_t n) {
     osp_model *model = inst->model;
+    if (model->direct_rows) {
+        bool holes = false;
+        for (size_t r = 0; r < n; r++)
+            holes |= batch[r] == NULL;
+        if (holes && !fill_holes(inst, batch, n))
+            return;
+    }
     const osp_model_config *cfg = model->config;
     size_t n_in = model_batch_input_count(model);
     size_t n_out = batch_output_count(model);

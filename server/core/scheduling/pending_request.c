@@ -47,7 +47,7 @@ static void deliver(pending_request *p, osp_infer_response *resp) {
         pending_request_free(p);
         return;
     }
-    if (!p->ordered) {
+    if (!p->reorder) {
         p->complete(resp, p->user);
         pending_request_free(p);
         return;
@@ -57,7 +57,7 @@ static void deliver(pending_request *p, osp_infer_response *resp) {
     osp_model *model = model_ref(p->model);
     pthread_mutex_lock(&model->order_lock);
     p->held_response = resp;
-    batcher_entry *ready = reorder_push(&model->reorder, &p->entry);
+    batcher_entry *ready = reorder_push(p->reorder, &p->entry);
     while (ready) {
         pending_request *q = ready->owner;
         ready = ready->next;

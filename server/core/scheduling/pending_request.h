@@ -45,7 +45,10 @@ typedef struct pending_request {
     request_times times;
     struct pending_request *next;
     batcher_entry entry; /* its place in the model's queue */
-    bool ordered;        /* delivered in queue order (preserve_ordering) */
+    /* preserve_ordering: delivered in queue order through this buffer
+     * (the model's, or an `oldest` sequence model's instance's; guarded by
+     * the model's order_lock). NULL: delivered when finished. */
+    reorder_buffer *reorder;
     osp_infer_response *held_response; /* finished, waiting for its turn */
     osp_failure_reason failure_reason; /* statistics label if it fails */
     /* A step of an ensemble also adds its compute durations here when it

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cond_deadline.h"
 #include "model_internal.h"
 #include "osprey/clock.h"
 #include "sequence_table.h"
@@ -20,6 +21,12 @@
 struct sequence_batcher {
     pthread_mutex_t lock; /* guards the table and every slot in it */
     sequence_table table;
+    /* Releases idle sequences that hold a batch slot while others wait
+     * for one (started by sequence_batcher_start). */
+    osp_model *model; /* borrowed: the model owns the batcher */
+    pthread_t reaper;
+    bool reaper_started, stopping;
+    pthread_cond_t reaper_wake;         /* a sequence started waiting; stop */
     const osp_model_config *config;     /* borrowed: the model owns it */
     osp_buffer **initial;               /* per state: its initial bytes */
     size_t *state_bytes;                /* per state: bytes of one row */
@@ -116,6 +123,7 @@ osp_error *sequence_batcher_new(const osp_model_config *config,
     if (!sb)
         return osp_error_out_of_memory();
     pthread_mutex_init(&sb->lock, NULL);
+    cond_init_monotonic(&sb->reaper_wake);
     sb->config = config;
     for (size_t i = 0; i < seq->n_controls; i++)
         if (seq->controls[i].kind == OSP_SEQUENCE_CONTROL_CORRID)
@@ -155,6 +163,8 @@ osp_error *sequence_batcher_new(const osp_model_config *config,
 void sequence_batcher_free(sequence_batcher *sb) {
     if (!sb)
         return;
+    sequence_batcher_stop(sb);
+    pthread_cond_destroy(&sb->reaper_wake);
     size_t n_states = sb->config->sequence_batching.n_states;
     for (size_t k = 0; sb->initial && k < n_states; k++)
         osp_buffer_free(sb->initial[k]);
@@ -205,15 +215,16 @@ void sequence_step_free(sequence_step *step) {
 /* ---- one request's control and state tensors ----------------------------
  */
 
-/* The value of control c for a request of the sequence `id` with flags
- * `step`, as a one-element tensor. NULL on OOM. */
-static osp_buffer *control_tensor(const osp_sequence_control *c,
-                                  const sequence_step *step,
-                                  const sequence_id *id) {
+/* The value of control c for a request of the sequence `id` (NULL: a
+ * filler row, whose CORRID is 0 or "") with the flags start, end and
+ * ready, as a one-element tensor. NULL on OOM. */
+static osp_buffer *control_tensor(const osp_sequence_control *c, bool start,
+                                  bool end, bool ready, const sequence_id *id) {
     char text[32];
     if (c->kind == OSP_SEQUENCE_CONTROL_CORRID && c->dtype == OSP_TYPE_BYTES) {
-        const char *s =
-            id->is_string ? id->string : sequence_id_format(id, text, 32);
+        const char *s = !id             ? ""
+                        : id->is_string ? id->string
+                                        : sequence_id_format(id, text, 32);
         uint32_t len = (uint32_t)strlen(s);
         osp_buffer *buf = osp_buffer_new_host(4 + (size_t)len);
         if (buf) {
@@ -226,7 +237,7 @@ static osp_buffer *control_tensor(const osp_sequence_control *c,
     if (!buf)
         return NULL;
     if (c->kind == OSP_SEQUENCE_CONTROL_CORRID) {
-        uint64_t v = id->number; /* numeric CORRID: the submit checked */
+        uint64_t v = id ? id->number : 0; /* numeric: the submit checked */
         if (c->dtype == OSP_TYPE_UINT64 || c->dtype == OSP_TYPE_INT64) {
             memcpy(buf->data, &v, 8);
         } else {
@@ -235,9 +246,9 @@ static osp_buffer *control_tensor(const osp_sequence_control *c,
         }
         return buf;
     }
-    bool on = c->kind == OSP_SEQUENCE_CONTROL_START ? step->start
-              : c->kind == OSP_SEQUENCE_CONTROL_END ? step->end
-                                                    : true; /* READY */
+    bool on = c->kind == OSP_SEQUENCE_CONTROL_START ? start
+              : c->kind == OSP_SEQUENCE_CONTROL_END ? end
+                                                    : ready;
     if (c->dtype == OSP_TYPE_INT32)
         memcpy(buf->data, &c->int32_false_true[on], 4);
     else if (c->dtype == OSP_TYPE_FP32)
@@ -267,14 +278,15 @@ static osp_error *add_extra_input(const sequence_batcher *sb,
     return NULL;
 }
 
-/* Gives p (the request of its sequence now in flight) its control inputs
- * and its state inputs. Reads the slot's state without the lock: only the
- * step in flight, this one, changes it. */
-static osp_error *attach_inputs(sequence_batcher *sb, pending_request *p) {
+/* Gives p (the request of its sequence now in flight; or with step NULL a
+ * filler row) its control inputs and its state inputs. Reads the slot's
+ * state without the lock: only the step in flight, this one, changes it.
+ * A filler gets START, END and READY false, CORRID 0 and zero states. */
+static osp_error *attach_inputs(sequence_batcher *sb, pending_request *p,
+                                const sequence_step *step) {
     const osp_model_config *cfg = sb->config;
     const osp_sequence_batching *seq = &cfg->sequence_batching;
-    sequence_step *step = p->sequence;
-    size_t n_map = model_batch_input_count(p->model);
+    size_t n_map = cfg->n_inputs + sequence_batcher_extra_inputs(sb);
     int *map = realloc(p->input_map, sizeof(int) * (n_map + 1));
     if (!map)
         return osp_error_out_of_memory();
@@ -285,7 +297,10 @@ static osp_error *attach_inputs(sequence_batcher *sb, pending_request *p) {
     for (size_t k = 0; k < seq->n_controls && !err; k++)
         err = add_extra_input(
             sb, p, k, &one,
-            control_tensor(&seq->controls[k], step, &step->slot->id));
+            step
+                ? control_tensor(&seq->controls[k], step->start, step->end,
+                                 true, &step->slot->id)
+                : control_tensor(&seq->controls[k], false, false, false, NULL));
     for (size_t k = 0; k < seq->n_states && !err; k++) {
         const osp_sequence_state *st = &seq->states[k];
         osp_shape shape = {.rank = 0};
@@ -293,12 +308,15 @@ static osp_error *attach_inputs(sequence_batcher *sb, pending_request *p) {
             shape.dims[shape.rank++] = 1;
         for (int d = 0; d < st->dims.rank; d++)
             shape.dims[shape.rank++] = st->dims.dims[d];
-        const osp_buffer *from = step->slot->state[k] && !step->start
+        const osp_buffer *from = !step ? NULL
+                                 : step->slot->state[k] && !step->start
                                      ? step->slot->state[k]
                                      : sb->initial[k];
         osp_buffer *copy = osp_buffer_new_host(sb->state_bytes[k]);
-        if (copy)
+        if (copy && from)
             memcpy(copy->data, from->data, sb->state_bytes[k]);
+        else if (copy)
+            memset(copy->data, 0, sb->state_bytes[k]);
         err = add_extra_input(sb, p, seq->n_controls + k, &shape, copy);
     }
     return err;
@@ -329,23 +347,65 @@ static pending_request *leave_flight_locked(sequence_batcher *sb,
     return NULL;
 }
 
-/* Hands p, its sequence's request now in flight, to the model's queue.
- * When the queue refuses it the sequence moves on to its next request,
- * and so on. callers_own: p is the submitter's own request, whose refusal
- * is returned (p freed); every other refused request is failed through
- * its completion callback. */
+/* Lock held. The first waiting request of each sequence that a release
+ * gave a batch slot, now in flight, linked by ->next after *tail (NULL:
+ * none). */
+static void take_promoted_locked(sequence_batcher *sb,
+                                 pending_request ***tail) {
+    sequence_slot *s;
+    while ((s = sequence_table_take_promoted(&sb->table))) {
+        pending_request *first = s->backlog_head;
+        if (!first)
+            continue; /* nothing to run: reaped once idle */
+        s->backlog_head = first->next;
+        if (!s->backlog_head)
+            s->backlog_tail = NULL;
+        first->next = NULL;
+        s->in_flight = true;
+        **tail = first;
+        *tail = &first->next;
+    }
+}
+
+/* Hands p, its sequence's request now in flight, to the model's queue
+ * (the instance holding the sequence's batch slot), then each request of
+ * the list `more` (linked by ->next, likewise in flight). When the queue
+ * refuses one its sequence moves on to its next request, and so on; a
+ * sequence released on the way may give its batch slot to a waiting one,
+ * whose first request follows. callers_own: p is the submitter's own
+ * request, whose refusal is returned (p freed); every other refused
+ * request is failed through its completion callback. */
 static osp_error *dispatch(sequence_batcher *sb, osp_model *model,
-                           pending_request *p, bool callers_own) {
+                           pending_request *p, pending_request *more,
+                           bool callers_own) {
     osp_error *result = NULL;
-    while (p) {
-        osp_error *err = attach_inputs(sb, p);
+    pending_request **more_tail = &more;
+    while (*more_tail)
+        more_tail = &(*more_tail)->next;
+    for (;;) {
+        if (!p && more) {
+            p = more;
+            more = p->next;
+            p->next = NULL;
+            if (!more)
+                more_tail = &more;
+        }
+        if (!p)
+            break;
+        p->sequence->instance = p->sequence->slot->instance;
+        p->sequence->batch_index = p->sequence->slot->batch_index;
+        osp_error *err = attach_inputs(sb, p, p->sequence);
         if (!err)
             err = model_enqueue_keep(model, p);
-        if (!err)
-            break;
+        if (!err) {
+            p = NULL; /* it may already have run: not touched again */
+            callers_own = false;
+            continue;
+        }
         sequence_step *step = p->sequence;
         pthread_mutex_lock(&sb->lock);
         pending_request *next = leave_flight_locked(sb, step->slot, step->end);
+        take_promoted_locked(sb, &more_tail);
         pthread_mutex_unlock(&sb->lock);
         step->slot = NULL; /* its outcome is recorded */
         if (callers_own) {
@@ -422,6 +482,9 @@ osp_error *sequence_batcher_submit(sequence_batcher *sb, osp_model *model,
 
     pthread_mutex_lock(&sb->lock);
     uint64_t now = osp_now_ns();
+    /* Sequences waiting for a batch slot get the slots of idle ones. */
+    if (sequence_table_waiting(&sb->table) > 0)
+        sequence_table_reap(&sb->table, now);
     sequence_slot *slot = sequence_table_find(&sb->table, &id, now);
     if (!slot && !start) {
         char text[64];
@@ -436,8 +499,11 @@ osp_error *sequence_batcher_submit(sequence_batcher *sb, osp_model *model,
     } else if (!slot) {
         err = sequence_table_open(&sb->table, &id, now, &slot);
     }
+    pending_request *promoted = NULL, **promoted_tail = &promoted;
+    take_promoted_locked(sb, &promoted_tail);
     if (err) {
         pthread_mutex_unlock(&sb->lock);
+        osp_error_free(dispatch(sb, model, NULL, promoted, false));
         goto fail;
     }
     step->slot = slot;
@@ -446,7 +512,10 @@ osp_error *sequence_batcher_submit(sequence_batcher *sb, osp_model *model,
     slot->last_active_ns = now;
     if (end)
         slot->ending = true;
-    bool run_now = !slot->in_flight;
+    /* A sequence waiting for a batch slot runs nothing yet. */
+    bool run_now = !slot->in_flight && !slot->waiting_for_slot;
+    if (slot->waiting_for_slot)
+        pthread_cond_signal(&sb->reaper_wake);
     if (run_now) {
         slot->in_flight = true;
     } else if (slot->backlog_tail) {
@@ -456,7 +525,7 @@ osp_error *sequence_batcher_submit(sequence_batcher *sb, osp_model *model,
         slot->backlog_head = slot->backlog_tail = p;
     }
     pthread_mutex_unlock(&sb->lock);
-    return run_now ? dispatch(sb, model, p, true) : NULL;
+    return dispatch(sb, model, run_now ? p : NULL, promoted, run_now);
 
 fail:
     /* Triton answers these without the request-id prefix. */
@@ -482,8 +551,156 @@ void sequence_batcher_step_finished(pending_request *p, bool succeeded) {
         }
     }
     pending_request *next = leave_flight_locked(sb, slot, step->end);
+    pending_request *promoted = NULL, **promoted_tail = &promoted;
+    if (sequence_table_waiting(&sb->table) > 0)
+        sequence_table_reap(&sb->table, osp_now_ns());
+    take_promoted_locked(sb, &promoted_tail);
     pthread_mutex_unlock(&sb->lock);
     step->slot = NULL;
-    if (next)
-        osp_error_free(dispatch(sb, p->model, next, false));
+    if (next || promoted)
+        osp_error_free(dispatch(sb, p->model, next, promoted, false));
+}
+
+/* ---- batch slots: filler rows, the reaper ---------------------------------
+ */
+
+osp_error *sequence_batcher_filler_new(sequence_batcher *sb,
+                                       const pending_request *like,
+                                       pending_request **out) {
+    const osp_model_config *cfg = sb->config;
+    osp_error *err = NULL;
+    pending_request *f = calloc(1, sizeof(*f));
+    if (!f)
+        return osp_error_out_of_memory();
+    f->batch_size = 1;
+    f->req = osp_infer_request_new(cfg->name, -1);
+    f->input_map = malloc(sizeof(int) * (cfg->n_inputs + 1));
+    f->output_requested = calloc(cfg->n_outputs + 1, sizeof(bool));
+    if (!f->req || !f->input_map || !f->output_requested) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    for (size_t i = 0; i < cfg->n_inputs && !err; i++) {
+        f->input_map[i] = -1;
+        int j = like->input_map[i];
+        if (j < 0)
+            continue; /* an optional input the batch does not give */
+        const osp_infer_input *in = &like->req->inputs[j];
+        size_t bytes = osp_datatype_byte_size(in->dtype);
+        int64_t elements = 0;
+        if (!osp_shape_element_count(&in->shape, &elements) || elements < 0) {
+            err = osp_error_new(OSP_ERROR_INTERNAL, "bad filler shape");
+            break;
+        }
+        /* BYTES: every element the empty string (a zero length). */
+        size_t size =
+            (size_t)elements * (in->dtype == OSP_TYPE_BYTES ? 4 : bytes);
+        osp_buffer *zeros = osp_buffer_new_host(size);
+        if (!zeros) {
+            err = osp_error_out_of_memory();
+            break;
+        }
+        memset(zeros->data, 0, size);
+        err = osp_infer_request_add_input(f->req, cfg->inputs[i].name,
+                                          in->dtype, &in->shape, zeros);
+        if (err)
+            osp_buffer_free(zeros);
+        else
+            f->input_map[i] = (int)(f->req->n_inputs - 1);
+    }
+    if (!err)
+        err = attach_inputs(sb, f, NULL);
+out:
+    if (err) {
+        pending_request_free(f);
+        return err;
+    }
+    *out = f;
+    return NULL;
+}
+
+/* Releases idle sequences that hold a batch slot while others wait for
+ * one, when they become idle, and runs the first request of each waiting
+ * sequence that gets the freed slot. Sleeps while nobody waits. */
+static void *reaper_main(void *arg) {
+    sequence_batcher *sb = arg;
+    pthread_mutex_lock(&sb->lock);
+    while (!sb->stopping) {
+        uint64_t at = sequence_table_waiting(&sb->table) > 0
+                          ? sequence_table_next_idle_ns(&sb->table)
+                          : UINT64_MAX;
+        uint64_t now = osp_now_ns();
+        if (at == UINT64_MAX) {
+            pthread_cond_wait(&sb->reaper_wake, &sb->lock);
+            continue;
+        }
+        if (at > now) {
+            cond_wait_until(&sb->reaper_wake, &sb->lock, at);
+            continue;
+        }
+        sequence_table_reap(&sb->table, now);
+        pending_request *promoted = NULL, **tail = &promoted;
+        take_promoted_locked(sb, &tail);
+        pthread_mutex_unlock(&sb->lock);
+        if (promoted)
+            osp_error_free(dispatch(sb, sb->model, NULL, promoted, false));
+        pthread_mutex_lock(&sb->lock);
+    }
+    pthread_mutex_unlock(&sb->lock);
+    return NULL;
+}
+
+osp_error *sequence_batcher_start(sequence_batcher *sb, osp_model *model,
+                                  size_t n_instances) {
+    const osp_model_config *cfg = sb->config;
+    const osp_sequence_batching *seq = &cfg->sequence_batching;
+    size_t per_instance =
+        cfg->max_batch_size > 0 ? (size_t)cfg->max_batch_size : 1;
+    if (seq->strategy == OSP_SEQUENCE_OLDEST &&
+        seq->max_candidate_sequences > 0)
+        per_instance = (size_t)seq->max_candidate_sequences;
+    osp_error *err =
+        sequence_table_set_batch_slots(&sb->table, n_instances, per_instance);
+    if (err)
+        return err;
+    sb->model = model;
+    if (pthread_create(&sb->reaper, NULL, reaper_main, sb) != 0)
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "cannot start the sequence reaper thread");
+    sb->reaper_started = true;
+    return NULL;
+}
+
+size_t sequence_batcher_slots_per_instance(const sequence_batcher *sb) {
+    return sb->table.per_instance;
+}
+
+void sequence_batcher_stop(sequence_batcher *sb) {
+    pthread_mutex_lock(&sb->lock);
+    bool started = sb->reaper_started;
+    sb->stopping = true;
+    sb->reaper_started = false;
+    pthread_cond_signal(&sb->reaper_wake);
+    pthread_mutex_unlock(&sb->lock);
+    if (started)
+        pthread_join(sb->reaper, NULL);
+    /* The model no longer runs anything: the sequences waiting for a
+     * batch slot get the slots of idle ones, their requests fail in the
+     * stopped model's queue, which leaves them idle in turn, and so on
+     * until none waits (or none can move on). */
+    for (;;) {
+        pthread_mutex_lock(&sb->lock);
+        size_t waiting_before = sequence_table_waiting(&sb->table);
+        pending_request *promoted = NULL, **tail = &promoted;
+        if (sb->table.slots)
+            sequence_table_reap(&sb->table, UINT64_MAX);
+        take_promoted_locked(sb, &tail);
+        size_t waiting_after = sequence_table_waiting(&sb->table);
+        pthread_mutex_unlock(&sb->lock);
+        if (promoted && sb->model)
+            osp_error_free(dispatch(sb, sb->model, NULL, promoted, false));
+        if (waiting_after == 0 ||
+            (!promoted && waiting_after == waiting_before))
+            break;
+    }
 }

@@ -14,10 +14,17 @@
  *   input tensor: its value after the sequence's previous request, or the
  *   initial value (zeros or initial_state's data_file) on START. The
  *   backend's state outputs become the sequence's next state.
- * - Requests of different sequences batch together in the model's queue:
- *   `oldest` with its preferred_batch_size and max_queue_delay, `direct`
- *   with its max_queue_delay (a batch is whatever is ready, up to
- *   max_batch_size).
+ * - Batch slots (Triton's sequence slots): each instance has
+ *   max_batch_size of them (`oldest`: max_candidate_sequences when set).
+ *   A new sequence takes a free one and keeps it until its END or its
+ *   idle release: all its requests run on that instance. When every slot
+ *   is held new sequences wait, in arrival order, and take slots as they
+ *   free (a reaper thread releases idle holders while some wait).
+ * - Each instance batches its own sequences' requests: `oldest` in a
+ *   dynamic batcher with its preferred_batch_size, max_queue_delay and
+ *   preserve_ordering; `direct` puts each request at the row of its batch
+ *   slot (slot_batcher.h), the rows in between being filler requests
+ *   (sequence_batcher_filler_new) whose READY is false.
  * - A sequence idle for max_sequence_idle_microseconds is released; a
  *   request that is not START for an unknown, ended or released sequence
  *   fails with Triton's message. The table of live sequences is bounded
@@ -26,7 +33,9 @@
  *
  * Threading: one mutex guards the table. Requests enter through
  * model_enqueue; a finished request (pending_request_finish) hands the
- * next one of its sequence to the model's queue.
+ * next one of its sequence, and the first one of a sequence its release
+ * gave a batch slot, to the model (the slot's instance's queue); the
+ * reaper thread does the same for the slots of idle sequences.
  */
 #pragma once
 
@@ -51,6 +60,9 @@ typedef struct sequence_step {
     sequence_batcher *batcher; /* borrowed: the model owns it */
     sequence_slot *slot;       /* NULL once its outcome has been recorded */
     bool start, end;
+    /* The batch slot its sequence holds, set when it is dispatched: it
+     * runs on that instance, at that row of a `direct` batch. */
+    int instance, batch_index;
     /* Per state: the state output rows of this request, set by the batch
      * that ran it. Owned. */
     osp_buffer **next_state;
@@ -88,6 +100,28 @@ osp_error *sequence_batcher_submit(sequence_batcher *sb, osp_model *model,
  * either way the sequence's next request goes to the queue (or, after its
  * END, the sequence is released). */
 void sequence_batcher_step_finished(struct pending_request *p, bool succeeded);
+
+/* Gives the batcher the model's instances: n_instances x slots-per-
+ * instance batch slots, and starts the reaper thread. `model` is borrowed
+ * (it owns the batcher). */
+osp_error *sequence_batcher_start(sequence_batcher *sb, osp_model *model,
+                                  size_t n_instances);
+/* Batch slots of each instance (after sequence_batcher_start). */
+size_t sequence_batcher_slots_per_instance(const sequence_batcher *sb);
+/* Stops the reaper (the model is stopping: its queue refuses requests);
+ * the sequences still waiting for a batch slot then fail. Idempotent;
+ * never called on the reaper's own thread. */
+void sequence_batcher_stop(sequence_batcher *sb);
+
+/* A filler row for a `direct` batch slot without a request (Triton's null
+ * request): the config inputs `like` (borrowed: a request of the batch)
+ * gives, with its shapes and zero bytes (BYTES: empty strings), START,
+ * END and READY false, CORRID 0 (or ""), zero states. It has no model,
+ * sequence or requested output; its response is to be dropped. Caller
+ * owns *out (complete is left for the caller to set). */
+osp_error *sequence_batcher_filler_new(sequence_batcher *sb,
+                                       const struct pending_request *like,
+                                       struct pending_request **out);
 
 /* Frees a step and the state rows it holds. */
 void sequence_step_free(sequence_step *step);
