@@ -381,13 +381,14 @@ static void python_instance_free(void *opaque) {
     free(inst);
 }
 
-/* Copies between the region and memory of the instance's device: on a GPU
- * an async copy on the batch's stream, ordered after the core's input
- * uploads and before its output downloads (place_inputs waits for the
- * inputs before the stub reads them). */
-static osp_error *copy_tensor(python_instance *inst, osp_execute_ctx *ctx,
-                              void *dst, const void *src, size_t n,
-                              bool to_device) {
+/* Copies a batch input from the instance's device into the region: on a
+ * GPU an async copy on the batch's stream, ordered after the core's input
+ * uploads (place_inputs waits for it before the stub reads the region).
+ * Responses come back in host memory, so nothing is copied the other
+ * way. */
+static osp_error *copy_input_to_region(python_instance *inst,
+                                       osp_execute_ctx *ctx, void *dst,
+                                       const void *src, size_t n) {
     if (n == 0)
         return NULL;
     if (!inst->on_gpu) {
@@ -395,8 +396,7 @@ static osp_error *copy_tensor(python_instance *inst, osp_execute_ctx *ctx,
         return NULL;
     }
     return osp_memcpy_async(osp_execute_stream(ctx), dst, src, n,
-                            to_device ? OSP_COPY_HOST_TO_DEVICE
-                                      : OSP_COPY_DEVICE_TO_HOST);
+                            OSP_COPY_DEVICE_TO_HOST);
 }
 
 /* The batch's requests as pyreq_append_requests reads them (caller frees
@@ -413,9 +413,9 @@ static osp_error *batch_requests(const osp_execute_ctx *ctx, size_t n_outputs,
         (*wanted)[o] = osp_execute_output_requested(ctx, o);
     for (size_t r = 0; r < n; r++) {
         const osp_batch_request *view = osp_execute_request(ctx, r);
-        (*out)[r] = view ? *view
-                         : (osp_batch_request){.id = "",
-                                               .output_requested = *wanted};
+        (*out)[r] =
+            view ? *view
+                 : (osp_batch_request){.id = "", .output_requested = *wanted};
     }
     return NULL;
 }
@@ -450,8 +450,8 @@ static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
         if (!builtin_input_given(t))
             continue;
         offset = pyshm_align(offset);
-        err = copy_tensor(inst, ctx, inst->stub.region.base + offset, t->data,
-                          t->byte_size, false);
+        err = copy_input_to_region(inst, ctx, inst->stub.region.base + offset,
+                                   t->data, t->byte_size);
         placed[n_placed++] = (pyreq_input){
             .name = t->name,
             .dtype = t->dtype,
@@ -470,8 +470,8 @@ static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
         goto out;
     pyproto_text_printf(exec, "{\"requests\":");
     err = pyreq_append_requests(exec, placed, n_placed, requests,
-                                osp_execute_request_count(ctx),
-                                m->output_names, m->n_outputs);
+                                osp_execute_request_count(ctx), m->output_names,
+                                m->n_outputs);
     pyproto_text_printf(exec,
                         ",\"region\":%zu,\"out_offset\":%zu,"
                         "\"batch\":%llu}",

@@ -19,8 +19,7 @@ static void append_double(pyproto_text *t, double d) {
         if (strtod(buf, NULL) == d)
             break;
     }
-    pyproto_text_printf(t, "%s%s", buf,
-                        strpbrk(buf, ".eEn") ? "" : ".0");
+    pyproto_text_printf(t, "%s%s", buf, strpbrk(buf, ".eEn") ? "" : ".0");
 }
 
 void pyreq_append_parameters(pyproto_text *t, const osp_parameter *params,
@@ -102,8 +101,8 @@ static osp_error *append_input(pyproto_text *exec, const pyreq_input *in,
                                  "input '%s'",
                                  in->name);
         if (in->dtype == OSP_TYPE_BYTES) {
-            if (!bytes_rows(in, row_elements, req->first_row, req->rows,
-                            cursor, cursor_row, &start, &size))
+            if (!bytes_rows(in, row_elements, req->first_row, req->rows, cursor,
+                            cursor_row, &start, &size))
                 return osp_error_new(OSP_ERROR_INTERNAL,
                                      "python backend: the elements of input "
                                      "'%s' overrun it",

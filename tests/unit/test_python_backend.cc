@@ -329,8 +329,8 @@ std::string RequestsJson(const std::vector<pyreq_input> &inputs,
     pyproto_text t = {};
     osp_error *err = pyreq_append_requests(&t, inputs.data(), inputs.size(),
                                            reqs.data(), reqs.size(), names, 2);
-    std::string s = err ? "error: " + TakeMessage(err)
-                        : std::string(t.data ? t.data : "");
+    std::string s =
+        err ? "error: " + TakeMessage(err) : std::string(t.data ? t.data : "");
     pyproto_text_free(&t);
     return s;
 }
@@ -382,8 +382,8 @@ TEST(PythonRequests, BytesRowsEndWhereTheirElementsEnd) {
         bytes.insert(bytes.end(), (uint8_t *)&n, (uint8_t *)&n + 4);
         bytes.insert(bytes.end(), e.begin(), e.end());
     }
-    std::vector<pyreq_input> in = {{"S", OSP_TYPE_BYTES, Shape({3, 1}), 64,
-                                    bytes.size(), bytes.data()}};
+    std::vector<pyreq_input> in = {
+        {"S", OSP_TYPE_BYTES, Shape({3, 1}), 64, bytes.size(), bytes.data()}};
     osp_batch_request a{}, b{};
     a.id = b.id = "";
     a.rows = 2;
@@ -423,9 +423,8 @@ TEST(PythonRequests, ParametersAreAJsonObjectsText) {
     p[3].value.d = 0.1;
     pyproto_text t = {};
     pyreq_append_parameters(&t, p, 4);
-    EXPECT_STREQ(t.data,
-                 "\"{\\\"s\\\":\\\"v\\\\\\\"\\\",\\\"i\\\":-3,"
-                 "\\\"b\\\":true,\\\"d\\\":0.1}\"");
+    EXPECT_STREQ(t.data, "\"{\\\"s\\\":\\\"v\\\\\\\"\\\",\\\"i\\\":-3,"
+                         "\\\"b\\\":true,\\\"d\\\":0.1}\"");
     pyproto_text_free(&t);
     p[3].value.d = 2.0;
     pyreq_append_parameters(&t, p + 3, 1);

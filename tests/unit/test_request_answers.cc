@@ -98,7 +98,8 @@ osp_error *Execute(void *, osp_execute_ctx *ctx) {
     // Misuses answer errors and take what they were given.
     osp_sent_response again{};
     again.error = osp_error_new(OSP_ERROR_INTERNAL, "again");
-    g_respond_errors.push_back(TakeMessage(osp_execute_respond(ctx, 0, &again)));
+    g_respond_errors.push_back(
+        TakeMessage(osp_execute_respond(ctx, 0, &again)));
     osp_sent_response beyond{};
     g_respond_errors.push_back(
         TakeMessage(osp_execute_respond(ctx, n, &beyond)));

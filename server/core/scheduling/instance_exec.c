@@ -40,8 +40,8 @@ typedef struct batch_state {
     osp_backend_tensor *outputs;
     osp_buffer **output_buffers;
     osp_buffer **staged; /* outputs reachable from the host (stage_output) */
-    osp_buffer ***input_slots;  /* givable request input buffers (ctx) */
-    osp_infer_response **resps; /* one per request of the batch */
+    osp_buffer ***input_slots;   /* givable request input buffers (ctx) */
+    osp_infer_response **resps;  /* one per request of the batch */
     osp_batch_request *requests; /* per request, what execute sees of it */
     osp_parameter *params;       /* their parameters (shallow copies) */
     request_answer *answers;     /* per request (osp_execute_respond) */
@@ -63,9 +63,9 @@ static bool batch_state_alloc(batch_state *bs, size_t n_in, size_t n_out,
     size_t params = (n_params + 1) * sizeof(osp_parameter);
     size_t answers = (n + 1) * sizeof(request_answer);
     size_t flags = (n_out + 1) * sizeof(bool);
-    char *p = calloc(1, tensors_in + tensors_out + ptrs_in + 2 * ptrs_out +
-                            ptrs_resp + slots_in + views + params + answers +
-                            flags);
+    char *p =
+        calloc(1, tensors_in + tensors_out + ptrs_in + 2 * ptrs_out +
+                      ptrs_resp + slots_in + views + params + answers + flags);
     if (!p)
         return false;
     bs->block = p;
@@ -129,8 +129,8 @@ static void describe_requests(const osp_model *model, batch_state *bs,
             }
         }
         view->first_row = row;
-        view->rows = model->config->max_batch_size > 0 ? batch[r]->batch_size
-                                                       : 0;
+        view->rows =
+            model->config->max_batch_size > 0 ? batch[r]->batch_size : 0;
         row += view->rows;
         view->output_requested = batch[r]->output_requested;
     }

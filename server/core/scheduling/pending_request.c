@@ -133,8 +133,7 @@ osp_infer_response *pending_request_response_from(const pending_request *p,
         osp_infer_response_free(resp);
         resp = NULL;
     }
-    for (size_t k = 0; resp && !resp->error && k < p->n_response_outputs;
-         k++) {
+    for (size_t k = 0; resp && !resp->error && k < p->n_response_outputs; k++) {
         const char *name = cfg->outputs[p->response_outputs[k]].name;
         for (size_t i = 0; i < r->n_outputs; i++) {
             osp_infer_output *o = &r->outputs[i];

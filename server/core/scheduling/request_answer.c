@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 void sent_response_free_buffers(osp_sent_response *r) {
     if (!r)
         return;
