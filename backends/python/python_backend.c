@@ -2,9 +2,11 @@
  * The python backend: Triton's model.py files (class TritonPythonModel) run
  * unchanged, each instance in its own stub process (python_stub.h) that
  * executes stub/osprey_python_stub.py in the configured Python. A batch's
- * inputs are copied once into the shared-memory region the stub maps
- * (numpy views them without a copy); the stub writes the outputs into the
- * region and the server copies them into the batch's output buffers.
+ * inputs are copied once into the shared-memory region the stub maps;
+ * execute() gets one InferenceRequest per request of the batch, whose
+ * tensors are numpy views of its own rows there. The stub writes each
+ * request's response into the region and the server answers each request
+ * with its own outputs or error (osp_execute_respond).
  *
  * Settings (--backend-config=python,<key>=<value>):
  *   python-executable         the Python to run (default: python3 in PATH);
@@ -41,6 +43,7 @@
 #include "python_args.h"
 #include "python_complete.h"
 #include "python_protocol.h"
+#include "python_requests.h"
 #include "python_stub.h"
 
 #ifndef OSPREY_PYTHON_STUB_DIR
@@ -395,13 +398,14 @@ static void python_instance_free(void *opaque) {
     free(inst);
 }
 
-/* Copies between the region and memory of the instance's device: on a GPU
- * an async copy on the batch's stream, ordered after the core's input
- * uploads and before its output downloads (place_inputs waits for the
- * inputs before the stub reads them). */
-static osp_error *copy_tensor(python_instance *inst, osp_execute_ctx *ctx,
-                              void *dst, const void *src, size_t n,
-                              bool to_device) {
+/* Copies a batch input from the instance's device into the region: on a
+ * GPU an async copy on the batch's stream, ordered after the core's input
+ * uploads (place_inputs waits for it before the stub reads the region).
+ * Responses come back in host memory, so nothing is copied the other
+ * way. */
+static osp_error *copy_input_to_region(python_instance *inst,
+                                       osp_execute_ctx *ctx, void *dst,
+                                       const void *src, size_t n) {
     if (n == 0)
         return NULL;
     if (!inst->on_gpu) {
@@ -409,14 +413,37 @@ static osp_error *copy_tensor(python_instance *inst, osp_execute_ctx *ctx,
         return NULL;
     }
     return osp_memcpy_async(osp_execute_stream(ctx), dst, src, n,
-                            to_device ? OSP_COPY_HOST_TO_DEVICE
-                                      : OSP_COPY_DEVICE_TO_HOST);
+                            OSP_COPY_DEVICE_TO_HOST);
 }
 
-/* Places the batch's inputs in the region and builds the EXEC payload. */
+/* The batch's requests as pyreq_append_requests reads them (caller frees
+ * *out): the core's views, or for a context without them one request with
+ * the batch's outputs. */
+static osp_error *batch_requests(const osp_execute_ctx *ctx, size_t n_outputs,
+                                 osp_batch_request **out, bool **wanted) {
+    size_t n = osp_execute_request_count(ctx);
+    *out = calloc(n, sizeof **out);
+    *wanted = calloc(n_outputs + 1, sizeof **wanted);
+    if (!*out || !*wanted)
+        return osp_error_out_of_memory();
+    for (size_t o = 0; o < n_outputs; o++)
+        (*wanted)[o] = osp_execute_output_requested(ctx, o);
+    for (size_t r = 0; r < n; r++) {
+        const osp_batch_request *view = osp_execute_request(ctx, r);
+        (*out)[r] =
+            view ? *view
+                 : (osp_batch_request){.id = "", .output_requested = *wanted};
+    }
+    return NULL;
+}
+
+/* Places the batch's inputs in the region once and builds the EXEC
+ * payload: one request per request of the batch, each viewing its own
+ * rows of the inputs (python_requests.h). */
 static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
                                pyproto_text *exec) {
-    size_t n_in = osp_execute_input_count(ctx), end = 0;
+    python_model *m = inst->model;
+    size_t n_in = osp_execute_input_count(ctx), end = 0, n_placed = 0;
     for (size_t i = 0; i < n_in; i++) {
         const osp_backend_tensor *t = osp_execute_input(ctx, i);
         if (builtin_input_given(t))
@@ -427,45 +454,53 @@ static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
     osp_error *err = pyshm_region_reserve(&inst->stub.region, end);
     if (err)
         return err;
-    pyproto_text_printf(exec, "{\"requests\":[{\"inputs\":[");
+    pyreq_input *placed = calloc(n_in + 1, sizeof *placed);
+    osp_batch_request *requests = NULL;
+    bool *wanted = NULL;
+    if (!placed) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
     size_t offset = 0;
-    bool first = true;
-    for (size_t i = 0; i < n_in; i++) {
+    for (size_t i = 0; i < n_in && !err; i++) {
         const osp_backend_tensor *t = osp_execute_input(ctx, i);
         if (!builtin_input_given(t))
             continue;
         offset = pyshm_align(offset);
-        if ((err = copy_tensor(inst, ctx, inst->stub.region.base + offset,
-                               t->data, t->byte_size, false)))
-            return err;
-        pyproto_text_printf(exec, "%s[", first ? "" : ",");
-        pyproto_text_json_string(exec, t->name);
-        pyproto_text_printf(exec, ",\"%s\",[",
-                            osp_datatype_wire_name(t->dtype));
-        for (int d = 0; d < t->shape.rank; d++)
-            pyproto_text_printf(exec, "%s%lld", d ? "," : "",
-                                (long long)t->shape.dims[d]);
-        pyproto_text_printf(exec, "],%zu,%zu]", offset, t->byte_size);
+        err = copy_input_to_region(inst, ctx, inst->stub.region.base + offset,
+                                   t->data, t->byte_size);
+        placed[n_placed++] = (pyreq_input){
+            .name = t->name,
+            .dtype = t->dtype,
+            .shape = t->shape,
+            .offset = offset,
+            .byte_size = t->byte_size,
+            .bytes = (const uint8_t *)inst->stub.region.base + offset,
+        };
         offset += t->byte_size;
-        first = false;
     }
-    if (inst->on_gpu && (err = osp_stream_synchronize(osp_execute_stream(ctx))))
-        return err;
-    pyproto_text_printf(exec, "],\"outputs\":[");
-    first = true;
-    for (size_t o = 0; o < inst->model->n_outputs; o++) {
-        if (!osp_execute_output_requested(ctx, o))
-            continue;
-        pyproto_text_printf(exec, "%s", first ? "" : ",");
-        pyproto_text_json_string(exec, inst->model->output_names[o]);
-        first = false;
-    }
+    if (!err && inst->on_gpu)
+        err = osp_stream_synchronize(osp_execute_stream(ctx));
+    if (!err)
+        err = batch_requests(ctx, m->n_outputs, &requests, &wanted);
+    if (err)
+        goto out;
+    pyproto_text_printf(exec, "{\"requests\":");
+    err = pyreq_append_requests(exec, placed, n_placed, requests,
+                                osp_execute_request_count(ctx), m->output_names,
+                                m->n_outputs);
     pyproto_text_printf(exec,
-                        "]}],\"region\":%zu,\"out_offset\":%zu,"
+                        ",\"region\":%zu,\"out_offset\":%zu,"
                         "\"batch\":%llu}",
                         inst->stub.region.size, pyshm_align(offset),
                         (unsigned long long)++inst->batches);
-    return exec->failed ? osp_error_out_of_memory() : NULL;
+    if (!err && exec->failed)
+        err = osp_error_out_of_memory();
+out:
+    free(placed);
+    free(requests);
+    free(wanted);
+    return err;
 }
 
 /* The osp_error of a stub's error response. */
@@ -474,46 +509,83 @@ static osp_error *response_error(const pyproto_response *resp) {
                          resp->error_message);
 }
 
-/* Hands the stub's outputs for the batch (one response) to the core: the
- * config outputs someone asked for, and the tensors named by a state's
- * output_name (the sequence's next state, which the core keeps). */
-static osp_error *take_outputs(python_instance *inst, osp_execute_ctx *ctx,
-                               const pyproto_response *resp) {
-    python_model *m = inst->model;
-    if (resp->is_error)
-        return response_error(resp);
-    size_t n_named = m->n_outputs + m->n_states;
-    for (size_t k = 0; k < resp->n_outputs; k++) {
+/* Fills `sent` from the stub's response `resp`, whose tensors lie at
+ * `data` + their offsets: its error, or its outputs copied into host
+ * buffers (the core takes them; *outputs is the array, the caller frees
+ * it after sending). An output whose datatype is not the config's makes it
+ * an error response. */
+static void sent_from_stub(const python_model *m, const pyproto_response *resp,
+                           const uint8_t *data, osp_sent_response *sent,
+                           osp_infer_output **outputs) {
+    *sent = (osp_sent_response){0};
+    *outputs = NULL;
+    if (resp->is_error) {
+        sent->error = response_error(resp);
+        return;
+    }
+    if (!(*outputs = calloc(resp->n_outputs + 1, sizeof **outputs))) {
+        sent->error = osp_error_out_of_memory();
+        return;
+    }
+    sent->outputs = *outputs;
+    size_t n_named = m->n_outputs + m->n_states; /* config outputs, states */
+    for (size_t k = 0; k < resp->n_outputs && !sent->error; k++) {
         const pyproto_output *out = &resp->outputs[k];
         size_t o = 0;
         while (o < n_named && strcmp(m->output_names[o], out->name) != 0)
             o++;
-        if (o == n_named)
-            continue; /* not in the config */
-        int index = o < m->n_outputs ? (int)o
-                                     : osp_execute_output_index(ctx, out->name);
-        if (index < 0 || (o < m->n_outputs &&
-                          !osp_execute_output_requested(ctx, (size_t)index)))
-            continue; /* nobody asked for it */
-        if (out->dtype != m->output_dtypes[o])
-            return osp_error_new(
+        if (o < n_named && out->dtype != m->output_dtypes[o]) {
+            sent->error = osp_error_new(
                 OSP_ERROR_INTERNAL,
                 "python model '%s': %s '%s' is %s but the model "
                 "configuration says %s",
                 m->name, o < m->n_outputs ? "output" : "state output",
                 out->name, osp_datatype_wire_name(out->dtype),
                 osp_datatype_wire_name(m->output_dtypes[o]));
-        void *data = NULL;
-        osp_error *err = osp_execute_output_alloc(
-            ctx, (size_t)index, &out->shape, out->byte_size, &data);
-        if (!err)
-            err = copy_tensor(inst, ctx, data,
-                              inst->stub.region.base + out->offset,
-                              out->byte_size, true);
-        if (err)
-            return err;
+            break;
+        }
+        osp_buffer *buf =
+            osp_buffer_new_host(out->byte_size ? out->byte_size : 1);
+        if (!buf) {
+            sent->error = osp_error_out_of_memory();
+            break;
+        }
+        memcpy(buf->data, data + out->offset, out->byte_size);
+        (*outputs)[k] = (osp_infer_output){.name = out->name,
+                                           .dtype = out->dtype,
+                                           .shape = out->shape,
+                                           .data = buf,
+                                           .byte_size = out->byte_size};
+        sent->n_outputs = k + 1;
     }
-    return NULL;
+    if (sent->error) { /* an error response instead: no outputs */
+        for (size_t k = 0; k < sent->n_outputs; k++)
+            osp_buffer_free((*outputs)[k].data);
+        sent->outputs = NULL;
+        sent->n_outputs = 0;
+    }
+}
+
+/* Answers each request of the batch with its response of the stub's
+ * RESULT (as many as requests, in order): its outputs or its error. */
+static osp_error *answer_requests(python_instance *inst, osp_execute_ctx *ctx,
+                                  const pyproto_result *result) {
+    size_t n = osp_execute_request_count(ctx);
+    if (result->n_responses != n)
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "python backend: %zu responses for %zu requests",
+                             result->n_responses, n);
+    osp_error *err = NULL;
+    for (size_t r = 0; r < n && !err; r++) {
+        osp_sent_response sent;
+        osp_infer_output *outputs = NULL;
+        sent_from_stub(inst->model, &result->responses[r],
+                       (const uint8_t *)inst->stub.region.base, &sent,
+                       &outputs);
+        err = osp_execute_respond(ctx, r, &sent);
+        free(outputs);
+    }
+    return err;
 }
 
 /* Passes one RESPONSE frame of a decoupled model to the request's sender
@@ -522,52 +594,10 @@ static osp_error *take_outputs(python_instance *inst, osp_execute_ctx *ctx,
 static void forward_response(python_instance *inst, osp_response_sender *sender,
                              const pyproto_stream_response *r, bool *final) {
     python_model *m = inst->model;
-    const pyproto_response *resp = &r->response;
     osp_sent_response sent = {0};
     osp_infer_output *outputs = NULL;
-    if (r->has_response && !resp->is_error &&
-        !(outputs = calloc(resp->n_outputs + 1, sizeof *outputs))) {
-        sent.error = osp_error_out_of_memory();
-    } else if (r->has_response && resp->is_error) {
-        sent.error = response_error(resp);
-    } else if (r->has_response) {
-        sent.outputs = outputs;
-        for (size_t k = 0; k < resp->n_outputs && !sent.error; k++) {
-            const pyproto_output *out = &resp->outputs[k];
-            size_t o = 0;
-            while (o < m->n_outputs &&
-                   strcmp(m->output_names[o], out->name) != 0)
-                o++;
-            if (o < m->n_outputs && out->dtype != m->output_dtypes[o]) {
-                sent.error = osp_error_new(
-                    OSP_ERROR_INTERNAL,
-                    "python model '%s': output '%s' is %s but the model "
-                    "configuration says %s",
-                    m->name, out->name, osp_datatype_wire_name(out->dtype),
-                    osp_datatype_wire_name(m->output_dtypes[o]));
-                break;
-            }
-            osp_buffer *buf =
-                osp_buffer_new_host(out->byte_size ? out->byte_size : 1);
-            if (!buf) {
-                sent.error = osp_error_out_of_memory();
-                break;
-            }
-            memcpy(buf->data, r->data + out->offset, out->byte_size);
-            outputs[k] = (osp_infer_output){.name = out->name,
-                                            .dtype = out->dtype,
-                                            .shape = out->shape,
-                                            .data = buf,
-                                            .byte_size = out->byte_size};
-            sent.n_outputs = k + 1;
-        }
-        if (sent.error) { /* an error response instead: no outputs */
-            for (size_t k = 0; k < sent.n_outputs; k++)
-                osp_buffer_free(outputs[k].data);
-            sent.outputs = NULL;
-            sent.n_outputs = 0;
-        }
-    }
+    if (r->has_response)
+        sent_from_stub(m, &r->response, r->data, &sent, &outputs);
     osp_error *err = osp_response_sender_send(
         sender, r->has_response ? &sent : NULL, r->final);
     free(outputs);
@@ -743,14 +773,9 @@ static osp_error *python_execute(void *opaque, osp_execute_ctx *ctx) {
                                 type);
         goto out;
     }
-    if (result.n_responses != 1)
-        err = osp_error_new(OSP_ERROR_INTERNAL,
-                            "python backend: %zu responses for one request",
-                            result.n_responses);
+    err = pyshm_region_follow(&inst->stub.region, result.region_size);
     if (!err)
-        err = pyshm_region_follow(&inst->stub.region, result.region_size);
-    if (!err)
-        err = take_outputs(inst, ctx, &result.responses[0]);
+        err = answer_requests(inst, ctx, &result);
     pyproto_result_destroy(&result);
 out:
     free(reply);

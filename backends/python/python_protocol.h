@@ -9,9 +9,13 @@
  *   INIT      JSON {"model_file", "args": {Triton's initialize args},
  *             "growth", "region_max"}; answered OK or ERROR
  *   EXEC      JSON {"region": mapped size, "out_offset": where outputs
- *             may start, "requests": [{"inputs": [[name, datatype, dims,
- *             offset, byte_size], ...], "outputs": [names]}]};
- *             answered RESULT or ERROR (the whole batch failed)
+ *             may start, "batch": its number, "requests": [one per request
+ *             of the batch, python_requests.h: {"inputs": [[name, datatype,
+ *             dims, offset, byte_size], ...] (its rows of the batch's
+ *             inputs, which lie once in the region), "outputs": [names],
+ *             "id", "correlation_id", "parameters"}]}; answered RESULT
+ *             (one response per request, in order) or ERROR (the whole
+ *             batch failed)
  *   FINALIZE  empty; the stub runs finalize(), answers OK and exits
  *   CANCEL    empty; the client of the decoupled request being answered
  *             has gone: its is_cancelled() becomes true

@@ -112,7 +112,8 @@ typedef struct osp_sent_response {
     osp_error *error;
 } osp_sent_response;
 
-/* Requests in the batch (1 for a decoupled model). */
+/* Requests in the batch (1 for a decoupled model, whose batches the core
+ * runs one request at a time). */
 size_t osp_execute_request_count(const osp_execute_ctx *ctx);
 /* The sender of request `index` of a decoupled model's batch; NULL for a
  * model that is not decoupled. Borrowed: valid from execute until the send
@@ -132,6 +133,52 @@ osp_error *osp_response_sender_send(osp_response_sender *sender,
 /* Whether the request's client has gone (its stream closed): the model may
  * stop producing responses. */
 bool osp_response_sender_is_cancelled(const osp_response_sender *sender);
+
+/* ---- the requests of a batch ---------------------------------------------
+ * A batch is its requests' inputs concatenated along dim 0 in request order
+ * (one request when the model does not batch). A backend may look at each
+ * request (Triton's TRITONBACKEND_Request accessors) and answer each on its
+ * own with osp_execute_respond instead of filling batch outputs with
+ * osp_execute_output_alloc: then each request gets its own outputs (any
+ * shape) or its own error. */
+
+/* One request of the batch. Borrowed from the core, valid during execute()
+ * (for a decoupled model, until the request's final send if that comes
+ * first). */
+typedef struct osp_batch_request {
+    const char *id; /* "" when none */
+    /* Its correlation id (sequence_id): a string when
+     * correlation_id_string is not NULL, else the number (0: none). */
+    uint64_t correlation_id;
+    const char *correlation_id_string;
+    /* The client's custom parameters; not sequence_id, sequence_start and
+     * sequence_end, which the core reads as the correlation id and flags. */
+    const osp_parameter *parameters;
+    size_t n_parameters;
+    /* Its rows of every input: [first_row, first_row + rows) along dim 0.
+     * rows is 0 for a model that does not batch (max_batch_size 0): the
+     * inputs are the request's whole. */
+    int64_t first_row, rows;
+    /* Per config output: whether this request asked for it (all when it
+     * named none). */
+    const bool *output_requested;
+} osp_batch_request;
+
+/* Request `index` (< osp_execute_request_count) of the batch, or NULL. */
+const osp_batch_request *osp_execute_request(const osp_execute_ctx *ctx,
+                                             size_t index);
+
+/* Answers request `index` on its own: `response`'s outputs in host memory,
+ * any shape (the core keeps those the request asked for, in its order),
+ * or its error, for this request only. Ownership of the output buffers
+ * and the error moves to the core whatever this returns; the outputs array
+ * and the names stay the caller's. Once any request is answered this way,
+ * the batch's config outputs from osp_execute_output_alloc are ignored
+ * and a request left unanswered when execute returns fails. Errors: the
+ * model is decoupled (use its response sender), `index` is out of range
+ * or already answered, or OOM. */
+osp_error *osp_execute_respond(osp_execute_ctx *ctx, size_t index,
+                               osp_sent_response *response);
 
 typedef struct osp_backend {
     const char *name; /* matches `backend:` in config.pbtxt */

@@ -21,6 +21,7 @@
 #include "osprey/clock.h"
 #include "python/python_complete.h"
 #include "python/python_protocol.h"
+#include "python/python_requests.h"
 #include "python/python_shm.h"
 #include "python/python_stub.h"
 
@@ -314,6 +315,120 @@ TEST(PythonProtocol, JsonStringsAreEscaped) {
     pyproto_text_printf(&t, ",%d", 5);
     EXPECT_STREQ(t.data, "\"a\\\"b\\\\c\\u000a\\u0001\",5");
     EXPECT_FALSE(t.failed);
+    pyproto_text_free(&t);
+}
+
+// ---- the requests of an EXEC ----
+
+// The "requests" JSON of `reqs` over `inputs`; "error: <message>" when it
+// fails.
+std::string RequestsJson(const std::vector<pyreq_input> &inputs,
+                         const std::vector<osp_batch_request> &reqs) {
+    char out0[] = "OUT0", out1[] = "OUT1";
+    char *const names[] = {out0, out1};
+    pyproto_text t = {};
+    osp_error *err = pyreq_append_requests(&t, inputs.data(), inputs.size(),
+                                           reqs.data(), reqs.size(), names, 2);
+    std::string s =
+        err ? "error: " + TakeMessage(err) : std::string(t.data ? t.data : "");
+    pyproto_text_free(&t);
+    return s;
+}
+
+osp_shape Shape(std::initializer_list<int64_t> dims) {
+    osp_shape s{};
+    for (int64_t d : dims)
+        s.dims[s.rank++] = d;
+    return s;
+}
+
+TEST(PythonRequests, EachRequestViewsItsOwnRowsOfTheRegion) {
+    // FP32 [3, 2] at offset 128: request 0 has row 0, request 1 rows 1-2.
+    std::vector<pyreq_input> in = {
+        {"IN", OSP_TYPE_FP32, Shape({3, 2}), 128, 24, nullptr}};
+    const bool both[] = {true, true}, second[] = {false, true};
+    osp_batch_request a{}, b{};
+    a.id = "a";
+    a.first_row = 0;
+    a.rows = 1;
+    a.output_requested = both;
+    a.correlation_id = 42;
+    b.id = "b\"";
+    b.first_row = 1;
+    b.rows = 2;
+    b.output_requested = second;
+    b.correlation_id_string = "corr";
+    EXPECT_EQ(RequestsJson(in, {a, b}),
+              "[{\"inputs\":[[\"IN\",\"FP32\",[1,2],128,8]],"
+              "\"outputs\":[\"OUT0\",\"OUT1\"],\"id\":\"a\","
+              "\"correlation_id\":42,\"parameters\":\"{}\"},"
+              "{\"inputs\":[[\"IN\",\"FP32\",[2,2],136,16]],"
+              "\"outputs\":[\"OUT1\"],\"id\":\"b\\\"\","
+              "\"correlation_id\":\"corr\",\"parameters\":\"{}\"}]");
+    // One request of a batch, or of a model that does not batch (rows 0):
+    // the whole input.
+    a.rows = 0;
+    EXPECT_EQ(RequestsJson(in, {a}),
+              "[{\"inputs\":[[\"IN\",\"FP32\",[3,2],128,24]],"
+              "\"outputs\":[\"OUT0\",\"OUT1\"],\"id\":\"a\","
+              "\"correlation_id\":42,\"parameters\":\"{}\"}]");
+}
+
+TEST(PythonRequests, BytesRowsEndWhereTheirElementsEnd) {
+    // BYTES [3, 1]: "a", "bcd", "" (4-byte length, then the bytes).
+    std::vector<uint8_t> bytes;
+    for (std::string e : {"a", "bcd", ""}) {
+        uint32_t n = (uint32_t)e.size();
+        bytes.insert(bytes.end(), (uint8_t *)&n, (uint8_t *)&n + 4);
+        bytes.insert(bytes.end(), e.begin(), e.end());
+    }
+    std::vector<pyreq_input> in = {
+        {"S", OSP_TYPE_BYTES, Shape({3, 1}), 64, bytes.size(), bytes.data()}};
+    osp_batch_request a{}, b{};
+    a.id = b.id = "";
+    a.rows = 2;
+    b.first_row = 2;
+    b.rows = 1;
+    std::string json = RequestsJson(in, {a, b});
+    EXPECT_NE(json.find("[\"S\",\"BYTES\",[2,1],64,12]"), std::string::npos)
+        << json;
+    EXPECT_NE(json.find("[\"S\",\"BYTES\",[1,1],76,4]"), std::string::npos)
+        << json;
+    // An element whose length runs past the input, and rows past the
+    // batch, are refused.
+    uint32_t huge = 1000;
+    memcpy(bytes.data() + 5, &huge, 4);
+    EXPECT_EQ(RequestsJson(in, {a, b}),
+              "error: python backend: the elements of input 'S' overrun it");
+    b.rows = 2;
+    in[0].dtype = OSP_TYPE_INT8;
+    in[0].byte_size = 3;
+    EXPECT_EQ(RequestsJson(in, {a, b}),
+              "error: python backend: a request's rows do not fit input 'S'");
+}
+
+TEST(PythonRequests, ParametersAreAJsonObjectsText) {
+    osp_parameter p[4] = {};
+    p[0].key = const_cast<char *>("s");
+    p[0].type = OSP_PARAM_STRING;
+    p[0].value.s = const_cast<char *>("v\"");
+    p[1].key = const_cast<char *>("i");
+    p[1].type = OSP_PARAM_INT;
+    p[1].value.i = -3;
+    p[2].key = const_cast<char *>("b");
+    p[2].type = OSP_PARAM_BOOL;
+    p[2].value.b = true;
+    p[3].key = const_cast<char *>("d");
+    p[3].type = OSP_PARAM_DOUBLE;
+    p[3].value.d = 0.1;
+    pyproto_text t = {};
+    pyreq_append_parameters(&t, p, 4);
+    EXPECT_STREQ(t.data, "\"{\\\"s\\\":\\\"v\\\\\\\"\\\",\\\"i\\\":-3,"
+                         "\\\"b\\\":true,\\\"d\\\":0.1}\"");
+    pyproto_text_free(&t);
+    p[3].value.d = 2.0;
+    pyreq_append_parameters(&t, p + 3, 1);
+    EXPECT_STREQ(t.data, "\"{\\\"d\\\":2.0}\"");
     pyproto_text_free(&t);
 }
 

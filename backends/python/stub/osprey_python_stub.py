@@ -373,10 +373,41 @@ pb_utils._bls_exec = bls_exec
 event_loop = asyncio.new_event_loop()
 
 
-def batch_failure(exc):
-    """The ERROR answer for an exception that fails the whole batch."""
+def batch_failure(exc=None, message=None):
+    """The ERROR answer that fails every request of the batch: for an
+    exception execute raised (its type, text and frames), or for a broken
+    return value (`message`, Triton's words)."""
+    text = message if message is not None else describe_exception(exc)
     return ERROR, ("Failed to process the request(s) for model '%s', message: %s"
-                   % (instance_name, describe_exception(exc))).encode("utf-8", "replace")
+                   % (instance_name, text)).encode("utf-8", "replace")
+
+
+def returned_responses(requests, responses):
+    """The response of each request from what execute returned (Triton's
+    rules: a list, one entry per request, each an InferenceResponse or None
+    for a request answered through its response sender); a str saying
+    what is wrong instead."""
+    if responses is None:
+        responses = [None] * len(requests)
+    if not isinstance(responses, list):
+        return "Expected a list in the execute return, found type '%s'." % type(responses)
+    if len(responses) != len(requests):
+        return ("Number of InferenceResponse objects do not match the number of "
+                "InferenceRequest objects. InferenceRequest(s) size is:%d, and "
+                "InferenceResponse(s) size is:%d\n" % (len(requests), len(responses)))
+    answered = []
+    for request, response in zip(requests, responses):
+        if response is None:
+            response = request._sent_response
+            if response is None:
+                response = pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                    "execute() returned no response for this request and sent "
+                    "none through its response sender"))
+        elif not isinstance(response, pb_utils.InferenceResponse):
+            return ("Expected an 'InferenceResponse' object in the execute function "
+                    "return list, found type '%s'." % type(response))
+        answered.append(response)
+    return answered
 
 
 def execute(payload):
@@ -419,21 +450,16 @@ def execute(payload):
                            "execute function must return None." % instance_name
                            ).encode("utf-8")
         return RESULT, struct.pack("<QI", region.size, 0)
-    if responses is None:
-        responses = [r._sent_response for r in requests]
-    if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
-        count = len(responses) if isinstance(responses, (list, tuple)) else 0
-        return ERROR, ("Number of InferenceResponse objects do not match the number "
-                       "of InferenceRequest objects. InferenceRequest(s) size is:%d, "
-                       "and InferenceResponse(s) size is:%d\n"
-                       % (len(requests), count)).encode("utf-8")
+    responses = returned_responses(requests, responses)
+    if isinstance(responses, str):
+        return batch_failure(message=responses)
+    # One response per request, in order: each request's outputs (only
+    # those it asked for) or its error, the tensors written into the region
+    # after the batch's inputs.
     out = []
     cursor = batch["out_offset"]
     try:
         for request, response in zip(requests, responses):
-            if response is None or not isinstance(response, pb_utils.InferenceResponse):
-                raise pb_utils.TritonModelException(
-                    "Expected an InferenceResponse, got " + type(response).__name__)
             if response.has_error():
                 err = response.error()
                 message = err.message().encode("utf-8", "replace")

@@ -1,5 +1,6 @@
 /* The accessors backends use on an osp_execute_ctx (see execute_ctx.h). */
 #include "execute_ctx.h"
+#include "request_answer.h"
 
 #include <string.h>
 
@@ -92,6 +93,42 @@ void execute_ctx_release_outputs(osp_execute_ctx *ctx) {
 
 size_t osp_execute_request_count(const osp_execute_ctx *ctx) {
     return ctx->n_requests ? ctx->n_requests : 1;
+}
+
+const osp_batch_request *osp_execute_request(const osp_execute_ctx *ctx,
+                                             size_t index) {
+    return ctx->requests && index < ctx->n_requests ? &ctx->requests[index]
+                                                    : NULL;
+}
+
+osp_error *osp_execute_respond(osp_execute_ctx *ctx, size_t index,
+                               osp_sent_response *response) {
+    osp_error *err = NULL;
+    if (!ctx->answers)
+        err = osp_error_new(OSP_ERROR_INTERNAL,
+                            "requests of this batch cannot be answered one "
+                            "by one");
+    else if (index >= ctx->n_requests)
+        err = osp_error_new(OSP_ERROR_INTERNAL,
+                            "backend answered request %zu of %zu", index,
+                            ctx->n_requests);
+    else if (ctx->answers[index].given)
+        err = osp_error_new(OSP_ERROR_INTERNAL,
+                            "backend answered request %zu twice", index);
+    if (err) {
+        sent_response_free_buffers(response);
+        return err;
+    }
+    if ((err = request_answer_store(&ctx->answers[index], response)))
+        return err;
+    ctx->n_answered++;
+    return NULL;
+}
+
+void execute_ctx_release_answers(osp_execute_ctx *ctx) {
+    for (size_t i = 0; ctx->answers && i < ctx->n_requests; i++)
+        request_answer_clear(&ctx->answers[i]);
+    ctx->n_answered = 0;
 }
 
 osp_response_sender *osp_execute_response_sender(osp_execute_ctx *ctx,

@@ -30,6 +30,16 @@ struct osp_execute_ctx {
     /* Decoupled models: one sender per request (borrowed), else NULL. */
     osp_response_sender **senders;
     size_t n_requests;
+    /* (optional) The batch's requests as backends see them, n_requests
+     * entries (borrowed); NULL: osp_execute_request has none to show. */
+    const osp_batch_request *requests;
+    /* (optional) Per request, its answer (osp_execute_respond):
+     * n_requests entries provided by the creator, zero-initialised, freed
+     * with execute_ctx_release_answers; NULL: requests cannot be answered
+     * one by one (decoupled models, or the creator takes batch outputs
+     * only). n_answered counts those given. */
+    struct request_answer *answers;
+    size_t n_answered;
 };
 
 /* A response sender as the core (or a unit test) implements it: the
@@ -42,3 +52,7 @@ struct osp_response_sender {
 
 /* Frees every buffer osp_execute_output_alloc made and clears the slots. */
 void execute_ctx_release_outputs(osp_execute_ctx *ctx);
+
+/* Frees what the answers of osp_execute_respond still hold and clears
+ * them. */
+void execute_ctx_release_answers(osp_execute_ctx *ctx);

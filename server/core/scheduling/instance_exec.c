@@ -14,6 +14,7 @@
 #include "execute_ctx.h"
 #include "model_internal.h"
 #include "osprey/log.h"
+#include "request_answer.h"
 #include "response_sender.h"
 #include "trace_report.h"
 
@@ -39,15 +40,18 @@ typedef struct batch_state {
     osp_backend_tensor *outputs;
     osp_buffer **output_buffers;
     osp_buffer **staged; /* outputs reachable from the host (stage_output) */
-    osp_buffer ***input_slots;  /* givable request input buffers (ctx) */
-    osp_infer_response **resps; /* one per request of the batch */
+    osp_buffer ***input_slots;   /* givable request input buffers (ctx) */
+    osp_infer_response **resps;  /* one per request of the batch */
+    osp_batch_request *requests; /* per request, what execute sees of it */
+    osp_parameter *params;       /* their parameters (shallow copies) */
+    request_answer *answers;     /* per request (osp_execute_respond) */
     osp_execute_ctx ctx;
 } batch_state;
 
-/* Allocates bs's arrays, zeroed, for n_in inputs, n_out outputs and n
- * requests. False when out of memory. */
+/* Allocates bs's arrays, zeroed, for n_in inputs, n_out outputs, n
+ * requests and n_params parameters. False when out of memory. */
 static bool batch_state_alloc(batch_state *bs, size_t n_in, size_t n_out,
-                              size_t n) {
+                              size_t n, size_t n_params) {
     /* Widest alignment first; every size is a multiple of its own. */
     size_t tensors_in = (n_in + 1) * sizeof(osp_backend_tensor);
     size_t tensors_out = (n_out + 1) * sizeof(osp_backend_tensor);
@@ -55,9 +59,13 @@ static bool batch_state_alloc(batch_state *bs, size_t n_in, size_t n_out,
     size_t ptrs_out = (n_out + 1) * sizeof(osp_buffer *);
     size_t ptrs_resp = (n + 1) * sizeof(osp_infer_response *);
     size_t slots_in = (n_in + 1) * sizeof(osp_buffer **);
+    size_t views = (n + 1) * sizeof(osp_batch_request);
+    size_t params = (n_params + 1) * sizeof(osp_parameter);
+    size_t answers = (n + 1) * sizeof(request_answer);
     size_t flags = (n_out + 1) * sizeof(bool);
-    char *p = calloc(1, tensors_in + tensors_out + ptrs_in + 2 * ptrs_out +
-                            ptrs_resp + slots_in + flags);
+    char *p =
+        calloc(1, tensors_in + tensors_out + ptrs_in + 2 * ptrs_out +
+                      ptrs_resp + slots_in + views + params + answers + flags);
     if (!p)
         return false;
     bs->block = p;
@@ -75,6 +83,12 @@ static bool batch_state_alloc(batch_state *bs, size_t n_in, size_t n_out,
     p += ptrs_resp;
     bs->input_slots = (osp_buffer ***)p;
     p += slots_in;
+    bs->requests = (osp_batch_request *)p;
+    p += views;
+    bs->params = (osp_parameter *)p;
+    p += params;
+    bs->answers = (request_answer *)p;
+    p += answers;
     bs->output_requested = (bool *)p;
     return true;
 }
@@ -85,7 +99,41 @@ static void batch_state_free(batch_state *bs, size_t n_inputs) {
             osp_buffer_free(bs->input_buffers[i]);
     if (bs->output_buffers)
         execute_ctx_release_outputs(&bs->ctx);
+    execute_ctx_release_answers(&bs->ctx);
     free(bs->block);
+}
+
+/* Fills bs->requests, what osp_execute_request shows of each request:
+ * its id, correlation id, custom parameters (shallow copies in bs->params)
+ * and its rows of the batch's inputs. */
+static void describe_requests(const osp_model *model, batch_state *bs,
+                              pending_request **batch, size_t n) {
+    int64_t row = 0;
+    size_t used = 0;
+    for (size_t r = 0; r < n; r++) {
+        const osp_infer_request *req = batch[r]->req;
+        osp_batch_request *view = &bs->requests[r];
+        view->id = req->id ? req->id : "";
+        view->parameters = &bs->params[used];
+        for (size_t i = 0; i < req->n_parameters; i++) {
+            const osp_parameter *prm = &req->parameters[i];
+            if (!strcmp(prm->key, "sequence_id")) {
+                if (prm->type == OSP_PARAM_STRING)
+                    view->correlation_id_string = prm->value.s;
+                else
+                    view->correlation_id = (uint64_t)prm->value.i;
+            } else if (strcmp(prm->key, "sequence_start") != 0 &&
+                       strcmp(prm->key, "sequence_end") != 0) {
+                bs->params[used++] = *prm;
+                view->n_parameters++;
+            }
+        }
+        view->first_row = row;
+        view->rows =
+            model->config->max_batch_size > 0 ? batch[r]->batch_size : 0;
+        row += view->rows;
+        view->output_requested = batch[r]->output_requested;
+    }
 }
 
 /* Name and datatype of batch input i: config input i, or past them the
@@ -109,34 +157,96 @@ static size_t batch_output_count(const osp_model *model) {
                              : 0);
 }
 
-/* A state's next value (batch output o past the config's) must have the
+/* A state's next value for `rows` rows (state k's output) must have the
  * state's dims after the batch dim, and their bytes: the sequence batcher
  * hands exactly one state's bytes to the sequence's next request. */
-static osp_error *check_state_output(const osp_model *model,
-                                     const osp_backend_tensor *t, size_t o,
-                                     int64_t total_batch) {
+static osp_error *check_state_output(const osp_model *model, size_t k,
+                                     const osp_shape *shape, size_t byte_size,
+                                     int64_t rows) {
     const osp_model_config *cfg = model->config;
-    const osp_sequence_state *st =
-        sequence_batcher_state(model->sequences, o - cfg->n_outputs);
+    const osp_sequence_state *st = sequence_batcher_state(model->sequences, k);
     osp_shape want = {.rank = 0};
     if (cfg->max_batch_size > 0)
-        want.dims[want.rank++] = total_batch;
+        want.dims[want.rank++] = rows;
     size_t bytes = osp_datatype_byte_size(st->dtype) *
-                   (size_t)(cfg->max_batch_size > 0 ? total_batch : 1);
+                   (size_t)(cfg->max_batch_size > 0 ? rows : 1);
     for (int d = 0; d < st->dims.rank && want.rank < OSP_MAX_DIMS; d++) {
         want.dims[want.rank++] = st->dims.dims[d];
         bytes *= (size_t)st->dims.dims[d];
     }
-    if (osp_shape_equal(&t->shape, &want) && t->byte_size == bytes)
+    if (osp_shape_equal(shape, &want) && byte_size == bytes)
         return NULL;
     char got[256], expected[256];
-    osp_shape_format(&t->shape, got, sizeof got);
+    osp_shape_format(shape, got, sizeof got);
     osp_shape_format(&want, expected, sizeof expected);
     return osp_error_new(OSP_ERROR_INTERNAL,
                          "model '%s': state output '%s' has shape %s (%zu "
                          "bytes), the state needs shape %s (%zu bytes)",
-                         cfg->name, st->output_name, got, t->byte_size,
-                         expected, bytes);
+                         cfg->name, st->output_name, got, byte_size, expected,
+                         bytes);
+}
+
+/* Moves the next states out of a backend's answer `sent` to request p
+ * (tensors named by a state's output_name) into p's sequence step; an
+ * error (the answer then becomes that error) when one has the wrong
+ * shape, the sequence keeping its previous state. */
+static osp_error *take_answer_states(const osp_model *model,
+                                     const pending_request *p,
+                                     osp_sent_response *sent) {
+    if (!model->sequences || sent->error)
+        return NULL;
+    size_t n_states = sequence_batcher_extra_outputs(model->sequences);
+    for (size_t k = 0; k < n_states; k++) {
+        const osp_sequence_state *st =
+            sequence_batcher_state(model->sequences, k);
+        for (size_t i = 0; i < sent->n_outputs; i++) {
+            osp_infer_output *o = &sent->outputs[i];
+            if (!o->data || strcmp(o->name, st->output_name) != 0)
+                continue;
+            osp_error *err = check_state_output(model, k, &o->shape,
+                                                o->byte_size, p->batch_size);
+            if (err)
+                return err;
+            if (p->sequence) { /* else a warmup sample: nobody keeps it */
+                osp_buffer_free(p->sequence->next_state[k]);
+                p->sequence->next_state[k] = o->data;
+                o->data = NULL;
+            }
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Builds each request's response from the backend's answer to it
+ * (osp_execute_respond); a request left unanswered fails. Marks the
+ * requests whose answer is an error as backend failures. */
+static osp_error *take_answers(const osp_model *model, batch_state *bs,
+                               pending_request **batch, size_t n,
+                               osp_infer_response **resps) {
+    for (size_t r = 0; r < n; r++) {
+        request_answer *a = &bs->answers[r];
+        if (a->given) {
+            osp_error *state_err =
+                take_answer_states(model, batch[r], &a->sent);
+            if (state_err) {
+                sent_response_free_buffers(&a->sent);
+                a->sent.error = state_err;
+            }
+            resps[r] = pending_request_response_from(batch[r], &a->sent);
+        } else if ((resps[r] = pending_request_response_new(batch[r]))) {
+            resps[r]->error =
+                osp_error_new(OSP_ERROR_INTERNAL,
+                              "backend '%s' did not answer request %zu of a "
+                              "batch of %zu",
+                              model->backend->name, r, n);
+        }
+        if (!resps[r])
+            return osp_error_out_of_memory();
+        if (resps[r]->error)
+            batch[r]->failure_reason = OSP_FAILURE_BACKEND;
+    }
+    return NULL;
 }
 
 /* Builds device input i from every request's bytes. A single request on
@@ -460,8 +570,11 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
     int64_t total_batch = 0;
     osp_infer_response **resps = NULL;
     osp_buffer **staged = NULL;
+    size_t n_params = 0;
+    for (size_t r = 0; r < n; r++)
+        n_params += batch[r]->req->n_parameters;
 
-    if (!batch_state_alloc(&bs, n_in, n_out, n)) {
+    if (!batch_state_alloc(&bs, n_in, n_out, n, n_params)) {
         err = osp_error_out_of_memory();
         goto out;
     }
@@ -501,7 +614,11 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
         .outputs = bs.outputs,
         .output_buffers = bs.output_buffers,
         .input_slots = bs.input_slots,
+        .n_requests = n,
+        .requests = bs.requests,
+        .answers = cfg->decoupled ? NULL : bs.answers,
     };
+    describe_requests(model, &bs, batch, n);
     if ((err = osp_event_record(inst->marks[1], inst->stream)))
         goto out;
     if (cfg->decoupled) {
@@ -511,19 +628,27 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
     }
     if ((err = model->backend->execute(inst->state, &bs.ctx)))
         goto out;
+    /* Requests answered one by one (osp_execute_respond) carry their own
+     * outputs and next states. */
+    bool answered = bs.ctx.n_answered > 0;
     if ((err = osp_event_record(inst->marks[2], inst->stream)))
         goto out;
     /* Every output's device-to-host copy is queued behind the model, then
      * the worker waits once, for the event after the last copy. */
     for (size_t o = 0; o < n_out && !err; o++) {
-        if (!bs.output_requested[o])
+        /* Answered requests carry their outputs, and their next states
+         * unless the backend allocated those for the batch. */
+        if (!bs.output_requested[o] ||
+            (answered && (o < cfg->n_outputs || !bs.output_buffers[o])))
             continue;
         if (!bs.output_buffers[o])
             err = osp_error_new(OSP_ERROR_INTERNAL,
                                 "backend '%s' produced no output '%s'",
                                 model->backend->name, bs.outputs[o].name);
         else if (o >= cfg->n_outputs)
-            err = check_state_output(model, &bs.outputs[o], o, total_batch);
+            err = check_state_output(model, o - cfg->n_outputs,
+                                     &bs.outputs[o].shape,
+                                     bs.outputs[o].byte_size, total_batch);
         if (!err)
             err = stage_output(inst, &bs, o, &staged[o]);
     }
@@ -535,7 +660,9 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
         goto out;
     uint64_t outputs_on_host = osp_now_ns();
 
-    for (size_t r = 0; r < n && !err; r++) {
+    if (answered)
+        err = take_answers(model, &bs, batch, n, resps);
+    for (size_t r = 0; r < n && !err && !answered; r++) {
         resps[r] = pending_request_response_new(batch[r]);
         if (resps[r])
             resps[r]->outputs = calloc(batch[r]->n_response_outputs + 1,

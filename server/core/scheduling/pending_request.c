@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model_internal.h"
+#include "request_answer.h"
 #include "sequence_batcher.h"
 #include "trace_report.h"
 
@@ -118,6 +119,43 @@ void pending_request_finish_decoupled(pending_request *p,
                                       osp_infer_response *resp, bool failed) {
     record_end(p, resp, !failed);
     deliver(p, resp);
+}
+
+osp_infer_response *pending_request_response_from(const pending_request *p,
+                                                  osp_sent_response *r) {
+    const osp_model_config *cfg = p->model->config;
+    osp_infer_response *resp = pending_request_response_new(p);
+    if (resp && r->error) {
+        resp->error = r->error;
+        r->error = NULL;
+    } else if (resp && !(resp->outputs = calloc(p->n_response_outputs + 1,
+                                                sizeof *resp->outputs))) {
+        osp_infer_response_free(resp);
+        resp = NULL;
+    }
+    for (size_t k = 0; resp && !resp->error && k < p->n_response_outputs; k++) {
+        const char *name = cfg->outputs[p->response_outputs[k]].name;
+        for (size_t i = 0; i < r->n_outputs; i++) {
+            osp_infer_output *o = &r->outputs[i];
+            if (!o->data || strcmp(o->name, name) != 0)
+                continue;
+            osp_infer_output *dst = &resp->outputs[resp->n_outputs];
+            if (!(dst->name = strdup(name))) {
+                osp_infer_response_free(resp);
+                resp = NULL;
+                break;
+            }
+            dst->dtype = o->dtype;
+            dst->shape = o->shape;
+            dst->byte_size = o->byte_size;
+            dst->data = o->data;
+            o->data = NULL;
+            resp->n_outputs++;
+            break;
+        }
+    }
+    sent_response_free_buffers(r);
+    return resp;
 }
 
 void pending_request_fail(pending_request *p, osp_error *err) {

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "batcher.h"
+#include "osprey/backend.h"
 #include "osprey/infer.h"
 #include "osprey/server.h"
 #include "response_cache.h"
@@ -87,6 +88,13 @@ void pending_request_finish(pending_request *p, osp_infer_response *resp);
  * flag) and `failed` saying how statistics count it. */
 void pending_request_finish_decoupled(pending_request *p,
                                       osp_infer_response *resp, bool failed);
+
+/* p's response from what the backend answered for it (`r` borrowed; its
+ * buffers and error move): r's error, or the outputs p's request asked
+ * for, in its order; outputs it did not ask for are dropped. NULL on OOM;
+ * r's remaining buffers are freed either way. Caller owns the response. */
+osp_infer_response *pending_request_response_from(const pending_request *p,
+                                                  osp_sent_response *r);
 
 /* Finishes `p` with `err` (ownership moves) as an error response. */
 void pending_request_fail(pending_request *p, osp_error *err);

@@ -8,6 +8,7 @@
 
 #include "execute_ctx.h"
 #include "model_internal.h"
+#include "request_answer.h"
 
 struct core_sender {
     osp_response_sender super; /* first: the backend's view */
@@ -29,58 +30,6 @@ static void sender_unref(core_sender *s) {
         return;
     pthread_mutex_destroy(&s->lock);
     free(s);
-}
-
-static void free_sent(osp_sent_response *r) {
-    if (!r)
-        return;
-    for (size_t i = 0; i < r->n_outputs; i++) {
-        osp_buffer_free(r->outputs[i].data);
-        r->outputs[i].data = NULL;
-    }
-    osp_error_free(r->error);
-    r->error = NULL;
-}
-
-/* p's response from what the backend sent: its error, or the outputs the
- * request asked for, in the request's order (their buffers move). NULL on
- * OOM; r's remaining buffers are freed either way. */
-static osp_infer_response *build_response(const pending_request *p,
-                                          osp_sent_response *r) {
-    const osp_model_config *cfg = p->model->config;
-    osp_infer_response *resp = pending_request_response_new(p);
-    if (resp && r->error) {
-        resp->error = r->error;
-        r->error = NULL;
-    } else if (resp && !(resp->outputs = calloc(p->n_response_outputs + 1,
-                                                sizeof *resp->outputs))) {
-        osp_infer_response_free(resp);
-        resp = NULL;
-    }
-    for (size_t k = 0; resp && !resp->error && k < p->n_response_outputs;
-         k++) {
-        const char *name = cfg->outputs[p->response_outputs[k]].name;
-        for (size_t i = 0; i < r->n_outputs; i++) {
-            osp_infer_output *o = &r->outputs[i];
-            if (!o->data || strcmp(o->name, name) != 0)
-                continue;
-            osp_infer_output *dst = &resp->outputs[resp->n_outputs];
-            if (!(dst->name = strdup(name))) {
-                osp_infer_response_free(resp);
-                resp = NULL;
-                break;
-            }
-            dst->dtype = o->dtype;
-            dst->shape = o->shape;
-            dst->byte_size = o->byte_size;
-            dst->data = o->data;
-            o->data = NULL;
-            resp->n_outputs++;
-            break;
-        }
-    }
-    free_sent(r);
-    return resp;
 }
 
 /* Ends the open request (lock held; the request's reference is dropped by
@@ -115,7 +64,7 @@ static osp_error *sender_send(osp_response_sender *self,
     pthread_mutex_lock(&s->lock);
     if (!s->p) {
         pthread_mutex_unlock(&s->lock);
-        free_sent(r);
+        sent_response_free_buffers(r);
         return osp_error_new(OSP_ERROR_INTERNAL,
                              "Unable to send response. Response sender has "
                              "been closed.");
@@ -129,10 +78,10 @@ static osp_error *sender_send(osp_response_sender *self,
     if (!s->last_end_ns)
         s->last_end_ns = p->times.compute_start;
     if (osp_cancel_token_is_cancelled(p->cancel)) {
-        free_sent(r); /* nobody to send it to */
+        sent_response_free_buffers(r); /* nobody to send it to */
         if (r)
             outcome = RESPONSE_CANCEL;
-    } else if (r && !(resp = build_response(p, r))) {
+    } else if (r && !(resp = pending_request_response_from(p, r))) {
         err = osp_error_out_of_memory();
     }
     if (!final) {
