@@ -75,15 +75,16 @@ static void finish_rows(float *c, int64_t ldc, int64_t rows, int64_t cols,
 /* One tile of C: rows [0, rows), columns [0, cols) (cols <= TILE_N).
  * The left operand is read by broadcast: element (r, p) at a[r * a_rs +
  * p * a_ps] (a packed panel: a_rs 1, a_ps MR; rows of A: a_rs lda, a_ps
- * 1); the right one by vectors, row p at b + p * ldb. The bias is per
+ * 1); the right one by vectors, row p at b + p * ldb, or with b_rows at
+ * b + b_rows[p] (cpu_packed_gemm_at's table). The bias is per
  * row of C, or with bias_per_col per column; bias and residual are
  * offset to the tile's first row and column. */
 CPU_NN_HOT static void
 tile_portable(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
-              const float *restrict b, int64_t ldb, int64_t rows, int64_t cols,
-              float *restrict c, int64_t ldc, const float *bias,
-              bool bias_per_col, const float *residual, int64_t ldr,
-              const cpu_packed_epilogue *e) {
+              const float *restrict b, int64_t ldb, const int32_t *b_rows,
+              int64_t rows, int64_t cols, float *restrict c, int64_t ldc,
+              const float *bias, bool bias_per_col, const float *residual,
+              int64_t ldr, const cpu_packed_epilogue *e) {
     float acc[CPU_PACK_MR][TILE_N];
     for (int r = 0; r < CPU_PACK_MR; r++)
         for (int j = 0; j < TILE_N; j++)
@@ -92,7 +93,8 @@ tile_portable(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
                                                   : bias[r];
     float brow[TILE_N] = {0};
     for (int64_t p = 0; p < k; p++) {
-        memcpy(brow, b + p * ldb, (size_t)cols * sizeof(float));
+        memcpy(brow, b_rows != NULL ? b + b_rows[p] : b + p * ldb,
+               (size_t)cols * sizeof(float));
         for (int64_t r = 0; r < rows; r++) {
             float w = a[r * a_rs + p * a_ps];
             for (int j = 0; j < TILE_N; j++)
@@ -128,7 +130,8 @@ tile_portable(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
  * not stored. */
 AVX512_TARGET static inline __attribute__((always_inline)) void
 tile_avx512_body(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
-                 const float *restrict b, int64_t ldb, int64_t rows, int nv,
+                 const float *restrict b, int64_t ldb, bool at,
+                 const int32_t *restrict b_rows, int64_t rows, int nv,
                  __mmask16 m0, __mmask16 m1, bool full, float *restrict c,
                  int64_t ldc, const float *bias, bool bias_per_col,
                  const float *residual, int64_t ldr,
@@ -149,7 +152,7 @@ tile_avx512_body(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
         }
     }
     for (int64_t p = 0; p < k; p++) {
-        const float *brow = b + p * ldb;
+        const float *brow = at ? b + b_rows[p] : b + p * ldb;
         __m512 b0 =
             full ? _mm512_loadu_ps(brow) : _mm512_maskz_loadu_ps(m0, brow);
         __m512 b1 = _mm512_setzero_ps();
@@ -190,33 +193,38 @@ tile_avx512_body(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
 }
 
 /* The full tile, or the masked one of a narrow tile (see tile_portable).
- * a_ps is a constant in each caller, so the inlined body's loads are
- * plain broadcasts. */
-#define TILE_AVX512(name, a_ps)                                                \
+ * a_ps and at (B's rows through b_rows) are constants in each caller, so
+ * the inlined body's loads are plain broadcasts and its B addresses need
+ * no test. */
+#define TILE_AVX512(name, a_ps, at)                                            \
     AVX512_TARGET static void name(                                            \
         const float *a, int64_t a_rs, int64_t k, const float *b, int64_t ldb,  \
-        int64_t rows, int64_t cols, float *c, int64_t ldc, const float *bias,  \
-        bool bias_per_col, const float *residual, int64_t ldr,                 \
-        const cpu_packed_epilogue *e) {                                        \
+        const int32_t *b_rows, int64_t rows, int64_t cols, float *c,           \
+        int64_t ldc, const float *bias, bool bias_per_col,                     \
+        const float *residual, int64_t ldr, const cpu_packed_epilogue *e) {    \
         if (cols == TILE_N) {                                                  \
-            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, rows, 2, 0xFFFF,        \
-                             0xFFFF, true, c, ldc, bias, bias_per_col,         \
+            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, at, b_rows, rows, 2,    \
+                             0xFFFF, 0xFFFF, true, c, ldc, bias, bias_per_col, \
                              residual, ldr, e);                                \
             return;                                                            \
         }                                                                      \
         __mmask16 m0 = cols >= 16 ? 0xFFFF : (__mmask16)((1u << cols) - 1);    \
         if (cols <= 16) {                                                      \
-            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, rows, 1, m0, 0, false,  \
-                             c, ldc, bias, bias_per_col, residual, ldr, e);    \
+            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, at, b_rows, rows, 1,    \
+                             m0, 0, false, c, ldc, bias, bias_per_col,         \
+                             residual, ldr, e);                                \
             return;                                                            \
         }                                                                      \
         __mmask16 m1 = (__mmask16)((1u << (cols - 16)) - 1);                   \
-        tile_avx512_body(a, a_rs, a_ps, k, b, ldb, rows, 2, m0, m1, false, c,  \
-                         ldc, bias, bias_per_col, residual, ldr, e);           \
+        tile_avx512_body(a, a_rs, a_ps, k, b, ldb, at, b_rows, rows, 2, m0,    \
+                         m1, false, c, ldc, bias, bias_per_col, residual, ldr, \
+                         e);                                                   \
     }
 
-TILE_AVX512(tile_avx512_panel, CPU_PACK_MR)
-TILE_AVX512(tile_avx512_rows, 1)
+TILE_AVX512(tile_avx512_panel, CPU_PACK_MR, false)
+TILE_AVX512(tile_avx512_rows, 1, false)
+TILE_AVX512(tile_avx512_panel_at, CPU_PACK_MR, true)
+TILE_AVX512(tile_avx512_rows_at, 1, true)
 
 #endif
 
@@ -269,14 +277,53 @@ void cpu_packed_gemm(const float *packed, int64_t k, int64_t r0, int64_t r1,
                 float *tile = c + i0 * ldc + j0;
 #ifdef PACKED_HAVE_AVX512
                 if (avx512)
-                    tile_avx512_panel(panel, 1, k, b + j0, ldb, rows, cols,
-                                      tile, ldc, bias, false, res, e->ldr, e);
+                    tile_avx512_panel(panel, 1, k, b + j0, ldb, NULL, rows,
+                                      cols, tile, ldc, bias, false, res, e->ldr,
+                                      e);
                 else
 #endif
-                    tile_portable(panel, 1, CPU_PACK_MR, k, b + j0, ldb, rows,
-                                  cols, tile, ldc, bias, false, res, e->ldr, e);
+                    tile_portable(panel, 1, CPU_PACK_MR, k, b + j0, ldb, NULL,
+                                  rows, cols, tile, ldc, bias, false, res,
+                                  e->ldr, e);
                 finish_rows(tile, ldc, rows, cols, e);
             }
+        }
+    }
+}
+
+void cpu_packed_gemm_at(const float *a, bool a_packed, int64_t k, int64_t r0,
+                        int64_t r1, const float *b, const int32_t *b_rows,
+                        int64_t n, float *c, int64_t ldc,
+                        const cpu_packed_epilogue *e) {
+#ifdef PACKED_HAVE_AVX512
+    bool avx512 = cpu_packed_gemm_avx512_selected();
+#endif
+    /* a packed panel reads its 8 values of column p side by side; rows of
+     * A as they lie, one from each row */
+    int64_t a_rs = a_packed ? 1 : k, a_ps = a_packed ? CPU_PACK_MR : 1;
+    for (int64_t i0 = r0; i0 < r1; i0 += CPU_PACK_MR) {
+        int64_t rows = r1 - i0 < CPU_PACK_MR ? r1 - i0 : CPU_PACK_MR;
+        const float *panel = a + i0 * k; /* both layouts */
+        const float *bias = e->bias != NULL ? e->bias + i0 : NULL;
+        for (int64_t j0 = 0; j0 < n; j0 += TILE_N) {
+            int64_t cols = n - j0 < TILE_N ? n - j0 : TILE_N;
+            const float *res =
+                e->residual != NULL ? e->residual + i0 * e->ldr + j0 : NULL;
+            float *tile = c + i0 * ldc + j0;
+#ifdef PACKED_HAVE_AVX512
+            if (avx512 && a_packed)
+                tile_avx512_panel_at(panel, a_rs, k, b + j0, 0, b_rows, rows,
+                                     cols, tile, ldc, bias, false, res, e->ldr,
+                                     e);
+            else if (avx512)
+                tile_avx512_rows_at(panel, a_rs, k, b + j0, 0, b_rows, rows,
+                                    cols, tile, ldc, bias, false, res, e->ldr,
+                                    e);
+            else
+#endif
+                tile_portable(panel, a_rs, a_ps, k, b + j0, 0, b_rows, rows,
+                              cols, tile, ldc, bias, false, res, e->ldr, e);
+            finish_rows(tile, ldc, rows, cols, e);
         }
     }
 }
@@ -318,13 +365,14 @@ void cpu_packed_gemm_b(const float *a, int64_t lda, int64_t m, int64_t k,
                 float *tile = c + i0 * ldc + j0;
 #ifdef PACKED_HAVE_AVX512
                 if (avx512)
-                    tile_avx512_rows(a + i0 * lda, lda, k, strip, TILE_N, rows,
-                                     cols, tile, ldc, bias, true, res, e->ldr,
-                                     e);
+                    tile_avx512_rows(a + i0 * lda, lda, k, strip, TILE_N, NULL,
+                                     rows, cols, tile, ldc, bias, true, res,
+                                     e->ldr, e);
                 else
 #endif
-                    tile_portable(a + i0 * lda, lda, 1, k, strip, TILE_N, rows,
-                                  cols, tile, ldc, bias, true, res, e->ldr, e);
+                    tile_portable(a + i0 * lda, lda, 1, k, strip, TILE_N, NULL,
+                                  rows, cols, tile, ldc, bias, true, res,
+                                  e->ldr, e);
                 finish_rows(tile, ldc, rows, cols, e);
             }
         }
