@@ -13,10 +13,10 @@
  *   split by vector shuffles;
  * - pointwise (1x1 kernel, stride 1, no padding): the input already is
  *   the [channels, positions] matrix, so sgemm runs on it directly;
- * - direct (a 2-d or 1-d kernel of several taps at stride 1, weights
- *   packed or the AVX-512 kernel selected): the packed kernel reads the
- *   im2col matrix's rows straight from a zero-padded copy of the input,
- *   through a table of row offsets (see "the direct route" below);
+ * - direct (any other 2-d or 1-d conv, when its weights are packed or
+ *   the AVX-512 kernel is selected): the packed kernel reads the im2col
+ *   matrix's rows straight from a zero-padded copy of the input, through
+ *   a table of row offsets (cpu_ops_conv_direct.c);
  * - everything else: im2col of each image and group, a tile of output
  *   positions at a time, into a per-thread scratch buffer, then sgemm.
  * Each route applies the epilogue (bias, residual, activation) to a tile
@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_conv.h"
 #include "cpu_depthwise.h"
 #include "cpu_ops.h"
 #include "cpu_ops_nn.h"
@@ -93,8 +94,8 @@ static void scratch_key_create(void) {
 
 /* An array of n floats for the current call: the thread's buffer, or for
  * a request larger than the buffer may grow, a fresh one. Give it back
- * with scratch_release. NULL when out of memory. */
-static float *scratch_acquire(size_t n) {
+ * with cpu_conv__scratch_release. NULL when out of memory. */
+float *cpu_conv__scratch_acquire(size_t n) {
     if (n <= scratch_cap)
         return scratch_data;
     if (n > SIZE_MAX / sizeof(float))
@@ -114,7 +115,7 @@ static float *scratch_acquire(size_t n) {
     return grown;
 }
 
-static void scratch_release(float *p) {
+void cpu_conv__scratch_release(float *p) {
     if (p != scratch_data)
         free(p);
 }
@@ -196,40 +197,6 @@ CPU_NN_HOT static void axpy_strided(float *restrict y, const float *restrict x,
 
 /* ---- im2col ------------------------------------------------------------ */
 
-/* dst[0, len) = the input row src at positions ow * s + offset for ow in
- * [ow0, ow0 + len) (zero where that falls outside [0, in)). src NULL is
- * a row of padding. */
-CPU_NN_INLINE void im2col_row(float *dst, const float *src, int64_t ow0,
-                              int64_t len, int64_t s, int64_t offset,
-                              int64_t in) {
-    int64_t lo = 0, hi = 0;
-    if (src != NULL) {
-        cpu_nn_valid_range(ow0 + len, s, offset, in, &lo, &hi);
-        if (lo < ow0)
-            lo = ow0;
-        if (hi < lo)
-            hi = lo;
-    } else {
-        lo = hi = ow0;
-    }
-    if (lo > ow0)
-        memset(dst, 0, (size_t)(lo - ow0) * sizeof(float));
-    if (s == 1) {
-        if (hi > lo)
-            memcpy(dst + (lo - ow0), src + (lo + offset),
-                   (size_t)(hi - lo) * sizeof(float));
-    } else if (s == 2) {
-        if (hi > lo)
-            cpu_nn_gather_even(dst + (lo - ow0), src + (lo * 2 + offset),
-                               hi - lo);
-    } else {
-        for (int64_t ow = lo; ow < hi; ow++)
-            dst[ow - ow0] = src[ow * s + offset];
-    }
-    if (ow0 + len > hi)
-        memset(dst + (hi - ow0), 0, (size_t)(ow0 + len - hi) * sizeof(float));
-}
-
 /* col[K, p1 - p0] (rows ldcol >= p1 - p0 apart) = the im2col matrix of
  * `channels` input planes starting at x, for output positions [p0, p1):
  * row (c, kd, kh, kw), column p holds the input that tap sees for output
@@ -259,7 +226,8 @@ CPU_NN_HOT static void im2col(const cpu_nn_geom *g, const float *x,
                             id >= 0 && id < g->in[0] && ih >= 0 && ih < H
                                 ? xc + (id * H + ih) * W
                                 : NULL;
-                        im2col_row(dst, src, ow0, len, g->stride[2], offset, W);
+                        cpu_conv__im2col_row(dst, src, ow0, len, g->stride[2],
+                                             offset, W);
                         dst += len;
                         p += len;
                     }
@@ -375,252 +343,6 @@ static void conv_gemm_tile(const conv_gemm_job *job, int64_t b, int64_t gi,
     cpu_sgemm(&s, threads, conv_block_epilogue, &ctx);
 }
 
-/* ---- the direct route: stride-1 convs without im2col -------------------- */
-
-/* A stride-1 conv reads, for output (oh, ow) and tap (c, kh, kw), the
- * input at row oh + kh dh - pad_top, column ow + kw dw - pad_left. In a
- * zero-padded copy of the input whose rows are Wp = OW + (KW - 1) dw wide,
- * output (oh, ow) sits at flat column q = oh Wp + ow, and the tap's input
- * at q + (c plane + kh dh Wp + kw dw): the same offset for every q. So
- * the im2col matrix's row p is the padded copy read from offset p, and the
- * packed kernel reads it there (cpu_packed_gemm_at) instead of from an
- * im2col tile. The columns q with ow >= OW (KW - 1 per row) are computed
- * and dropped as the rows are copied out. A tile is a run of output rows,
- * with its own padded copy of the input rows it reads (the halo rows are
- * copied twice). */
-
-/* Scratch per tile, about: its padded input rows and its output, in L2. */
-#define DIRECT_TILE_BYTES ((size_t)1 << 20)
-
-static _Atomic bool direct_route_on = true;
-
-void cpu_conv_direct_enable(bool on) {
-    atomic_store(&direct_route_on, on);
-}
-
-/* Whether the direct route serves geometry g: a 2-d (or 1-d) conv of
- * stride 1, a kernel of more than one tap, and weights the kernel reads
- * well (packed, or on the AVX-512 kernel as they lie). */
-static bool direct_serves(const cpu_nn_geom *g, bool packed) {
-    if (!atomic_load(&direct_route_on) ||
-        !(packed || cpu_packed_gemm_avx512_selected()))
-        return false;
-    return g->in[0] == 1 && g->out[0] == 1 && g->kernel[0] == 1 &&
-           g->stride[1] == 1 && g->stride[2] == 1 && g->kernel_size > 1 &&
-           g->pad[1] >= 0 && g->pad[2] >= 0;
-}
-
-typedef struct direct_job {
-    const osp_conv_args *a;
-    const cpu_nn_geom *g;
-    int64_t cg, mg, k;
-    int64_t wp;           /* padded row width */
-    int64_t rows, tiles;  /* output rows per tile, tiles per plane */
-    const float *weights; /* packed panels, or w as it lies */
-    bool packed;
-    size_t group_floats; /* floats of weights per group */
-    _Atomic bool out_of_memory;
-} direct_job;
-
-/* Floats of one tile's scratch: padded input rows, the row offsets
- * (int32, as floats) and the flat output, each 64-byte aligned. */
-static size_t direct_scratch_floats(const direct_job *job, int64_t rows) {
-    const cpu_nn_geom *g = job->g;
-    int64_t in_rows = rows + (g->kernel[1] - 1) * g->dilation[1];
-    size_t block = (size_t)(job->cg * in_rows * job->wp + 15) / 16 * 16;
-    size_t offsets = (size_t)(job->k + 15) / 16 * 16;
-    size_t out = (size_t)(job->mg * (rows * job->wp + 15) / 16 * 16);
-    return block + offsets + out;
-}
-
-/* block[c][i][j] = x[c][oh0 + i - pad_top][j - pad_left], zero outside
- * the input, for in_rows rows of wp columns. */
-static void direct_pad_rows(const direct_job *job, const float *x, int64_t oh0,
-                            int64_t in_rows, float *block) {
-    const cpu_nn_geom *g = job->g;
-    int64_t H = g->in[1], W = g->in[2], wp = job->wp, left = g->pad[2];
-    int64_t copy = W < wp - left ? W : wp - left;
-    if (copy < 0)
-        copy = 0;
-    for (int64_t c = 0; c < job->cg; c++)
-        for (int64_t i = 0; i < in_rows; i++) {
-            float *row = block + (c * in_rows + i) * wp;
-            int64_t ih = oh0 + i - g->pad[1];
-            if (ih < 0 || ih >= H || copy == 0) {
-                memset(row, 0, (size_t)wp * sizeof(float));
-                continue;
-            }
-            memset(row, 0, (size_t)left * sizeof(float));
-            memcpy(row + left, x + (c * H + ih) * W,
-                   (size_t)copy * sizeof(float));
-            memset(row + left + copy, 0,
-                   (size_t)(wp - left - copy) * sizeof(float));
-        }
-}
-
-/* One tile of output rows [oh0, oh0 + rows) of image b, group gi, for
- * cpu_parallel_range over its row panels. */
-typedef struct direct_tile {
-    const direct_job *job;
-    const float *block;
-    const int32_t *offsets;
-    float *out; /* [mg, ldo], flat columns */
-    int64_t ldo, cols, b, gi, oh0, rows;
-} direct_tile;
-
-/* Panels [lo, hi) of a tile: the GEMM into the flat output (bias, and the
- * activation unless a residual must come first), then each output row's
- * OW columns copied to y (residual and activation there). */
-static void direct_tile_panels(void *arg, int64_t lo, int64_t hi) {
-    const direct_tile *t = arg;
-    const direct_job *job = t->job;
-    const osp_conv_args *a = job->a;
-    const cpu_nn_geom *g = job->g;
-    int64_t r0 = lo * CPU_PACK_MR,
-            r1 = hi * CPU_PACK_MR < job->mg ? hi * CPU_PACK_MR : job->mg;
-    int64_t oc0 = t->gi * job->mg;
-    bool residual = a->residual != NULL;
-    cpu_packed_epilogue e = {.bias = a->bias != NULL ? a->bias + oc0 : NULL,
-                             .act = residual ? OSP_UNARY_IDENTITY : a->act,
-                             .act_alpha = a->act_alpha,
-                             .act_beta = a->act_beta};
-    cpu_packed_gemm_at(job->weights + (size_t)t->gi * job->group_floats,
-                       job->packed, job->k, r0, r1, t->block, t->offsets,
-                       t->cols, t->out, t->ldo, &e);
-    int64_t OW = g->out[2];
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t plane = (t->b * a->out_channels + oc0 + r) * g->out_size;
-        for (int64_t i = 0; i < t->rows; i++) {
-            int64_t at = plane + (t->oh0 + i) * OW;
-            memcpy(a->y + at, t->out + r * t->ldo + i * job->wp,
-                   (size_t)OW * sizeof(float));
-            if (residual)
-                cpu_nn__epilogue_row(a->y + at, OW, 0.0f, NULL,
-                                     a->residual + at, a->act, a->act_alpha,
-                                     a->act_beta);
-        }
-    }
-}
-
-/* Tile t of image b, group gi, in scratch (direct_scratch_floats), on up
- * to `threads` threads. */
-static void direct_run_tile(const direct_job *job, int64_t b, int64_t gi,
-                            int64_t t, float *scratch, int threads) {
-    const osp_conv_args *a = job->a;
-    const cpu_nn_geom *g = job->g;
-    int64_t oh0 = t * job->rows, OH = g->out[1];
-    int64_t rows = OH - oh0 < job->rows ? OH - oh0 : job->rows;
-    int64_t KH = g->kernel[1], KW = g->kernel[2];
-    int64_t in_rows = rows + (KH - 1) * g->dilation[1];
-    float *block = scratch;
-    int32_t *offsets =
-        (int32_t *)(block + (job->cg * in_rows * job->wp + 15) / 16 * 16);
-    float *out = (float *)offsets + (job->k + 15) / 16 * 16;
-    const float *x = a->x + (b * a->in_channels + gi * job->cg) * g->in_size;
-    direct_pad_rows(job, x, oh0, in_rows, block);
-    /* im2col's row order: (c, kh, kw) */
-    int64_t p = 0;
-    for (int64_t c = 0; c < job->cg; c++)
-        for (int64_t kh = 0; kh < KH; kh++)
-            for (int64_t kw = 0; kw < KW; kw++)
-                offsets[p++] =
-                    (int32_t)((c * in_rows + kh * g->dilation[1]) * job->wp +
-                              kw * g->dilation[2]);
-    direct_tile dt = {.job = job,
-                      .block = block,
-                      .offsets = offsets,
-                      .out = out,
-                      .ldo = (rows * job->wp + 15) / 16 * 16,
-                      .cols = (rows - 1) * job->wp + g->out[2],
-                      .b = b,
-                      .gi = gi,
-                      .oh0 = oh0,
-                      .rows = rows};
-    cpu_parallel_range((job->mg + CPU_PACK_MR - 1) / CPU_PACK_MR,
-                       CPU_PACK_MR * job->k * dt.cols, threads,
-                       direct_tile_panels, &dt);
-}
-
-/* Tasks [lo, hi) in (image, group, tile) order, each on one thread. */
-static void direct_range(void *arg, int64_t lo, int64_t hi) {
-    direct_job *job = arg;
-    float *scratch = scratch_acquire(direct_scratch_floats(job, job->rows));
-    if (scratch == NULL) {
-        atomic_store(&job->out_of_memory, true);
-        return;
-    }
-    int64_t per_image = job->a->group * job->tiles;
-    for (int64_t task = lo; task < hi; task++)
-        direct_run_tile(job, task / per_image, task % per_image / job->tiles,
-                        task % job->tiles, scratch, 1);
-    scratch_release(scratch);
-}
-
-/* The direct route (above) with weights packed (packed non-NULL, a group
- * every group_floats) or as they lie; false when the padded copy is too
- * large for the kernel's 32-bit offsets (the caller takes im2col). */
-static bool conv_direct(const osp_conv_args *a, const cpu_nn_geom *g,
-                        const float *packed, size_t group_floats, int threads,
-                        osp_error **err) {
-    int64_t groups = a->group, cg = a->in_channels / groups,
-            mg = a->out_channels / groups;
-    direct_job job = {.a = a,
-                      .g = g,
-                      .cg = cg,
-                      .mg = mg,
-                      .k = cg * g->kernel_size,
-                      .wp = g->out[2] + (g->kernel[2] - 1) * g->dilation[2],
-                      .weights = packed != NULL ? packed : a->w,
-                      .packed = packed != NULL,
-                      .group_floats = packed != NULL
-                                          ? group_floats
-                                          : (size_t)(mg * cg * g->kernel_size)};
-    int64_t OH = g->out[1];
-    int64_t halo = (g->kernel[1] - 1) * g->dilation[1];
-    /* the whole padded plane must be addressable by int32 offsets */
-    if ((double)cg * (double)(OH + halo) * (double)job.wp >= (double)INT32_MAX)
-        return false;
-    /* rows per tile: the tile's scratch about DIRECT_TILE_BYTES, at least
-     * one row; then as even as the tile count allows */
-    int64_t per_row = (cg + mg) * job.wp;
-    int64_t fixed = cg * halo * job.wp + job.k;
-    int64_t budget = (int64_t)(DIRECT_TILE_BYTES / sizeof(float)) - fixed;
-    int64_t rows = budget > per_row ? budget / per_row : 1;
-    if (rows > OH)
-        rows = OH;
-    job.tiles = (OH + rows - 1) / rows;
-    int64_t pairs = a->batch * groups;
-    while (threads > 1 && pairs * job.tiles < threads && job.tiles < OH)
-        job.tiles++;
-    job.rows = (OH + job.tiles - 1) / job.tiles;
-    job.tiles = (OH + job.rows - 1) / job.rows;
-    atomic_init(&job.out_of_memory, false);
-    int64_t tasks = pairs * job.tiles;
-    if ((double)mg * (double)job.k * (double)g->out_size * (double)pairs <
-        2.0 * (double)CPU_SGEMM_GRAIN)
-        threads = 1;
-    *err = NULL;
-    if (tasks >= threads) {
-        cpu_parallel_range(tasks, mg * job.k * job.rows * g->out[2], threads,
-                           direct_range, &job);
-        if (atomic_load(&job.out_of_memory))
-            *err = osp_error_out_of_memory();
-        return true;
-    }
-    /* fewer tiles than threads: each tile's panels are split */
-    float *scratch = scratch_acquire(direct_scratch_floats(&job, job.rows));
-    if (scratch == NULL) {
-        *err = osp_error_out_of_memory();
-        return true;
-    }
-    int64_t per_image = groups * job.tiles;
-    for (int64_t t = 0; t < tasks; t++)
-        direct_run_tile(&job, t / per_image, t % per_image / job.tiles,
-                        t % job.tiles, scratch, threads);
-    scratch_release(scratch);
-    return true;
-}
-
 /* Tasks [lo, hi) in (image, group, tile) order: a thread takes a run of
  * them, so that it works on the same images from one conv to the next
  * (their planes stay in its caches). */
@@ -629,7 +351,7 @@ static void conv_gemm_range(void *arg, int64_t lo, int64_t hi) {
     int64_t per_image = job->a->group * job->tiles;
     float *col = NULL;
     if (!job->pointwise) {
-        col = scratch_acquire((size_t)job->k * (size_t)job->tile);
+        col = cpu_conv__scratch_acquire((size_t)job->k * (size_t)job->tile);
         if (col == NULL) {
             atomic_store(&job->out_of_memory, true);
             return;
@@ -639,7 +361,7 @@ static void conv_gemm_range(void *arg, int64_t lo, int64_t hi) {
         conv_gemm_tile(job, task / per_image, task % per_image / job->tiles,
                        task % job->tiles, col, 1);
     if (col != NULL)
-        scratch_release(col);
+        cpu_conv__scratch_release(col);
 }
 
 /* The tile width: at most max_tile, and where the (image, group) pairs
@@ -682,9 +404,9 @@ static osp_error *conv_gemm(const osp_conv_args *a, const cpu_nn_geom *g,
     bool packed =
         a->packed_w != NULL && packed_fits(a->packed_w, groups, mg, k);
     osp_error *err = NULL;
-    if (!pointwise && direct_serves(g, packed) &&
-        conv_direct(a, g, packed ? a->packed_w->data : NULL,
-                    packed ? a->packed_w->group_floats : 0, threads, &err))
+    if (!pointwise && cpu_conv_direct_serves(g, packed) &&
+        cpu_conv_direct(a, g, packed ? a->packed_w->data : NULL,
+                        packed ? a->packed_w->group_floats : 0, threads, &err))
         return err;
     job.tile = conv_tile(n, max_tile, pairs, threads);
     if (packed) {
@@ -706,7 +428,7 @@ static osp_error *conv_gemm(const osp_conv_args *a, const cpu_nn_geom *g,
     /* Fewer tiles than threads: each tile's GEMM is split. */
     float *col = NULL;
     if (!pointwise) {
-        col = scratch_acquire((size_t)k * (size_t)job.tile);
+        col = cpu_conv__scratch_acquire((size_t)k * (size_t)job.tile);
         if (col == NULL)
             return osp_error_out_of_memory();
     }
@@ -715,7 +437,7 @@ static osp_error *conv_gemm(const osp_conv_args *a, const cpu_nn_geom *g,
         conv_gemm_tile(&job, t / per_image, t % per_image / job.tiles,
                        t % job.tiles, col, threads);
     if (col != NULL)
-        scratch_release(col);
+        cpu_conv__scratch_release(col);
     return NULL;
 }
 
@@ -956,7 +678,7 @@ static void depthwise_task(void *arg, int64_t part) {
         size_t n = zeros
                        ? (size_t)g->in[2]
                        : (size_t)(2 * g->out[1] + 2) * (size_t)(g->out[2] + 2);
-        padded = scratch_acquire(n);
+        padded = cpu_conv__scratch_acquire(n);
         if (padded == NULL) {
             atomic_store(&job->out_of_memory, true);
             return;
@@ -967,7 +689,7 @@ static void depthwise_task(void *arg, int64_t part) {
     if (job->avx512) {
         depthwise_avx512_planes(job, lo, hi, padded);
         if (padded != NULL)
-            scratch_release(padded);
+            cpu_conv__scratch_release(padded);
         return;
     }
     for (int64_t plane = lo; plane < hi; plane++) {
@@ -990,7 +712,7 @@ static void depthwise_task(void *arg, int64_t part) {
             a->act, a->act_alpha, a->act_beta);
     }
     if (padded != NULL)
-        scratch_release(padded);
+        cpu_conv__scratch_release(padded);
 }
 
 static osp_error *conv_depthwise(const osp_conv_args *a, const cpu_nn_geom *g,
@@ -1133,7 +855,8 @@ static void conv_transpose_task(void *arg, int64_t task) {
     cpu_split_range(job->mg, job->chunks, task % job->chunks, 1, &c0, &c1);
     if (c1 <= c0)
         return;
-    float *col = scratch_acquire((size_t)((c1 - c0) * ks) * (size_t)job->tile);
+    float *col =
+        cpu_conv__scratch_acquire((size_t)((c1 - c0) * ks) * (size_t)job->tile);
     if (col == NULL) {
         atomic_store(&job->out_of_memory, true);
         return;
@@ -1164,7 +887,7 @@ static void conv_transpose_task(void *arg, int64_t task) {
         cpu_sgemm_serial(&s);
         col2im(g, col, c1 - c0, p0, p0 + cols, y);
     }
-    scratch_release(col);
+    cpu_conv__scratch_release(col);
 }
 
 osp_error *cpu_op_conv_transpose(osp_device *dev, void *stream,

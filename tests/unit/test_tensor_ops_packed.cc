@@ -411,6 +411,7 @@ struct DirectConv {
     int rank; // 1 or 2
     int64_t batch, in_ch, out_ch, group, h, w, kh, kw, dil_h, dil_w;
     int64_t pad_top, pad_left, pad_bottom, pad_right;
+    int64_t stride_h = 1, stride_w = 1;
 };
 
 // y = conv(x, w) + bias + residual, activation, in double, NCHW (rank 1:
@@ -431,8 +432,10 @@ std::vector<double> ReferenceConv(const DirectConv &cv, int64_t oh, int64_t ow,
                     for (int64_t c = 0; c < cg; c++)
                         for (int64_t u = 0; u < cv.kh; u++)
                             for (int64_t v = 0; v < cv.kw; v++) {
-                                int64_t ih = i + u * cv.dil_h - cv.pad_top;
-                                int64_t iw = j + v * cv.dil_w - cv.pad_left;
+                                int64_t ih =
+                                    i * cv.stride_h + u * cv.dil_h - cv.pad_top;
+                                int64_t iw = j * cv.stride_w + v * cv.dil_w -
+                                             cv.pad_left;
                                 if (ih < 0 || ih >= cv.h || iw < 0 ||
                                     iw >= cv.w)
                                     continue;
@@ -468,12 +471,19 @@ void CheckDirectConv(const DirectConv &cv, const Epilogue &ep, int threads,
         std::to_string(cv.kw) + " dil " + std::to_string(cv.dil_h) + "," +
         std::to_string(cv.dil_w) + " pads " + std::to_string(cv.pad_top) + "," +
         std::to_string(cv.pad_left) + "," + std::to_string(cv.pad_bottom) +
-        "," + std::to_string(cv.pad_right) + " batch " +
-        std::to_string(cv.batch) + " threads " + std::to_string(threads) +
-        " act " + std::to_string((int)ep.act);
+        "," + std::to_string(cv.pad_right) + " strides " +
+        std::to_string(cv.stride_h) + "," + std::to_string(cv.stride_w) +
+        " batch " + std::to_string(cv.batch) + " threads " +
+        std::to_string(threads) + " act " + std::to_string((int)ep.act);
     SCOPED_TRACE(what);
-    int64_t oh = cv.h + cv.pad_top + cv.pad_bottom - (cv.kh - 1) * cv.dil_h;
-    int64_t ow = cv.w + cv.pad_left + cv.pad_right - (cv.kw - 1) * cv.dil_w;
+    int64_t oh =
+        (cv.h + cv.pad_top + cv.pad_bottom - (cv.kh - 1) * cv.dil_h - 1) /
+            cv.stride_h +
+        1;
+    int64_t ow =
+        (cv.w + cv.pad_left + cv.pad_right - (cv.kw - 1) * cv.dil_w - 1) /
+            cv.stride_w +
+        1;
     ASSERT_GT(oh, 0);
     ASSERT_GT(ow, 0);
     auto x = Random((size_t)(cv.batch * cv.in_ch * cv.h * cv.w), seed);
@@ -500,14 +510,14 @@ void CheckDirectConv(const DirectConv &cv, const Epilogue &ep, int threads,
         a.kernel[0] = cv.kh;
         a.pad_begin[0] = cv.pad_top;
         a.dilation[0] = cv.dil_h;
-        a.stride[0] = 1;
+        a.stride[0] = cv.stride_h;
     }
     a.in_dims[d0] = cv.w;
     a.out_dims[d0] = ow;
     a.kernel[d0] = cv.kw;
     a.pad_begin[d0] = cv.pad_left;
     a.dilation[d0] = cv.dil_w;
-    a.stride[d0] = 1;
+    a.stride[d0] = cv.stride_w;
     a.x = x.data();
     a.w = w.data();
     a.bias = ep.bias ? bias.data() : nullptr;
@@ -565,6 +575,19 @@ TEST_P(DirectConvRoute, MatchesReference) {
         {1, 2, 4, 9, 1, 1, 40, 1, 5, 1, 1, 0, 2, 0, 2},
         // several tiles of rows (their halo rows copied twice)
         {2, 1, 64, 16, 1, 40, 60, 3, 3, 1, 1, 1, 1, 1, 1},
+        // stride 2: ResNet's 3x3 and 1x1 downsampling, odd input sizes, a
+        // stem; stride 3 with dilation (taps in every phase); unequal
+        // strides; a stride past the kernel (sub-planes no tap reads)
+        {2, 2, 8, 16, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2},
+        {2, 1, 8, 16, 1, 13, 11, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2},
+        {2, 2, 8, 16, 1, 14, 13, 1, 1, 1, 1, 0, 0, 0, 0, 2, 2},
+        {2, 1, 3, 10, 1, 23, 21, 7, 7, 1, 1, 3, 3, 3, 3, 2, 2},
+        {2, 1, 4, 9, 1, 17, 19, 3, 3, 2, 2, 2, 2, 2, 2, 3, 3},
+        {2, 1, 4, 10, 2, 12, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2},
+        {2, 1, 4, 9, 1, 12, 17, 2, 2, 1, 1, 0, 0, 0, 0, 3, 3},
+        {1, 2, 4, 9, 1, 1, 40, 1, 5, 1, 1, 0, 2, 0, 2, 1, 2},
+        // several tiles at stride 2
+        {2, 1, 48, 16, 1, 80, 90, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2},
     };
     for (int threads = 1; threads <= 3; threads++)
         for (const DirectConv &cv : convs)
