@@ -264,6 +264,10 @@ bool cpu_conv_direct(const osp_conv_args *a, const cpu_nn_geom *g,
                      osp_error **err) {
     int64_t groups = a->group, cg = a->in_channels / groups,
             mg = a->out_channels / groups;
+    /* the AVX-512 kernel reads weights as they lie 12 rows at a time,
+     * faster than packed panels of 8 */
+    if (cpu_packed_gemm_avx512_selected())
+        packed = NULL;
     direct_job job = {.a = a,
                       .g = g,
                       .cg = cg,

@@ -123,23 +123,29 @@ tile_portable(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
 
 #define AVX512_TARGET __attribute__((target("avx512f,fma")))
 
+/* Most rows of C an AVX-512 tile holds: 12 x 2 accumulators, two vectors
+ * of B and a broadcast fill 27 of the 32 registers. */
+#define AVX512_MR_MAX 12
+
 /* tile_portable's tile with lane masks m0 (columns 0..15) and m1
- * (16..31); nv (a constant after inlining) is 1 when the tile has at most
- * 16 columns, so that a narrow last tile costs half a wide one. Rows past
- * `rows` broadcast the last row's values (inside the operand) and are
- * not stored. */
+ * (16..31), mr rows (CPU_PACK_MR for packed panels; AVX512_MR_MAX for
+ * cpu_packed_gemm_at's rows of A as they lie, 24 FMAs per 12 broadcasts
+ * instead of 16 per 8); nv (a constant after inlining, as mr is) is 1
+ * when the tile has at most 16 columns, so that a narrow last tile costs
+ * half a wide one. Rows past `rows` broadcast the last row's values
+ * (inside the operand) and are not stored. */
 AVX512_TARGET static inline __attribute__((always_inline)) void
 tile_avx512_body(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
                  const float *restrict b, int64_t ldb, bool at,
-                 const int32_t *restrict b_rows, int64_t rows, int nv,
+                 const int32_t *restrict b_rows, int mr, int64_t rows, int nv,
                  __mmask16 m0, __mmask16 m1, bool full, float *restrict c,
                  int64_t ldc, const float *bias, bool bias_per_col,
                  const float *residual, int64_t ldr,
                  const cpu_packed_epilogue *e) {
-    __m512 acc[CPU_PACK_MR][2];
-    const float *arow[CPU_PACK_MR];
-#pragma GCC unroll 8
-    for (int r = 0; r < CPU_PACK_MR; r++) {
+    __m512 acc[AVX512_MR_MAX][2];
+    const float *arow[AVX512_MR_MAX];
+#pragma GCC unroll 12
+    for (int r = 0; r < mr; r++) {
         arow[r] = a + (r < rows ? r : rows - 1) * a_rs;
         if (bias_per_col && bias != NULL) {
             acc[r][0] = _mm512_maskz_loadu_ps(m0, bias);
@@ -159,8 +165,8 @@ tile_avx512_body(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
         if (nv == 2)
             b1 = full ? _mm512_loadu_ps(brow + 16)
                       : _mm512_maskz_loadu_ps(m1, brow + 16);
-#pragma GCC unroll 8
-        for (int r = 0; r < CPU_PACK_MR; r++) {
+#pragma GCC unroll 12
+        for (int r = 0; r < mr; r++) {
             __m512 wv = _mm512_set1_ps(arow[r][p * a_ps]);
             acc[r][0] = _mm512_fmadd_ps(wv, b0, acc[r][0]);
             if (nv == 2)
@@ -169,8 +175,8 @@ tile_avx512_body(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
     }
     __m512 lo = _mm512_set1_ps(e->act == OSP_UNARY_CLIP ? e->act_alpha : 0.0f);
     __m512 hi = _mm512_set1_ps(e->act_beta);
-#pragma GCC unroll 8
-    for (int r = 0; r < CPU_PACK_MR; r++) {
+#pragma GCC unroll 12
+    for (int r = 0; r < mr; r++) {
         if (r >= rows)
             break;
         for (int v = 0; v < nv; v++) {
@@ -196,35 +202,36 @@ tile_avx512_body(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
  * a_ps and at (B's rows through b_rows) are constants in each caller, so
  * the inlined body's loads are plain broadcasts and its B addresses need
  * no test. */
-#define TILE_AVX512(name, a_ps, at)                                            \
+#define TILE_AVX512(name, a_ps, at, mr)                                        \
     AVX512_TARGET static void name(                                            \
         const float *a, int64_t a_rs, int64_t k, const float *b, int64_t ldb,  \
         const int32_t *b_rows, int64_t rows, int64_t cols, float *c,           \
         int64_t ldc, const float *bias, bool bias_per_col,                     \
         const float *residual, int64_t ldr, const cpu_packed_epilogue *e) {    \
         if (cols == TILE_N) {                                                  \
-            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, at, b_rows, rows, 2,    \
-                             0xFFFF, 0xFFFF, true, c, ldc, bias, bias_per_col, \
-                             residual, ldr, e);                                \
+            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, at, b_rows, mr, rows,   \
+                             2, 0xFFFF, 0xFFFF, true, c, ldc, bias,            \
+                             bias_per_col, residual, ldr, e);                  \
             return;                                                            \
         }                                                                      \
         __mmask16 m0 = cols >= 16 ? 0xFFFF : (__mmask16)((1u << cols) - 1);    \
         if (cols <= 16) {                                                      \
-            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, at, b_rows, rows, 1,    \
-                             m0, 0, false, c, ldc, bias, bias_per_col,         \
+            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, at, b_rows, mr, rows,   \
+                             1, m0, 0, false, c, ldc, bias, bias_per_col,      \
                              residual, ldr, e);                                \
             return;                                                            \
         }                                                                      \
         __mmask16 m1 = (__mmask16)((1u << (cols - 16)) - 1);                   \
-        tile_avx512_body(a, a_rs, a_ps, k, b, ldb, at, b_rows, rows, 2, m0,    \
-                         m1, false, c, ldc, bias, bias_per_col, residual, ldr, \
-                         e);                                                   \
+        tile_avx512_body(a, a_rs, a_ps, k, b, ldb, at, b_rows, mr, rows, 2,    \
+                         m0, m1, false, c, ldc, bias, bias_per_col, residual,  \
+                         ldr, e);                                              \
     }
 
-TILE_AVX512(tile_avx512_panel, CPU_PACK_MR, false)
-TILE_AVX512(tile_avx512_rows, 1, false)
-TILE_AVX512(tile_avx512_panel_at, CPU_PACK_MR, true)
-TILE_AVX512(tile_avx512_rows_at, 1, true)
+TILE_AVX512(tile_avx512_panel, CPU_PACK_MR, false, CPU_PACK_MR)
+TILE_AVX512(tile_avx512_rows, 1, false, CPU_PACK_MR)
+TILE_AVX512(tile_avx512_panel_at, CPU_PACK_MR, true, CPU_PACK_MR)
+TILE_AVX512(tile_avx512_rows_at, 1, true, CPU_PACK_MR)
+TILE_AVX512(tile_avx512_rows_at12, 1, true, AVX512_MR_MAX)
 
 #endif
 
@@ -301,8 +308,18 @@ void cpu_packed_gemm_at(const float *a, bool a_packed, int64_t k, int64_t r0,
     /* a packed panel reads its 8 values of column p side by side; rows of
      * A as they lie, one from each row */
     int64_t a_rs = a_packed ? 1 : k, a_ps = a_packed ? CPU_PACK_MR : 1;
-    for (int64_t i0 = r0; i0 < r1; i0 += CPU_PACK_MR) {
-        int64_t rows = r1 - i0 < CPU_PACK_MR ? r1 - i0 : CPU_PACK_MR;
+    for (int64_t i0 = r0, step; i0 < r1; i0 += step) {
+        int64_t left = r1 - i0;
+        step = CPU_PACK_MR;
+#ifdef PACKED_HAVE_AVX512
+        /* rows as they lie: 12 at a time, but 8 where 12 would leave a
+         * part-empty tile that 8s fill (64 = 4 x 12 + 2 x 8) */
+        bool tall = avx512 && !a_packed &&
+                    (left == AVX512_MR_MAX || left >= AVX512_MR_MAX + 8);
+        if (tall)
+            step = AVX512_MR_MAX;
+#endif
+        int64_t rows = left < step ? left : step;
         const float *panel = a + i0 * k; /* both layouts */
         const float *bias = e->bias != NULL ? e->bias + i0 : NULL;
         for (int64_t j0 = 0; j0 < n; j0 += TILE_N) {
@@ -311,7 +328,11 @@ void cpu_packed_gemm_at(const float *a, bool a_packed, int64_t k, int64_t r0,
                 e->residual != NULL ? e->residual + i0 * e->ldr + j0 : NULL;
             float *tile = c + i0 * ldc + j0;
 #ifdef PACKED_HAVE_AVX512
-            if (avx512 && a_packed)
+            if (tall)
+                tile_avx512_rows_at12(panel, a_rs, k, b + j0, 0, b_rows, rows,
+                                      cols, tile, ldc, bias, false, res, e->ldr,
+                                      e);
+            else if (avx512 && a_packed)
                 tile_avx512_panel_at(panel, a_rs, k, b + j0, 0, b_rows, rows,
                                      cols, tile, ldc, bias, false, res, e->ldr,
                                      e);

@@ -3,10 +3,9 @@
  * and the new alternating in one process (so a shared machine's load
  * falls on both alike): im2col + GEMM (packed kernel for weights the
  * conv packs, OpenBLAS for the rest) against the direct route
- * (cpu_ops_conv.c: the packed kernel reading a padded copy of the input
- * through row offsets), with the weights as the runtime has them, and
- * with all weights packed. Prints thread CPU time per call (median over
- * rounds) and GFLOP/s.
+ * (cpu_ops_conv_direct.c: the packed kernel reading a padded copy of the
+ * input through row offsets), the weights as the runtime has them. Prints
+ * thread CPU time per call (median over rounds) and GFLOP/s.
  *
  *     build/tests/bench/conv_layer_bench [rounds] [batch]
  */
@@ -16,7 +15,6 @@
 #include <time.h>
 
 #include "cpu_ops.h"
-#include "cpu_packed_gemm.h"
 #include "osprey/device.h"
 #include "osprey/tensor_ops.h"
 
@@ -56,21 +54,7 @@ static float *random_floats(size_t n, unsigned seed) {
     return v;
 }
 
-/* a's weights packed as conv_prepack packs small ones, whatever their
- * size (free with free()); NULL when out of memory. */
-static osp_packed_weights *pack_all(const osp_conv_args *a) {
-    int64_t k = a->in_channels * a->kernel[0] * a->kernel[1];
-    size_t floats = cpu_packed_floats(a->out_channels, k);
-    osp_packed_weights *p = cpu_packed_weights_new(CPU_PACKED_CONV_A, 1,
-                                                   a->out_channels, k, floats);
-    if (p != NULL)
-        cpu_pack_a(a->w, k, a->out_channels, k, p->data);
-    return p;
-}
-
-/* Median ms of one call over `rounds` rounds of the three routes. */
-enum { ROUTE_OLD, ROUTE_DIRECT, ROUTE_DIRECT_PACKED, ROUTES };
-static const char *route_names[ROUTES] = {"im2col", "direct", "direct+pack"};
+enum { ROUTE_IM2COL, ROUTE_DIRECT, ROUTES };
 
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 7;
@@ -81,9 +65,8 @@ int main(int argc, char **argv) {
     if (osp_stream_new(osp_device_cpu(), &stream) != NULL ||
         osp_stream_set_threads(stream, 1) != NULL)
         return 1;
-    printf("| layer | batch | im2col ms | direct ms | direct, all packed ms | "
-           "speedup | GFLOP/s (im2col / direct) |\n|---|---:|---:|---:|---:|"
-           "---:|---|\n");
+    printf("| layer | batch | im2col ms | direct ms | speedup | GFLOP/s "
+           "(im2col / direct) |\n|---|---:|---:|---:|---:|---|\n");
     for (size_t l = 0; l < sizeof layers / sizeof layers[0]; l++) {
         const layer *L = &layers[l];
         int64_t out_hw = (L->hw_in + 2 * L->pad - L->kernel) / L->stride + 1;
@@ -113,27 +96,18 @@ int main(int argc, char **argv) {
             a.dilation[d] = 1;
         }
         /* what the runtime has: packed where conv_prepack packs (NULL for
-         * the large layers); and a packed copy made regardless */
+         * the large layers, which im2col hands to OpenBLAS) */
         osp_packed_weights *as_runtime = NULL;
         if (osp_op_conv_prepack(stream, &a, &as_runtime) != NULL)
             return 1;
+        a.packed_w = as_runtime;
         double *ms = malloc(sizeof(double) * (size_t)rounds * ROUTES);
         double flops =
             2.0 * (double)ny * (double)(L->ch_in * L->kernel * L->kernel);
         int reps = (int)(2e9 / flops) + 1; /* about 20-40 ms a round */
         for (int r = 0; r < rounds; r++)
             for (int route = 0; route < ROUTES; route++) {
-                cpu_conv_direct_enable(route != ROUTE_OLD);
-                a.packed_w = as_runtime;
-                if (route == ROUTE_DIRECT_PACKED && as_runtime == NULL)
-                    a.packed_w = NULL; /* filled below */
-                osp_packed_weights *forced = NULL;
-                if (route == ROUTE_DIRECT_PACKED && as_runtime == NULL) {
-                    /* conv_prepack keeps large weights unpacked; the
-                     * direct route takes any packed form that fits */
-                    forced = pack_all(&a);
-                    a.packed_w = forced;
-                }
+                cpu_conv_direct_enable(route == ROUTE_DIRECT);
                 if (osp_op_conv(stream, &a) != NULL) /* warm */
                     return 1;
                 double t0 = thread_cpu_ms();
@@ -141,7 +115,6 @@ int main(int argc, char **argv) {
                     if (osp_op_conv(stream, &a) != NULL)
                         return 1;
                 ms[route * rounds + r] = (thread_cpu_ms() - t0) / reps;
-                free(forced);
             }
         double med[ROUTES];
         for (int route = 0; route < ROUTES; route++) {
@@ -149,12 +122,12 @@ int main(int argc, char **argv) {
                   cmp_double);
             med[route] = ms[route * rounds + rounds / 2];
         }
-        printf("| %s | %lld | %.3f | %.3f | %.3f | %.2fx | %.0f / %.0f |\n",
-               L->name, (long long)batch, med[ROUTE_OLD], med[ROUTE_DIRECT],
-               med[ROUTE_DIRECT_PACKED], med[ROUTE_OLD] / med[ROUTE_DIRECT],
-               flops / med[ROUTE_OLD] / 1e6, flops / med[ROUTE_DIRECT] / 1e6);
+        printf("| %s | %lld | %.3f | %.3f | %.2fx | %.0f / %.0f |\n", L->name,
+               (long long)batch, med[ROUTE_IM2COL], med[ROUTE_DIRECT],
+               med[ROUTE_IM2COL] / med[ROUTE_DIRECT],
+               flops / med[ROUTE_IM2COL] / 1e6,
+               flops / med[ROUTE_DIRECT] / 1e6);
         fflush(stdout);
-        (void)route_names;
         osp_packed_weights_free(osp_device_cpu(), as_runtime);
         free(ms);
         free(x);

@@ -217,7 +217,9 @@ void CheckPackedGemmAt(int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
 
 TEST_P(PackedGemm, RowOffsetsOddSizesEveryEpilogue) {
     uint64_t seed = TestSeed(784);
-    const int64_t ms[] = {1, 7, 9, 17};
+    // rows as they lie run 12 at a time on AVX-512 (8s where 12 would
+    // leave a part-empty tile): 12, 20 = 12 + 8, 44 = 3 x 12 + 8, 64
+    const int64_t ms[] = {1, 7, 9, 12, 17, 20, 44, 64};
     const int64_t ns[] = {1, 15, 16, 17, 32, 33, 61};
     const int64_t ks[] = {0, 1, 9, 40};
     for (int64_t m : ms)
@@ -227,8 +229,10 @@ TEST_P(PackedGemm, RowOffsetsOddSizesEveryEpilogue) {
                     for (const Epilogue &ep : kEpilogues)
                         CheckPackedGemmAt(m, k, n, 0, m, a_packed, ep, seed++);
     for (bool a_packed : {true, false})
-        for (const Epilogue &ep : kEpilogues)
+        for (const Epilogue &ep : kEpilogues) {
             CheckPackedGemmAt(21, 13, 40, 8, 21, a_packed, ep, seed++);
+            CheckPackedGemmAt(52, 13, 40, 16, 52, a_packed, ep, seed++);
+        }
 }
 
 // The other way round (MatMul/Gemm weights): B packed by cpu_pack_b
@@ -575,6 +579,8 @@ TEST_P(DirectConvRoute, MatchesReference) {
         {1, 2, 4, 9, 1, 1, 40, 1, 5, 1, 1, 0, 2, 0, 2},
         // several tiles of rows (their halo rows copied twice)
         {2, 1, 64, 16, 1, 40, 60, 3, 3, 1, 1, 1, 1, 1, 1},
+        // 44 output channels: 12-row tiles and an 8-row one
+        {2, 2, 16, 44, 1, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1},
         // stride 2: ResNet's 3x3 and 1x1 downsampling, odd input sizes, a
         // stem; stride 3 with dilation (taps in every phase); unequal
         // strides; a stride past the kernel (sub-planes no tap reads)
