@@ -756,8 +756,8 @@ osp_error *cpu_op_conv(osp_device *dev, void *stream,
 }
 
 /* The GEMM routes' weights, packed per group, when a group's fit
- * PACKED_GROUP_MAX_BYTES (else, and for the depthwise route, *out stays
- * NULL and conv reads w as it lies). */
+ * PACKED_GROUP_MAX_BYTES (else, for the depthwise route, and where the
+ * direct route reads w as it lies, *out stays NULL). */
 osp_error *cpu_op_conv_prepack(osp_device *dev, void *stream,
                                const osp_conv_args *args,
                                osp_packed_weights **out) {
@@ -765,6 +765,14 @@ osp_error *cpu_op_conv_prepack(osp_device *dev, void *stream,
     (void)stream;
     *out = NULL;
     if (is_depthwise(args))
+        return NULL;
+    /* the direct route under AVX-512 reads the weights as they lie: a
+     * packed copy would only take memory */
+    cpu_nn_geom g;
+    cpu_nn_geom_init(&g, args->spatial_rank, args->in_dims, args->out_dims,
+                     args->kernel, args->stride, args->pad_begin,
+                     args->dilation);
+    if (!is_pointwise(&g) && cpu_conv_direct_serves(&g, false))
         return NULL;
     int64_t kernel_size = 1;
     for (int d = 0; d < args->spatial_rank; d++)

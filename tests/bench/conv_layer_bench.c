@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cpu_ops.h"
+#include "cpu_packed_gemm.h"
 #include "osprey/device.h"
 #include "osprey/tensor_ops.h"
 
@@ -95,10 +96,15 @@ int main(int argc, char **argv) {
             a.pad_begin[d] = L->pad;
             a.dilation[d] = 1;
         }
-        /* what the runtime has: packed where conv_prepack packs (NULL for
-         * the large layers, which im2col hands to OpenBLAS) */
+        /* what the runtime had before the direct route: packed where
+         * conv_prepack packs under the portable kernel (NULL for the large
+         * layers, which im2col hands to OpenBLAS); the direct route
+         * ignores it under AVX-512 */
         osp_packed_weights *as_runtime = NULL;
-        if (osp_op_conv_prepack(stream, &a, &as_runtime) != NULL)
+        cpu_packed_gemm_select(CPU_PACKED_KERNEL_PORTABLE);
+        osp_error *err = osp_op_conv_prepack(stream, &a, &as_runtime);
+        cpu_packed_gemm_select(CPU_PACKED_KERNEL_BEST);
+        if (err != NULL)
             return 1;
         a.packed_w = as_runtime;
         double *ms = malloc(sizeof(double) * (size_t)rounds * ROUTES);

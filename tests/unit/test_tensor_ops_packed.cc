@@ -320,6 +320,21 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- conv through the public API ----------------------------------------
 
+// osp_op_conv_prepack made under the portable kernel, which packs every
+// conv whose weights fit (under AVX-512 the direct route reads them as
+// they lie and gets none); `restore` is selected again after.
+osp_packed_weights *PrepackAlways(osp_stream *stream, const osp_conv_args *a,
+                                  cpu_packed_kernel restore) {
+    cpu_packed_gemm_select(CPU_PACKED_KERNEL_PORTABLE);
+    osp_packed_weights *packed = nullptr;
+    osp_error *err = osp_op_conv_prepack(stream, a, &packed);
+    cpu_packed_gemm_select(restore);
+    EXPECT_EQ(err, nullptr) << (err ? osp_error_message(err) : "");
+    if (err)
+        osp_error_free(err);
+    return packed;
+}
+
 struct Conv {
     int64_t batch, in_ch, out_ch, group, h, w, kernel, stride, pad;
 };
@@ -374,22 +389,27 @@ void CheckPackedConv(const Conv &cv, const Epilogue &ep, int threads,
     a.act_beta = ep.beta;
     a.y = want.data();
     ASSERT_OK(osp_op_conv(stream, &a));
-    osp_packed_weights *packed = nullptr;
-    ASSERT_OK(osp_op_conv_prepack(stream, &a, &packed));
+    osp_packed_weights *packed =
+        PrepackAlways(stream, &a, CPU_PACKED_KERNEL_BEST);
     ASSERT_NE(packed, nullptr);
     a.packed_w = packed;
-    a.y = got.data();
-    ASSERT_OK(osp_op_conv(stream, &a));
+    for (bool direct : {true, false}) { // im2col: the packed kernel on it
+        SCOPED_TRACE(direct ? "direct route on" : "direct route off");
+        cpu_conv_direct_enable(direct);
+        a.y = got.data();
+        ASSERT_OK(osp_op_conv(stream, &a));
+        int bad = 0;
+        for (size_t i = 0; i < y_count; i++)
+            if (!(std::fabs(got[i] - want[i]) <=
+                  1e-4 + 1e-4 * std::fabs(want[i])) &&
+                bad++ < 5)
+                ADD_FAILURE() << "y[" << i << "] = " << got[i] << ", unpacked "
+                              << want[i];
+        EXPECT_EQ(bad, 0);
+    }
+    cpu_conv_direct_enable(true);
     osp_packed_weights_free(osp_device_cpu(), packed);
     osp_stream_free(stream);
-    int bad = 0;
-    for (size_t i = 0; i < y_count; i++)
-        if (!(std::fabs(got[i] - want[i]) <=
-              1e-4 + 1e-4 * std::fabs(want[i])) &&
-            bad++ < 5)
-            ADD_FAILURE() << "y[" << i << "] = " << got[i] << ", unpacked "
-                          << want[i];
-    EXPECT_EQ(bad, 0);
 }
 
 TEST(PackedConv, MatchesUnpackedOnEveryRoute) {
@@ -467,7 +487,7 @@ std::vector<double> ReferenceConv(const DirectConv &cv, int64_t oh, int64_t ow,
 // against ReferenceConv; also with the route off (im2col), which must give
 // the same.
 void CheckDirectConv(const DirectConv &cv, const Epilogue &ep, int threads,
-                     uint64_t seed) {
+                     cpu_packed_kernel kernel, uint64_t seed) {
     std::string what =
         "conv " + std::to_string(cv.in_ch) + "->" + std::to_string(cv.out_ch) +
         " g" + std::to_string(cv.group) + " " + std::to_string(cv.h) + "x" +
@@ -529,8 +549,7 @@ void CheckDirectConv(const DirectConv &cv, const Epilogue &ep, int threads,
     a.act = ep.act;
     a.act_alpha = ep.alpha;
     a.act_beta = ep.beta;
-    osp_packed_weights *packed = nullptr;
-    ASSERT_OK(osp_op_conv_prepack(stream, &a, &packed));
+    osp_packed_weights *packed = PrepackAlways(stream, &a, kernel);
     ASSERT_NE(packed, nullptr);
     for (int run = 0; run < 3; run++) { // as it lies, packed, im2col
         SCOPED_TRACE(run == 0   ? "direct, weights as they lie"
@@ -598,7 +617,7 @@ TEST_P(DirectConvRoute, MatchesReference) {
     for (int threads = 1; threads <= 3; threads++)
         for (const DirectConv &cv : convs)
             for (const Epilogue &ep : kEpilogues)
-                CheckDirectConv(cv, ep, threads, seed++);
+                CheckDirectConv(cv, ep, threads, GetParam(), seed++);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -639,6 +658,41 @@ TEST(PackedConv, DepthwiseAndLargeWeightsHaveNoPackedForm) {
     osp_stream_free(stream);
 }
 
+// Under AVX-512 the direct route reads the weights as they lie, so conv
+// makes no packed copy of them (it would only take memory); pointwise
+// convs still get one, and so does every conv under the portable kernel.
+TEST(PackedConv, DirectRouteWeightsStayUnpacked) {
+    if (!cpu_packed_gemm_has_avx512())
+        GTEST_SKIP() << "this CPU has no AVX-512";
+    osp_stream *stream = nullptr;
+    ASSERT_OK(osp_stream_new(osp_device_cpu(), &stream));
+    std::vector<float> w(16 * 8 * 9, 0.5f);
+    osp_conv_args a = {};
+    a.spatial_rank = 2;
+    a.batch = 1;
+    a.in_channels = 8;
+    a.out_channels = 16;
+    a.group = 1;
+    a.in_dims[0] = a.in_dims[1] = a.out_dims[0] = a.out_dims[1] = 6;
+    a.kernel[0] = a.kernel[1] = 3;
+    a.stride[0] = a.stride[1] = a.dilation[0] = a.dilation[1] = 1;
+    a.pad_begin[0] = a.pad_begin[1] = 1;
+    a.w = w.data();
+    osp_packed_weights *packed = reinterpret_cast<osp_packed_weights *>(&a);
+    ASSERT_OK(osp_op_conv_prepack(stream, &a, &packed));
+    EXPECT_EQ(packed, nullptr);
+    packed = PrepackAlways(stream, &a, CPU_PACKED_KERNEL_BEST);
+    EXPECT_NE(packed, nullptr);
+    osp_packed_weights_free(osp_device_cpu(), packed);
+    a.kernel[0] = a.kernel[1] = 1; // pointwise
+    a.pad_begin[0] = a.pad_begin[1] = 0;
+    packed = nullptr;
+    ASSERT_OK(osp_op_conv_prepack(stream, &a, &packed));
+    EXPECT_NE(packed, nullptr);
+    osp_packed_weights_free(osp_device_cpu(), packed);
+    osp_stream_free(stream);
+}
+
 // A packed form made for other shapes is not used: conv reads w.
 TEST(PackedConv, MismatchedPackedFormIsIgnored) {
     uint64_t seed = TestSeed(780);
@@ -658,8 +712,8 @@ TEST(PackedConv, MismatchedPackedFormIsIgnored) {
         1;
     small.pad_begin[0] = small.pad_begin[1] = 1;
     small.w = w_small.data();
-    osp_packed_weights *packed = nullptr;
-    ASSERT_OK(osp_op_conv_prepack(stream, &small, &packed));
+    osp_packed_weights *packed =
+        PrepackAlways(stream, &small, CPU_PACKED_KERNEL_BEST);
     ASSERT_NE(packed, nullptr);
 
     osp_conv_args big = small;
