@@ -63,8 +63,9 @@ bool cpu_conv_direct_serves(const cpu_nn_geom *g, bool packed);
 
 /* conv a (borrowed) on the direct route, weights packed (packed non-NULL,
  * by cpu_pack_a, a group every group_floats) or as they lie, on up to
- * `threads` threads. False when the route cannot take it (its padded
- * copy would pass the kernel's 32-bit offsets): the caller takes im2col.
+ * `threads` threads. False when the route does not take it (its
+ * copy would pass the kernel's 32-bit offsets, or one output row's tile
+ * would need more than 4 MiB of scratch): the caller takes im2col.
  * True otherwise, *err the result (NULL, or out of memory). */
 bool cpu_conv_direct(const osp_conv_args *a, const cpu_nn_geom *g,
                      const float *packed, size_t group_floats, int threads,

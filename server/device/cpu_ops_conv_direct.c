@@ -38,7 +38,9 @@
 #include "cpu_sgemm.h"
 #include "cpu_threads.h"
 
-/* Scratch per tile, about: its copy of the input and its output. */
+/* Scratch per tile, about: its copy of the input and its output (a tile
+ * is at least one output row; convs whose one row needs more than 4x this
+ * take im2col). */
 #define DIRECT_TILE_BYTES ((size_t)1 << 20)
 
 static _Atomic bool direct_route_on = true;
@@ -292,6 +294,10 @@ bool cpu_conv_direct(const osp_conv_args *a, const cpu_nn_geom *g,
      * one row; then as even as the tile count allows */
     int64_t per_row = (cg * job.sh * job.sw + mg) * job.wq;
     int64_t fixed = cg * job.sh * job.sw * job.halo * job.wq + job.k;
+    /* a tile of one row past 4x the budget (very long rows of many
+     * channels): im2col, whose tiles are bounded, keeps the scratch small */
+    if ((double)(fixed + per_row) * sizeof(float) > 4.0 * DIRECT_TILE_BYTES)
+        return false;
     int64_t budget = (int64_t)(DIRECT_TILE_BYTES / sizeof(float)) - fixed;
     int64_t rows = budget > per_row ? budget / per_row : 1;
     if (rows > OH)

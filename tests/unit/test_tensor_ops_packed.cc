@@ -620,6 +620,13 @@ TEST_P(DirectConvRoute, MatchesReference) {
                 CheckDirectConv(cv, ep, threads, GetParam(), seed++);
 }
 
+// A 1-d conv whose one output row would need a tile of over 4 MiB takes
+// im2col instead; still right.
+TEST_P(DirectConvRoute, LongRowsFallBackToIm2col) {
+    const DirectConv cv = {1, 1, 64, 8, 1, 1, 20000, 1, 3, 1, 1, 0, 1, 0, 1};
+    CheckDirectConv(cv, kEpilogues[2], 1, GetParam(), TestSeed(786));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Kernels, DirectConvRoute,
     ::testing::Values(CPU_PACKED_KERNEL_BEST, CPU_PACKED_KERNEL_PORTABLE),
