@@ -7,7 +7,10 @@
  * input through row offsets), the weights as the runtime has them. Prints
  * thread CPU time per call (median over rounds) and GFLOP/s.
  *
- *     build/tests/bench/conv_layer_bench [rounds] [batch]
+ *     build/tests/bench/conv_layer_bench [rounds] [batch] [portable]
+ *
+ * (portable: both routes on the portable kernel, as on a CPU without
+ * AVX-512, where the direct route serves only packed weights.)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +63,9 @@ enum { ROUTE_IM2COL, ROUTE_DIRECT, ROUTES };
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 7;
     int64_t batch = argc > 2 ? atoll(argv[2]) : 1;
+    cpu_packed_kernel kernel = argc > 3 && strcmp(argv[3], "portable") == 0
+                                   ? CPU_PACKED_KERNEL_PORTABLE
+                                   : CPU_PACKED_KERNEL_BEST;
     if (rounds < 1 || batch < 1)
         return 2;
     osp_stream *stream = NULL;
@@ -103,7 +109,7 @@ int main(int argc, char **argv) {
         osp_packed_weights *as_runtime = NULL;
         cpu_packed_gemm_select(CPU_PACKED_KERNEL_PORTABLE);
         osp_error *err = osp_op_conv_prepack(stream, &a, &as_runtime);
-        cpu_packed_gemm_select(CPU_PACKED_KERNEL_BEST);
+        cpu_packed_gemm_select(kernel);
         if (err != NULL)
             return 1;
         a.packed_w = as_runtime;
