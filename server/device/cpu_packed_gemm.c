@@ -8,7 +8,9 @@
  * packed panel's, which lie next to each other; for gemm_b, one from
  * each row of A). The tile starts as the bias; residual and ReLU/Clip are
  * applied before the one store; other activations run over the stored
- * rows while in L1.
+ * rows while in L1. cpu_packed_gemm_at (the direct conv route's) reads
+ * B's row p through a table of offsets instead of at p ldb, and with A
+ * as it lies holds 12 rows under AVX-512 (24 accumulators).
  *
  * cpu_packed_gemm runs blocks of B's columns (about 256 KiB of B, whole
  * 32-column strips) outside, row panels inside them and the block's
@@ -17,7 +19,8 @@
  * strip at a time across all panels wrote 128 bytes into every row of C,
  * one page each on wide planes: a 16-to-96-channel pointwise conv on
  * 112x112 ran at a third of the speed); cpu_packed_gemm_b runs blocks of
- * 64 rows of A outside, the strips of B inside.
+ * 64 rows of A outside, the strips of B inside; cpu_packed_gemm_at row
+ * panels outside and all strips inside (its caller keeps B in L2).
  */
 #include "cpu_packed_gemm.h"
 
