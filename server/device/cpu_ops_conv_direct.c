@@ -90,8 +90,8 @@ static size_t direct_scratch_floats(const direct_job *job, int64_t rows) {
 }
 
 /* dst[0, n) = src[j - left] inside [0, in), else zero (src NULL: all
- * zero); loops rather than memcpy/memset calls, which cost more than a
- * short row. */
+ * zero): the stride-1 case of cpu_conv__im2col_row, without its range
+ * arithmetic. */
 CPU_NN_INLINE void copy_row_padded(float *restrict dst, int64_t n,
                                    const float *restrict src, int64_t left,
                                    int64_t in) {
