@@ -53,6 +53,12 @@ osp_error *cpu_op_conv_prepack(osp_device *dev, void *stream,
                                osp_packed_weights **out);
 void cpu_op_packed_weights_free(osp_device *dev, osp_packed_weights *packed);
 
+/* Whether conv may take its direct route (stride-1 convs read through
+ * row offsets into a padded copy, no im2col; cpu_ops_conv.c), on by
+ * default; off, they take im2col + GEMM as before. Process-wide, for the
+ * tests and micro-benchmarks that compare the two; not while a conv runs. */
+void cpu_conv_direct_enable(bool on);
+
 #ifdef __cplusplus
 }
 #endif

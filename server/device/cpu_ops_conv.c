@@ -2,7 +2,7 @@
  * The CPU device's conv and conv_transpose (osprey/tensor_ops.h), FP32,
  * 1 to 3 spatial dimensions (seen as three, cpu_ops_nn.h), NCHW.
  *
- * conv takes one of three routes per call:
+ * conv takes one of four routes per call:
  * - depthwise (one input channel per group, any channel multiplier):
  *   with multiplier 1, 3x3 or 5x5 taps and stride 1 or 2 on a CPU with
  *   AVX-512, cpu_ops_depthwise.c's kernel (epilogue in registers);
@@ -13,6 +13,10 @@
  *   split by vector shuffles;
  * - pointwise (1x1 kernel, stride 1, no padding): the input already is
  *   the [channels, positions] matrix, so sgemm runs on it directly;
+ * - direct (any other 2-d or 1-d conv, when its weights are packed or
+ *   the AVX-512 kernel is selected): the packed kernel reads the im2col
+ *   matrix's rows straight from a zero-padded copy of the input, through
+ *   a table of row offsets (cpu_ops_conv_direct.c);
  * - everything else: im2col of each image and group, a tile of output
  *   positions at a time, into a per-thread scratch buffer, then sgemm.
  * Each route applies the epilogue (bias, residual, activation) to a tile
@@ -39,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_conv.h"
 #include "cpu_depthwise.h"
 #include "cpu_ops.h"
 #include "cpu_ops_nn.h"
@@ -89,8 +94,8 @@ static void scratch_key_create(void) {
 
 /* An array of n floats for the current call: the thread's buffer, or for
  * a request larger than the buffer may grow, a fresh one. Give it back
- * with scratch_release. NULL when out of memory. */
-static float *scratch_acquire(size_t n) {
+ * with cpu_conv__scratch_release. NULL when out of memory. */
+float *cpu_conv__scratch_acquire(size_t n) {
     if (n <= scratch_cap)
         return scratch_data;
     if (n > SIZE_MAX / sizeof(float))
@@ -110,7 +115,7 @@ static float *scratch_acquire(size_t n) {
     return grown;
 }
 
-static void scratch_release(float *p) {
+void cpu_conv__scratch_release(float *p) {
     if (p != scratch_data)
         free(p);
 }
@@ -192,40 +197,6 @@ CPU_NN_HOT static void axpy_strided(float *restrict y, const float *restrict x,
 
 /* ---- im2col ------------------------------------------------------------ */
 
-/* dst[0, len) = the input row src at positions ow * s + offset for ow in
- * [ow0, ow0 + len) (zero where that falls outside [0, in)). src NULL is
- * a row of padding. */
-CPU_NN_INLINE void im2col_row(float *dst, const float *src, int64_t ow0,
-                              int64_t len, int64_t s, int64_t offset,
-                              int64_t in) {
-    int64_t lo = 0, hi = 0;
-    if (src != NULL) {
-        cpu_nn_valid_range(ow0 + len, s, offset, in, &lo, &hi);
-        if (lo < ow0)
-            lo = ow0;
-        if (hi < lo)
-            hi = lo;
-    } else {
-        lo = hi = ow0;
-    }
-    if (lo > ow0)
-        memset(dst, 0, (size_t)(lo - ow0) * sizeof(float));
-    if (s == 1) {
-        if (hi > lo)
-            memcpy(dst + (lo - ow0), src + (lo + offset),
-                   (size_t)(hi - lo) * sizeof(float));
-    } else if (s == 2) {
-        if (hi > lo)
-            cpu_nn_gather_even(dst + (lo - ow0), src + (lo * 2 + offset),
-                               hi - lo);
-    } else {
-        for (int64_t ow = lo; ow < hi; ow++)
-            dst[ow - ow0] = src[ow * s + offset];
-    }
-    if (ow0 + len > hi)
-        memset(dst + (hi - ow0), 0, (size_t)(ow0 + len - hi) * sizeof(float));
-}
-
 /* col[K, p1 - p0] (rows ldcol >= p1 - p0 apart) = the im2col matrix of
  * `channels` input planes starting at x, for output positions [p0, p1):
  * row (c, kd, kh, kw), column p holds the input that tap sees for output
@@ -255,7 +226,8 @@ CPU_NN_HOT static void im2col(const cpu_nn_geom *g, const float *x,
                             id >= 0 && id < g->in[0] && ih >= 0 && ih < H
                                 ? xc + (id * H + ih) * W
                                 : NULL;
-                        im2col_row(dst, src, ow0, len, g->stride[2], offset, W);
+                        cpu_conv__im2col_row(dst, src, ow0, len, g->stride[2],
+                                             offset, W);
                         dst += len;
                         p += len;
                     }
@@ -379,7 +351,7 @@ static void conv_gemm_range(void *arg, int64_t lo, int64_t hi) {
     int64_t per_image = job->a->group * job->tiles;
     float *col = NULL;
     if (!job->pointwise) {
-        col = scratch_acquire((size_t)job->k * (size_t)job->tile);
+        col = cpu_conv__scratch_acquire((size_t)job->k * (size_t)job->tile);
         if (col == NULL) {
             atomic_store(&job->out_of_memory, true);
             return;
@@ -389,7 +361,7 @@ static void conv_gemm_range(void *arg, int64_t lo, int64_t hi) {
         conv_gemm_tile(job, task / per_image, task % per_image / job->tiles,
                        task % job->tiles, col, 1);
     if (col != NULL)
-        scratch_release(col);
+        cpu_conv__scratch_release(col);
 }
 
 /* The tile width: at most max_tile, and where the (image, group) pairs
@@ -429,8 +401,15 @@ static osp_error *conv_gemm(const osp_conv_args *a, const cpu_nn_geom *g,
                          .mg = mg,
                          .k = k,
                          .n = n};
+    bool packed =
+        a->packed_w != NULL && packed_fits(a->packed_w, groups, mg, k);
+    osp_error *err = NULL;
+    if (!pointwise && cpu_conv_direct_serves(g, packed) &&
+        cpu_conv_direct(a, g, packed ? a->packed_w->data : NULL,
+                        packed ? a->packed_w->group_floats : 0, threads, &err))
+        return err;
     job.tile = conv_tile(n, max_tile, pairs, threads);
-    if (a->packed_w != NULL && packed_fits(a->packed_w, groups, mg, k)) {
+    if (packed) {
         job.packed = a->packed_w->data;
         job.packed_group = a->packed_w->group_floats;
         /* whole strips of the kernel, so im2col rows stay 64-byte aligned */
@@ -449,7 +428,7 @@ static osp_error *conv_gemm(const osp_conv_args *a, const cpu_nn_geom *g,
     /* Fewer tiles than threads: each tile's GEMM is split. */
     float *col = NULL;
     if (!pointwise) {
-        col = scratch_acquire((size_t)k * (size_t)job.tile);
+        col = cpu_conv__scratch_acquire((size_t)k * (size_t)job.tile);
         if (col == NULL)
             return osp_error_out_of_memory();
     }
@@ -458,7 +437,7 @@ static osp_error *conv_gemm(const osp_conv_args *a, const cpu_nn_geom *g,
         conv_gemm_tile(&job, t / per_image, t % per_image / job.tiles,
                        t % job.tiles, col, threads);
     if (col != NULL)
-        scratch_release(col);
+        cpu_conv__scratch_release(col);
     return NULL;
 }
 
@@ -699,7 +678,7 @@ static void depthwise_task(void *arg, int64_t part) {
         size_t n = zeros
                        ? (size_t)g->in[2]
                        : (size_t)(2 * g->out[1] + 2) * (size_t)(g->out[2] + 2);
-        padded = scratch_acquire(n);
+        padded = cpu_conv__scratch_acquire(n);
         if (padded == NULL) {
             atomic_store(&job->out_of_memory, true);
             return;
@@ -710,7 +689,7 @@ static void depthwise_task(void *arg, int64_t part) {
     if (job->avx512) {
         depthwise_avx512_planes(job, lo, hi, padded);
         if (padded != NULL)
-            scratch_release(padded);
+            cpu_conv__scratch_release(padded);
         return;
     }
     for (int64_t plane = lo; plane < hi; plane++) {
@@ -733,7 +712,7 @@ static void depthwise_task(void *arg, int64_t part) {
             a->act, a->act_alpha, a->act_beta);
     }
     if (padded != NULL)
-        scratch_release(padded);
+        cpu_conv__scratch_release(padded);
 }
 
 static osp_error *conv_depthwise(const osp_conv_args *a, const cpu_nn_geom *g,
@@ -777,8 +756,8 @@ osp_error *cpu_op_conv(osp_device *dev, void *stream,
 }
 
 /* The GEMM routes' weights, packed per group, when a group's fit
- * PACKED_GROUP_MAX_BYTES (else, and for the depthwise route, *out stays
- * NULL and conv reads w as it lies). */
+ * PACKED_GROUP_MAX_BYTES (else, for the depthwise route, and where the
+ * direct route reads w as it lies, *out stays NULL). */
 osp_error *cpu_op_conv_prepack(osp_device *dev, void *stream,
                                const osp_conv_args *args,
                                osp_packed_weights **out) {
@@ -786,6 +765,14 @@ osp_error *cpu_op_conv_prepack(osp_device *dev, void *stream,
     (void)stream;
     *out = NULL;
     if (is_depthwise(args))
+        return NULL;
+    /* the direct route under AVX-512 reads the weights as they lie: a
+     * packed copy would only take memory */
+    cpu_nn_geom g;
+    cpu_nn_geom_init(&g, args->spatial_rank, args->in_dims, args->out_dims,
+                     args->kernel, args->stride, args->pad_begin,
+                     args->dilation);
+    if (!is_pointwise(&g) && cpu_conv_direct_serves(&g, false))
         return NULL;
     int64_t kernel_size = 1;
     for (int d = 0; d < args->spatial_rank; d++)
@@ -876,7 +863,8 @@ static void conv_transpose_task(void *arg, int64_t task) {
     cpu_split_range(job->mg, job->chunks, task % job->chunks, 1, &c0, &c1);
     if (c1 <= c0)
         return;
-    float *col = scratch_acquire((size_t)((c1 - c0) * ks) * (size_t)job->tile);
+    float *col =
+        cpu_conv__scratch_acquire((size_t)((c1 - c0) * ks) * (size_t)job->tile);
     if (col == NULL) {
         atomic_store(&job->out_of_memory, true);
         return;
@@ -907,7 +895,7 @@ static void conv_transpose_task(void *arg, int64_t task) {
         cpu_sgemm_serial(&s);
         col2im(g, col, c1 - c0, p0, p0 + cols, y);
     }
-    scratch_release(col);
+    cpu_conv__scratch_release(col);
 }
 
 osp_error *cpu_op_conv_transpose(osp_device *dev, void *stream,

@@ -8,7 +8,9 @@
  * packed panel's, which lie next to each other; for gemm_b, one from
  * each row of A). The tile starts as the bias; residual and ReLU/Clip are
  * applied before the one store; other activations run over the stored
- * rows while in L1.
+ * rows while in L1. cpu_packed_gemm_at (the direct conv route's) reads
+ * B's row p through a table of offsets instead of at p ldb, and with A
+ * as it lies holds 12 rows under AVX-512 (24 accumulators).
  *
  * cpu_packed_gemm runs blocks of B's columns (about 256 KiB of B, whole
  * 32-column strips) outside, row panels inside them and the block's
@@ -17,7 +19,8 @@
  * strip at a time across all panels wrote 128 bytes into every row of C,
  * one page each on wide planes: a 16-to-96-channel pointwise conv on
  * 112x112 ran at a third of the speed); cpu_packed_gemm_b runs blocks of
- * 64 rows of A outside, the strips of B inside.
+ * 64 rows of A outside, the strips of B inside; cpu_packed_gemm_at row
+ * panels outside and all strips inside (its caller keeps B in L2).
  */
 #include "cpu_packed_gemm.h"
 
@@ -75,15 +78,16 @@ static void finish_rows(float *c, int64_t ldc, int64_t rows, int64_t cols,
 /* One tile of C: rows [0, rows), columns [0, cols) (cols <= TILE_N).
  * The left operand is read by broadcast: element (r, p) at a[r * a_rs +
  * p * a_ps] (a packed panel: a_rs 1, a_ps MR; rows of A: a_rs lda, a_ps
- * 1); the right one by vectors, row p at b + p * ldb. The bias is per
+ * 1); the right one by vectors, row p at b + p * ldb, or with b_rows at
+ * b + b_rows[p] (cpu_packed_gemm_at's table). The bias is per
  * row of C, or with bias_per_col per column; bias and residual are
  * offset to the tile's first row and column. */
 CPU_NN_HOT static void
 tile_portable(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
-              const float *restrict b, int64_t ldb, int64_t rows, int64_t cols,
-              float *restrict c, int64_t ldc, const float *bias,
-              bool bias_per_col, const float *residual, int64_t ldr,
-              const cpu_packed_epilogue *e) {
+              const float *restrict b, int64_t ldb, const int32_t *b_rows,
+              int64_t rows, int64_t cols, float *restrict c, int64_t ldc,
+              const float *bias, bool bias_per_col, const float *residual,
+              int64_t ldr, const cpu_packed_epilogue *e) {
     float acc[CPU_PACK_MR][TILE_N];
     for (int r = 0; r < CPU_PACK_MR; r++)
         for (int j = 0; j < TILE_N; j++)
@@ -92,7 +96,8 @@ tile_portable(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
                                                   : bias[r];
     float brow[TILE_N] = {0};
     for (int64_t p = 0; p < k; p++) {
-        memcpy(brow, b + p * ldb, (size_t)cols * sizeof(float));
+        memcpy(brow, b_rows != NULL ? b + b_rows[p] : b + p * ldb,
+               (size_t)cols * sizeof(float));
         for (int64_t r = 0; r < rows; r++) {
             float w = a[r * a_rs + p * a_ps];
             for (int j = 0; j < TILE_N; j++)
@@ -121,22 +126,29 @@ tile_portable(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
 
 #define AVX512_TARGET __attribute__((target("avx512f,fma")))
 
+/* Most rows of C an AVX-512 tile holds: 12 x 2 accumulators, two vectors
+ * of B and a broadcast fill 27 of the 32 registers. */
+#define AVX512_MR_MAX 12
+
 /* tile_portable's tile with lane masks m0 (columns 0..15) and m1
- * (16..31); nv (a constant after inlining) is 1 when the tile has at most
- * 16 columns, so that a narrow last tile costs half a wide one. Rows past
- * `rows` broadcast the last row's values (inside the operand) and are
- * not stored. */
+ * (16..31), mr rows (CPU_PACK_MR for packed panels; AVX512_MR_MAX for
+ * cpu_packed_gemm_at's rows of A as they lie, 24 FMAs per 12 broadcasts
+ * instead of 16 per 8); nv (a constant after inlining, as mr is) is 1
+ * when the tile has at most 16 columns, so that a narrow last tile costs
+ * half a wide one. Rows past `rows` broadcast the last row's values
+ * (inside the operand) and are not stored. */
 AVX512_TARGET static inline __attribute__((always_inline)) void
 tile_avx512_body(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
-                 const float *restrict b, int64_t ldb, int64_t rows, int nv,
+                 const float *restrict b, int64_t ldb, bool at,
+                 const int32_t *restrict b_rows, int mr, int64_t rows, int nv,
                  __mmask16 m0, __mmask16 m1, bool full, float *restrict c,
                  int64_t ldc, const float *bias, bool bias_per_col,
                  const float *residual, int64_t ldr,
                  const cpu_packed_epilogue *e) {
-    __m512 acc[CPU_PACK_MR][2];
-    const float *arow[CPU_PACK_MR];
-#pragma GCC unroll 8
-    for (int r = 0; r < CPU_PACK_MR; r++) {
+    __m512 acc[AVX512_MR_MAX][2];
+    const float *arow[AVX512_MR_MAX];
+#pragma GCC unroll 12
+    for (int r = 0; r < mr; r++) {
         arow[r] = a + (r < rows ? r : rows - 1) * a_rs;
         if (bias_per_col && bias != NULL) {
             acc[r][0] = _mm512_maskz_loadu_ps(m0, bias);
@@ -149,15 +161,15 @@ tile_avx512_body(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
         }
     }
     for (int64_t p = 0; p < k; p++) {
-        const float *brow = b + p * ldb;
+        const float *brow = at ? b + b_rows[p] : b + p * ldb;
         __m512 b0 =
             full ? _mm512_loadu_ps(brow) : _mm512_maskz_loadu_ps(m0, brow);
         __m512 b1 = _mm512_setzero_ps();
         if (nv == 2)
             b1 = full ? _mm512_loadu_ps(brow + 16)
                       : _mm512_maskz_loadu_ps(m1, brow + 16);
-#pragma GCC unroll 8
-        for (int r = 0; r < CPU_PACK_MR; r++) {
+#pragma GCC unroll 12
+        for (int r = 0; r < mr; r++) {
             __m512 wv = _mm512_set1_ps(arow[r][p * a_ps]);
             acc[r][0] = _mm512_fmadd_ps(wv, b0, acc[r][0]);
             if (nv == 2)
@@ -166,8 +178,8 @@ tile_avx512_body(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
     }
     __m512 lo = _mm512_set1_ps(e->act == OSP_UNARY_CLIP ? e->act_alpha : 0.0f);
     __m512 hi = _mm512_set1_ps(e->act_beta);
-#pragma GCC unroll 8
-    for (int r = 0; r < CPU_PACK_MR; r++) {
+#pragma GCC unroll 12
+    for (int r = 0; r < mr; r++) {
         if (r >= rows)
             break;
         for (int v = 0; v < nv; v++) {
@@ -190,33 +202,39 @@ tile_avx512_body(const float *restrict a, int64_t a_rs, int64_t a_ps, int64_t k,
 }
 
 /* The full tile, or the masked one of a narrow tile (see tile_portable).
- * a_ps is a constant in each caller, so the inlined body's loads are
- * plain broadcasts. */
-#define TILE_AVX512(name, a_ps)                                                \
+ * a_ps and at (B's rows through b_rows) are constants in each caller, so
+ * the inlined body's loads are plain broadcasts and its B addresses need
+ * no test. */
+#define TILE_AVX512(name, a_ps, at, mr)                                        \
     AVX512_TARGET static void name(                                            \
         const float *a, int64_t a_rs, int64_t k, const float *b, int64_t ldb,  \
-        int64_t rows, int64_t cols, float *c, int64_t ldc, const float *bias,  \
-        bool bias_per_col, const float *residual, int64_t ldr,                 \
-        const cpu_packed_epilogue *e) {                                        \
+        const int32_t *b_rows, int64_t rows, int64_t cols, float *c,           \
+        int64_t ldc, const float *bias, bool bias_per_col,                     \
+        const float *residual, int64_t ldr, const cpu_packed_epilogue *e) {    \
         if (cols == TILE_N) {                                                  \
-            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, rows, 2, 0xFFFF,        \
-                             0xFFFF, true, c, ldc, bias, bias_per_col,         \
-                             residual, ldr, e);                                \
+            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, at, b_rows, mr, rows,   \
+                             2, 0xFFFF, 0xFFFF, true, c, ldc, bias,            \
+                             bias_per_col, residual, ldr, e);                  \
             return;                                                            \
         }                                                                      \
         __mmask16 m0 = cols >= 16 ? 0xFFFF : (__mmask16)((1u << cols) - 1);    \
         if (cols <= 16) {                                                      \
-            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, rows, 1, m0, 0, false,  \
-                             c, ldc, bias, bias_per_col, residual, ldr, e);    \
+            tile_avx512_body(a, a_rs, a_ps, k, b, ldb, at, b_rows, mr, rows,   \
+                             1, m0, 0, false, c, ldc, bias, bias_per_col,      \
+                             residual, ldr, e);                                \
             return;                                                            \
         }                                                                      \
         __mmask16 m1 = (__mmask16)((1u << (cols - 16)) - 1);                   \
-        tile_avx512_body(a, a_rs, a_ps, k, b, ldb, rows, 2, m0, m1, false, c,  \
-                         ldc, bias, bias_per_col, residual, ldr, e);           \
+        tile_avx512_body(a, a_rs, a_ps, k, b, ldb, at, b_rows, mr, rows, 2,    \
+                         m0, m1, false, c, ldc, bias, bias_per_col, residual,  \
+                         ldr, e);                                              \
     }
 
-TILE_AVX512(tile_avx512_panel, CPU_PACK_MR)
-TILE_AVX512(tile_avx512_rows, 1)
+TILE_AVX512(tile_avx512_panel, CPU_PACK_MR, false, CPU_PACK_MR)
+TILE_AVX512(tile_avx512_rows, 1, false, CPU_PACK_MR)
+TILE_AVX512(tile_avx512_panel_at, CPU_PACK_MR, true, CPU_PACK_MR)
+TILE_AVX512(tile_avx512_rows_at, 1, true, CPU_PACK_MR)
+TILE_AVX512(tile_avx512_rows_at12, 1, true, AVX512_MR_MAX)
 
 #endif
 
@@ -269,14 +287,67 @@ void cpu_packed_gemm(const float *packed, int64_t k, int64_t r0, int64_t r1,
                 float *tile = c + i0 * ldc + j0;
 #ifdef PACKED_HAVE_AVX512
                 if (avx512)
-                    tile_avx512_panel(panel, 1, k, b + j0, ldb, rows, cols,
-                                      tile, ldc, bias, false, res, e->ldr, e);
+                    tile_avx512_panel(panel, 1, k, b + j0, ldb, NULL, rows,
+                                      cols, tile, ldc, bias, false, res, e->ldr,
+                                      e);
                 else
 #endif
-                    tile_portable(panel, 1, CPU_PACK_MR, k, b + j0, ldb, rows,
-                                  cols, tile, ldc, bias, false, res, e->ldr, e);
+                    tile_portable(panel, 1, CPU_PACK_MR, k, b + j0, ldb, NULL,
+                                  rows, cols, tile, ldc, bias, false, res,
+                                  e->ldr, e);
                 finish_rows(tile, ldc, rows, cols, e);
             }
+        }
+    }
+}
+
+void cpu_packed_gemm_at(const float *a, bool a_packed, int64_t k, int64_t r0,
+                        int64_t r1, const float *b, const int32_t *b_rows,
+                        int64_t n, float *c, int64_t ldc,
+                        const cpu_packed_epilogue *e) {
+#ifdef PACKED_HAVE_AVX512
+    bool avx512 = cpu_packed_gemm_avx512_selected();
+#endif
+    /* a packed panel reads its 8 values of column p side by side; rows of
+     * A as they lie, one from each row */
+    int64_t a_rs = a_packed ? 1 : k, a_ps = a_packed ? CPU_PACK_MR : 1;
+    for (int64_t i0 = r0, step; i0 < r1; i0 += step) {
+        int64_t left = r1 - i0;
+        step = CPU_PACK_MR;
+#ifdef PACKED_HAVE_AVX512
+        /* rows as they lie: 12 at a time, but 8 where 12 would leave a
+         * part-empty tile that 8s fill (64 = 4 x 12 + 2 x 8) */
+        bool tall = avx512 && !a_packed &&
+                    (left == AVX512_MR_MAX || left >= AVX512_MR_MAX + 8);
+        if (tall)
+            step = AVX512_MR_MAX;
+#endif
+        int64_t rows = left < step ? left : step;
+        const float *panel = a + i0 * k; /* both layouts */
+        const float *bias = e->bias != NULL ? e->bias + i0 : NULL;
+        for (int64_t j0 = 0; j0 < n; j0 += TILE_N) {
+            int64_t cols = n - j0 < TILE_N ? n - j0 : TILE_N;
+            const float *res =
+                e->residual != NULL ? e->residual + i0 * e->ldr + j0 : NULL;
+            float *tile = c + i0 * ldc + j0;
+#ifdef PACKED_HAVE_AVX512
+            if (tall)
+                tile_avx512_rows_at12(panel, a_rs, k, b + j0, 0, b_rows, rows,
+                                      cols, tile, ldc, bias, false, res, e->ldr,
+                                      e);
+            else if (avx512 && a_packed)
+                tile_avx512_panel_at(panel, a_rs, k, b + j0, 0, b_rows, rows,
+                                     cols, tile, ldc, bias, false, res, e->ldr,
+                                     e);
+            else if (avx512)
+                tile_avx512_rows_at(panel, a_rs, k, b + j0, 0, b_rows, rows,
+                                    cols, tile, ldc, bias, false, res, e->ldr,
+                                    e);
+            else
+#endif
+                tile_portable(panel, a_rs, a_ps, k, b + j0, 0, b_rows, rows,
+                              cols, tile, ldc, bias, false, res, e->ldr, e);
+            finish_rows(tile, ldc, rows, cols, e);
         }
     }
 }
@@ -318,13 +389,14 @@ void cpu_packed_gemm_b(const float *a, int64_t lda, int64_t m, int64_t k,
                 float *tile = c + i0 * ldc + j0;
 #ifdef PACKED_HAVE_AVX512
                 if (avx512)
-                    tile_avx512_rows(a + i0 * lda, lda, k, strip, TILE_N, rows,
-                                     cols, tile, ldc, bias, true, res, e->ldr,
-                                     e);
+                    tile_avx512_rows(a + i0 * lda, lda, k, strip, TILE_N, NULL,
+                                     rows, cols, tile, ldc, bias, true, res,
+                                     e->ldr, e);
                 else
 #endif
-                    tile_portable(a + i0 * lda, lda, 1, k, strip, TILE_N, rows,
-                                  cols, tile, ldc, bias, true, res, e->ldr, e);
+                    tile_portable(a + i0 * lda, lda, 1, k, strip, TILE_N, NULL,
+                                  rows, cols, tile, ldc, bias, true, res,
+                                  e->ldr, e);
                 finish_rows(tile, ldc, rows, cols, e);
             }
         }

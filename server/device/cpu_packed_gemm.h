@@ -68,6 +68,18 @@ void cpu_packed_gemm(const float *packed, int64_t k, int64_t r0, int64_t r1,
                      const float *b, int64_t ldb, int64_t n, float *c,
                      int64_t ldc, const cpu_packed_epilogue *e);
 
+/* cpu_packed_gemm for a B that is no matrix: row p of B starts at b +
+ * b_rows[p] (so a conv reads its taps straight from a padded input, no
+ * im2col; cpu_ops_conv.c's direct route), and A either packed by
+ * cpu_pack_a (a_packed) or row-major with rows k apart, as it lies. Row
+ * panels outside, all n columns inside: meant for a B that stays in L2.
+ * Rows [r0, r1) of C (r0 a multiple of CPU_PACK_MR), the epilogue as in
+ * cpu_packed_gemm. On the calling thread; borrows all. */
+void cpu_packed_gemm_at(const float *a, bool a_packed, int64_t k, int64_t r0,
+                        int64_t r1, const float *b, const int32_t *b_rows,
+                        int64_t n, float *c, int64_t ldc,
+                        const cpu_packed_epilogue *e);
+
 /* ---- the other way round: B packed, for MatMul/Gemm's weights -------- */
 
 /* Floats of the packed form of a k x n right operand: n rounded up to

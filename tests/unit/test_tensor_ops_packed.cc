@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_ops.h"
 #include "cpu_packed_gemm.h"
 #include "osp_test.h"
 #include "osprey/device.h"
@@ -158,6 +159,82 @@ TEST_P(PackedGemm, SeveralColumnBlocks) {
         CheckPackedGemm(19, 700, 211, 0, 19, ep, seed++);
 }
 
+// B through a table of row offsets (cpu_packed_gemm_at, the direct conv
+// route's GEMM): rows of B scattered over one buffer, some overlapping
+// (as a conv's taps do), A packed or read as it lies, rows [r0, r1).
+void CheckPackedGemmAt(int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
+                       bool a_packed, const Epilogue &ep, uint64_t seed) {
+    SCOPED_TRACE("B at offsets: m " + std::to_string(m) + " k " +
+                 std::to_string(k) + " n " + std::to_string(n) + " rows [" +
+                 std::to_string(r0) + ", " + std::to_string(r1) + ")" +
+                 (a_packed ? " packed" : " as it lies") + " act " +
+                 std::to_string((int)ep.act));
+    int64_t ldc = n + 7, ldr = n + 2;
+    auto a = Random((size_t)(m * k), seed);
+    auto b = Random((size_t)(3 * k + n + 40), seed + 1);
+    std::vector<int32_t> rows((size_t)k);
+    std::mt19937_64 gen(seed + 4);
+    for (auto &r : rows) // any start that leaves n floats after it
+        r = (int32_t)(gen() % (uint64_t)(3 * k + 40));
+    auto bias = Random((size_t)m, seed + 2);
+    auto res = Random((size_t)(m * ldr), seed + 3);
+    std::vector<float> packed(cpu_packed_floats(m, k), NAN);
+    cpu_pack_a(a.data(), k, m, k, packed.data());
+    std::vector<float> c((size_t)(m * ldc), NAN);
+    cpu_packed_epilogue e = {ep.bias ? bias.data() : nullptr,
+                             ep.residual ? res.data() : nullptr,
+                             ldr,
+                             ep.act,
+                             ep.alpha,
+                             ep.beta};
+    cpu_packed_gemm_at(a_packed ? packed.data() : a.data(), a_packed, k, r0, r1,
+                       b.data(), rows.data(), n, c.data(), ldc, &e);
+    int bad = 0;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < ldc; j++) {
+            float got = c[(size_t)(i * ldc + j)];
+            if (i < r0 || i >= r1 || j >= n) {
+                if (!std::isnan(got) && bad++ < 5)
+                    ADD_FAILURE() << "wrote outside: row " << i << " col " << j;
+                continue;
+            }
+            double want = 0;
+            for (int64_t p = 0; p < k; p++)
+                want += (double)a[(size_t)(i * k + p)] *
+                        b[(size_t)(rows[(size_t)p] + j)];
+            if (ep.bias)
+                want += bias[(size_t)i];
+            if (ep.residual)
+                want += res[(size_t)(i * ldr + j)];
+            want = Act(ep.act, want, ep.alpha, ep.beta);
+            if (!(std::fabs(got - want) <= 1e-4 + 1e-4 * std::fabs(want)) &&
+                bad++ < 5)
+                ADD_FAILURE() << "c[" << i << ", " << j << "] = " << got
+                              << ", want " << want;
+        }
+    EXPECT_EQ(bad, 0);
+}
+
+TEST_P(PackedGemm, RowOffsetsOddSizesEveryEpilogue) {
+    uint64_t seed = TestSeed(784);
+    // rows as they lie run 12 at a time on AVX-512 (8s where 12 would
+    // leave a part-empty tile): 12, 20 = 12 + 8, 44 = 3 x 12 + 8, 64
+    const int64_t ms[] = {1, 7, 9, 12, 17, 20, 44, 64};
+    const int64_t ns[] = {1, 15, 16, 17, 32, 33, 61};
+    const int64_t ks[] = {0, 1, 9, 40};
+    for (int64_t m : ms)
+        for (int64_t n : ns)
+            for (int64_t k : ks)
+                for (bool a_packed : {true, false})
+                    for (const Epilogue &ep : kEpilogues)
+                        CheckPackedGemmAt(m, k, n, 0, m, a_packed, ep, seed++);
+    for (bool a_packed : {true, false})
+        for (const Epilogue &ep : kEpilogues) {
+            CheckPackedGemmAt(21, 13, 40, 8, 21, a_packed, ep, seed++);
+            CheckPackedGemmAt(52, 13, 40, 16, 52, a_packed, ep, seed++);
+        }
+}
+
 // The other way round (MatMul/Gemm weights): B packed by cpu_pack_b
 // (as stored or transposed), A read in place, bias per column, strips
 // [s0, s1) of C's columns.
@@ -243,6 +320,21 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- conv through the public API ----------------------------------------
 
+// osp_op_conv_prepack made under the portable kernel, which packs every
+// conv whose weights fit (under AVX-512 the direct route reads them as
+// they lie and gets none); `restore` is selected again after.
+osp_packed_weights *PrepackAlways(osp_stream *stream, const osp_conv_args *a,
+                                  cpu_packed_kernel restore) {
+    cpu_packed_gemm_select(CPU_PACKED_KERNEL_PORTABLE);
+    osp_packed_weights *packed = nullptr;
+    osp_error *err = osp_op_conv_prepack(stream, a, &packed);
+    cpu_packed_gemm_select(restore);
+    EXPECT_EQ(err, nullptr) << (err ? osp_error_message(err) : "");
+    if (err)
+        osp_error_free(err);
+    return packed;
+}
+
 struct Conv {
     int64_t batch, in_ch, out_ch, group, h, w, kernel, stride, pad;
 };
@@ -297,22 +389,27 @@ void CheckPackedConv(const Conv &cv, const Epilogue &ep, int threads,
     a.act_beta = ep.beta;
     a.y = want.data();
     ASSERT_OK(osp_op_conv(stream, &a));
-    osp_packed_weights *packed = nullptr;
-    ASSERT_OK(osp_op_conv_prepack(stream, &a, &packed));
+    osp_packed_weights *packed =
+        PrepackAlways(stream, &a, CPU_PACKED_KERNEL_BEST);
     ASSERT_NE(packed, nullptr);
     a.packed_w = packed;
-    a.y = got.data();
-    ASSERT_OK(osp_op_conv(stream, &a));
+    for (bool direct : {true, false}) { // im2col: the packed kernel on it
+        SCOPED_TRACE(direct ? "direct route on" : "direct route off");
+        cpu_conv_direct_enable(direct);
+        a.y = got.data();
+        ASSERT_OK(osp_op_conv(stream, &a));
+        int bad = 0;
+        for (size_t i = 0; i < y_count; i++)
+            if (!(std::fabs(got[i] - want[i]) <=
+                  1e-4 + 1e-4 * std::fabs(want[i])) &&
+                bad++ < 5)
+                ADD_FAILURE() << "y[" << i << "] = " << got[i] << ", unpacked "
+                              << want[i];
+        EXPECT_EQ(bad, 0);
+    }
+    cpu_conv_direct_enable(true);
     osp_packed_weights_free(osp_device_cpu(), packed);
     osp_stream_free(stream);
-    int bad = 0;
-    for (size_t i = 0; i < y_count; i++)
-        if (!(std::fabs(got[i] - want[i]) <=
-              1e-4 + 1e-4 * std::fabs(want[i])) &&
-            bad++ < 5)
-            ADD_FAILURE() << "y[" << i << "] = " << got[i] << ", unpacked "
-                          << want[i];
-    EXPECT_EQ(bad, 0);
 }
 
 TEST(PackedConv, MatchesUnpackedOnEveryRoute) {
@@ -331,6 +428,212 @@ TEST(PackedConv, MatchesUnpackedOnEveryRoute) {
             for (const Epilogue &ep : kEpilogues)
                 CheckPackedConv(cv, ep, threads, seed++);
 }
+
+// ---- the direct route (stride 1, no im2col) against a reference loop ------
+
+struct DirectConv {
+    int rank; // 1 or 2
+    int64_t batch, in_ch, out_ch, group, h, w, kh, kw, dil_h, dil_w;
+    int64_t pad_top, pad_left, pad_bottom, pad_right;
+    int64_t stride_h = 1, stride_w = 1;
+};
+
+// y = conv(x, w) + bias + residual, activation, in double, NCHW (rank 1:
+// h is 1 and only the w dimension has taps).
+std::vector<double> ReferenceConv(const DirectConv &cv, int64_t oh, int64_t ow,
+                                  const std::vector<float> &x,
+                                  const std::vector<float> &w,
+                                  const float *bias, const float *res,
+                                  const Epilogue &ep) {
+    int64_t cg = cv.in_ch / cv.group, mg = cv.out_ch / cv.group;
+    std::vector<double> y((size_t)(cv.batch * cv.out_ch * oh * ow));
+    for (int64_t b = 0; b < cv.batch; b++)
+        for (int64_t oc = 0; oc < cv.out_ch; oc++)
+            for (int64_t i = 0; i < oh; i++)
+                for (int64_t j = 0; j < ow; j++) {
+                    double acc = bias != nullptr ? bias[oc] : 0.0;
+                    int64_t g = oc / mg;
+                    for (int64_t c = 0; c < cg; c++)
+                        for (int64_t u = 0; u < cv.kh; u++)
+                            for (int64_t v = 0; v < cv.kw; v++) {
+                                int64_t ih =
+                                    i * cv.stride_h + u * cv.dil_h - cv.pad_top;
+                                int64_t iw = j * cv.stride_w + v * cv.dil_w -
+                                             cv.pad_left;
+                                if (ih < 0 || ih >= cv.h || iw < 0 ||
+                                    iw >= cv.w)
+                                    continue;
+                                acc +=
+                                    (double)
+                                        w[(size_t)(((oc * cg + c) * cv.kh + u) *
+                                                       cv.kw +
+                                                   v)] *
+                                    x[(size_t)(((b * cv.in_ch + g * cg + c) *
+                                                    cv.h +
+                                                ih) *
+                                                   cv.w +
+                                               iw)];
+                            }
+                    size_t at =
+                        (size_t)(((b * cv.out_ch + oc) * oh + i) * ow + j);
+                    if (res != nullptr)
+                        acc += res[at];
+                    y[at] = Act(ep.act, acc, ep.alpha, ep.beta);
+                }
+    return y;
+}
+
+// conv on the direct route, weights packed and as they lie, on `threads`,
+// against ReferenceConv; also with the route off (im2col), which must give
+// the same.
+void CheckDirectConv(const DirectConv &cv, const Epilogue &ep, int threads,
+                     cpu_packed_kernel kernel, uint64_t seed) {
+    std::string what =
+        "conv " + std::to_string(cv.in_ch) + "->" + std::to_string(cv.out_ch) +
+        " g" + std::to_string(cv.group) + " " + std::to_string(cv.h) + "x" +
+        std::to_string(cv.w) + " k" + std::to_string(cv.kh) + "x" +
+        std::to_string(cv.kw) + " dil " + std::to_string(cv.dil_h) + "," +
+        std::to_string(cv.dil_w) + " pads " + std::to_string(cv.pad_top) + "," +
+        std::to_string(cv.pad_left) + "," + std::to_string(cv.pad_bottom) +
+        "," + std::to_string(cv.pad_right) + " strides " +
+        std::to_string(cv.stride_h) + "," + std::to_string(cv.stride_w) +
+        " batch " + std::to_string(cv.batch) + " threads " +
+        std::to_string(threads) + " act " + std::to_string((int)ep.act);
+    SCOPED_TRACE(what);
+    int64_t oh =
+        (cv.h + cv.pad_top + cv.pad_bottom - (cv.kh - 1) * cv.dil_h - 1) /
+            cv.stride_h +
+        1;
+    int64_t ow =
+        (cv.w + cv.pad_left + cv.pad_right - (cv.kw - 1) * cv.dil_w - 1) /
+            cv.stride_w +
+        1;
+    ASSERT_GT(oh, 0);
+    ASSERT_GT(ow, 0);
+    auto x = Random((size_t)(cv.batch * cv.in_ch * cv.h * cv.w), seed);
+    auto w = Random((size_t)(cv.out_ch * cv.in_ch / cv.group * cv.kh * cv.kw),
+                    seed + 1);
+    auto bias = Random((size_t)cv.out_ch, seed + 2);
+    size_t y_count = (size_t)(cv.batch * cv.out_ch * oh * ow);
+    auto res = Random(y_count, seed + 3);
+    auto want = ReferenceConv(cv, oh, ow, x, w, ep.bias ? bias.data() : nullptr,
+                              ep.residual ? res.data() : nullptr, ep);
+    osp_stream *stream = nullptr;
+    ASSERT_OK(osp_stream_new(osp_device_cpu(), &stream));
+    ASSERT_OK(osp_stream_set_threads(stream, threads));
+    osp_conv_args a = {};
+    a.spatial_rank = cv.rank;
+    a.batch = cv.batch;
+    a.in_channels = cv.in_ch;
+    a.out_channels = cv.out_ch;
+    a.group = cv.group;
+    int d0 = cv.rank == 2 ? 1 : 0; // index of the w dimension
+    if (cv.rank == 2) {
+        a.in_dims[0] = cv.h;
+        a.out_dims[0] = oh;
+        a.kernel[0] = cv.kh;
+        a.pad_begin[0] = cv.pad_top;
+        a.dilation[0] = cv.dil_h;
+        a.stride[0] = cv.stride_h;
+    }
+    a.in_dims[d0] = cv.w;
+    a.out_dims[d0] = ow;
+    a.kernel[d0] = cv.kw;
+    a.pad_begin[d0] = cv.pad_left;
+    a.dilation[d0] = cv.dil_w;
+    a.stride[d0] = cv.stride_w;
+    a.x = x.data();
+    a.w = w.data();
+    a.bias = ep.bias ? bias.data() : nullptr;
+    a.residual = ep.residual ? res.data() : nullptr;
+    a.act = ep.act;
+    a.act_alpha = ep.alpha;
+    a.act_beta = ep.beta;
+    osp_packed_weights *packed = PrepackAlways(stream, &a, kernel);
+    ASSERT_NE(packed, nullptr);
+    for (int run = 0; run < 3; run++) { // as it lies, packed, im2col
+        SCOPED_TRACE(run == 0   ? "direct, weights as they lie"
+                     : run == 1 ? "direct, weights packed"
+                                : "im2col");
+        cpu_conv_direct_enable(run < 2);
+        std::vector<float> got(y_count, NAN);
+        a.packed_w = run == 1 ? packed : nullptr;
+        a.y = got.data();
+        ASSERT_OK(osp_op_conv(stream, &a));
+        int bad = 0;
+        for (size_t i = 0; i < y_count; i++)
+            if (!(std::fabs(got[i] - want[i]) <=
+                  1e-4 + 1e-4 * std::fabs(want[i])) &&
+                bad++ < 5)
+                ADD_FAILURE()
+                    << "y[" << i << "] = " << got[i] << ", want " << want[i];
+        EXPECT_EQ(bad, 0);
+    }
+    cpu_conv_direct_enable(true);
+    osp_packed_weights_free(osp_device_cpu(), packed);
+    osp_stream_free(stream);
+}
+
+class DirectConvRoute : public PackedGemm {};
+
+TEST_P(DirectConvRoute, MatchesReference) {
+    uint64_t seed = TestSeed(785);
+    const DirectConv convs[] = {
+        // ResNet's 3x3 on a narrow plane: 7 of every 9 flat columns kept
+        {2, 2, 16, 24, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1},
+        // odd sizes: a partial row panel, a row not a strip multiple
+        {2, 1, 5, 13, 1, 9, 37, 3, 3, 1, 1, 1, 1, 1, 1},
+        // no padding; asymmetric padding (SAME_UPPER-like); 5x5
+        {2, 1, 6, 9, 1, 8, 10, 3, 3, 1, 1, 0, 0, 0, 0},
+        {2, 1, 4, 8, 1, 6, 11, 3, 3, 1, 1, 0, 0, 1, 2},
+        {2, 1, 3, 10, 1, 12, 12, 5, 5, 1, 1, 2, 2, 2, 2},
+        // 3x1 and 1x3 kernels, dilation, groups
+        {2, 1, 4, 8, 1, 6, 5, 3, 1, 1, 1, 1, 0, 1, 0},
+        {2, 1, 4, 8, 1, 6, 5, 1, 3, 1, 1, 0, 1, 0, 1},
+        {2, 2, 6, 9, 1, 11, 13, 3, 3, 2, 3, 2, 3, 2, 3},
+        {2, 2, 8, 12, 4, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1},
+        // one-wide and one-high planes; a 1-d conv
+        {2, 1, 3, 8, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1},
+        {2, 1, 3, 8, 1, 5, 1, 3, 3, 1, 1, 1, 1, 1, 1},
+        {1, 2, 4, 9, 1, 1, 40, 1, 5, 1, 1, 0, 2, 0, 2},
+        // several tiles of rows (their halo rows copied twice)
+        {2, 1, 64, 16, 1, 40, 60, 3, 3, 1, 1, 1, 1, 1, 1},
+        // 44 output channels: 12-row tiles and an 8-row one
+        {2, 2, 16, 44, 1, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1},
+        // stride 2: ResNet's 3x3 and 1x1 downsampling, odd input sizes, a
+        // stem; stride 3 with dilation (taps in every phase); unequal
+        // strides; a stride past the kernel (sub-planes no tap reads)
+        {2, 2, 8, 16, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2},
+        {2, 1, 8, 16, 1, 13, 11, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2},
+        {2, 2, 8, 16, 1, 14, 13, 1, 1, 1, 1, 0, 0, 0, 0, 2, 2},
+        {2, 1, 3, 10, 1, 23, 21, 7, 7, 1, 1, 3, 3, 3, 3, 2, 2},
+        {2, 1, 4, 9, 1, 17, 19, 3, 3, 2, 2, 2, 2, 2, 2, 3, 3},
+        {2, 1, 4, 10, 2, 12, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2},
+        {2, 1, 4, 9, 1, 12, 17, 2, 2, 1, 1, 0, 0, 0, 0, 3, 3},
+        {1, 2, 4, 9, 1, 1, 40, 1, 5, 1, 1, 0, 2, 0, 2, 1, 2},
+        // several tiles at stride 2
+        {2, 1, 48, 16, 1, 80, 90, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2},
+    };
+    for (int threads = 1; threads <= 3; threads++)
+        for (const DirectConv &cv : convs)
+            for (const Epilogue &ep : kEpilogues)
+                CheckDirectConv(cv, ep, threads, GetParam(), seed++);
+}
+
+// A 1-d conv whose one output row would need a tile of over 4 MiB takes
+// im2col instead; still right.
+TEST_P(DirectConvRoute, LongRowsFallBackToIm2col) {
+    const DirectConv cv = {1, 1, 64, 8, 1, 1, 20000, 1, 3, 1, 1, 0, 1, 0, 1};
+    CheckDirectConv(cv, kEpilogues[2], 1, GetParam(), TestSeed(786));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kernels, DirectConvRoute,
+    ::testing::Values(CPU_PACKED_KERNEL_BEST, CPU_PACKED_KERNEL_PORTABLE),
+    [](const auto &info) {
+        return std::string(info.param == CPU_PACKED_KERNEL_BEST ? "Best"
+                                                                : "Portable");
+    });
 
 TEST(PackedConv, DepthwiseAndLargeWeightsHaveNoPackedForm) {
     osp_stream *stream = nullptr;
@@ -362,6 +665,41 @@ TEST(PackedConv, DepthwiseAndLargeWeightsHaveNoPackedForm) {
     osp_stream_free(stream);
 }
 
+// Under AVX-512 the direct route reads the weights as they lie, so conv
+// makes no packed copy of them (it would only take memory); pointwise
+// convs still get one, and so does every conv under the portable kernel.
+TEST(PackedConv, DirectRouteWeightsStayUnpacked) {
+    if (!cpu_packed_gemm_has_avx512())
+        GTEST_SKIP() << "this CPU has no AVX-512";
+    osp_stream *stream = nullptr;
+    ASSERT_OK(osp_stream_new(osp_device_cpu(), &stream));
+    std::vector<float> w(16 * 8 * 9, 0.5f);
+    osp_conv_args a = {};
+    a.spatial_rank = 2;
+    a.batch = 1;
+    a.in_channels = 8;
+    a.out_channels = 16;
+    a.group = 1;
+    a.in_dims[0] = a.in_dims[1] = a.out_dims[0] = a.out_dims[1] = 6;
+    a.kernel[0] = a.kernel[1] = 3;
+    a.stride[0] = a.stride[1] = a.dilation[0] = a.dilation[1] = 1;
+    a.pad_begin[0] = a.pad_begin[1] = 1;
+    a.w = w.data();
+    osp_packed_weights *packed = reinterpret_cast<osp_packed_weights *>(&a);
+    ASSERT_OK(osp_op_conv_prepack(stream, &a, &packed));
+    EXPECT_EQ(packed, nullptr);
+    packed = PrepackAlways(stream, &a, CPU_PACKED_KERNEL_BEST);
+    EXPECT_NE(packed, nullptr);
+    osp_packed_weights_free(osp_device_cpu(), packed);
+    a.kernel[0] = a.kernel[1] = 1; // pointwise
+    a.pad_begin[0] = a.pad_begin[1] = 0;
+    packed = nullptr;
+    ASSERT_OK(osp_op_conv_prepack(stream, &a, &packed));
+    EXPECT_NE(packed, nullptr);
+    osp_packed_weights_free(osp_device_cpu(), packed);
+    osp_stream_free(stream);
+}
+
 // A packed form made for other shapes is not used: conv reads w.
 TEST(PackedConv, MismatchedPackedFormIsIgnored) {
     uint64_t seed = TestSeed(780);
@@ -381,8 +719,8 @@ TEST(PackedConv, MismatchedPackedFormIsIgnored) {
         1;
     small.pad_begin[0] = small.pad_begin[1] = 1;
     small.w = w_small.data();
-    osp_packed_weights *packed = nullptr;
-    ASSERT_OK(osp_op_conv_prepack(stream, &small, &packed));
+    osp_packed_weights *packed =
+        PrepackAlways(stream, &small, CPU_PACKED_KERNEL_BEST);
     ASSERT_NE(packed, nullptr);
 
     osp_conv_args big = small;
