@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "binary_rules.h"
+#include "cpu_act_avx512.h"
 #include "cpu_ops.h"
 #include "cpu_ops_nd.h"
 #include "cpu_ops_nn.h"
@@ -101,6 +102,9 @@ static bool unary_run(const osp_unary_args *args) {
                 CPU_LOOP((int64_t)n, i, y[i] = unary_isnan_f32(x[i]));
             else
                 CPU_LOOP((int64_t)n, i, y[i] = unary_isinf_f32(x[i], pos, neg));
+            done = true;
+        } else if (cpu_act_avx512_serves(args->op)) {
+            cpu_act_avx512(args->x, args->y, (int64_t)n, args->op);
             done = true;
         } else {
             done = unary_f32(args);

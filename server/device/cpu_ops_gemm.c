@@ -6,12 +6,14 @@
  * FP16 is widened to FP32 as cpu_device.c's gemm does, and rounded back
  * after the epilogue.
  *
- * Also home of the row epilogue that conv shares (cpu_ops_nn.h).
+ * Also home of the row epilogue that conv shares (cpu_ops_nn.h); its
+ * GELU and Erf run cpu_act_avx512.h's loops where the CPU has AVX-512.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_act_avx512.h"
 #include "cpu_ops.h"
 #include "cpu_ops_nn.h"
 #include "cpu_packed_gemm.h"
@@ -61,13 +63,19 @@ void cpu_nn__epilogue_row(float *y, int64_t n, float bias,
                           const float *bias_vec, const float *residual,
                           osp_unary_op act, float alpha, float beta) {
     bool adds = bias != 0.0f || bias_vec != NULL || residual != NULL;
+    bool avx512_act = (act == OSP_UNARY_GELU || act == OSP_UNARY_ERF) &&
+                      cpu_act_avx512_serves(act);
     for (int64_t at = 0; at < n; at += EPILOGUE_CHUNK) {
         int64_t len = n - at < EPILOGUE_CHUNK ? n - at : EPILOGUE_CHUNK;
         if (adds)
             epilogue_add(y + at, len, bias,
                          bias_vec != NULL ? bias_vec + at : NULL,
                          residual != NULL ? residual + at : NULL);
-        if (act != OSP_UNARY_IDENTITY)
+        if (act == OSP_UNARY_IDENTITY)
+            continue;
+        if (avx512_act)
+            cpu_act_avx512(y + at, y + at, len, act);
+        else
             epilogue_act(y + at, len, act, alpha, beta);
     }
 }
@@ -155,6 +163,38 @@ typedef struct packed_gemm_job {
     int64_t strips;
 } packed_gemm_job;
 
+/* Rows of C per block when packed_gemm_b_rows applies the activation
+ * itself: the block's columns stay in L2 until it does. */
+#define ACT_ROWS_BLOCK 64
+
+/* cpu_packed_gemm_b over strips [s0, s1) of one batch element, the
+ * activation applied after each block of ACT_ROWS_BLOCK rows by
+ * cpu_act_avx512 where that serves it (one call per row of the block's
+ * columns, not the kernel's one per row of every 32-column tile: at
+ * GELU's cost per element those calls were a fifth of its time). */
+static void packed_gemm_b_rows(const float *a, int64_t lda, int64_t m,
+                               int64_t k, const float *packed, int64_t s0,
+                               int64_t s1, int64_t n, float *c, int64_t ldc,
+                               const cpu_packed_epilogue *e) {
+    if (!cpu_act_avx512_serves(e->act)) {
+        cpu_packed_gemm_b(a, lda, m, k, packed, s0, s1, n, c, ldc, e);
+        return;
+    }
+    int64_t j0 = s0 * CPU_PACK_STRIP;
+    int64_t j1 = s1 * CPU_PACK_STRIP < n ? s1 * CPU_PACK_STRIP : n;
+    for (int64_t r0 = 0; r0 < m; r0 += ACT_ROWS_BLOCK) {
+        int64_t rows = m - r0 < ACT_ROWS_BLOCK ? m - r0 : ACT_ROWS_BLOCK;
+        cpu_packed_epilogue plain = *e;
+        plain.act = OSP_UNARY_IDENTITY;
+        if (e->residual != NULL)
+            plain.residual = e->residual + r0 * e->ldr;
+        cpu_packed_gemm_b(a + r0 * lda, lda, rows, k, packed, s0, s1, n,
+                          c + r0 * ldc, ldc, &plain);
+        for (int64_t r = r0; r < r0 + rows; r++)
+            cpu_act_avx512(c + r * ldc + j0, c + r * ldc + j0, j1 - j0, e->act);
+    }
+}
+
 static void packed_gemm_range(void *arg, int64_t lo, int64_t hi) {
     const packed_gemm_job *job = arg;
     const osp_gemm_ex_args *x = job->x;
@@ -170,9 +210,9 @@ static void packed_gemm_range(void *arg, int64_t lo, int64_t hi) {
                                  .act = x->act,
                                  .act_alpha = x->act_alpha,
                                  .act_beta = x->act_beta};
-        cpu_packed_gemm_b((const float *)g->a + i * x->stride_a, g->lda, g->m,
-                          g->k, x->packed_b->data, s0, s1, g->n,
-                          (float *)g->c + i * x->stride_c, g->ldc, &e);
+        packed_gemm_b_rows((const float *)g->a + i * x->stride_a, g->lda, g->m,
+                           g->k, x->packed_b->data, s0, s1, g->n,
+                           (float *)g->c + i * x->stride_c, g->ldc, &e);
         t += s1 - s0;
     }
 }

@@ -9,7 +9,9 @@
  * memory. FP32 sums accumulate in double, so their rounding error stays
  * far below float's (well within 1e-5 of numpy's). exp is unary_rules.h's
  * unary_expf, which vectorises, flushed to 0 below FLT_MIN
- * (exp_shifted).
+ * (exp_shifted). Softmax along contiguous lines and LayerNormalization
+ * with scale and bias run cpu_reduce_avx512.h's loops where the CPU has
+ * AVX-512; the loops here stay the reference.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -20,6 +22,7 @@
 #include "cpu_ops.h"
 #include "cpu_ops_nd.h"
 #include "cpu_ops_nn.h"
+#include "cpu_reduce_avx512.h"
 #include "cpu_threads.h"
 #include "osprey/error.h"
 #include "unary_rules.h"
@@ -455,9 +458,14 @@ CPU_NN_INLINE void softmax_cols(const float *x, float *out, int64_t n,
 CPU_NN_HOT static void softmax_range(void *arg, int64_t lo, int64_t hi) {
     const osp_softmax_args *args = arg;
     int64_t n = args->n, inner = args->inner;
+    bool avx512 = inner == 1 && !args->log && cpu_reduce_avx512_serves();
     for (int64_t o = lo; o < hi; o++) {
         const float *x = args->x + o * n * inner;
         float *out = args->out + o * n * inner;
+        if (avx512) {
+            cpu_softmax_line_avx512(x, out, n);
+            continue;
+        }
         if (inner == 1) {
             softmax_line(x, out, n, args->log);
             continue;
@@ -484,7 +492,16 @@ CPU_NN_HOT static void layer_norm_range(void *arg, int64_t lo, int64_t hi) {
     const osp_layer_norm_args *args = arg;
     int64_t cols = args->cols;
     const float *scale = args->scale, *bias = args->bias;
+    bool avx512 = cols > 0 && args->x != NULL && args->out != NULL &&
+                  scale != NULL && bias != NULL && cpu_reduce_avx512_serves();
     for (int64_t r = lo; r < hi; r++) {
+        if (avx512) {
+            cpu_layer_norm_row_avx512(
+                args->x + r * cols, scale, bias, args->out + r * cols, cols,
+                args->epsilon, args->mean != NULL ? args->mean + r : NULL,
+                args->inv_std != NULL ? args->inv_std + r : NULL);
+            continue;
+        }
         double mean = 0.0, var = 0.0;
         const float *x = args->x != NULL ? args->x + r * cols : NULL;
         float *y = args->out != NULL ? args->out + r * cols : NULL;
