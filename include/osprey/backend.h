@@ -170,7 +170,9 @@ const osp_batch_request *osp_execute_request(const osp_execute_ctx *ctx,
 
 /* Answers request `index` on its own: `response`'s outputs in host memory,
  * any shape (the core keeps those the request asked for, in its order),
- * or its error, for this request only. Ownership of the output buffers
+ * or its error, for this request only; for a model with sequence_batching
+ * an output named by a state's output_name is the request's next state
+ * (its shape checked against the state's). Ownership of the output buffers
  * and the error moves to the core whatever this returns; the outputs array
  * and the names stay the caller's. Once any request is answered this way,
  * the batch's config outputs from osp_execute_output_alloc are ignored
