@@ -61,6 +61,22 @@ const Epilogue kEpilogues[] = {
     {true, true, OSP_UNARY_SIGMOID, 0, 0},
 };
 
+// Checks C element (i, j), `got`: against the dot product `dot` with the
+// epilogue applied (bias_value and res_value are the element's bias and
+// residual), counting a miss in bad (the first five are reported).
+void ExpectElement(const Epilogue &ep, double dot, float bias_value,
+                   float res_value, float got, int64_t i, int64_t j, int &bad) {
+    double want = dot;
+    if (ep.bias)
+        want += bias_value;
+    if (ep.residual)
+        want += res_value;
+    want = Act(ep.act, want, ep.alpha, ep.beta);
+    if (!(std::fabs(got - want) <= 1e-4 + 1e-4 * std::fabs(want)) && bad++ < 5)
+        ADD_FAILURE() << "c[" << i << ", " << j << "] = " << got << ", want "
+                      << want;
+}
+
 // C rows [r0, r1) of a GEMM with m rows, k, n columns; C, B and the
 // residual have row strides of their own, past n, so that no kernel may
 // write or read outside its columns unnoticed (C's padding stays NaN).
@@ -97,19 +113,12 @@ void CheckPackedGemm(int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
                     ADD_FAILURE() << "wrote outside: row " << i << " col " << j;
                 continue;
             }
-            double want = 0;
+            double dot = 0;
             for (int64_t p = 0; p < k; p++)
-                want +=
+                dot +=
                     (double)a[(size_t)(i * lda + p)] * b[(size_t)(p * ldb + j)];
-            if (ep.bias)
-                want += bias[(size_t)i];
-            if (ep.residual)
-                want += res[(size_t)(i * ldr + j)];
-            want = Act(ep.act, want, ep.alpha, ep.beta);
-            if (!(std::fabs(got - want) <= 1e-4 + 1e-4 * std::fabs(want)) &&
-                bad++ < 5)
-                ADD_FAILURE() << "c[" << i << ", " << j << "] = " << got
-                              << ", want " << want;
+            ExpectElement(ep, dot, bias[(size_t)i], res[(size_t)(i * ldr + j)],
+                          got, i, j, bad);
         }
     EXPECT_EQ(bad, 0);
 }
@@ -198,19 +207,12 @@ void CheckPackedGemmAt(int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
                     ADD_FAILURE() << "wrote outside: row " << i << " col " << j;
                 continue;
             }
-            double want = 0;
+            double dot = 0;
             for (int64_t p = 0; p < k; p++)
-                want += (double)a[(size_t)(i * k + p)] *
-                        b[(size_t)(rows[(size_t)p] + j)];
-            if (ep.bias)
-                want += bias[(size_t)i];
-            if (ep.residual)
-                want += res[(size_t)(i * ldr + j)];
-            want = Act(ep.act, want, ep.alpha, ep.beta);
-            if (!(std::fabs(got - want) <= 1e-4 + 1e-4 * std::fabs(want)) &&
-                bad++ < 5)
-                ADD_FAILURE() << "c[" << i << ", " << j << "] = " << got
-                              << ", want " << want;
+                dot += (double)a[(size_t)(i * k + p)] *
+                       b[(size_t)(rows[(size_t)p] + j)];
+            ExpectElement(ep, dot, bias[(size_t)i], res[(size_t)(i * ldr + j)],
+                          got, i, j, bad);
         }
     EXPECT_EQ(bad, 0);
 }
@@ -272,20 +274,13 @@ void CheckPackedGemmB(int64_t m, int64_t k, int64_t n, bool trans_b, int64_t s0,
                     ADD_FAILURE() << "wrote outside: row " << i << " col " << j;
                 continue;
             }
-            double want = 0;
+            double dot = 0;
             for (int64_t p = 0; p < k; p++)
-                want += (double)a[(size_t)(i * lda + p)] *
-                        (trans_b ? b[(size_t)(j * ldb + p)]
-                                 : b[(size_t)(p * ldb + j)]);
-            if (ep.bias)
-                want += bias[(size_t)j];
-            if (ep.residual)
-                want += res[(size_t)(i * ldr + j)];
-            want = Act(ep.act, want, ep.alpha, ep.beta);
-            if (!(std::fabs(got - want) <= 1e-4 + 1e-4 * std::fabs(want)) &&
-                bad++ < 5)
-                ADD_FAILURE() << "c[" << i << ", " << j << "] = " << got
-                              << ", want " << want;
+                dot += (double)a[(size_t)(i * lda + p)] *
+                       (trans_b ? b[(size_t)(j * ldb + p)]
+                                : b[(size_t)(p * ldb + j)]);
+            ExpectElement(ep, dot, bias[(size_t)j], res[(size_t)(i * ldr + j)],
+                          got, i, j, bad);
         }
     EXPECT_EQ(bad, 0);
 }
