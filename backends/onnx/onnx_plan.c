@@ -441,7 +441,8 @@ static osp_error *plan_new(onnx_rt_model *m, const onnx_io *inputs,
                                         host_inputs, value_inputs);
             goto out;
         }
-    err = plan_memory(m, p);
+    if (!(err = plan_memory(m, p)))
+        p->separable_batch = rt_plan_separable_batch(m, p);
 out:
     if (err) {
         onnx_plan_free(m, p);

@@ -517,6 +517,8 @@ osp_error *onnx_rt_model_new(onnx_model *model, const onnx_rt_options *opts,
         m->opts.max_plans = 16;
     if (m->opts.max_graphs == 0)
         m->opts.max_graphs = 16;
+    if (m->opts.batch_chunk_bytes == 0)
+        m->opts.batch_chunk_bytes = rt_default_chunk_bytes();
     if (!model->graph) {
         err = osp_error_new(OSP_ERROR_INVALID_ARG, "the model has no graph");
         goto out;

@@ -127,7 +127,16 @@ struct onnx_plan {
     uint64_t id; /* unique among the model's plans, for the life of the model
                     (a session's CUDA graphs are keyed by it) */
     int refs;    /* sessions running it (under plans_lock) */
+    int64_t separable_batch; /* rt_plan_separable_batch, or 0 */
 };
+
+/* Batch chunks (onnx_batch_chunks.c): the batch of plan p when every
+ * node keeps dim 0's samples apart (so the batch may run in chunks with
+ * the same results), else 0. */
+int64_t rt_plan_separable_batch(const onnx_rt_model *m, const onnx_plan *p);
+/* The default of onnx_rt_options.batch_chunk_bytes: half the last-level
+ * cache (8 MiB when the system does not say). */
+size_t rt_default_chunk_bytes(void);
 
 /* The plan for these input shapes, from the cache or made now; a
  * reference the caller gives back with onnx_plan_release. host_inputs:

@@ -48,6 +48,11 @@ typedef struct onnx_rt_options {
      * in FP16, products in FP16 with FP32 accumulation, activations FP32
      * between ops (docs/gpu.md). */
     bool fp16_weights;
+    /* On the CPU device: a batch of a graph whose nodes keep samples apart
+     * (CNNs) runs in chunks whose arena fits in this many bytes, so that
+     * activations stay in the cache (0: half the last-level cache;
+     * SIZE_MAX: never chunk). */
+    size_t batch_chunk_bytes;
 } onnx_rt_options;
 
 /* Prepares `model` (ownership moves, also on error). Errors: a node the
@@ -120,14 +125,21 @@ typedef struct onnx_graph_stats {
     uint64_t eager_runs;  /* runs that enqueued their steps one by one */
     uint64_t refused;     /* recordings the device refused (run eagerly) */
     uint64_t invalidated; /* graphs dropped because the arena moved */
+    uint64_t chunked_runs; /* CPU runs whose batch went in chunks */
 } onnx_graph_stats;
 void onnx_session_graph_stats(const onnx_session *s, onnx_graph_stats *out);
 
 /* Per-op timing (for benchmarks): when on, every step is followed by a
- * stream synchronisation and its time is added to its op type's total.
- * The report prints one line per op type, slowest first: op, calls,
- * total ms, share of the whole. */
-void onnx_session_set_profiling(onnx_session *s, bool on);
+ * stream synchronisation and its time is added to its op type's total, or
+ * with ONNX_PROFILE_NODES to its node's (named "node (op)"). The report
+ * prints one line per op type or node, slowest first: key, calls, total
+ * ms, share of the whole. */
+typedef enum {
+    ONNX_PROFILE_OFF,
+    ONNX_PROFILE_OPS,
+    ONNX_PROFILE_NODES,
+} onnx_profile_mode;
+void onnx_session_set_profiling(onnx_session *s, onnx_profile_mode mode);
 void onnx_session_profile_report(const onnx_session *s, FILE *out);
 
 #ifdef __cplusplus

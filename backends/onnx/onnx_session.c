@@ -57,9 +57,9 @@ struct onnx_session {
     void **out_ptrs;
     size_t max_io;
     /* per-op timing, when profiling */
-    bool profiling;
+    onnx_profile_mode profiling;
     struct op_time {
-        const char *op_type;
+        const char *key; /* an op type, or a node's name */
         uint64_t calls, ns;
     } *times;
     size_t n_times;
@@ -356,18 +356,22 @@ static osp_error *run_step(onnx_session *s, const onnx_plan *p,
     return rt_node_error(n->node, n->op->run(&ctx));
 }
 
-void onnx_session_set_profiling(onnx_session *s, bool on) {
-    s->profiling = on;
+void onnx_session_set_profiling(onnx_session *s, onnx_profile_mode mode) {
+    s->profiling = mode;
 }
 
-/* Adds the time since `start` (after the step's work is done) to op_type's
- * total. */
-static void profile_step(onnx_session *s, const char *op_type,
+/* Adds the time since `start` (after the step's work is done) to the
+ * total of the node's op type, or of the node itself. */
+static void profile_step(onnx_session *s, const onnx_node *node,
                          uint64_t start) {
     osp_error_free(osp_stream_synchronize(s->stream));
     uint64_t ns = osp_now_ns() - start;
+    const char *key = s->profiling == ONNX_PROFILE_NODES && node->name &&
+                              node->name[0]
+                          ? node->name
+                          : node->op_type;
     for (size_t i = 0; i < s->n_times; i++)
-        if (strcmp(s->times[i].op_type, op_type) == 0) {
+        if (strcmp(s->times[i].key, key) == 0) {
             s->times[i].calls++;
             s->times[i].ns += ns;
             return;
@@ -378,7 +382,7 @@ static void profile_step(onnx_session *s, const char *op_type,
         return;
     s->times = grown;
     s->times[s->n_times++] =
-        (struct op_time){.op_type = op_type, .calls = 1, .ns = ns};
+        (struct op_time){.key = key, .calls = 1, .ns = ns};
 }
 
 static int by_time_desc(const void *a, const void *b) {
@@ -397,7 +401,7 @@ void onnx_session_profile_report(const onnx_session *s, FILE *out) {
         total += sorted[i].ns;
     for (size_t i = 0; i < s->n_times; i++)
         fprintf(out, "%-24s %8llu calls %10.3f ms %5.1f%%\n",
-                sorted[i].op_type, (unsigned long long)sorted[i].calls,
+                sorted[i].key, (unsigned long long)sorted[i].calls,
                 sorted[i].ns / 1e6, total ? 100.0 * sorted[i].ns / total : 0);
     free(sorted);
 }
@@ -410,8 +414,7 @@ static osp_error *run_steps(onnx_session *s, const onnx_plan *p) {
         if (err)
             return err;
         if (s->profiling)
-            profile_step(s, s->model->nodes[p->steps[i].node].node->op_type,
-                         start);
+            profile_step(s, s->model->nodes[p->steps[i].node].node, start);
     }
     return NULL;
 }
@@ -491,18 +494,13 @@ static osp_error *run_plan(onnx_session *s, const onnx_plan *p) {
     return run_steps(s, p);
 }
 
-osp_error *onnx_session_run(onnx_session *s, const onnx_io *inputs,
-                            size_t n_inputs, onnx_output_alloc_fn alloc,
-                            void *alloc_ctx) {
+/* Runs plan p (held by the caller) on inputs: binds the arena, inputs
+ * and outputs, enqueues the steps and the output copies. */
+static osp_error *run_with_plan(onnx_session *s, const onnx_plan *p,
+                                const onnx_io *inputs,
+                                onnx_output_alloc_fn alloc, void *alloc_ctx) {
     onnx_rt_model *m = s->model;
-    if (n_inputs != m->n_inputs)
-        return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "the model takes %zu inputs, got %zu",
-                             m->n_inputs, n_inputs);
-    onnx_plan *p = NULL;
-    osp_error *err = onnx_plan_acquire(m, inputs, s->host_memory, &p);
-    if (err)
-        return err;
+    osp_error *err = NULL;
     void **copy_to = calloc(m->n_outputs ? m->n_outputs : 1, sizeof *copy_to);
     size_t arena_bytes = arena_for_run(s, p, inputs);
     if (!copy_to || (s->graphs && arena_bytes == 0)) {
@@ -532,6 +530,117 @@ osp_error *onnx_session_run(onnx_session *s, const onnx_io *inputs,
     }
 out:
     free(copy_to);
+    return err;
+}
+
+/* Rows per chunk when plan p's batch should run in chunks on this
+ * session (onnx_batch_chunks.c), else 0. */
+static int64_t chunk_rows(const onnx_session *s, const onnx_plan *p) {
+    int64_t batch = p->separable_batch;
+    if (!s->host_memory || batch < 2 || p->arena_bytes == 0)
+        return 0;
+    size_t per_sample = p->arena_bytes / (size_t)batch;
+    size_t fit = per_sample ? s->model->opts.batch_chunk_bytes / per_sample : 0;
+    if (per_sample == 0 || fit >= (size_t)batch)
+        return 0;
+    int64_t chunks = (batch + (int64_t)fit - 1) / (fit ? (int64_t)fit : 1);
+    return (batch + chunks - 1) / chunks; /* even chunks, the last smaller */
+}
+
+/* What a chunk's run asks of the caller's output allocator: the whole
+ * batch's buffer once, on the first chunk, then the chunk's rows of it. */
+typedef struct chunk_outputs {
+    onnx_output_alloc_fn alloc;
+    void *alloc_ctx;
+    int64_t batch, row0;
+    void **base; /* per graph output: the whole buffer, or NULL */
+    bool *asked; /* per graph output: alloc was asked */
+} chunk_outputs;
+
+static osp_error *chunk_output_alloc(void *ctx, size_t index,
+                                     osp_datatype dtype,
+                                     const osp_shape *shape,
+                                     size_t byte_size, void **data) {
+    chunk_outputs *c = ctx;
+    if (shape->rank < 1 || shape->dims[0] < 1)
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "a batch chunk's output %zu has no batch rows",
+                             index);
+    size_t row_bytes = byte_size / (size_t)shape->dims[0];
+    if (!c->asked[index]) {
+        osp_shape whole = *shape;
+        whole.dims[0] = c->batch;
+        c->asked[index] = true;
+        osp_error *err = c->alloc(c->alloc_ctx, index, dtype, &whole,
+                                  row_bytes * (size_t)c->batch, &c->base[index]);
+        if (err)
+            return err;
+    }
+    *data = c->base[index] ? (char *)c->base[index] + (size_t)c->row0 * row_bytes
+                           : NULL;
+    return NULL;
+}
+
+/* Runs a batch of `batch` samples as chunks of `rows` (the last one
+ * smaller), each on its own plan, into the caller's whole outputs. */
+static osp_error *run_in_chunks(onnx_session *s, const onnx_io *inputs,
+                                int64_t batch, int64_t rows,
+                                onnx_output_alloc_fn alloc, void *alloc_ctx) {
+    onnx_rt_model *m = s->model;
+    onnx_io *part = calloc(m->n_inputs, sizeof *part);
+    chunk_outputs c = {.alloc = alloc,
+                       .alloc_ctx = alloc_ctx,
+                       .batch = batch,
+                       .base = calloc(m->n_outputs, sizeof *c.base),
+                       .asked = calloc(m->n_outputs, sizeof *c.asked)};
+    osp_error *err = NULL;
+    if (!part || !c.base || !c.asked)
+        err = osp_error_out_of_memory();
+    for (int64_t row0 = 0; !err && row0 < batch; row0 += rows) {
+        int64_t n = batch - row0 < rows ? batch - row0 : rows;
+        for (size_t i = 0; i < m->n_inputs; i++) {
+            size_t row_bytes = inputs[i].byte_size / (size_t)batch;
+            size_t skip = (size_t)row0 * row_bytes;
+            part[i] = inputs[i];
+            part[i].shape.dims[0] = n;
+            part[i].byte_size = (size_t)n * row_bytes;
+            part[i].data = (const char *)inputs[i].data + skip;
+            if (inputs[i].host_data)
+                part[i].host_data = (const char *)inputs[i].host_data + skip;
+        }
+        c.row0 = row0;
+        onnx_plan *p = NULL;
+        if ((err = onnx_plan_acquire(m, part, s->host_memory, &p)))
+            break;
+        err = run_with_plan(s, p, part, chunk_output_alloc, &c);
+        onnx_plan_release(m, p);
+    }
+    if (!err)
+        s->graph_stats.chunked_runs++;
+    free(part);
+    free(c.base);
+    free(c.asked);
+    return err;
+}
+
+osp_error *onnx_session_run(onnx_session *s, const onnx_io *inputs,
+                            size_t n_inputs, onnx_output_alloc_fn alloc,
+                            void *alloc_ctx) {
+    onnx_rt_model *m = s->model;
+    if (n_inputs != m->n_inputs)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "the model takes %zu inputs, got %zu",
+                             m->n_inputs, n_inputs);
+    onnx_plan *p = NULL;
+    osp_error *err = onnx_plan_acquire(m, inputs, s->host_memory, &p);
+    if (err)
+        return err;
+    int64_t rows = chunk_rows(s, p);
+    if (rows)
+        err = run_in_chunks(s, inputs, p->separable_batch, rows, alloc,
+                            alloc_ctx);
+    else
+        err = run_with_plan(s, p, inputs, alloc, alloc_ctx);
     onnx_plan_release(m, p);
     return err;
 }

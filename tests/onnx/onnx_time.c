@@ -11,7 +11,8 @@
  * c, "arena_bytes": b}, where c is the process's CPU time per run (all
  * threads; on a shared machine steadier than latency at one thread).
  * Threads: OpenBLAS's (OPENBLAS_NUM_THREADS), as the server's. With
- * OSPREY_ONNX_PROFILE set, the time per op type goes to stderr.
+ * OSPREY_ONNX_PROFILE set, the time per op type goes to stderr (per node
+ * with OSPREY_ONNX_PROFILE=nodes).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,8 +171,11 @@ int main(int argc, char **argv) {
         inputs[k] = io;
         names[i] = name;
     }
-    if (getenv("OSPREY_ONNX_PROFILE"))
-        onnx_session_set_profiling(session, true);
+    const char *profile = getenv("OSPREY_ONNX_PROFILE");
+    if (profile)
+        onnx_session_set_profiling(session, strcmp(profile, "nodes") == 0
+                                                ? ONNX_PROFILE_NODES
+                                                : ONNX_PROFILE_OPS);
     outputs outs = {0};
     size_t cap = 1 << 20, runs = 0;
     double *times = malloc(cap * sizeof *times);
@@ -198,7 +202,7 @@ int main(int argc, char **argv) {
            "\"arena_bytes\": %zu}\n",
            runs, times[runs / 2], times[runs * 9 / 10], total / runs,
            cpu[runs / 2], onnx_session_arena_bytes(session));
-    if (getenv("OSPREY_ONNX_PROFILE"))
+    if (profile)
         onnx_session_profile_report(session, stderr);
     for (size_t i = 0; i < n; i++) {
         free(names[i]);

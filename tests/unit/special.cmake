@@ -193,6 +193,14 @@ osprey_add_unit_test(test_onnx_loader
 target_link_libraries(test_onnx_loader PRIVATE osprey_onnx)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_loader)
 
+# Batch chunks of the ONNX runtime on the CPU device (backends/onnx/
+# onnx_batch_chunks.c, onnx_session.c).
+osprey_add_unit_test(test_onnx_batch_chunks
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_batch_chunks.cc
+  TEST_PREFIX onnx_chunks.)
+target_link_libraries(test_onnx_batch_chunks PRIVATE osprey_onnx)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_batch_chunks)
+
 # The ONNX runtime's recurrent ops (backends/onnx/onnx_ops_rnn.c: RNN, GRU,
 # LSTM) on the CPU device, through their op table.
 osprey_add_unit_test(test_onnx_ops_rnn
