@@ -92,7 +92,9 @@ out:
 }
 
 /* Load checks: the tensors the batcher adds must not clash with the
- * config's own inputs and outputs. */
+ * config's own inputs. A state's output_name may also be a config output
+ * (Triton's backends then give it to the client too, see
+ * instance_exec.c). */
 static osp_error *check_names(const osp_model_config *cfg) {
     const osp_sequence_batching *sb = &cfg->sequence_batching;
     for (size_t i = 0; i < sb->n_controls; i++)
@@ -107,11 +109,6 @@ static osp_error *check_names(const osp_model_config *cfg) {
                                  "state input '%s' is also an input of "
                                  "model '%s'",
                                  sb->states[i].input_name, cfg->name);
-        if (osp_model_config_output_index(cfg, sb->states[i].output_name) >= 0)
-            return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                 "state output '%s' is also an output of "
-                                 "model '%s'",
-                                 sb->states[i].output_name, cfg->name);
     }
     return NULL;
 }
