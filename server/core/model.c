@@ -166,12 +166,38 @@ static size_t instance_queued(model_instance *inst) {
     return q ? batcher_queued(q) : slot_batcher_queued(&inst->seq_rows);
 }
 
+/* A queued request whose client has cancelled it. */
+static bool entry_cancelled(const batcher_entry *e, void *ctx) {
+    (void)ctx;
+    return pending_request_cancelled(e->owner);
+}
+
+/* Answers the requests of `cancelled` (a list linked by entry.next)
+ * CANCELLED without running them. */
+static void fail_cancelled(batcher_entry *cancelled) {
+    while (cancelled) {
+        pending_request *p = cancelled->owner;
+        cancelled = cancelled->next;
+        pending_request_cancel(p);
+    }
+}
+
 /* batcher_take (or slot_batcher_take) on inst's queue into inst->entries.
- * Lock held. */
+ * A sequence model's instance first takes out the requests whose client
+ * has cancelled them into *cancelled (Triton's sequence batcher and its
+ * `oldest` dynamic batcher skip them; the sequence batcher then decides
+ * what becomes of their sequence). Lock held. */
 static size_t instance_take(model_instance *inst, bool flush,
-                            batcher_entry **expired, uint64_t *wait_ns) {
+                            batcher_entry **expired, batcher_entry **cancelled,
+                            uint64_t *wait_ns) {
     batcher *q = instance_queue(inst);
     *expired = NULL;
+    *cancelled = NULL;
+    if (inst->model->sequences && q)
+        batcher_remove_if(q, entry_cancelled, NULL, cancelled);
+    else if (inst->model->sequences)
+        slot_batcher_remove_if(&inst->seq_rows, entry_cancelled, NULL,
+                               cancelled);
     if (!q)
         return slot_batcher_take(&inst->seq_rows, osp_now_ns(), flush,
                                  inst->entries, wait_ns);
@@ -197,11 +223,11 @@ static size_t take_batch(model_instance *inst, bool previous_done) {
             pthread_cond_wait(&model->work_ready, &model->lock);
             continue;
         }
-        batcher_entry *expired = NULL;
+        batcher_entry *expired = NULL, *cancelled = NULL;
         uint64_t wait_ns = 0;
         n = instance_take(inst, model->stopping || model->flushing, &expired,
-                          &wait_ns);
-        if (n > 0 || expired) {
+                          &cancelled, &wait_ns);
+        if (n > 0 || expired || cancelled) {
             inst->busy = n > 0;
             /* What is left may make a batch for another idle instance
              * (a sequence model's instance takes only its own). */
@@ -209,6 +235,7 @@ static size_t take_batch(model_instance *inst, bool previous_done) {
                 pthread_cond_signal(&model->work_ready);
             pthread_mutex_unlock(&model->lock);
             fail_expired(expired);
+            fail_cancelled(cancelled);
             if (n > 0)
                 break;
             pthread_mutex_lock(&model->lock);
@@ -259,14 +286,16 @@ static model_instance *idle_instance(osp_model *model) {
 static void run_inline_batches(osp_model *model, model_instance *inst) {
     inst->busy = true;
     for (int round = 0; round < MODEL_INLINE_MAX_BATCHES; round++) {
-        batcher_entry *expired = NULL;
+        batcher_entry *expired = NULL, *cancelled = NULL;
         uint64_t wait_ns = 0;
-        size_t n = instance_take(inst, model->flushing, &expired, &wait_ns);
-        if (n == 0 && !expired)
+        size_t n = instance_take(inst, model->flushing, &expired, &cancelled,
+                                 &wait_ns);
+        if (n == 0 && !expired && !cancelled)
             break; /* empty, or waiting for the batch to fill */
         claim_batch(inst, n);
         pthread_mutex_unlock(&model->lock);
         fail_expired(expired);
+        fail_cancelled(cancelled);
         if (n > 0)
             instance_execute_batch(inst, inst->batch, n);
         pthread_mutex_lock(&model->lock);
@@ -364,6 +393,8 @@ size_t model_pending_count(osp_model *model) {
     for (size_t i = 0; model->sequences && i < model->n_instances; i++)
         n += instance_queued(&model->instances[i]);
     pthread_mutex_unlock(&model->lock);
+    if (model->sequences)
+        n += sequence_batcher_backlogged(model->sequences);
     return n;
 }
 

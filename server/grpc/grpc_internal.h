@@ -70,6 +70,10 @@ struct kgrpc_call {
     void (*on_finished)(kgrpc_call *call, bool ok);
     /* (optional) streams: the server stops accepting calls */
     void (*on_quiesce)(kgrpc_call *call);
+    /* (optional) streams: the client cancelled the call or went away
+     * (RECV_CLOSE_ON_SERVER). Set and read under server->mu; a handler
+     * that sets it late checks `cancelled` itself. */
+    void (*on_cancelled)(kgrpc_call *call);
     kgrpc_call *prev, *next; /* the server's active calls */
 };
 

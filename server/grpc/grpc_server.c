@@ -432,8 +432,14 @@ static void slot_arm(kgrpc_slot *slot) {
 
 static void close_done(kgrpc_tag *tag, bool ok) {
     kgrpc_call *call = tag->call;
-    if (ok && call->close_cancelled)
-        atomic_store(&call->cancelled, true);
+    if (!ok || !call->close_cancelled)
+        return;
+    atomic_store(&call->cancelled, true);
+    pthread_mutex_lock(&call->server->mu);
+    void (*hook)(kgrpc_call *) = call->on_cancelled;
+    pthread_mutex_unlock(&call->server->mu);
+    if (hook)
+        hook(call);
 }
 
 /* Whether the call carries the key its API group requires; when not it

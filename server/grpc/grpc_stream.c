@@ -406,6 +406,13 @@ static void stream_quiesce(kgrpc_call *call) {
     pthread_mutex_unlock(&st->mu);
 }
 
+/* The client cancelled the stream: its requests see it (is_cancelled;
+ * the schedulers drop the ones still queued). */
+static void stream_cancelled(kgrpc_call *call) {
+    stream *st = call->handler;
+    osp_cancel_token_cancel(st->cancel);
+}
+
 void kgrpc_model_stream_infer(kgrpc_call *call) {
     stream *st = calloc(1, sizeof *st);
     if (!st) {
@@ -428,8 +435,11 @@ void kgrpc_model_stream_infer(kgrpc_call *call) {
     call->handler = st;
     call->handler_free = stream_free;
     call->on_quiesce = stream_quiesce;
+    call->on_cancelled = stream_cancelled;
     bool accepting = call->server->accepting;
     pthread_mutex_unlock(&call->server->mu);
+    if (atomic_load(&call->cancelled)) /* before the hook was set */
+        osp_cancel_token_cancel(st->cancel);
     pthread_mutex_lock(&st->mu);
     st->quiescing = !accepting;
     pump_locked(st);

@@ -311,6 +311,82 @@ def test_onnx_load_checks_the_sequence_tensors(start_server, tmp_path):
         assert message in e.value.message(), (name, e.value.message())
 
 
+# ---- a state output that is also a config output ----------------------------
+
+
+def _state_also_output_graph(batching):
+    vi = helper.make_tensor_value_info
+    f32 = TensorProto.FLOAT
+    b = ["batch"] if batching else []
+    return _graph([vi("INPUT", f32, b + [2]), vi("START", TensorProto.BOOL, b + [1]),
+                   vi("INPUT_STATE", f32, b + [2])],
+                  [vi("OUTPUT", f32, b + [2]), vi("OUTPUT_STATE", f32, b + [2])],
+                  [helper.make_node("Add", ["INPUT", "INPUT_STATE"], ["OUTPUT"]),
+                   helper.make_node("Identity", ["OUTPUT"], ["OUTPUT_STATE"])])
+
+
+@pytest.mark.parametrize("max_batch_size", [0, 4])
+def test_state_output_may_also_be_a_config_output(start_server, tmp_path, max_batch_size):
+    """A state's output_name listed in `output` too (as Triton allows: its
+    onnxruntime backend gives the tensor to the response and to the
+    state): a client that asks for it gets the next state, and the state
+    carries on whether it asks or not."""
+    repo = tmp_path / "repo"
+    block = sequence_models.sequence_block(controls=BOOL_START, dtype="TYPE_FP32", dims=(2,))
+    harness.write_model(
+        repo, "state_out",
+        harness.model_config("state_out", "onnxruntime", [("INPUT", "TYPE_FP32", [2])],
+                             [("OUTPUT", "TYPE_FP32", [2]), ("OUTPUT_STATE", "TYPE_FP32", [2])],
+                             max_batch_size, block),
+        files={"model.onnx": _state_also_output_graph(max_batch_size > 0)})
+    server = start_server(repo, ["--model-control-mode=none"])
+    c = httpclient.InferenceServerClient(server.hostport)
+    g = grpcclient.InferenceServerClient(server.grpc_url)
+    shape = [1, 2] if max_batch_size else [2]
+
+    def step(value, outputs, start=False, client=c, mod=httpclient):
+        inp = mod.InferInput("INPUT", shape, "FP32")
+        inp.set_data_from_numpy(np.full(shape, value, np.float32))
+        r = client.infer("state_out", [inp], sequence_id=7, sequence_start=start,
+                         outputs=[mod.InferRequestedOutput(n) for n in outputs])
+        return {n: r.as_numpy(n).reshape(-1).tolist() for n in outputs}
+
+    assert step(1, ["OUTPUT", "OUTPUT_STATE"], start=True) == \
+        {"OUTPUT": [1, 1], "OUTPUT_STATE": [1, 1]}
+    assert step(2, ["OUTPUT"]) == {"OUTPUT": [3, 3]}
+    assert step(3, ["OUTPUT_STATE"], client=g, mod=grpcclient) == {"OUTPUT_STATE": [6, 6]}
+    # no output named: every config output, the state's among them
+    inp = httpclient.InferInput("INPUT", shape, "FP32")
+    inp.set_data_from_numpy(np.full(shape, 4, np.float32))
+    r = c.infer("state_out", [inp], sequence_id=7)
+    assert r.as_numpy("OUTPUT_STATE").reshape(-1).tolist() == [10, 10]
+    assert r.as_numpy("OUTPUT").reshape(-1).tolist() == [10, 10]
+    meta = c.get_model_metadata("state_out")
+    assert [o["name"] for o in meta["outputs"]] == ["OUTPUT", "OUTPUT_STATE"]
+
+
+def test_python_state_output_may_also_be_a_config_output(start_server, tmp_path):
+    """The same with a python model, whose response carries the state
+    tensor by name: the client that asks gets it, the state keeps a copy."""
+    repo = tmp_path / "repo"
+    outputs = [("OUTPUT", "TYPE_INT32", [1]), ("OUTPUT_STATE", "TYPE_INT32", [1])]
+    outputs += sequence_models.ECHOES
+    harness.write_model(
+        repo, "py_state_out",
+        harness.model_config("py_state_out", "python", [("INPUT", "TYPE_INT32", [1])],
+                             outputs, 8, sequence_models.sequence_block()),
+        files={"model.py": sequence_models.PYTHON_ACCUMULATOR.encode()})
+    server = start_server(repo, ["--model-control-mode=none",
+                                 f"--backend-config=python,python-executable={sys.executable}"])
+    c = httpclient.InferenceServerClient(server.hostport)
+    r = http_step(c, "py_state_out", 3, 5, start=True, outputs=("OUTPUT", "OUTPUT_STATE"))
+    assert (out(r), out(r, "OUTPUT_STATE")) == (5, 5)
+    assert out(http_step(c, "py_state_out", 3, 1)) == 6
+    r = http_step(c, "py_state_out", 3, 1, outputs=("OUTPUT_STATE",))
+    assert out(r, "OUTPUT_STATE") == 7
+    assert out(http_step(c, "py_state_out", 3, 1, end=True)) == 8
+
+
 # ---- --max-sequences ------------------------------------------------------------
 
 

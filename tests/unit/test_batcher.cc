@@ -3,6 +3,7 @@
 // REJECT and DELAY timeouts), shape compatibility and response ordering.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <string>
 #include <vector>
@@ -89,6 +90,25 @@ class Queue {
 
     size_t Queued() const {
         return batcher_queued(&b_);
+    }
+
+    // Removes the requests whose id is in `ids`; returns the removed ids
+    // in list order.
+    std::vector<int> RemoveIf(const std::vector<int> &ids) {
+        batcher_entry *gone = nullptr;
+        size_t n = batcher_remove_if(
+            &b_,
+            [](const batcher_entry *e, void *ctx) {
+                auto *want = static_cast<const std::vector<int> *>(ctx);
+                int id = static_cast<const Req *>(e->owner)->id;
+                return std::find(want->begin(), want->end(), id) != want->end();
+            },
+            const_cast<std::vector<int> *>(&ids), &gone);
+        std::vector<int> out;
+        for (; gone; gone = gone->next)
+            out.push_back(static_cast<Req *>(gone->owner)->id);
+        EXPECT_EQ(n, out.size());
+        return out;
     }
 
     uint64_t now = 5 * 1000 * kMs; // any origin: only differences matter
@@ -338,6 +358,29 @@ TEST(Batcher, DelayTimeoutMovesTheRequestBehindTheOthers) {
     EXPECT_EQ(q.Take(), Ids({3}));
     EXPECT_EQ(q.Take(), Ids({1})); // but it still runs
     EXPECT_TRUE(q.expired.empty());
+}
+
+TEST(Batcher, RemoveIfTakesRequestsOutOfEveryLevelAndList) {
+    // cancelled requests leave the queue wherever they wait: any level,
+    // unexpired or delayed, and the counts and deadlines follow
+    Queue q("max_batch_size: 1\n"
+            "dynamic_batching { priority_levels: 2 default_priority_level: 2\n"
+            "  default_queue_policy { timeout_action: DELAY\n"
+            "    default_timeout_microseconds: 100 } }\n");
+    q.Add(1, 1, 1);
+    q.Add(2, 1, 2);
+    q.now += 200 * kUs; // 1 and 2 expire: delayed
+    q.Add(3, 1, 2);
+    q.Add(4, 1, 1);
+    EXPECT_EQ(q.Take(), Ids({4}));
+    std::vector<int> gone = q.RemoveIf({1, 3, 9});
+    std::sort(gone.begin(), gone.end());
+    EXPECT_EQ(gone, Ids({1, 3}));
+    EXPECT_EQ(q.Queued(), 1u);
+    EXPECT_EQ(q.Take(), Ids({2}));
+    EXPECT_EQ(q.Take(), Ids());
+    EXPECT_EQ(q.wait, 0u);
+    EXPECT_EQ(q.RemoveIf({1}), Ids()); // nothing left to remove
 }
 
 TEST(Batcher, DelayedRequestsStillCountAgainstTheQueueSize) {

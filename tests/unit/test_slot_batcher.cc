@@ -122,4 +122,34 @@ TEST(SlotBatcher, IncompatibleRequestWaitsForTheNextBatch) {
     EXPECT_EQ(r.out[3], &odd);
 }
 
+TEST(SlotBatcher, RemoveIfEmptiesTheSlotsOfCancelledRequests) {
+    Rows r(4, 4, 100, 0.5f);
+    batcher_entry a{}, b{}, c{};
+    a.batch_size = 1;
+    b.batch_size = 2; // stands for "cancelled"
+    c.batch_size = 2;
+    slot_batcher_put(&r.sb, 0, &a, 0);
+    slot_batcher_put(&r.sb, 1, &b, 0);
+    slot_batcher_put(&r.sb, 3, &c, 0);
+    batcher_entry *gone = nullptr;
+    EXPECT_EQ(slot_batcher_remove_if(
+                  &r.sb,
+                  [](const batcher_entry *e, void *) {
+                      return e->batch_size == 2;
+                  },
+                  nullptr, &gone),
+              2u);
+    ASSERT_EQ(gone, &b); // in slot order
+    EXPECT_EQ(gone->next, &c);
+    EXPECT_EQ(c.next, nullptr);
+    EXPECT_EQ(slot_batcher_queued(&r.sb), 1u);
+    // 1 of 4 ready is below the utilization again: the batch waits
+    uint64_t wait = 0;
+    EXPECT_EQ(r.Take(10, &wait), 0u);
+    EXPECT_TRUE(slot_batcher_put(&r.sb, 1, &b, 10)); // the slot is free
+    ASSERT_EQ(r.Take(10, &wait), 2u);
+    EXPECT_EQ(r.out[0], &a);
+    EXPECT_EQ(r.out[1], &b);
+}
+
 } // namespace

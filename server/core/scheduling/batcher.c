@@ -258,6 +258,48 @@ static uint64_t apply_timeouts(batcher *b, uint64_t now_ns,
     return closest;
 }
 
+/* Moves the entries of list l that drop() selects onto *removed; returns
+ * how many, and how many of them had a deadline in *with_deadline. */
+static size_t list_remove_if(batcher_list *l, batcher_drop_fn drop, void *ctx,
+                             batcher_entry **removed, size_t *with_deadline) {
+    batcher_list keep = {NULL, NULL};
+    size_t n = 0;
+    batcher_entry *e = l->head;
+    while (e) {
+        batcher_entry *next = e->next;
+        if (drop(e, ctx)) {
+            if (e->deadline_ns)
+                (*with_deadline)++;
+            e->next = *removed;
+            *removed = e;
+            n++;
+        } else {
+            list_append(&keep, e);
+        }
+        e = next;
+    }
+    *l = keep;
+    return n;
+}
+
+size_t batcher_remove_if(batcher *b, batcher_drop_fn drop, void *ctx,
+                         batcher_entry **removed) {
+    size_t total = 0;
+    for (size_t i = b->n_levels; i-- > 0;) {
+        batcher_level *lvl = b->levels[i];
+        size_t with_deadline = 0;
+        size_t n =
+            list_remove_if(&lvl->unexpired, drop, ctx, removed, &with_deadline);
+        n += list_remove_if(&lvl->delayed, drop, ctx, removed, &with_deadline);
+        b->n_deadlines -= with_deadline;
+        lvl->count -= n;
+        b->count -= n;
+        total += n;
+        level_release(b, i);
+    }
+    return total;
+}
+
 /* ---- batches ----------------------------------------------------------------
  */
 

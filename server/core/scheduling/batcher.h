@@ -137,6 +137,13 @@ size_t batcher_take(batcher *b, uint64_t now_ns, bool flush,
                     batcher_entry **batch, size_t cap, batcher_entry **expired,
                     uint64_t *wait_ns);
 
+/* Removes every queued entry for which drop(e, ctx) is true (a request its
+ * client cancelled, as Triton's queue skips them) and prepends it to
+ * *removed (linked by ->next; the caller answers them). Returns how many. */
+typedef bool (*batcher_drop_fn)(const batcher_entry *e, void *ctx);
+size_t batcher_remove_if(batcher *b, batcher_drop_fn drop, void *ctx,
+                         batcher_entry **removed);
+
 /* Requests waiting (all levels). */
 size_t batcher_queued(const batcher *b);
 /* The most entries one batch can hold: a batch array this long is enough

@@ -157,6 +157,27 @@ static size_t batch_output_count(const osp_model *model) {
                              : 0);
 }
 
+/* The config output that state k's output_name also names, or -1. Triton
+ * lets a state's next value be an ordinary output as well (its backends
+ * give the tensor to the response and to the state): the backend then
+ * fills that config output, and the state takes a copy of each request's
+ * rows from it. */
+static int state_twin_output(const osp_model *model, size_t k) {
+    return osp_model_config_output_index(
+        model->config, sequence_batcher_state(model->sequences, k)->output_name);
+}
+
+/* The state whose output_name config output o also is, or -1. */
+static int output_twin_state(const osp_model *model, size_t o) {
+    if (!model->sequences)
+        return -1;
+    size_t n_states = sequence_batcher_extra_outputs(model->sequences);
+    for (size_t k = 0; k < n_states; k++)
+        if (state_twin_output(model, k) == (int)o)
+            return (int)k;
+    return -1;
+}
+
 /* A state's next value for `rows` rows (state k's output) must have the
  * state's dims after the batch dim, and their bytes: the sequence batcher
  * hands exactly one state's bytes to the sequence's next request. */
@@ -207,11 +228,21 @@ static osp_error *take_answer_states(const osp_model *model,
                                                 o->byte_size, p->batch_size);
             if (err)
                 return err;
-            if (p->sequence) { /* else a warmup sample: nobody keeps it */
-                osp_buffer_free(p->sequence->next_state[k]);
-                p->sequence->next_state[k] = o->data;
+            if (!p->sequence) /* a warmup sample: nobody keeps it */
+                break;
+            osp_buffer *next = o->data;
+            int twin = state_twin_output(model, k);
+            if (twin >= 0 && p->output_requested[twin]) {
+                /* the client gets it too: the state keeps a copy */
+                next = osp_buffer_new_host(o->byte_size ? o->byte_size : 1);
+                if (!next)
+                    return osp_error_out_of_memory();
+                memcpy(next->data, o->data->data, o->byte_size);
+            } else {
                 o->data = NULL;
             }
+            osp_buffer_free(p->sequence->next_state[k]);
+            p->sequence->next_state[k] = next;
             break;
         }
     }
@@ -389,6 +420,27 @@ static osp_error *scatter_output(model_instance *inst, batch_state *bs,
             memcpy(mine->data, (char *)host->data + offset, size);
         }
         offset += size;
+        int twin_state = o < cfg->n_outputs ? output_twin_state(inst->model, o)
+                                            : -1;
+        sequence_step *twin_step = twin_state >= 0 ? batch[r]->sequence : NULL;
+        if (twin_step) {
+            /* Also state twin_state's next value: the state takes these
+             * rows, or a copy when the request asked for the output. */
+            osp_buffer *next = mine;
+            if (batch[r]->output_requested[o]) {
+                next = osp_buffer_new_host(size ? size : 1);
+                if (!next) {
+                    err = osp_error_out_of_memory();
+                    osp_buffer_free(mine);
+                    break;
+                }
+                memcpy(next->data, mine->data, size);
+            } else {
+                mine = NULL;
+            }
+            osp_buffer_free(twin_step->next_state[twin_state]);
+            twin_step->next_state[twin_state] = next;
+        }
         if (o >= cfg->n_outputs) { /* a state: the sequence's next value */
             sequence_step *step = batch[r]->sequence;
             if (step) { /* else a warmup sample: nobody keeps it */
@@ -592,8 +644,15 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
     for (size_t o = cfg->n_outputs; o < n_out; o++) {
         const osp_sequence_state *st =
             sequence_batcher_state(model->sequences, o - cfg->n_outputs);
-        bs.outputs[o].name = st->output_name;
+        int twin = state_twin_output(model, o - cfg->n_outputs);
         bs.outputs[o].dtype = st->dtype;
+        if (twin >= 0) {
+            /* Nameless, so backends fill the config output instead, which
+             * the state needs whether a client asked for it or not. */
+            bs.output_requested[twin] = true;
+            continue;
+        }
+        bs.outputs[o].name = st->output_name;
         bs.output_requested[o] = true; /* the next state, always */
     }
     uint64_t compute_start = osp_now_ns();
@@ -647,6 +706,10 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
                                 model->backend->name, bs.outputs[o].name);
         else if (o >= cfg->n_outputs)
             err = check_state_output(model, o - cfg->n_outputs,
+                                     &bs.outputs[o].shape,
+                                     bs.outputs[o].byte_size, total_batch);
+        else if (output_twin_state(model, o) >= 0)
+            err = check_state_output(model, (size_t)output_twin_state(model, o),
                                      &bs.outputs[o].shape,
                                      bs.outputs[o].byte_size, total_batch);
         if (!err)

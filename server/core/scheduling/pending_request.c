@@ -166,3 +166,12 @@ void pending_request_fail(pending_request *p, osp_error *err) {
         osp_error_free(err);
     pending_request_finish(p, resp);
 }
+
+bool pending_request_cancelled(const pending_request *p) {
+    return osp_cancel_token_is_cancelled(p->cancel);
+}
+
+void pending_request_cancel(pending_request *p) {
+    p->failure_reason = OSP_FAILURE_CANCELED;
+    pending_request_fail(p, osp_error_new(OSP_ERROR_CANCELLED, "%s", ""));
+}

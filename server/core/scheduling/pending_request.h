@@ -98,3 +98,9 @@ osp_infer_response *pending_request_response_from(const pending_request *p,
 
 /* Finishes `p` with `err` (ownership moves) as an error response. */
 void pending_request_fail(pending_request *p, osp_error *err);
+/* Whether p's client has cancelled it (its cancel token). */
+bool pending_request_cancelled(const pending_request *p);
+/* Finishes `p`, which its client cancelled before it ran, as Triton's
+ * schedulers answer such a request: CANCELLED with an empty message,
+ * counted as a failure of reason CANCELED. */
+void pending_request_cancel(pending_request *p);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,9 @@ struct sequence_batcher {
     osp_buffer **initial;               /* per state: its initial bytes */
     size_t *state_bytes;                /* per state: bytes of one row */
     const osp_sequence_control *corrid; /* NULL without CORRID */
+    /* Requests waiting in the sequences' backlogs: pending, as Triton
+     * counts them (nv_inference_pending_request_count). */
+    atomic_size_t backlogged;
 };
 
 /* State k's bytes per sequence (dims are fixed: the parser checks). */
@@ -88,7 +92,9 @@ out:
 }
 
 /* Load checks: the tensors the batcher adds must not clash with the
- * config's own inputs and outputs. */
+ * config's own inputs. A state's output_name may also be a config output
+ * (Triton's backends then give it to the client too, see
+ * instance_exec.c). */
 static osp_error *check_names(const osp_model_config *cfg) {
     const osp_sequence_batching *sb = &cfg->sequence_batching;
     for (size_t i = 0; i < sb->n_controls; i++)
@@ -103,11 +109,6 @@ static osp_error *check_names(const osp_model_config *cfg) {
                                  "state input '%s' is also an input of "
                                  "model '%s'",
                                  sb->states[i].input_name, cfg->name);
-        if (osp_model_config_output_index(cfg, sb->states[i].output_name) >= 0)
-            return osp_error_new(OSP_ERROR_INVALID_ARG,
-                                 "state output '%s' is also an output of "
-                                 "model '%s'",
-                                 sb->states[i].output_name, cfg->name);
     }
     return NULL;
 }
@@ -325,20 +326,102 @@ static osp_error *attach_inputs(sequence_batcher *sb, pending_request *p,
 /* ---- the flow of requests -------------------------------------------------
  */
 
+/* Lock held. Appends p to slot's backlog. */
+static void backlog_push_locked(sequence_batcher *sb, sequence_slot *slot,
+                                pending_request *p) {
+    p->next = NULL;
+    if (slot->backlog_tail)
+        slot->backlog_tail->next = p;
+    else
+        slot->backlog_head = p;
+    slot->backlog_tail = p;
+    atomic_fetch_add(&sb->backlogged, 1);
+}
+
+/* Lock held. Removes and returns the first request of slot's backlog, or
+ * NULL when it is empty. */
+static pending_request *backlog_pop_locked(sequence_batcher *sb,
+                                           sequence_slot *slot) {
+    pending_request *p = slot->backlog_head;
+    if (!p)
+        return NULL;
+    slot->backlog_head = p->next;
+    if (!slot->backlog_head)
+        slot->backlog_tail = NULL;
+    p->next = NULL;
+    atomic_fetch_sub(&sb->backlogged, 1);
+    return p;
+}
+
+size_t sequence_batcher_backlogged(sequence_batcher *sb) {
+    return atomic_load(&sb->backlogged);
+}
+
+/* A list of requests, linked by ->next, that are to be answered
+ * CANCELLED once the lock is dropped (answer_cancelled). */
+typedef struct cancel_list {
+    pending_request *head, **tail;
+} cancel_list;
+
+static void cancel_list_init(cancel_list *l) {
+    l->head = NULL;
+    l->tail = &l->head;
+}
+
+/* Lock held. Cancels the sequence of `slot`, as Triton releases a
+ * sequence whose next request was cancelled: every request waiting in its
+ * backlog moves to `out` (to be answered CANCELLED), and the sequence is
+ * released (its id forgotten: a later request needs START; its batch slot
+ * goes to the oldest waiting sequence). Nothing of it may be in flight. */
+static void cancel_sequence_locked(sequence_batcher *sb, sequence_slot *slot,
+                                   cancel_list *out) {
+    pending_request *p;
+    while ((p = backlog_pop_locked(sb, slot))) {
+        p->sequence->slot = NULL; /* its sequence is gone */
+        *out->tail = p;
+        out->tail = &p->next;
+    }
+    sequence_table_release(&sb->table, slot);
+}
+
+/* Whether any request waiting in slot's backlog has been cancelled. */
+static bool backlog_has_cancelled(const sequence_slot *slot) {
+    for (const pending_request *p = slot->backlog_head; p; p = p->next)
+        if (pending_request_cancelled(p))
+            return true;
+    return false;
+}
+
+/* Answers every request of the list CANCELLED (lock not held). */
+static void answer_cancelled(cancel_list *l) {
+    pending_request *p = l->head;
+    while (p) {
+        pending_request *next = p->next;
+        p->next = NULL;
+        pending_request_cancel(p);
+        p = next;
+    }
+    cancel_list_init(l);
+}
+
 /* Lock held. The slot's request in flight has finished or was refused:
  * returns the next waiting request, which is then in flight, or NULL;
  * after the sequence's END (ended) with nothing waiting, releases the
- * slot. */
+ * slot. When the next request has been cancelled by its client the
+ * sequence is cancelled instead (cancel_sequence_locked, into
+ * `cancelled`), as Triton's sequence batcher does. */
 static pending_request *leave_flight_locked(sequence_batcher *sb,
-                                            sequence_slot *slot, bool ended) {
+                                            sequence_slot *slot, bool ended,
+                                            cancel_list *cancelled) {
     slot->in_flight = false;
     slot->last_active_ns = osp_now_ns();
     pending_request *next = slot->backlog_head;
+    if (next && pending_request_cancelled(next)) {
+        cancel_sequence_locked(sb, slot, cancelled);
+        return NULL;
+    }
     if (next) {
-        slot->backlog_head = next->next;
-        if (!slot->backlog_head)
-            slot->backlog_tail = NULL;
-        next->next = NULL;
+        backlog_pop_locked(sb, slot);
         slot->in_flight = true;
         return next;
     }
@@ -349,18 +432,21 @@ static pending_request *leave_flight_locked(sequence_batcher *sb,
 
 /* Lock held. The first waiting request of each sequence that a release
  * gave a batch slot, now in flight, linked by ->next after *tail (NULL:
- * none). */
-static void take_promoted_locked(sequence_batcher *sb,
-                                 pending_request ***tail) {
+ * none). A promoted sequence with a cancelled request among those waiting
+ * is cancelled instead (into `cancelled`), passing the batch slot on, as
+ * Triton does with a cancelled sequence of its backlog. */
+static void take_promoted_locked(sequence_batcher *sb, pending_request ***tail,
+                                 cancel_list *cancelled) {
     sequence_slot *s;
     while ((s = sequence_table_take_promoted(&sb->table))) {
         pending_request *first = s->backlog_head;
         if (!first)
             continue; /* nothing to run: reaped once idle */
-        s->backlog_head = first->next;
-        if (!s->backlog_head)
-            s->backlog_tail = NULL;
-        first->next = NULL;
+        if (backlog_has_cancelled(s)) {
+            cancel_sequence_locked(sb, s, cancelled);
+            continue;
+        }
+        backlog_pop_locked(sb, s);
         s->in_flight = true;
         **tail = first;
         *tail = &first->next;
@@ -403,10 +489,14 @@ static osp_error *dispatch(sequence_batcher *sb, osp_model *model,
             continue;
         }
         sequence_step *step = p->sequence;
+        cancel_list cancelled;
+        cancel_list_init(&cancelled);
         pthread_mutex_lock(&sb->lock);
-        pending_request *next = leave_flight_locked(sb, step->slot, step->end);
-        take_promoted_locked(sb, &more_tail);
+        pending_request *next =
+            leave_flight_locked(sb, step->slot, step->end, &cancelled);
+        take_promoted_locked(sb, &more_tail, &cancelled);
         pthread_mutex_unlock(&sb->lock);
+        answer_cancelled(&cancelled);
         step->slot = NULL; /* its outcome is recorded */
         if (callers_own) {
             result = err;
@@ -500,9 +590,12 @@ osp_error *sequence_batcher_submit(sequence_batcher *sb, osp_model *model,
         err = sequence_table_open(&sb->table, &id, now, &slot);
     }
     pending_request *promoted = NULL, **promoted_tail = &promoted;
-    take_promoted_locked(sb, &promoted_tail);
+    cancel_list cancelled;
+    cancel_list_init(&cancelled);
+    take_promoted_locked(sb, &promoted_tail, &cancelled);
     if (err) {
         pthread_mutex_unlock(&sb->lock);
+        answer_cancelled(&cancelled);
         osp_error_free(dispatch(sb, model, NULL, promoted, false));
         goto fail;
     }
@@ -518,13 +611,11 @@ osp_error *sequence_batcher_submit(sequence_batcher *sb, osp_model *model,
         pthread_cond_signal(&sb->reaper_wake);
     if (run_now) {
         slot->in_flight = true;
-    } else if (slot->backlog_tail) {
-        slot->backlog_tail->next = p;
-        slot->backlog_tail = p;
     } else {
-        slot->backlog_head = slot->backlog_tail = p;
+        backlog_push_locked(sb, slot, p);
     }
     pthread_mutex_unlock(&sb->lock);
+    answer_cancelled(&cancelled);
     return dispatch(sb, model, run_now ? p : NULL, promoted, run_now);
 
 fail:
@@ -541,6 +632,15 @@ void sequence_batcher_step_finished(pending_request *p, bool succeeded) {
     sequence_batcher *sb = step->batcher;
     sequence_slot *slot = step->slot;
     size_t n_states = sequence_batcher_extra_outputs(sb);
+    /* Taken out of its instance's queue because its client cancelled it:
+     * `direct` releases the sequence (Triton's DirectSequenceBatch finds
+     * it at the head of the slot's queue), `oldest` goes on with the next
+     * request (its dynamic batcher skipped it). */
+    bool cancel_sequence =
+        !succeeded && p->failure_reason == OSP_FAILURE_CANCELED &&
+        sb->config->sequence_batching.strategy == OSP_SEQUENCE_DIRECT;
+    cancel_list cancelled;
+    cancel_list_init(&cancelled);
     pthread_mutex_lock(&sb->lock);
     for (size_t k = 0; k < n_states; k++) {
         /* A failed START leaves the initial value, not the old state. */
@@ -550,13 +650,20 @@ void sequence_batcher_step_finished(pending_request *p, bool succeeded) {
             step->next_state[k] = NULL;
         }
     }
-    pending_request *next = leave_flight_locked(sb, slot, step->end);
+    pending_request *next = NULL;
+    if (cancel_sequence) {
+        slot->in_flight = false;
+        cancel_sequence_locked(sb, slot, &cancelled);
+    } else {
+        next = leave_flight_locked(sb, slot, step->end, &cancelled);
+    }
     pending_request *promoted = NULL, **promoted_tail = &promoted;
     if (sequence_table_waiting(&sb->table) > 0)
         sequence_table_reap(&sb->table, osp_now_ns());
-    take_promoted_locked(sb, &promoted_tail);
+    take_promoted_locked(sb, &promoted_tail, &cancelled);
     pthread_mutex_unlock(&sb->lock);
     step->slot = NULL;
+    answer_cancelled(&cancelled);
     if (next || promoted)
         osp_error_free(dispatch(sb, p->model, next, promoted, false));
 }
@@ -640,8 +747,11 @@ static void *reaper_main(void *arg) {
         }
         sequence_table_reap(&sb->table, now);
         pending_request *promoted = NULL, **tail = &promoted;
-        take_promoted_locked(sb, &tail);
+        cancel_list cancelled;
+        cancel_list_init(&cancelled);
+        take_promoted_locked(sb, &tail, &cancelled);
         pthread_mutex_unlock(&sb->lock);
+        answer_cancelled(&cancelled);
         if (promoted)
             osp_error_free(dispatch(sb, sb->model, NULL, promoted, false));
         pthread_mutex_lock(&sb->lock);
@@ -692,11 +802,14 @@ void sequence_batcher_stop(sequence_batcher *sb) {
         pthread_mutex_lock(&sb->lock);
         size_t waiting_before = sequence_table_waiting(&sb->table);
         pending_request *promoted = NULL, **tail = &promoted;
+        cancel_list cancelled;
+        cancel_list_init(&cancelled);
         if (sb->table.slots)
             sequence_table_reap(&sb->table, UINT64_MAX);
-        take_promoted_locked(sb, &tail);
+        take_promoted_locked(sb, &tail, &cancelled);
         size_t waiting_after = sequence_table_waiting(&sb->table);
         pthread_mutex_unlock(&sb->lock);
+        answer_cancelled(&cancelled);
         if (promoted && sb->model)
             osp_error_free(dispatch(sb, sb->model, NULL, promoted, false));
         if (waiting_after == 0 ||

@@ -95,6 +95,11 @@ const osp_sequence_state *sequence_batcher_state(const sequence_batcher *sb,
 osp_error *sequence_batcher_submit(sequence_batcher *sb, osp_model *model,
                                    struct pending_request *p);
 
+/* Requests waiting behind their sequence's request in flight or for a
+ * batch slot: queued, as Triton's pending request count has them. Reads
+ * a counter, no lock. */
+size_t sequence_batcher_backlogged(sequence_batcher *sb);
+
 /* Called by pending_request_finish for a request of a sequence before it
  * is delivered: on success its state outputs become the sequence's state;
  * either way the sequence's next request goes to the queue (or, after its

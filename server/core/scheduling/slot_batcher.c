@@ -80,6 +80,22 @@ size_t slot_batcher_take(slot_batcher *sb, uint64_t now_ns, bool flush,
     return taken_rows;
 }
 
+size_t slot_batcher_remove_if(slot_batcher *sb, batcher_drop_fn drop,
+                              void *ctx, batcher_entry **removed) {
+    size_t n = 0;
+    for (size_t s = sb->n_slots; s-- > 0;) {
+        batcher_entry *e = sb->ready[s];
+        if (!e || !drop(e, ctx))
+            continue;
+        sb->ready[s] = NULL;
+        sb->n_ready--;
+        e->next = *removed;
+        *removed = e;
+        n++;
+    }
+    return n;
+}
+
 size_t slot_batcher_queued(const slot_batcher *sb) {
     return sb->n_ready;
 }

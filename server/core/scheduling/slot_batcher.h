@@ -64,6 +64,12 @@ bool slot_batcher_put(slot_batcher *sb, size_t slot, batcher_entry *e,
 size_t slot_batcher_take(slot_batcher *sb, uint64_t now_ns, bool flush,
                          batcher_entry **batch, uint64_t *wait_ns);
 
+/* Empties the slots whose request drop(e, ctx) selects (a request its
+ * client cancelled: Triton then releases the sequence) and prepends each
+ * to *removed (linked by ->next). Returns how many. */
+size_t slot_batcher_remove_if(slot_batcher *sb, batcher_drop_fn drop,
+                              void *ctx, batcher_entry **removed);
+
 /* Requests ready in the slots. */
 size_t slot_batcher_queued(const slot_batcher *sb);
 
