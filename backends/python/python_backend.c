@@ -485,15 +485,12 @@ static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
         err = batch_requests(ctx, m->n_outputs, &requests, &wanted);
     if (err)
         goto out;
-    pyproto_text_printf(exec, "{\"requests\":");
+    uint64_t head[3] = {inst->stub.region.size, pyshm_align(offset),
+                        ++inst->batches};
+    pyproto_text_append(exec, head, sizeof head);
     err = pyreq_append_requests(exec, placed, n_placed, requests,
                                 osp_execute_request_count(ctx), m->output_names,
                                 m->n_outputs);
-    pyproto_text_printf(exec,
-                        ",\"region\":%zu,\"out_offset\":%zu,"
-                        "\"batch\":%llu}",
-                        inst->stub.region.size, pyshm_align(offset),
-                        (unsigned long long)++inst->batches);
     if (!err && exec->failed)
         err = osp_error_out_of_memory();
 out:

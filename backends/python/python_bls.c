@@ -136,18 +136,9 @@ static osp_error *encode_outputs(pystub *stub, const osp_infer_response *resp,
             return err;
         if (o->byte_size)
             memcpy(stub->region.base + cursor, o->data->data, o->byte_size);
-        const char *dtype = osp_datatype_wire_name(o->dtype);
-        uint16_t name_len = (uint16_t)strlen(o->name);
-        uint8_t dtype_len = (uint8_t)strlen(dtype),
-                rank = (uint8_t)o->shape.rank;
-        uint64_t where[2] = {cursor, o->byte_size};
-        pyproto_text_append(t, &name_len, 2);
-        pyproto_text_append(t, o->name, name_len);
-        pyproto_text_append(t, &dtype_len, 1);
-        pyproto_text_append(t, dtype, dtype_len);
-        pyproto_text_append(t, &rank, 1);
-        pyproto_text_append(t, o->shape.dims, 8 * (size_t)rank);
-        pyproto_text_append(t, where, sizeof where);
+        if ((err = pyproto_append_tensor(t, o->name, o->dtype, &o->shape,
+                                         cursor, o->byte_size)))
+            return err;
         cursor += o->byte_size;
     }
     *cursor_io = cursor;
