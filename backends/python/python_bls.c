@@ -198,8 +198,7 @@ bool pybls_serve(pystub *stub, osp_server *server, const uint8_t *payload,
         uint64_t size = stub->region.size; /* after any growth */
         memcpy(answer.data, &size, sizeof size);
         memcpy(answer.data + sizeof size, &count, sizeof count);
-        sent = pyproto_send(stub->control, PYPROTO_BLS_RESULT, answer.data,
-                            answer.len);
+        sent = pystub_send(stub, PYPROTO_BLS_RESULT, answer.data, answer.len);
     }
     osp_infer_response_free(w.response);
     for (size_t i = 0; i < w.n_responses; i++)

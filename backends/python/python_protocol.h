@@ -20,8 +20,8 @@
  *             region; answered RESULT (one response per request, in
  *             order) or ERROR (the whole batch failed)
  *   FINALIZE  empty; the stub runs finalize(), answers OK and exits
- *   CANCEL    empty; the client of the decoupled request being answered
- *             has gone: its is_cancelled() becomes true
+ *   CANCEL    u64 a decoupled request's EXEC number: its client has
+ *             gone, its is_cancelled() becomes true
  *   AUTO_COMPLETE  JSON {"model_file", "model_repository", "config"}; the
  *             stub runs auto_complete_config, answers OK with what it
  *             added (python_complete.h) or ERROR, and exits

@@ -141,7 +141,9 @@ decoupled = False
 # name is the sequence's next state (the server keeps it), wanted whether or
 # not the client asked for it.
 state_outputs = frozenset()
-current_requests = []  # the requests of the EXEC being answered
+# A decoupled model's requests not yet ended (final flag), by their
+# EXEC's batch number: a CANCEL names one of them.
+open_requests = {}
 executing = False  # execute() runs: BLS answers may be read
 
 
@@ -317,6 +319,8 @@ def send_decoupled_response(request, response, flags):
             "a response of a decoupled model carries at most %d bytes, this one "
             "has %d" % (MAX_FRAME, size))
     send_frame(RESPONSE, head + b"".join(parts) + b"".join(bytes(d) for d in data))
+    if final:
+        open_requests.pop(request._batch, None)
 
 
 def write_outputs(response, wanted, cursor, out):
@@ -345,9 +349,11 @@ bls_lock = threading.Lock()
 bls_base = 0  # where a BLS call may place its tensors: after the batch's inputs
 
 
-def mark_cancelled():
-    """A CANCEL frame: the client of the request being answered is gone."""
-    for request in current_requests:
+def mark_cancelled(payload):
+    """A CANCEL frame: the client of the request of that batch is gone."""
+    (batch,) = U64.unpack_from(payload, 0)
+    request = open_requests.get(batch)
+    if request is not None:
         request._cancelled = True
 
 
@@ -397,7 +403,7 @@ def bls_exec(request, decoupled=False):
             kind, reply = read_frame()
             if kind != CANCEL:
                 break
-            mark_cancelled()
+            mark_cancelled(reply)
         if kind != BLS_RESULT:
             raise pb_utils.TritonModelException("unexpected answer %d to a BLS request" % kind)
         size, count = struct.unpack_from("<QI", reply, 0)
@@ -482,22 +488,26 @@ def decode_requests(payload):
         inputs = []
         for _ in range(n):
             name, dtype, dims, offset, nbytes, pos = read_descriptor(payload, pos)
-            inputs.append(pb_utils.Tensor._wrap(
-                name, region_array(dtype, dims, offset, nbytes), dtype))
+            array = region_array(dtype, dims, offset, nbytes)
+            if decoupled and dtype != "BYTES":
+                # The model's threads may read it after execute returned,
+                # when the region holds the next request's inputs.
+                array = array.copy()
+            inputs.append(pb_utils.Tensor._wrap(name, array, dtype))
         request = pb_utils.InferenceRequest._received(
             inputs, outputs, request_id, correlation_id, parameters)
         if decoupled:
             request._batch = batch
             request._send = send_decoupled_response
+            open_requests[batch] = request
         requests.append(request)
     return out_offset, batch, requests
 
 
 def execute(payload):
-    global bls_base, current_requests, executing
+    global bls_base, executing
     out_offset, batch, requests = decode_requests(payload)
     bls_base = out_offset
-    current_requests = requests
     executing = True
     try:
         responses = model.execute(requests)
@@ -512,11 +522,14 @@ def execute(payload):
         finally:
             os._exit(1)
     except Exception as exc:
+        if decoupled:
+            open_requests.pop(batch, None)  # the server ends it
         return batch_failure(exc)
     finally:
         executing = False
     if decoupled:
         if responses is not None:
+            open_requests.pop(batch, None)
             return ERROR, ("Python model '%s' is using the decoupled mode and the "
                            "execute function must return None." % instance_name
                            ).encode("utf-8")
@@ -566,7 +579,7 @@ def main():
         elif kind == EXEC:
             send_frame(*execute(payload))
         elif kind == CANCEL:
-            mark_cancelled()
+            mark_cancelled(payload)
         elif kind == FINALIZE:
             try:
                 if model is not None and hasattr(model, "finalize"):
