@@ -315,12 +315,13 @@ def test_streams_of_one_instance_interleave_their_responses(srv):
 
 
 def test_a_stub_that_dies_ends_every_open_request_of_its_instance(srv):
-    waiting, killer = Stream(srv), Stream(srv)
+    stream = Stream(srv)
     try:
-        # Open and waiting for a KEY 1 of pair 3 that never comes.
-        waiting.send("py_handoff", handoff_inputs(3, 0))
-        killer.send("py_handoff", handoff_inputs(3, 9))
-        for stream in (waiting, killer):
+        # The first stays open, waiting for a KEY 1 of pair 3 that never
+        # comes; the second kills the stub (one stream: in that order).
+        stream.send("py_handoff", handoff_inputs(3, 0), request_id="waiting")
+        stream.send("py_handoff", handoff_inputs(3, 9), request_id="killer")
+        for _ in range(2):
             _, error = stream.next()
             assert error is not None
             assert "Stub process 'py_handoff_0_0' is not healthy." in str(error)
@@ -333,8 +334,7 @@ def test_a_stub_that_dies_ends_every_open_request_of_its_instance(srv):
         finally:
             again.close()
     finally:
-        waiting.close()
-        killer.close()
+        stream.close()
 
 
 def test_statistics_count_each_request_once_at_its_final_flag(srv):

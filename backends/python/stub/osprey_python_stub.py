@@ -129,6 +129,7 @@ def describe_exception(exc):
     return text
 
 
+MAIN_THREAD = threading.get_ident()  # runs the loop and execute()
 STUB_DIR = os.path.dirname(os.path.abspath(__file__))
 ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__))
 MODEL_REPOSITORY = ""
@@ -377,9 +378,16 @@ def bls_exec(request, decoupled=False):
     """Sends a BLS request (pb_utils.InferenceRequest.exec) into the server
     and waits for its response (every response of a decoupled model, as a
     list, with decoupled); errors come back as the response's error."""
-    if not executing:  # the main loop reads the channel then
+    if not executing:  # initialize, finalize, or a thread after execute
         raise pb_utils.TritonModelException(
-            "BLS requests can only be sent while execute() runs")
+            "BLS is only supported during the 'execute' function.")
+    if decoupled and threading.get_ident() != MAIN_THREAD:
+        # The instance runs the next request once execute returned: only
+        # the thread running execute knows the channel and the region are
+        # its own until the answer comes.
+        raise pb_utils.TritonModelException(
+            "Osprey runs a decoupled model's BLS requests only on the thread "
+            "running execute()")
     with bls_lock:
         parts, cursor = [], bls_base
         for tensor in request.inputs():

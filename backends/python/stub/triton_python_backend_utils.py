@@ -323,7 +323,8 @@ class InferenceRequest:
         come back as the response's error(). decoupled=True gives an
         iterator of the responses."""
         if _bls_exec is None:
-            raise TritonModelException("BLS requests can only be sent from execute()")
+            raise TritonModelException(
+                "BLS is only supported during the 'execute' function.")
         if decoupled:
             return iter(_bls_exec(self, decoupled=True))
         return _bls_exec(self)
