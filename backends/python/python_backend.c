@@ -623,8 +623,7 @@ static osp_error *answer_requests(python_instance *inst, osp_execute_ctx *ctx,
  * instance's open-request table (python_decoupled.h): returns once the
  * stub's execute has returned; the request's responses keep flowing to its
  * sender from the reader thread until its final flag. */
-static osp_error *execute_decoupled(python_instance *inst,
-                                    osp_execute_ctx *ctx,
+static osp_error *execute_decoupled(python_instance *inst, osp_execute_ctx *ctx,
                                     const pyproto_text *exec,
                                     uint64_t deadline) {
     osp_response_sender *sender = osp_execute_response_sender(ctx, 0);

@@ -39,8 +39,8 @@ static void bls_respond(osp_infer_response *response, bool final, void *user) {
     pthread_mutex_lock(&w->lock);
     osp_infer_response **grown = NULL;
     if (w->n_responses < BLS_MAX_RESPONSES)
-        grown = realloc(w->responses,
-                        (w->n_responses + 1) * sizeof *w->responses);
+        grown =
+            realloc(w->responses, (w->n_responses + 1) * sizeof *w->responses);
     if (grown) {
         w->responses = grown;
         w->responses[w->n_responses++] = response;
@@ -163,10 +163,10 @@ bool pybls_serve(pystub *stub, osp_server *server, const uint8_t *payload,
         err = build_request(stub, &bls, &req);
     if (!err) {
         /* Ownership of req moves to the server either way. */
-        err = bls.decoupled ? osp_server_infer_stream_async(server, req, NULL,
-                                                            bls_respond, &w)
-                            : osp_server_infer_async(server, req,
-                                                     bls_complete, &w);
+        err = bls.decoupled
+                  ? osp_server_infer_stream_async(server, req, NULL,
+                                                  bls_respond, &w)
+                  : osp_server_infer_async(server, req, bls_complete, &w);
         if (!err) {
             pthread_mutex_lock(&w.lock);
             while (!w.done)

@@ -122,8 +122,7 @@ static void look_at_clients(pydec *d) {
 
 /* Hands a frame to the worker waiting on its answer (ownership of
  * payload moves). */
-static void post_answer(pydec *d, uint32_t type, uint8_t *payload,
-                        size_t len) {
+static void post_answer(pydec *d, uint32_t type, uint8_t *payload, size_t len) {
     pthread_mutex_lock(&d->lock);
     if (d->waiting && !d->answered) {
         d->answered = true;
@@ -221,9 +220,8 @@ static bool wait_answer(pydec *d, uint32_t *type, uint8_t **payload,
     return got;
 }
 
-osp_error *pydec_execute(pydec *d, osp_response_sender *sender,
-                         uint64_t batch, const pyproto_text *exec,
-                         uint64_t deadline_ns) {
+osp_error *pydec_execute(pydec *d, osp_response_sender *sender, uint64_t batch,
+                         const pyproto_text *exec, uint64_t deadline_ns) {
     osp_error *err = NULL;
     uint32_t type = 0;
     uint8_t *answer = NULL;

@@ -37,18 +37,18 @@ typedef void (*pydec_convert_fn)(const void *model,
                                  osp_infer_output **outputs);
 
 typedef struct pydec_request {
-    uint64_t batch;              /* the EXEC's number, RESPONSE frames name it */
+    uint64_t batch; /* the EXEC's number, RESPONSE frames name it */
     osp_response_sender *sender; /* borrowed until its final send */
     uint64_t deadline_ns;        /* 0 = none: execute-timeout-seconds */
     bool told_cancel;
 } pydec_request;
 
 typedef struct pydec {
-    pystub *stub;          /* borrowed: the instance's */
-    const void *model;     /* borrowed, for convert */
+    pystub *stub;      /* borrowed: the instance's */
+    const void *model; /* borrowed, for convert */
     const char *model_name;
     pydec_convert_fn convert;
-    pthread_mutex_t lock;  /* everything below */
+    pthread_mutex_t lock; /* everything below */
     pthread_cond_t changed;
     pthread_mutex_t send_lock; /* one frame at a time onto the channel */
     pthread_t reader;
@@ -80,9 +80,8 @@ osp_error *pydec_start(pydec *d);
  * reader until the final flag. An error (execute raised or returned
  * something else than None, the stub died or timed out) is returned and
  * the request is no longer the reader's. */
-osp_error *pydec_execute(pydec *d, osp_response_sender *sender,
-                         uint64_t batch, const pyproto_text *exec,
-                         uint64_t deadline_ns);
+osp_error *pydec_execute(pydec *d, osp_response_sender *sender, uint64_t batch,
+                         const pyproto_text *exec, uint64_t deadline_ns);
 
 /* Whether the stub has died (the reader ended every request): the caller
  * restarts it with pydec_reap, a fresh stub, pydec_start. */

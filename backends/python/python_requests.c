@@ -56,8 +56,8 @@ static osp_error *append_string16(pyproto_text *t, const char *s,
     size_t n = strlen(s);
     if (n > UINT16_MAX)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
-                             "python backend: %s is longer than %u bytes",
-                             what, (unsigned)UINT16_MAX);
+                             "python backend: %s is longer than %u bytes", what,
+                             (unsigned)UINT16_MAX);
     uint16_t len = (uint16_t)n;
     pyproto_text_append(t, &len, sizeof len);
     pyproto_text_append(t, s, n);
@@ -151,8 +151,8 @@ osp_error *pyreq_append_requests(pyproto_text *exec, const pyreq_input *inputs,
         /* One request of a model that batches has every row: its
          * descriptors are the inputs' own. */
         bool whole = req->rows == 0 || n_requests == 1;
-        if ((err = append_string16(exec, req->id ? req->id : "",
-                                   "a request id")))
+        if ((err =
+                 append_string16(exec, req->id ? req->id : "", "a request id")))
             break;
         uint8_t string_id = req->correlation_id_string != NULL;
         pyproto_text_append(exec, &string_id, 1);

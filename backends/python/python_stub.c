@@ -141,8 +141,7 @@ pystub_frame_status pystub_serve_frame(pystub *stub, uint32_t type,
     return PYSTUB_FRAME_OTHER;
 }
 
-bool pystub_send(pystub *stub, uint32_t type, const void *payload,
-                 size_t len) {
+bool pystub_send(pystub *stub, uint32_t type, const void *payload, size_t len) {
     if (stub->control < 0)
         return false;
     if (stub->send_lock)

@@ -271,8 +271,8 @@ Payload ValidStreamResponse() {
 TEST(PythonProtocol, DecodesStreamResponsesAndRefusesBrokenOnes) {
     Payload p = ValidStreamResponse();
     pyproto_stream_response r;
-    ASSERT_OK(pyproto_stream_response_decode(p.bytes.data(), p.bytes.size(),
-                                             &r));
+    ASSERT_OK(
+        pyproto_stream_response_decode(p.bytes.data(), p.bytes.size(), &r));
     EXPECT_EQ(r.batch, 7u);
     EXPECT_TRUE(r.final);
     ASSERT_TRUE(r.has_response);
@@ -294,8 +294,8 @@ TEST(PythonProtocol, DecodesStreamResponsesAndRefusesBrokenOnes) {
     outside.put<uint64_t>(1).put<uint32_t>(0).put<uint32_t>(1).put<uint64_t>(4);
     outside.put<uint32_t>(0).put<uint32_t>(1).output("OUT", "INT32", {2}, 0, 8);
     outside.put<int32_t>(5);
-    EXPECT_ERROR_CODE(pyproto_stream_response_decode(
-                          outside.bytes.data(), outside.bytes.size(), &r),
+    EXPECT_ERROR_CODE(pyproto_stream_response_decode(outside.bytes.data(),
+                                                     outside.bytes.size(), &r),
                       OSP_ERROR_INTERNAL);
     Payload flags;
     flags.put<uint64_t>(1).put<uint32_t>(1).put<uint32_t>(0).put<uint64_t>(0);
@@ -304,8 +304,8 @@ TEST(PythonProtocol, DecodesStreamResponsesAndRefusesBrokenOnes) {
     EXPECT_FALSE(r.has_response);
     pyproto_stream_response_destroy(&r);
     flags.put<uint8_t>(0);
-    EXPECT_ERROR_CODE(pyproto_stream_response_decode(
-                          flags.bytes.data(), flags.bytes.size(), &r),
+    EXPECT_ERROR_CODE(pyproto_stream_response_decode(flags.bytes.data(),
+                                                     flags.bytes.size(), &r),
                       OSP_ERROR_INTERNAL);
 }
 
@@ -377,7 +377,9 @@ class ExecReader {
         p_ += n;
         return s;
     }
-    std::string String16() { return Bytes(Take<uint16_t>()); }
+    std::string String16() {
+        return Bytes(Take<uint16_t>());
+    }
     const char *p_, *end_;
     bool ok_ = true;
 };
