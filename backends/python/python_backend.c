@@ -42,6 +42,7 @@
 #include "osprey/log.h"
 #include "python_args.h"
 #include "python_complete.h"
+#include "python_decoupled.h"
 #include "python_protocol.h"
 #include "python_requests.h"
 #include "python_stub.h"
@@ -86,6 +87,7 @@ typedef struct python_instance {
     int device_id;
     pystub stub;
     uint64_t batches; /* EXECs sent: RESPONSE frames name theirs */
+    pydec *dec;       /* a decoupled model's open requests; else NULL */
 } python_instance;
 
 /* Reads a size or seconds setting: the model parameter `key` if given and
@@ -363,6 +365,10 @@ static osp_error *instance_start(python_instance *inst) {
     return err;
 }
 
+static void convert_response(const void *model, const pyproto_response *resp,
+                             const uint8_t *data, osp_sent_response *sent,
+                             osp_infer_output **outputs);
+
 static osp_error *python_instance_new(void *opaque, osp_device *device,
                                       osp_stream *stream, void **out) {
     (void)stream;
@@ -386,6 +392,22 @@ static osp_error *python_instance_new(void *opaque, osp_device *device,
         free(inst);
         return err;
     }
+    if (m->decoupled) {
+        /* The reader thread owns the channel's reads from now on. */
+        if (!(inst->dec = malloc(sizeof *inst->dec))) {
+            err = osp_error_out_of_memory();
+        } else {
+            pydec_init(inst->dec, &inst->stub, m, m->name, convert_response);
+            if ((err = pydec_start(inst->dec)))
+                pydec_destroy(inst->dec);
+        }
+        if (err) {
+            free(inst->dec);
+            pystub_stop(&inst->stub, 0);
+            free(inst);
+            return err;
+        }
+    }
     *out = inst;
     return NULL;
 }
@@ -394,6 +416,11 @@ static void python_instance_free(void *opaque) {
     python_instance *inst = opaque;
     if (!inst)
         return;
+    if (inst->dec) {
+        pydec_stop(inst->dec, 5000);
+        pydec_destroy(inst->dec);
+        free(inst->dec);
+    }
     pystub_stop(&inst->stub, 5000);
     free(inst);
 }
@@ -485,15 +512,12 @@ static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
         err = batch_requests(ctx, m->n_outputs, &requests, &wanted);
     if (err)
         goto out;
-    pyproto_text_printf(exec, "{\"requests\":");
+    uint64_t head[3] = {inst->stub.region.size, pyshm_align(offset),
+                        ++inst->batches};
+    pyproto_text_append(exec, head, sizeof head);
     err = pyreq_append_requests(exec, placed, n_placed, requests,
                                 osp_execute_request_count(ctx), m->output_names,
                                 m->n_outputs);
-    pyproto_text_printf(exec,
-                        ",\"region\":%zu,\"out_offset\":%zu,"
-                        "\"batch\":%llu}",
-                        inst->stub.region.size, pyshm_align(offset),
-                        (unsigned long long)++inst->batches);
     if (!err && exec->failed)
         err = osp_error_out_of_memory();
 out:
@@ -566,6 +590,13 @@ static void sent_from_stub(const python_model *m, const pyproto_response *resp,
     }
 }
 
+/* sent_from_stub as the decoupled reader calls it (pydec_convert_fn). */
+static void convert_response(const void *model, const pyproto_response *resp,
+                             const uint8_t *data, osp_sent_response *sent,
+                             osp_infer_output **outputs) {
+    sent_from_stub(model, resp, data, sent, outputs);
+}
+
 /* Answers each request of the batch with its response of the stub's
  * RESULT (as many as requests, in order): its outputs or its error. */
 static osp_error *answer_requests(python_instance *inst, osp_execute_ctx *ctx,
@@ -588,136 +619,22 @@ static osp_error *answer_requests(python_instance *inst, osp_execute_ctx *ctx,
     return err;
 }
 
-/* Passes one RESPONSE frame of a decoupled model to the request's sender
- * (tensors copied out of the frame into host buffers the core takes).
- * Sets *final when it carried the final flag. */
-static void forward_response(python_instance *inst, osp_response_sender *sender,
-                             const pyproto_stream_response *r, bool *final) {
-    python_model *m = inst->model;
-    osp_sent_response sent = {0};
-    osp_infer_output *outputs = NULL;
-    if (r->has_response)
-        sent_from_stub(m, &r->response, r->data, &sent, &outputs);
-    osp_error *err = osp_response_sender_send(
-        sender, r->has_response ? &sent : NULL, r->final);
-    free(outputs);
-    if (err) {
-        OSP_LOG_WARN("python model '%s': a response was lost: %s", m->name,
-                     osp_error_message(err));
-        osp_error_free(err);
-    }
-    if (r->final)
-        *final = true;
-}
-
-/* How often the channel wait of a decoupled request looks at its client,
- * so that is_cancelled() turns true soon after the client goes. */
-#define CANCEL_POLL_NS 10000000ull
-
-/* Runs a decoupled model's request (its batch is one request): sends the
- * EXEC, then forwards the stub's RESPONSE frames until execute has
- * returned and the final flag has been sent, from execute or from threads
- * it started. The instance takes no other request meanwhile: the request's
- * inputs stay in the region for those threads. A client that goes away is
- * told to the stub (CANCEL). An error (execute raised, the stub died) ends
- * the request if it is still open (the core does it). */
-static osp_error *execute_decoupled(python_instance *inst,
-                                    osp_execute_ctx *ctx,
+/* Runs a decoupled model's request (its batch is one request) on the
+ * instance's open-request table (python_decoupled.h): returns once the
+ * stub's execute has returned; the request's responses keep flowing to its
+ * sender from the reader thread until its final flag. */
+static osp_error *execute_decoupled(python_instance *inst, osp_execute_ctx *ctx,
                                     const pyproto_text *exec,
                                     uint64_t deadline) {
-    python_model *m = inst->model;
-    pystub *stub = &inst->stub;
     osp_response_sender *sender = osp_execute_response_sender(ctx, 0);
-    bool returned = false, ended = false, told_cancel = false;
-    osp_error *err = NULL;
     if (!sender)
         return osp_error_new(OSP_ERROR_INTERNAL,
                              "python backend: no response sender");
-    if (!pyproto_send(stub->control, PYPROTO_EXEC, exec->data, exec->len)) {
-        pystub_kill(stub);
-        return pystub_unhealthy_error(stub);
-    }
-    while (!(returned && ended)) {
-        /* Wait for the next frame with poll(), not with a read deadline: a
-         * read that timed out halfway through a frame would lose its
-         * start. Once a frame begins, it is read whole. */
-        uint64_t now = osp_now_ns();
-        int wait_ms = -1;
-        if (!told_cancel && !ended)
-            wait_ms = (int)(CANCEL_POLL_NS / 1000000u);
-        if (deadline) {
-            uint64_t left_ms = deadline > now ? (deadline - now) / 1000000u : 0;
-            if (wait_ms < 0 || left_ms < (uint64_t)wait_ms)
-                wait_ms = (int)(left_ms < INT_MAX ? left_ms : INT_MAX);
-        }
-        struct pollfd pfd = {.fd = stub->control, .events = POLLIN};
-        int ready = poll(&pfd, 1, wait_ms);
-        pyproto_recv_status st = PYPROTO_RECV_TIMEOUT;
-        uint32_t type = 0;
-        uint8_t *buf = NULL;
-        size_t len = 0;
-        if (!told_cancel && !ended &&
-            osp_response_sender_is_cancelled(sender)) {
-            told_cancel = true;
-            if (!pyproto_send(stub->control, PYPROTO_CANCEL, NULL, 0))
-                ready = -2; /* the stub is gone */
-        }
-        if (ready > 0)
-            st = pyproto_recv(stub->control, deadline, &type, &buf, &len);
-        else if (ready == -2 || (ready < 0 && errno != EINTR))
-            st = PYPROTO_RECV_CLOSED;
-        if (st == PYPROTO_RECV_TIMEOUT &&
-            (!deadline || osp_now_ns() < deadline))
-            continue;
-        if (st != PYPROTO_RECV_OK) {
-            free(buf);
-            OSP_LOG_ERROR("python model '%s': the stub of instance '%s' %s",
-                          m->name, stub->name,
-                          st == PYPROTO_RECV_TIMEOUT
-                              ? "did not finish within "
-                                "execute-timeout-seconds and was killed"
-                              : "died");
-            pystub_kill(stub);
-            err = pystub_unhealthy_error(stub);
-            break;
-        }
-        pystub_frame_status served = pystub_serve_frame(stub, type, buf, len);
-        if (served == PYSTUB_FRAME_BROKEN) {
-            free(buf);
-            pystub_kill(stub);
-            err = pystub_unhealthy_error(stub);
-            break;
-        }
-        if (served == PYSTUB_FRAME_SERVED) {
-            free(buf);
-            continue;
-        }
-        if (type == PYPROTO_RESPONSE) {
-            pyproto_stream_response r;
-            osp_error *bad = pyproto_stream_response_decode(buf, len, &r);
-            if (bad) {
-                OSP_LOG_ERROR("python model '%s': %s", m->name,
-                              osp_error_message(bad));
-                osp_error_free(bad);
-            } else {
-                /* A thread of an earlier, failed request may still send. */
-                if (r.batch == inst->batches && !ended)
-                    forward_response(inst, sender, &r, &ended);
-                pyproto_stream_response_destroy(&r);
-            }
-        } else if (type == PYPROTO_RESULT) {
-            returned = true;
-        } else {
-            returned = true;
-            err = osp_error_new(OSP_ERROR_INTERNAL, "%s",
-                                type == PYPROTO_ERROR && buf
-                                    ? (char *)buf
-                                    : "python backend: unexpected answer");
-        }
-        free(buf);
-        if (err)
-            break;
-    }
+    osp_error *err =
+        pydec_execute(inst->dec, sender, inst->batches, exec, deadline);
+    if (err && pydec_is_dead(inst->dec))
+        OSP_LOG_ERROR("python model '%s': the stub of instance '%s' died",
+                      inst->model->name, inst->stub.name);
     return err;
 }
 
@@ -732,11 +649,17 @@ static osp_error *python_execute(void *opaque, osp_execute_ctx *ctx) {
     size_t len = 0;
     uint32_t type = 0;
 
+    if (inst->dec && pydec_is_dead(inst->dec))
+        pydec_reap(inst->dec); /* the reader has ended its requests */
     if (inst->stub.pid == 0) {
         OSP_LOG_WARN("python model '%s': restarting the stub of instance '%s'",
                      m->name, inst->stub.name);
         if ((err = instance_start(inst)))
             return err;
+        if (inst->dec && (err = pydec_start(inst->dec))) {
+            pystub_stop(&inst->stub, 0);
+            return err;
+        }
     }
     if ((err = place_inputs(inst, ctx, &exec)))
         goto out;

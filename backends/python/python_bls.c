@@ -39,8 +39,8 @@ static void bls_respond(osp_infer_response *response, bool final, void *user) {
     pthread_mutex_lock(&w->lock);
     osp_infer_response **grown = NULL;
     if (w->n_responses < BLS_MAX_RESPONSES)
-        grown = realloc(w->responses,
-                        (w->n_responses + 1) * sizeof *w->responses);
+        grown =
+            realloc(w->responses, (w->n_responses + 1) * sizeof *w->responses);
     if (grown) {
         w->responses = grown;
         w->responses[w->n_responses++] = response;
@@ -136,18 +136,9 @@ static osp_error *encode_outputs(pystub *stub, const osp_infer_response *resp,
             return err;
         if (o->byte_size)
             memcpy(stub->region.base + cursor, o->data->data, o->byte_size);
-        const char *dtype = osp_datatype_wire_name(o->dtype);
-        uint16_t name_len = (uint16_t)strlen(o->name);
-        uint8_t dtype_len = (uint8_t)strlen(dtype),
-                rank = (uint8_t)o->shape.rank;
-        uint64_t where[2] = {cursor, o->byte_size};
-        pyproto_text_append(t, &name_len, 2);
-        pyproto_text_append(t, o->name, name_len);
-        pyproto_text_append(t, &dtype_len, 1);
-        pyproto_text_append(t, dtype, dtype_len);
-        pyproto_text_append(t, &rank, 1);
-        pyproto_text_append(t, o->shape.dims, 8 * (size_t)rank);
-        pyproto_text_append(t, where, sizeof where);
+        if ((err = pyproto_append_tensor(t, o->name, o->dtype, &o->shape,
+                                         cursor, o->byte_size)))
+            return err;
         cursor += o->byte_size;
     }
     *cursor_io = cursor;
@@ -172,10 +163,10 @@ bool pybls_serve(pystub *stub, osp_server *server, const uint8_t *payload,
         err = build_request(stub, &bls, &req);
     if (!err) {
         /* Ownership of req moves to the server either way. */
-        err = bls.decoupled ? osp_server_infer_stream_async(server, req, NULL,
-                                                            bls_respond, &w)
-                            : osp_server_infer_async(server, req,
-                                                     bls_complete, &w);
+        err = bls.decoupled
+                  ? osp_server_infer_stream_async(server, req, NULL,
+                                                  bls_respond, &w)
+                  : osp_server_infer_async(server, req, bls_complete, &w);
         if (!err) {
             pthread_mutex_lock(&w.lock);
             while (!w.done)
@@ -207,8 +198,7 @@ bool pybls_serve(pystub *stub, osp_server *server, const uint8_t *payload,
         uint64_t size = stub->region.size; /* after any growth */
         memcpy(answer.data, &size, sizeof size);
         memcpy(answer.data + sizeof size, &count, sizeof count);
-        sent = pyproto_send(stub->control, PYPROTO_BLS_RESULT, answer.data,
-                            answer.len);
+        sent = pystub_send(stub, PYPROTO_BLS_RESULT, answer.data, answer.len);
     }
     osp_infer_response_free(w.response);
     for (size_t i = 0; i < w.n_responses; i++)

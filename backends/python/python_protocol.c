@@ -66,6 +66,30 @@ void pyproto_text_append(pyproto_text *t, const void *data, size_t n) {
     t->data[t->len] = '\0';
 }
 
+osp_error *pyproto_append_tensor(pyproto_text *t, const char *name,
+                                 osp_datatype dtype, const osp_shape *shape,
+                                 uint64_t offset, uint64_t byte_size) {
+    size_t name_len = strlen(name);
+    const char *type = osp_datatype_wire_name(dtype);
+    uint8_t type_len = (uint8_t)strlen(type);
+    if (name_len > UINT16_MAX || shape->rank < 0 || shape->rank > OSP_MAX_DIMS)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "python backend: tensor name longer than %u "
+                             "bytes or rank over %d",
+                             (unsigned)UINT16_MAX, OSP_MAX_DIMS);
+    uint16_t len16 = (uint16_t)name_len;
+    uint8_t rank = (uint8_t)shape->rank;
+    uint64_t where[2] = {offset, byte_size};
+    pyproto_text_append(t, &len16, sizeof len16);
+    pyproto_text_append(t, name, name_len);
+    pyproto_text_append(t, &type_len, 1);
+    pyproto_text_append(t, type, type_len);
+    pyproto_text_append(t, &rank, 1);
+    pyproto_text_append(t, shape->dims, 8 * (size_t)rank);
+    pyproto_text_append(t, where, sizeof where);
+    return NULL;
+}
+
 void pyproto_text_free(pyproto_text *t) {
     free(t->data);
     memset(t, 0, sizeof *t);

@@ -8,17 +8,20 @@
  * server -> stub
  *   INIT      JSON {"model_file", "args": {Triton's initialize args},
  *             "growth", "region_max"}; answered OK or ERROR
- *   EXEC      JSON {"region": mapped size, "out_offset": where outputs
- *             may start, "batch": its number, "requests": [one per request
- *             of the batch, python_requests.h: {"inputs": [[name, datatype,
- *             dims, offset, byte_size], ...] (its rows of the batch's
- *             inputs, which lie once in the region), "outputs": [names],
- *             "id", "correlation_id", "parameters"}]}; answered RESULT
- *             (one response per request, in order) or ERROR (the whole
- *             batch failed)
+ *   EXEC      binary (the stub unpacks it with struct.unpack_from): u64
+ *             region size, u64 where outputs may start, u64 the batch's
+ *             number, u32 request count, then per request of the batch
+ *             (python_requests.h): u16 id length, id, u8 0 and u64
+ *             correlation id or u8 1, u16 length and a string one, u32
+ *             parameters length, parameters (a JSON object's text), u16
+ *             output count, per output u16 length and name, u16 input
+ *             count, per input a tensor descriptor (as RESULT's outputs)
+ *             of its rows of the batch's inputs, which lie once in the
+ *             region; answered RESULT (one response per request, in
+ *             order) or ERROR (the whole batch failed)
  *   FINALIZE  empty; the stub runs finalize(), answers OK and exits
- *   CANCEL    empty; the client of the decoupled request being answered
- *             has gone: its is_cancelled() becomes true
+ *   CANCEL    u64 a decoupled request's EXEC number: its client has
+ *             gone, its is_cancelled() becomes true
  *   AUTO_COMPLETE  JSON {"model_file", "model_repository", "config"}; the
  *             stub runs auto_complete_config, answers OK with what it
  *             added (python_complete.h) or ERROR, and exits
@@ -160,6 +163,14 @@ typedef struct pyproto_stream_response {
 osp_error *pyproto_stream_response_decode(const uint8_t *payload, size_t len,
                                           pyproto_stream_response *out);
 void pyproto_stream_response_destroy(pyproto_stream_response *r);
+
+/* Appends a tensor descriptor (u16 name length, name, u8 datatype
+ * length, datatype, u8 rank, i64 dims[rank], u64 offset, u64 byte size),
+ * as EXEC, RESULT and BLS frames carry them. INVALID_ARG for a name over
+ * 65535 bytes; nothing is appended then. */
+osp_error *pyproto_append_tensor(pyproto_text *t, const char *name,
+                                 osp_datatype dtype, const osp_shape *shape,
+                                 uint64_t offset, uint64_t byte_size);
 
 /* Appends `n` raw bytes to a payload being built. */
 void pyproto_text_append(pyproto_text *t, const void *data, size_t n);

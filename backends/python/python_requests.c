@@ -2,6 +2,7 @@
 #include "python_requests.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,34 +25,43 @@ static void append_double(pyproto_text *t, double d) {
 
 void pyreq_append_parameters(pyproto_text *t, const osp_parameter *params,
                              size_t n) {
-    pyproto_text object = {0};
-    pyproto_text_printf(&object, "{");
+    pyproto_text_printf(t, "{");
     for (size_t i = 0; i < n; i++) {
         const osp_parameter *p = &params[i];
-        pyproto_text_printf(&object, "%s", i ? "," : "");
-        pyproto_text_json_string(&object, p->key);
-        pyproto_text_printf(&object, ":");
+        pyproto_text_printf(t, "%s", i ? "," : "");
+        pyproto_text_json_string(t, p->key);
+        pyproto_text_printf(t, ":");
         switch (p->type) {
         case OSP_PARAM_STRING:
-            pyproto_text_json_string(&object, p->value.s ? p->value.s : "");
+            pyproto_text_json_string(t, p->value.s ? p->value.s : "");
             break;
         case OSP_PARAM_INT:
-            pyproto_text_printf(&object, "%lld", (long long)p->value.i);
+            pyproto_text_printf(t, "%lld", (long long)p->value.i);
             break;
         case OSP_PARAM_BOOL:
-            pyproto_text_printf(&object, "%s", p->value.b ? "true" : "false");
+            pyproto_text_printf(t, "%s", p->value.b ? "true" : "false");
             break;
         case OSP_PARAM_DOUBLE:
-            append_double(&object, p->value.d);
+            append_double(t, p->value.d);
             break;
         }
     }
-    pyproto_text_printf(&object, "}");
-    if (object.failed)
-        t->failed = true;
-    else
-        pyproto_text_json_string(t, object.data);
-    pyproto_text_free(&object);
+    pyproto_text_printf(t, "}");
+}
+
+/* Appends a u16-length-prefixed string; INTERNAL when it is longer than
+ * a u16 (names and ids are bounded far below that by the frontends). */
+static osp_error *append_string16(pyproto_text *t, const char *s,
+                                  const char *what) {
+    size_t n = strlen(s);
+    if (n > UINT16_MAX)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "python backend: %s is longer than %u bytes", what,
+                             (unsigned)UINT16_MAX);
+    uint16_t len = (uint16_t)n;
+    pyproto_text_append(t, &len, sizeof len);
+    pyproto_text_append(t, s, n);
+    return NULL;
 }
 
 /* Where request rows [first, first + rows) of a BYTES input begin and how
@@ -114,13 +124,8 @@ static osp_error *append_input(pyproto_text *exec, const pyreq_input *in,
         }
         shape.dims[0] = req->rows;
     }
-    pyproto_text_json_string(exec, in->name);
-    pyproto_text_printf(exec, ",\"%s\",[", osp_datatype_wire_name(in->dtype));
-    for (int d = 0; d < shape.rank; d++)
-        pyproto_text_printf(exec, "%s%lld", d ? "," : "",
-                            (long long)shape.dims[d]);
-    pyproto_text_printf(exec, "],%zu,%zu]", in->offset + start, size);
-    return NULL;
+    return pyproto_append_tensor(exec, in->name, in->dtype, &shape,
+                                 in->offset + start, size);
 }
 
 osp_error *pyreq_append_requests(pyproto_text *exec, const pyreq_input *inputs,
@@ -129,6 +134,9 @@ osp_error *pyreq_append_requests(pyproto_text *exec, const pyreq_input *inputs,
                                  size_t n_requests, char *const *output_names,
                                  size_t n_outputs) {
     osp_error *err = NULL;
+    if (n_inputs > UINT16_MAX || n_outputs > UINT16_MAX)
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "python backend: too many inputs or outputs");
     /* Per input, how far a BYTES input's elements were walked. */
     size_t *cursor = calloc(n_inputs + 1, sizeof *cursor);
     int64_t *cursor_row = calloc(n_inputs + 1, sizeof *cursor_row);
@@ -136,40 +144,45 @@ osp_error *pyreq_append_requests(pyproto_text *exec, const pyreq_input *inputs,
         err = osp_error_out_of_memory();
         goto out;
     }
-    pyproto_text_printf(exec, "[");
+    uint32_t count = (uint32_t)n_requests;
+    pyproto_text_append(exec, &count, sizeof count);
     for (size_t r = 0; r < n_requests && !err; r++) {
         const osp_batch_request *req = &requests[r];
         /* One request of a model that batches has every row: its
          * descriptors are the inputs' own. */
         bool whole = req->rows == 0 || n_requests == 1;
-        pyproto_text_printf(exec, "%s{\"inputs\":[", r ? "," : "");
-        for (size_t i = 0; i < n_inputs && !err; i++) {
-            pyproto_text_printf(exec, "%s[", i ? "," : "");
+        if ((err =
+                 append_string16(exec, req->id ? req->id : "", "a request id")))
+            break;
+        uint8_t string_id = req->correlation_id_string != NULL;
+        pyproto_text_append(exec, &string_id, 1);
+        if (string_id)
+            err = append_string16(exec, req->correlation_id_string,
+                                  "a sequence id");
+        else
+            pyproto_text_append(exec, &req->correlation_id, 8);
+        /* The parameters' text, its u32 length patched in after. */
+        size_t at = exec->len;
+        uint32_t params_len = 0;
+        pyproto_text_append(exec, &params_len, sizeof params_len);
+        pyreq_append_parameters(exec, req->parameters, req->n_parameters);
+        if (!exec->failed) {
+            params_len = (uint32_t)(exec->len - at - sizeof params_len);
+            memcpy(exec->data + at, &params_len, sizeof params_len);
+        }
+        uint16_t wanted = 0;
+        for (size_t o = 0; o < n_outputs; o++)
+            wanted += !req->output_requested || req->output_requested[o];
+        pyproto_text_append(exec, &wanted, sizeof wanted);
+        for (size_t o = 0; o < n_outputs && !err; o++)
+            if (!req->output_requested || req->output_requested[o])
+                err = append_string16(exec, output_names[o], "an output name");
+        uint16_t n_in = (uint16_t)n_inputs;
+        pyproto_text_append(exec, &n_in, sizeof n_in);
+        for (size_t i = 0; i < n_inputs && !err; i++)
             err = append_input(exec, &inputs[i], req, whole, &cursor[i],
                                &cursor_row[i]);
-        }
-        pyproto_text_printf(exec, "],\"outputs\":[");
-        bool first = true;
-        for (size_t o = 0; o < n_outputs; o++) {
-            if (req->output_requested && !req->output_requested[o])
-                continue;
-            pyproto_text_printf(exec, "%s", first ? "" : ",");
-            pyproto_text_json_string(exec, output_names[o]);
-            first = false;
-        }
-        pyproto_text_printf(exec, "],\"id\":");
-        pyproto_text_json_string(exec, req->id ? req->id : "");
-        pyproto_text_printf(exec, ",\"correlation_id\":");
-        if (req->correlation_id_string)
-            pyproto_text_json_string(exec, req->correlation_id_string);
-        else
-            pyproto_text_printf(exec, "%llu",
-                                (unsigned long long)req->correlation_id);
-        pyproto_text_printf(exec, ",\"parameters\":");
-        pyreq_append_parameters(exec, req->parameters, req->n_parameters);
-        pyproto_text_printf(exec, "}");
     }
-    pyproto_text_printf(exec, "]");
     if (!err && exec->failed)
         err = osp_error_out_of_memory();
 out:

@@ -28,11 +28,11 @@ typedef struct pyreq_input {
     const uint8_t *bytes;
 } pyreq_input;
 
-/* Appends the EXEC's "requests" JSON array to `exec`: per request (in
- * batch order) {"inputs": [[name, datatype, dims, offset, byte_size]...]
- * (its rows of each input), "outputs": [the config outputs it asked for],
- * "id", "correlation_id" (a number or a string), "parameters" (the text
- * of a JSON object, Triton's InferenceRequest.parameters())}.
+/* Appends the EXEC's requests (binary, python_protocol.h) to `exec`: u32
+ * count, then per request (in batch order) its id, correlation id (a
+ * number or a string), parameters (the text of a JSON object, Triton's
+ * InferenceRequest.parameters()), the config outputs it asked for and a
+ * tensor descriptor of its rows of each input.
  * `output_names` are the config's outputs, indexed as the requests'
  * output_requested. Errors (INTERNAL): the requests' rows do not fit an
  * input, or a BYTES input's elements overrun it. `exec` may hold part of
@@ -44,7 +44,7 @@ osp_error *pyreq_append_requests(pyproto_text *exec, const pyreq_input *inputs,
                                  size_t n_outputs);
 
 /* Appends `params` as the text of a JSON object (Triton's
- * InferenceRequest.parameters()), as a JSON string, to `t`. */
+ * InferenceRequest.parameters()) to `t`. */
 void pyreq_append_parameters(pyproto_text *t, const osp_parameter *params,
                              size_t n);
 

@@ -141,13 +141,24 @@ pystub_frame_status pystub_serve_frame(pystub *stub, uint32_t type,
     return PYSTUB_FRAME_OTHER;
 }
 
+bool pystub_send(pystub *stub, uint32_t type, const void *payload, size_t len) {
+    if (stub->control < 0)
+        return false;
+    if (stub->send_lock)
+        pthread_mutex_lock(stub->send_lock);
+    bool sent = pyproto_send(stub->control, type, payload, len);
+    if (stub->send_lock)
+        pthread_mutex_unlock(stub->send_lock);
+    return sent;
+}
+
 pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
                                size_t len, uint64_t deadline_ns,
                                uint32_t *reply_type, uint8_t **reply,
                                size_t *reply_len) {
     if (stub->control < 0)
         return PYSTUB_DEAD;
-    if (!pyproto_send(stub->control, type, payload, len)) {
+    if (!pystub_send(stub, type, payload, len)) {
         pystub_kill(stub);
         return PYSTUB_DEAD;
     }

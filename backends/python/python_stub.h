@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -22,6 +23,9 @@ typedef struct pystub {
     pyshm_region region;
     char name[256];     /* "<model>_0_<n>", as Triton names the instance */
     osp_server *server; /* where its BLS requests go (borrowed); may be NULL */
+    /* (optional) held around each frame sent, where two threads send
+     * (a decoupled instance's worker and reader); borrowed */
+    pthread_mutex_t *send_lock;
 } pystub;
 
 typedef struct pystub_options {
@@ -39,6 +43,10 @@ typedef enum pystub_call_status {
     PYSTUB_DEAD,         /* the stub died or broke the protocol: stopped */
     PYSTUB_TIMED_OUT,    /* no answer before the deadline: killed */
 } pystub_call_status;
+
+/* Sends one frame (under send_lock when set). false when the stub is
+ * gone. */
+bool pystub_send(pystub *stub, uint32_t type, const void *payload, size_t len);
 
 /* Sends one frame and waits for the answer, writing LOG frames that come
  * first into the server log and serving BLS requests (python_bls.h).

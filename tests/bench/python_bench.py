@@ -158,28 +158,33 @@ def main():
                     help="scratch venv with nvidia-pytriton and numpy (shared with onnx_bench)")
     ap.add_argument("--server-cpu", type=int, default=None)
     ap.add_argument("--client-cpu", type=int, default=None)
+    ap.add_argument("--hop-only", action="store_true",
+                    help="only the stub hop: Osprey alone, its stubs in this Python "
+                         "(no Triton, no scratch venv)")
     args = ap.parse_args()
     build = pathlib.Path(args.build_dir)
     args.load_client = str(build / "tests" / "bench" / "load_client")
     osprey = str(build / "osprey")
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="python-bench-"))
-    python = peer_bench.ensure_venv(os.path.join(args.venvs, args.venv_name),
-                                    ["nvidia-pytriton", "numpy"], str(work / "pip.log"))
-    tritonserver, backends, env = peer_bench.triton_backends(str(work), python, None)
-    write_repo(work / "triton-repo", False)
     write_repo(work / "osprey-repo", True)
     pin = [] if args.server_cpu is None else ["taskset", "-c", str(args.server_cpu)]
-
     servers = {}
-    port = peer_bench.free_port()
-    servers["triton"] = (measure_start(
-        pin + [tritonserver, f"--model-repository={work / 'triton-repo'}",
-               f"--backend-directory={backends}", "--http-address=127.0.0.1",
-               f"--http-port={port}", f"--grpc-port={peer_bench.free_port()}",
-               f"--metrics-port={peer_bench.free_port()}"],
-        port, env=env, stdout=open(work / "triton.log", "wb"),
-        stderr=subprocess.STDOUT, cwd=work)[0], port)
+    if args.hop_only:
+        python = sys.executable
+    else:
+        python = peer_bench.ensure_venv(os.path.join(args.venvs, args.venv_name),
+                                        ["nvidia-pytriton", "numpy"], str(work / "pip.log"))
+        tritonserver, backends, env = peer_bench.triton_backends(str(work), python, None)
+        write_repo(work / "triton-repo", False)
+        port = peer_bench.free_port()
+        servers["triton"] = (measure_start(
+            pin + [tritonserver, f"--model-repository={work / 'triton-repo'}",
+                   f"--backend-directory={backends}", "--http-address=127.0.0.1",
+                   f"--http-port={port}", f"--grpc-port={peer_bench.free_port()}",
+                   f"--metrics-port={peer_bench.free_port()}"],
+            port, env=env, stdout=open(work / "triton.log", "wb"),
+            stderr=subprocess.STDOUT, cwd=work)[0], port)
     port = peer_bench.free_port()
     servers["osprey"] = (measure_start(
         pin + [osprey, f"--model-repository={work / 'osprey-repo'}",
@@ -192,10 +197,13 @@ def main():
     cases = [("small c=1", "add_sub", 16, 1), ("small c=16", "add_sub", 16, 16),
              ("4 MiB c=1", "add_sub", 1 << 20, 1), ("BLS x4 c=1", "bls", 16, 1),
              ("BLS x4 c=16", "bls", 16, 16)]
+    if args.hop_only:
+        cases = []
     try:
-        print("| case | Osprey infer/s | Triton infer/s | ratio | Osprey CPU us/req "
-              "| Triton CPU us/req | Osprey p50 ms | Triton p50 ms |")
-        print("|---|---|---|---|---|---|---|---|")
+        if cases:
+            print("| case | Osprey infer/s | Triton infer/s | ratio | Osprey CPU us/req "
+                  "| Triton CPU us/req | Osprey p50 ms | Triton p50 ms |")
+            print("|---|---|---|---|---|---|---|---|")
         for label, model, elements, concurrency in cases:
             body, ihcl = body_file(work, elements)
             runs = {"osprey": [], "triton": []}
@@ -211,7 +219,8 @@ def main():
                   f"| {median(o, 'p50_ms'):.3f} | {median(t, 'p50_ms'):.3f} |", flush=True)
         print()
         proc, port = servers["osprey"]
-        for elements, label in ((16, "[1,16]"), (1 << 20, "[1,1M]")):
+        sizes = ((16, "[1,16]"),) if args.hop_only else ((16, "[1,16]"), (1 << 20, "[1,1M]"))
+        for elements, label in sizes:
             body, ihcl = body_file(work, elements)
             py, native = [], []
             for _ in range(args.repeat):
@@ -220,7 +229,9 @@ def main():
             hop_us = (median(py, "p50_ms") - median(native, "p50_ms")) * 1000
             print(f"Stub hop at c=1, {label}: python model p50 {median(py, 'p50_ms'):.3f} ms, "
                   f"built-in add_sub p50 {median(native, 'p50_ms'):.3f} ms: "
-                  f"**{hop_us:.0f} us added**")
+                  f"**{hop_us:.0f} us added** (per round: "
+                  + ", ".join(f"{(p['p50_ms'] - n['p50_ms']) * 1000:.0f}"
+                              for p, n in zip(py, native)) + ")")
     finally:
         for proc, _ in servers.values():
             proc.terminate()

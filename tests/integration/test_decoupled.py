@@ -21,7 +21,7 @@ from tritonclient.utils import InferenceServerException
 import harness
 from test_python_backend import MODELS, python_flags, wait_for
 
-SERVED = ["py_repeat", "py_square", "py_bls_square", "simple"]
+SERVED = ["py_repeat", "py_square", "py_bls_square", "py_handoff", "simple"]
 
 
 def ensemble_step(model, inputs, outputs):
@@ -271,6 +271,70 @@ def test_closing_the_stream_cancels_the_request_and_the_server_serves_on(srv):
             assert final_flag(again.next()[0])
         finally:
             again.close()
+
+
+def handoff_inputs(pair, key, rounds=1):
+    return [grpc_input(n, np.array([v], np.int32), "INT32")
+            for n, v in (("PAIR", pair), ("KEY", key), ("ROUNDS", rounds))]
+
+
+def test_an_instance_takes_the_next_request_while_earlier_ones_still_send(srv):
+    # One instance: request 0's thread waits for request 1's execute, as
+    # Triton's python backend allows (execute returned None, the sender
+    # goes on). Before, the instance waited for request 0's final flag.
+    stream = Stream(srv)
+    try:
+        stream.send("py_handoff", handoff_inputs(1, 0), request_id="first")
+        stream.send("py_handoff", handoff_inputs(1, 1), request_id="second")
+        got = []
+        for _ in range(2):
+            result, error = stream.next()
+            assert error is None, error
+            got.append((result.get_response().id, int(result.as_numpy("OUT")[0])))
+        assert got == [("first", 0), ("second", 1)]
+    finally:
+        stream.close()
+
+
+def test_streams_of_one_instance_interleave_their_responses(srv):
+    a, b = Stream(srv), Stream(srv)
+    try:
+        a.send("py_handoff", handoff_inputs(2, 0, rounds=4))
+        b.send("py_handoff", handoff_inputs(2, 1, rounds=4))
+        # Each response of one stream waits for the other's previous one.
+        for stream, values in ((a, [0, 2, 4, 6]), (b, [1, 3, 5, 7])):
+            got = []
+            for _ in values:
+                result, error = stream.next()
+                assert error is None, error
+                got.append(int(result.as_numpy("OUT")[0]))
+            assert got == values
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_stub_that_dies_ends_every_open_request_of_its_instance(srv):
+    stream = Stream(srv)
+    try:
+        # The first stays open, waiting for a KEY 1 of pair 3 that never
+        # comes; the second kills the stub (one stream: in that order).
+        stream.send("py_handoff", handoff_inputs(3, 0), request_id="waiting")
+        stream.send("py_handoff", handoff_inputs(3, 9), request_id="killer")
+        for _ in range(2):
+            _, error = stream.next()
+            assert error is not None
+            assert "Stub process 'py_handoff_0_0' is not healthy." in str(error)
+        # A fresh stub serves the next pair.
+        again = Stream(srv)
+        try:
+            again.send("py_handoff", handoff_inputs(4, 0))
+            again.send("py_handoff", handoff_inputs(4, 1))
+            assert sorted(int(again.next()[0].as_numpy("OUT")[0]) for _ in range(2)) == [0, 1]
+        finally:
+            again.close()
+    finally:
+        stream.close()
 
 
 def test_statistics_count_each_request_once_at_its_final_flag(srv):

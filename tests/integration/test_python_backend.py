@@ -302,6 +302,13 @@ def test_bls_exec_async_exec_and_decoupled_iteration(srv):
         np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), b - a)
 
 
+def test_bls_from_initialize_gets_tritons_error(srv):
+    a = np.zeros(4, np.float32)
+    with pytest.raises(InferenceServerException) as e:
+        bls(httpclient.InferenceServerClient(srv.hostport), http_input, 5, a, a)
+    assert e.value.message() == "BLS is only supported during the 'execute' function."
+
+
 def test_bls_reaches_a_model_of_another_backend(srv):
     a = np.zeros(4, np.float32)
     result = bls(httpclient.InferenceServerClient(srv.hostport), http_input, 4, a, a)

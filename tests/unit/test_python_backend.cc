@@ -271,8 +271,8 @@ Payload ValidStreamResponse() {
 TEST(PythonProtocol, DecodesStreamResponsesAndRefusesBrokenOnes) {
     Payload p = ValidStreamResponse();
     pyproto_stream_response r;
-    ASSERT_OK(pyproto_stream_response_decode(p.bytes.data(), p.bytes.size(),
-                                             &r));
+    ASSERT_OK(
+        pyproto_stream_response_decode(p.bytes.data(), p.bytes.size(), &r));
     EXPECT_EQ(r.batch, 7u);
     EXPECT_TRUE(r.final);
     ASSERT_TRUE(r.has_response);
@@ -294,8 +294,8 @@ TEST(PythonProtocol, DecodesStreamResponsesAndRefusesBrokenOnes) {
     outside.put<uint64_t>(1).put<uint32_t>(0).put<uint32_t>(1).put<uint64_t>(4);
     outside.put<uint32_t>(0).put<uint32_t>(1).output("OUT", "INT32", {2}, 0, 8);
     outside.put<int32_t>(5);
-    EXPECT_ERROR_CODE(pyproto_stream_response_decode(
-                          outside.bytes.data(), outside.bytes.size(), &r),
+    EXPECT_ERROR_CODE(pyproto_stream_response_decode(outside.bytes.data(),
+                                                     outside.bytes.size(), &r),
                       OSP_ERROR_INTERNAL);
     Payload flags;
     flags.put<uint64_t>(1).put<uint32_t>(1).put<uint32_t>(0).put<uint64_t>(0);
@@ -304,8 +304,8 @@ TEST(PythonProtocol, DecodesStreamResponsesAndRefusesBrokenOnes) {
     EXPECT_FALSE(r.has_response);
     pyproto_stream_response_destroy(&r);
     flags.put<uint8_t>(0);
-    EXPECT_ERROR_CODE(pyproto_stream_response_decode(
-                          flags.bytes.data(), flags.bytes.size(), &r),
+    EXPECT_ERROR_CODE(pyproto_stream_response_decode(flags.bytes.data(),
+                                                     flags.bytes.size(), &r),
                       OSP_ERROR_INTERNAL);
 }
 
@@ -320,8 +320,72 @@ TEST(PythonProtocol, JsonStringsAreEscaped) {
 
 // ---- the requests of an EXEC ----
 
-// The "requests" JSON of `reqs` over `inputs`; "error: <message>" when it
-// fails.
+// Reads the binary requests of an EXEC (python_protocol.h) back as text,
+// one "{...}" per request: "id=a corr=42 params={} out=OUT0,OUT1
+// in=IN:FP32:[1,2]@128+8".
+class ExecReader {
+  public:
+    ExecReader(const char *data, size_t len) : p_(data), end_(data + len) {}
+    std::string Requests() {
+        std::string s;
+        uint32_t n = Take<uint32_t>();
+        for (uint32_t r = 0; r < n && ok_; r++) {
+            s += r ? "," : "";
+            s += "{id=" + String16();
+            s += Take<uint8_t>() ? " corr=" + String16()
+                                 : " corr=" + std::to_string(Take<uint64_t>());
+            uint32_t params = Take<uint32_t>();
+            s += " params=" + Bytes(params) + " out=";
+            uint16_t outs = Take<uint16_t>();
+            for (uint16_t o = 0; o < outs; o++)
+                s += (o ? "," : "") + String16();
+            uint16_t ins = Take<uint16_t>();
+            s += " in=";
+            for (uint16_t i = 0; i < ins; i++) {
+                s += (i ? "," : "") + String16() + ":";
+                s += Bytes(Take<uint8_t>()) + ":[";
+                uint8_t rank = Take<uint8_t>();
+                for (uint8_t d = 0; d < rank; d++)
+                    s += (d ? "," : "") + std::to_string(Take<int64_t>());
+                s += "]@" + std::to_string(Take<uint64_t>());
+                s += "+" + std::to_string(Take<uint64_t>());
+            }
+            s += "}";
+        }
+        if (p_ != end_)
+            ok_ = false;
+        return ok_ ? s : "malformed: " + s;
+    }
+
+  private:
+    template <typename T> T Take() {
+        T v{};
+        if (end_ - p_ < (ptrdiff_t)sizeof v) {
+            ok_ = false;
+            return v;
+        }
+        memcpy(&v, p_, sizeof v);
+        p_ += sizeof v;
+        return v;
+    }
+    std::string Bytes(size_t n) {
+        if ((size_t)(end_ - p_) < n) {
+            ok_ = false;
+            return "";
+        }
+        std::string s(p_, n);
+        p_ += n;
+        return s;
+    }
+    std::string String16() {
+        return Bytes(Take<uint16_t>());
+    }
+    const char *p_, *end_;
+    bool ok_ = true;
+};
+
+// The requests of an EXEC for `reqs` over `inputs`, as ExecReader shows
+// them; "error: <message>" when building them fails.
 std::string RequestsJson(const std::vector<pyreq_input> &inputs,
                          const std::vector<osp_batch_request> &reqs) {
     char out0[] = "OUT0", out1[] = "OUT1";
@@ -329,8 +393,8 @@ std::string RequestsJson(const std::vector<pyreq_input> &inputs,
     pyproto_text t = {};
     osp_error *err = pyreq_append_requests(&t, inputs.data(), inputs.size(),
                                            reqs.data(), reqs.size(), names, 2);
-    std::string s =
-        err ? "error: " + TakeMessage(err) : std::string(t.data ? t.data : "");
+    std::string s = err ? "error: " + TakeMessage(err)
+                        : ExecReader(t.data, t.len).Requests();
     pyproto_text_free(&t);
     return s;
 }
@@ -359,19 +423,13 @@ TEST(PythonRequests, EachRequestViewsItsOwnRowsOfTheRegion) {
     b.output_requested = second;
     b.correlation_id_string = "corr";
     EXPECT_EQ(RequestsJson(in, {a, b}),
-              "[{\"inputs\":[[\"IN\",\"FP32\",[1,2],128,8]],"
-              "\"outputs\":[\"OUT0\",\"OUT1\"],\"id\":\"a\","
-              "\"correlation_id\":42,\"parameters\":\"{}\"},"
-              "{\"inputs\":[[\"IN\",\"FP32\",[2,2],136,16]],"
-              "\"outputs\":[\"OUT1\"],\"id\":\"b\\\"\","
-              "\"correlation_id\":\"corr\",\"parameters\":\"{}\"}]");
+              "{id=a corr=42 params={} out=OUT0,OUT1 in=IN:FP32:[1,2]@128+8},"
+              "{id=b\" corr=corr params={} out=OUT1 in=IN:FP32:[2,2]@136+16}");
     // One request of a batch, or of a model that does not batch (rows 0):
     // the whole input.
     a.rows = 0;
     EXPECT_EQ(RequestsJson(in, {a}),
-              "[{\"inputs\":[[\"IN\",\"FP32\",[3,2],128,24]],"
-              "\"outputs\":[\"OUT0\",\"OUT1\"],\"id\":\"a\","
-              "\"correlation_id\":42,\"parameters\":\"{}\"}]");
+              "{id=a corr=42 params={} out=OUT0,OUT1 in=IN:FP32:[3,2]@128+24}");
 }
 
 TEST(PythonRequests, BytesRowsEndWhereTheirElementsEnd) {
@@ -390,10 +448,8 @@ TEST(PythonRequests, BytesRowsEndWhereTheirElementsEnd) {
     b.first_row = 2;
     b.rows = 1;
     std::string json = RequestsJson(in, {a, b});
-    EXPECT_NE(json.find("[\"S\",\"BYTES\",[2,1],64,12]"), std::string::npos)
-        << json;
-    EXPECT_NE(json.find("[\"S\",\"BYTES\",[1,1],76,4]"), std::string::npos)
-        << json;
+    EXPECT_NE(json.find("S:BYTES:[2,1]@64+12"), std::string::npos) << json;
+    EXPECT_NE(json.find("S:BYTES:[1,1]@76+4"), std::string::npos) << json;
     // An element whose length runs past the input, and rows past the
     // batch, are refused.
     uint32_t huge = 1000;
@@ -423,12 +479,11 @@ TEST(PythonRequests, ParametersAreAJsonObjectsText) {
     p[3].value.d = 0.1;
     pyproto_text t = {};
     pyreq_append_parameters(&t, p, 4);
-    EXPECT_STREQ(t.data, "\"{\\\"s\\\":\\\"v\\\\\\\"\\\",\\\"i\\\":-3,"
-                         "\\\"b\\\":true,\\\"d\\\":0.1}\"");
+    EXPECT_STREQ(t.data, "{\"s\":\"v\\\"\",\"i\":-3,\"b\":true,\"d\":0.1}");
     pyproto_text_free(&t);
     p[3].value.d = 2.0;
     pyreq_append_parameters(&t, p + 3, 1);
-    EXPECT_STREQ(t.data, "\"{\\\"d\\\":2.0}\"");
+    EXPECT_STREQ(t.data, "{\"d\":2.0}");
     pyproto_text_free(&t);
 }
 

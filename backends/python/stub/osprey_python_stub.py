@@ -41,16 +41,35 @@ def send_frame(kind, payload=b""):
         control.sendall(HEADER.pack(kind, len(payload)) + payload)
 
 
-def recv_exact(n):
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = control.recv_into(view[got:], n - got)
-        if k == 0:
+pending = b""  # bytes received past the last frame read
+
+
+def read_frame():
+    """The next frame on the channel as (type, payload bytes). One recv
+    usually brings a whole frame (the server sends each with one sendmsg);
+    what comes after it waits in `pending` for the next call."""
+    global pending
+    data = pending
+    while len(data) < HEADER.size:
+        chunk = control.recv(65536)
+        if not chunk:
             raise EOFError
-        got += k
-    return buf
+        data += chunk
+    kind, length = HEADER.unpack_from(data)
+    end = HEADER.size + length
+    if len(data) < end:
+        # A large frame: read the rest into one buffer of its size.
+        buf = bytearray(end)
+        buf[:len(data)] = data
+        view, got = memoryview(buf), len(data)
+        while got < end:
+            k = control.recv_into(view[got:], end - got)
+            if k == 0:
+                raise EOFError
+            got += k
+        data = bytes(buf)
+    pending = data[end:]
+    return kind, data[HEADER.size:end]
 
 
 def log_to_server(level, message):
@@ -110,6 +129,7 @@ def describe_exception(exc):
     return text
 
 
+MAIN_THREAD = threading.get_ident()  # runs the loop and execute()
 STUB_DIR = os.path.dirname(os.path.abspath(__file__))
 ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__))
 MODEL_REPOSITORY = ""
@@ -122,7 +142,9 @@ decoupled = False
 # name is the sequence's next state (the server keeps it), wanted whether or
 # not the client asked for it.
 state_outputs = frozenset()
-current_requests = []  # the requests of the EXEC being answered
+# A decoupled model's requests not yet ended (final flag), by their
+# EXEC's batch number: a CANCEL names one of them.
+open_requests = {}
 executing = False  # execute() runs: BLS answers may be read
 
 
@@ -191,25 +213,54 @@ def auto_complete(payload):
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
-def input_tensor(desc):
-    name, dtype, dims, offset, nbytes = desc
+U8 = struct.Struct("<B")
+U16 = struct.Struct("<H")
+U32 = struct.Struct("<I")
+U64 = struct.Struct("<Q")
+EXEC_HEAD = struct.Struct("<QQQI")  # region size, out offset, batch, count
+RESULT_HEAD = struct.Struct("<QI")  # region size, response count
+OUTPUTS_HEAD = struct.Struct("<II")  # kind 0 (outputs), count
+ERROR_HEAD = struct.Struct("<III")  # kind 1 (error), code, length
+# Per rank: dims, offset and byte size of a tensor descriptor.
+DIMS = [struct.Struct("<%dqQQ" % rank) for rank in range(17)]  # OSP_MAX_DIMS
+NUMPY_TYPES = {name: np.dtype(t) for name, t in pb_utils._TRITON_TO_NUMPY.items()
+               if t is not np.object_}
+# name and datatype part of a descriptor, by (name, datatype)
+descriptor_heads = {}
+
+
+def read_descriptor(buf, pos):
+    """A tensor descriptor of `buf` at `pos` (python_protocol.h): returns
+    (name, datatype, dims, offset, byte size, next pos)."""
+    (n,) = U16.unpack_from(buf, pos)
+    pos += 2
+    name = buf[pos:pos + n].decode("utf-8")
+    pos += n
+    n = buf[pos]
+    dtype = buf[pos + 1:pos + 1 + n].decode("ascii")
+    pos += 1 + n
+    rank = buf[pos]
+    fields = DIMS[rank].unpack_from(buf, pos + 1)
+    return name, dtype, fields[:rank], fields[rank], fields[rank + 1], pos + 17 + 8 * rank
+
+
+def region_array(dtype, dims, offset, nbytes):
+    """A numpy array viewing bytes [offset, offset + nbytes) of the region
+    (no copy); BYTES tensors are decoded into an object array."""
     if dtype == "BYTES":
-        raw = np.frombuffer(region.map, dtype=np.uint8, count=nbytes, offset=offset)
-        array = pb_utils.deserialize_bytes_tensor(raw).reshape(dims)
-    else:
-        np_type = pb_utils.triton_to_numpy_type(dtype)
-        count = nbytes // np.dtype(np_type).itemsize
-        array = np.frombuffer(region.map, dtype=np_type, count=count,
-                              offset=offset).reshape(dims)
-    return pb_utils.Tensor(name, array, dtype)
+        raw = np.ndarray((nbytes,), np.uint8, region.map, offset)
+        return pb_utils.deserialize_bytes_tensor(raw).reshape(dims)
+    return np.ndarray(dims, NUMPY_TYPES[dtype], region.map, offset)
 
 
 def tensor_source(tensor):
     """(bytes of the tensor as the server reads them, datatype, shape)."""
-    array = tensor.as_numpy()
-    dtype = tensor.triton_dtype()
+    array = tensor._data
+    dtype = tensor._triton_dtype
     if dtype == "BYTES":
         source = pb_utils.serialize_byte_tensor(array)
+    elif array.flags.c_contiguous:
+        source = array
     else:
         source = np.ascontiguousarray(array)
     return source, dtype, array.shape
@@ -217,11 +268,14 @@ def tensor_source(tensor):
 
 def describe_tensor(name, dtype, shape, offset, nbytes):
     """A tensor's descriptor (python_protocol.h)."""
-    name = name.encode("utf-8")
-    dt = dtype.encode("ascii")
-    return (struct.pack("<H", len(name)) + name + struct.pack("<B", len(dt)) + dt +
-            struct.pack("<B%dq" % len(shape), len(shape), *shape) +
-            struct.pack("<QQ", offset, nbytes))
+    head = descriptor_heads.get((name, dtype))
+    if head is None:
+        raw_name, raw_type = name.encode("utf-8"), dtype.encode("ascii")
+        head = U16.pack(len(raw_name)) + raw_name + U8.pack(len(raw_type)) + raw_type
+        if len(descriptor_heads) < 1024:
+            descriptor_heads[(name, dtype)] = head
+    rank = len(shape)
+    return head + U8.pack(rank) + DIMS[rank].pack(*shape, offset, nbytes)
 
 
 def write_tensor(tensor, cursor):
@@ -229,11 +283,13 @@ def write_tensor(tensor, cursor):
     and the next aligned cursor."""
     source, dtype, shape = tensor_source(tensor)
     nbytes = source.nbytes
-    region.reserve(cursor + nbytes)
+    end = cursor + nbytes
+    if end > region.size:
+        region.reserve(end)
     if nbytes:
-        region.map[cursor:cursor + nbytes] = memoryview(source).cast("B")
-    desc = describe_tensor(tensor.name(), dtype, shape, cursor, nbytes)
-    return desc, (cursor + nbytes + ALIGN - 1) // ALIGN * ALIGN
+        region.map[cursor:end] = source.data.cast("B")
+    desc = describe_tensor(tensor._name, dtype, shape, cursor, nbytes)
+    return desc, (end + ALIGN - 1) & ~(ALIGN - 1)
 
 
 def send_decoupled_response(request, response, flags):
@@ -264,13 +320,15 @@ def send_decoupled_response(request, response, flags):
             "a response of a decoupled model carries at most %d bytes, this one "
             "has %d" % (MAX_FRAME, size))
     send_frame(RESPONSE, head + b"".join(parts) + b"".join(bytes(d) for d in data))
+    if final:
+        open_requests.pop(request._batch, None)
 
 
 def write_outputs(response, wanted, cursor, out):
     """Appends one response's outputs to `out` (bytes parts), writing each
     tensor into the region; returns the next cursor."""
-    tensors = [t for t in response.output_tensors() if t.name() in wanted]
-    out.append(struct.pack("<II", 0, len(tensors)))
+    tensors = [t for t in response._output_tensors if t._name in wanted]
+    out.append(OUTPUTS_HEAD.pack(0, len(tensors)))
     for tensor in tensors:
         desc, cursor = write_tensor(tensor, cursor)
         out.append(desc)
@@ -281,22 +339,10 @@ def read_tensor(payload, pos):
     """Reads one descriptor of `payload` at `pos` and copies the tensor out of
     the region (the region is reused by the next call); returns (Tensor,
     next pos)."""
-    (n,) = struct.unpack_from("<H", payload, pos)
-    name = payload[pos + 2:pos + 2 + n].decode("utf-8")
-    pos += 2 + n
-    (n,) = struct.unpack_from("<B", payload, pos)
-    dtype = payload[pos + 1:pos + 1 + n].decode("ascii")
-    pos += 1 + n
-    (rank,) = struct.unpack_from("<B", payload, pos)
-    dims = struct.unpack_from("<%dq" % rank, payload, pos + 1)
-    pos += 1 + 8 * rank
-    offset, nbytes = struct.unpack_from("<QQ", payload, pos)
-    pos += 16
-    raw = np.frombuffer(region.map, dtype=np.uint8, count=nbytes, offset=offset)
-    if dtype == "BYTES":
-        array = pb_utils.deserialize_bytes_tensor(raw).reshape(dims)
-    else:
-        array = raw.view(pb_utils.triton_to_numpy_type(dtype)).reshape(dims).copy()
+    name, dtype, dims, offset, nbytes, pos = read_descriptor(payload, pos)
+    array = region_array(dtype, dims, offset, nbytes)
+    if dtype != "BYTES":
+        array = array.copy()
     return pb_utils.Tensor(name, array, dtype), pos
 
 
@@ -304,9 +350,11 @@ bls_lock = threading.Lock()
 bls_base = 0  # where a BLS call may place its tensors: after the batch's inputs
 
 
-def mark_cancelled():
-    """A CANCEL frame: the client of the request being answered is gone."""
-    for request in current_requests:
+def mark_cancelled(payload):
+    """A CANCEL frame: the client of the request of that batch is gone."""
+    (batch,) = U64.unpack_from(payload, 0)
+    request = open_requests.get(batch)
+    if request is not None:
         request._cancelled = True
 
 
@@ -330,9 +378,16 @@ def bls_exec(request, decoupled=False):
     """Sends a BLS request (pb_utils.InferenceRequest.exec) into the server
     and waits for its response (every response of a decoupled model, as a
     list, with decoupled); errors come back as the response's error."""
-    if not executing:  # the main loop reads the channel then
+    if not executing:  # initialize, finalize, or a thread after execute
         raise pb_utils.TritonModelException(
-            "BLS requests can only be sent while execute() runs")
+            "BLS is only supported during the 'execute' function.")
+    if decoupled and threading.get_ident() != MAIN_THREAD:
+        # The instance runs the next request once execute returned: only
+        # the thread running execute knows the channel and the region are
+        # its own until the answer comes.
+        raise pb_utils.TritonModelException(
+            "Osprey runs a decoupled model's BLS requests only on the thread "
+            "running execute()")
     with bls_lock:
         parts, cursor = [], bls_base
         for tensor in request.inputs():
@@ -353,11 +408,10 @@ def bls_exec(request, decoupled=False):
                    (b"\x01" if decoupled else b""))
         send_frame(BLS, payload)
         while True:
-            kind, length = HEADER.unpack(recv_exact(HEADER.size))
-            reply = bytes(recv_exact(length))
+            kind, reply = read_frame()
             if kind != CANCEL:
                 break
-            mark_cancelled()
+            mark_cancelled(reply)
         if kind != BLS_RESULT:
             raise pb_utils.TritonModelException("unexpected answer %d to a BLS request" % kind)
         size, count = struct.unpack_from("<QI", reply, 0)
@@ -410,23 +464,58 @@ def returned_responses(requests, responses):
     return answered
 
 
-def execute(payload):
-    global bls_base, current_requests, executing
-    batch = json.loads(payload)
-    region.remap(batch["region"])
-    bls_base = batch["out_offset"]
-    requests = []
-    for r in batch["requests"]:
-        request = pb_utils.InferenceRequest(
-            inputs=[input_tensor(d) for d in r["inputs"]],
-            requested_output_names=r["outputs"], request_id=r.get("id", ""),
-            correlation_id=r.get("correlation_id", 0),
-            parameters=r.get("parameters", "{}"))
+def decode_requests(payload):
+    """The EXEC's header and its requests (python_protocol.h): returns
+    (out_offset, batch number, [pb_utils.InferenceRequest])."""
+    region_size, out_offset, batch, count = EXEC_HEAD.unpack_from(payload, 0)
+    region.remap(region_size)
+    pos, requests = EXEC_HEAD.size, []
+    for _ in range(count):
+        (n,) = U16.unpack_from(payload, pos)
+        request_id = payload[pos + 2:pos + 2 + n].decode("utf-8", "replace")
+        pos += 2 + n
+        if payload[pos]:  # a string sequence id
+            (n,) = U16.unpack_from(payload, pos + 1)
+            correlation_id = payload[pos + 3:pos + 3 + n].decode("utf-8", "replace")
+            pos += 3 + n
+        else:
+            (correlation_id,) = U64.unpack_from(payload, pos + 1)
+            pos += 9
+        (n,) = U32.unpack_from(payload, pos)
+        parameters = payload[pos + 4:pos + 4 + n].decode("utf-8", "replace")
+        pos += 4 + n
+        (n,) = U16.unpack_from(payload, pos)
+        pos += 2
+        outputs = []
+        for _ in range(n):
+            (k,) = U16.unpack_from(payload, pos)
+            outputs.append(payload[pos + 2:pos + 2 + k].decode("utf-8"))
+            pos += 2 + k
+        (n,) = U16.unpack_from(payload, pos)
+        pos += 2
+        inputs = []
+        for _ in range(n):
+            name, dtype, dims, offset, nbytes, pos = read_descriptor(payload, pos)
+            array = region_array(dtype, dims, offset, nbytes)
+            if decoupled and dtype != "BYTES":
+                # The model's threads may read it after execute returned,
+                # when the region holds the next request's inputs.
+                array = array.copy()
+            inputs.append(pb_utils.Tensor._wrap(name, array, dtype))
+        request = pb_utils.InferenceRequest._received(
+            inputs, outputs, request_id, correlation_id, parameters)
         if decoupled:
-            request._batch = batch.get("batch", 0)
+            request._batch = batch
             request._send = send_decoupled_response
+            open_requests[batch] = request
         requests.append(request)
-    current_requests = requests
+    return out_offset, batch, requests
+
+
+def execute(payload):
+    global bls_base, executing
+    out_offset, batch, requests = decode_requests(payload)
+    bls_base = out_offset
     executing = True
     try:
         responses = model.execute(requests)
@@ -441,11 +530,14 @@ def execute(payload):
         finally:
             os._exit(1)
     except Exception as exc:
+        if decoupled:
+            open_requests.pop(batch, None)  # the server ends it
         return batch_failure(exc)
     finally:
         executing = False
     if decoupled:
         if responses is not None:
+            open_requests.pop(batch, None)
             return ERROR, ("Python model '%s' is using the decoupled mode and the "
                            "execute function must return None." % instance_name
                            ).encode("utf-8")
@@ -457,26 +549,27 @@ def execute(payload):
     # those it asked for) or its error, the tensors written into the region
     # after the batch's inputs.
     out = []
-    cursor = batch["out_offset"]
+    cursor = out_offset
     try:
         for request, response in zip(requests, responses):
-            if response.has_error():
-                err = response.error()
+            if response._error is not None:
+                err = response._error
                 message = err.message().encode("utf-8", "replace")
-                out.append(struct.pack("<III", 1, err.code(), len(message)) + message)
+                out.append(ERROR_HEAD.pack(1, err.code(), len(message)) + message)
             else:
-                wanted = set(request.requested_output_names()) | state_outputs
+                wanted = request._requested_output_names
+                if state_outputs:
+                    wanted = set(wanted) | state_outputs
                 cursor = write_outputs(response, wanted, cursor, out)
     except Exception as exc:
         return batch_failure(exc)
-    return RESULT, struct.pack("<QI", region.size, len(responses)) + b"".join(out)
+    return RESULT, RESULT_HEAD.pack(region.size, len(responses)) + b"".join(out)
 
 
 def main():
     while True:
         try:
-            kind, length = HEADER.unpack(recv_exact(HEADER.size))
-            payload = bytes(recv_exact(length))
+            kind, payload = read_frame()
         except (EOFError, ConnectionError):
             return 0
         if kind == INIT:
@@ -494,7 +587,7 @@ def main():
         elif kind == EXEC:
             send_frame(*execute(payload))
         elif kind == CANCEL:
-            mark_cancelled()
+            mark_cancelled(payload)
         elif kind == FINALIZE:
             try:
                 if model is not None and hasattr(model, "finalize"):

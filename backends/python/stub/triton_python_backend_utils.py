@@ -126,6 +126,13 @@ class Tensor:
             raise TritonModelException(
                 "Tensor '%s': numpy dtype %s has no Triton datatype" % (name, data.dtype))
 
+    @classmethod
+    def _wrap(cls, name, data, dtype):
+        """A Tensor over an array the stub made (no checks)."""
+        tensor = cls.__new__(cls)
+        tensor._name, tensor._data, tensor._triton_dtype = name, data, dtype
+        return tensor
+
     def name(self):
         return self._name
 
@@ -262,6 +269,20 @@ class InferenceRequest:
         self._batch = 0
         self._cancelled = False
 
+    @classmethod
+    def _received(cls, inputs, requested_output_names, request_id,
+                  correlation_id, parameters):
+        """A request as execute() receives it (the stub builds it; no
+        checks, no copies of the lists)."""
+        request = cls.__new__(cls)
+        request.__dict__.update(_RECEIVED_DEFAULTS)
+        request._inputs = inputs
+        request._requested_output_names = requested_output_names
+        request._request_id = request_id
+        request._correlation_id = correlation_id
+        request._parameters = parameters
+        return request
+
     def inputs(self):
         return self._inputs
 
@@ -302,13 +323,21 @@ class InferenceRequest:
         come back as the response's error(). decoupled=True gives an
         iterator of the responses."""
         if _bls_exec is None:
-            raise TritonModelException("BLS requests can only be sent from execute()")
+            raise TritonModelException(
+                "BLS is only supported during the 'execute' function.")
         if decoupled:
             return iter(_bls_exec(self, decoupled=True))
         return _bls_exec(self)
 
     async def async_exec(self, decoupled=False):
         return self.exec(decoupled)
+
+
+_RECEIVED_DEFAULTS = {
+    "_model_name": None, "_model_version": -1, "_flags": 0, "_timeout": 0,
+    "_sender": None, "_sent_response": None, "_send": None, "_batch": 0,
+    "_cancelled": False,
+}
 
 
 def get_input_tensor_by_name(inference_request, name):

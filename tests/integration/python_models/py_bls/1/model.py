@@ -2,7 +2,9 @@
 1: async execute awaiting two async_exec() calls, OUTPUT0 the first's
 OUTPUT0 and OUTPUT1 the second's (inputs swapped); 2: exec(decoupled=True)
 iterated; 3: a model that does not exist, its error returned; 4: the
-built-in `simple` model (INT32 [1,16]), its OUTPUT0 sliced."""
+built-in `simple` model (INT32 [1,16]), its OUTPUT0 sliced; 5: the error
+a BLS call from initialize got (Triton refuses it), as the response's
+error."""
 import asyncio
 
 import numpy as np
@@ -24,13 +26,24 @@ def passthrough(response):
 
 
 class TritonPythonModel:
+    def initialize(self, args):
+        zeros = np.zeros(4, np.float32)
+        try:
+            add_sub_request(zeros, zeros).exec()
+            self.init_bls_error = "a BLS call from initialize was served"
+        except pb_utils.TritonModelException as e:
+            self.init_bls_error = str(e)
+
     async def execute(self, requests):
         responses = []
         for request in requests:
             mode = int(pb_utils.get_input_tensor_by_name(request, "MODE").as_numpy()[0])
             in0 = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
             in1 = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
-            if mode == 0:
+            if mode == 5:
+                responses.append(pb_utils.InferenceResponse(
+                    error=pb_utils.TritonError(self.init_bls_error)))
+            elif mode == 0:
                 responses.append(passthrough(add_sub_request(in0, in1).exec()))
             elif mode == 1:
                 first, second = await asyncio.gather(
