@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
+#include <vector>
 
 class Pb {
   public:
@@ -57,3 +59,50 @@ class Pb {
   private:
     std::string b_;
 };
+
+// ---- pieces of FP32 models (test_onnx_session_gpu.cc,
+// test_onnx_batch_chunks.cc) ---------------------------------------------
+
+// A ValueInfoProto of an FP32 tensor; a negative dim is the symbolic "N".
+inline Pb OnnxFloatValue(const std::string &name,
+                         const std::vector<int64_t> &dims) {
+    Pb shape;
+    for (int64_t d : dims) {
+        Pb dim;
+        if (d >= 0)
+            dim.Varint(1, static_cast<uint64_t>(d));
+        else
+            dim.Bytes(2, "N");
+        shape.Msg(1, dim);
+    }
+    Pb tensor_type;
+    tensor_type.Varint(1, 1 /* FLOAT */).Msg(2, shape);
+    Pb type;
+    type.Msg(1, tensor_type);
+    Pb v;
+    v.Bytes(1, name).Msg(2, type);
+    return v;
+}
+
+// A TensorProto initializer of FP32 values (raw_data).
+inline Pb OnnxFloatInitializer(const std::string &name,
+                               const std::vector<int64_t> &dims,
+                               const std::vector<float> &values) {
+    Pb t;
+    for (int64_t d : dims)
+        t.Varint(1, static_cast<uint64_t>(d));
+    t.Varint(2, 1 /* FLOAT */).Bytes(8, name);
+    t.Bytes(9, std::string(reinterpret_cast<const char *>(values.data()),
+                           values.size() * sizeof(float)));
+    return t;
+}
+
+// n floats uniform in [-1, 1), the same for the same seed.
+inline std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float &f : v)
+        f = dist(rng);
+    return v;
+}

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -20,53 +19,13 @@
 
 namespace {
 
-constexpr int kFloat = 1;
-
-Pb Dims(const std::vector<int64_t> &dims) {
-    Pb shape;
-    for (int64_t d : dims) {
-        Pb dim;
-        if (d >= 0)
-            dim.Varint(1, static_cast<uint64_t>(d));
-        else
-            dim.Bytes(2, "N");
-        shape.Msg(1, dim);
-    }
-    return shape;
-}
-
-Pb Value(const std::string &name, const std::vector<int64_t> &dims) {
-    Pb tensor_type;
-    tensor_type.Varint(1, kFloat).Msg(2, Dims(dims));
-    Pb type;
-    type.Msg(1, tensor_type);
-    Pb v;
-    v.Bytes(1, name).Msg(2, type);
-    return v;
-}
-
-std::vector<float> RandomFloats(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    std::vector<float> v(n);
-    for (float &f : v)
-        f = dist(rng);
-    return v;
-}
-
+// An initializer of random values (the same for the same seed).
 Pb Initializer(const std::string &name, const std::vector<int64_t> &dims,
                uint32_t seed) {
     size_t n = 1;
     for (int64_t d : dims)
         n *= static_cast<size_t>(d);
-    std::vector<float> values = RandomFloats(n, seed);
-    Pb t;
-    for (int64_t d : dims)
-        t.Varint(1, static_cast<uint64_t>(d));
-    t.Varint(2, kFloat).Bytes(8, name);
-    t.Bytes(9, std::string(reinterpret_cast<const char *>(values.data()),
-                           values.size() * sizeof(float)));
-    return t;
+    return OnnxFloatInitializer(name, dims, RandomFloats(n, seed));
 }
 
 Pb Node(const std::string &op, const std::vector<std::string> &in,
@@ -112,9 +71,9 @@ std::string CnnModel() {
         .Msg(5, Initializer("b", {kFeatures}, 2))
         .Msg(5, Initializer("w2", {kFeatures, kClasses}, 3))
         .Msg(5, Initializer("b2", {kClasses}, 4))
-        .Msg(11, Value("x", {-1, kChannels, kSide, kSide}))
-        .Msg(12, Value("y", {-1, kClasses}))
-        .Msg(12, Value("r", {-1, kFeatures, kSide, kSide}));
+        .Msg(11, OnnxFloatValue("x", {-1, kChannels, kSide, kSide}))
+        .Msg(12, OnnxFloatValue("y", {-1, kClasses}))
+        .Msg(12, OnnxFloatValue("r", {-1, kFeatures, kSide, kSide}));
     return ModelBytes(g);
 }
 
@@ -125,8 +84,8 @@ std::string ConstantAcrossBatchModel() {
     g.Bytes(2, "spanning")
         .Msg(1, Node("Add", {"x", "c"}, "y"))
         .Msg(5, Initializer("c", {3, kClasses}, 5))
-        .Msg(11, Value("x", {-1, kClasses}))
-        .Msg(12, Value("y", {-1, kClasses}));
+        .Msg(11, OnnxFloatValue("x", {-1, kClasses}))
+        .Msg(12, OnnxFloatValue("y", {-1, kClasses}));
     return ModelBytes(g);
 }
 

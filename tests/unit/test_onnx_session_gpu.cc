@@ -58,38 +58,6 @@ const auto *const kShutdown =
     ::testing::AddGlobalTestEnvironment(new DeviceShutdown);
 
 
-constexpr int kFloat = 1;
-
-Pb Value(const std::string &name, const std::vector<int64_t> &dims) {
-    Pb shape;
-    for (int64_t d : dims) {
-        Pb dim;
-        if (d >= 0)
-            dim.Varint(1, static_cast<uint64_t>(d));
-        else
-            dim.Bytes(2, "N");
-        shape.Msg(1, dim);
-    }
-    Pb tensor_type;
-    tensor_type.Varint(1, kFloat).Msg(2, shape);
-    Pb type;
-    type.Msg(1, tensor_type);
-    Pb v;
-    v.Bytes(1, name).Msg(2, type);
-    return v;
-}
-
-Pb Initializer(const std::string &name, const std::vector<int64_t> &dims,
-               const std::vector<float> &values) {
-    Pb t;
-    for (int64_t d : dims)
-        t.Varint(1, static_cast<uint64_t>(d));
-    t.Varint(2, kFloat).Bytes(8, name);
-    t.Bytes(9, std::string(reinterpret_cast<const char *>(values.data()),
-                           values.size() * sizeof(float)));
-    return t;
-}
-
 Pb MatMulNode(const std::string &a, const std::string &b,
               const std::string &y) {
     Pb n;
@@ -99,15 +67,6 @@ Pb MatMulNode(const std::string &a, const std::string &b,
 
 constexpr int64_t kIn = 64, kHidden = 1024, kOut = 16;
 
-std::vector<float> RandomFloats(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    std::vector<float> v(n);
-    for (float &f : v)
-        f = dist(rng);
-    return v;
-}
-
 // y[N, 16] = (x[N, 64] W1[64, 1024]) W2[1024, 16]: what the CUDA device
 // runs today (MatMul through its gemm). W1 and W2 are 320 KiB together.
 std::string MlpModel() {
@@ -116,11 +75,11 @@ std::string MlpModel() {
         .Msg(1, MatMulNode("x", "w1", "h"))
         .Msg(1, MatMulNode("h", "w2", "y"))
         .Msg(5,
-             Initializer("w1", {kIn, kHidden}, RandomFloats(kIn * kHidden, 1)))
-        .Msg(5, Initializer("w2", {kHidden, kOut},
+             OnnxFloatInitializer("w1", {kIn, kHidden}, RandomFloats(kIn * kHidden, 1)))
+        .Msg(5, OnnxFloatInitializer("w2", {kHidden, kOut},
                             RandomFloats(kHidden * kOut, 2)))
-        .Msg(11, Value("x", {-1, kIn}))
-        .Msg(12, Value("y", {-1, kOut}));
+        .Msg(11, OnnxFloatValue("x", {-1, kIn}))
+        .Msg(12, OnnxFloatValue("y", {-1, kOut}));
     Pb opset;
     opset.Bytes(1, "").Varint(2, 13);
     Pb m;
