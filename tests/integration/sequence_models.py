@@ -5,6 +5,8 @@ sequence, kept as implicit state; <control>_OUT echoes a control input)."""
 
 import pathlib
 
+import numpy as np
+
 import harness
 
 
@@ -290,3 +292,11 @@ def write_backend_repo(path, kind="KIND_CPU"):
                              outputs, 8, sequence_block(oldest) + instances),
         files={"model.py": PYTHON_ACCUMULATOR.encode()})
     return path
+
+
+def accumulator_input(client_module, value):
+    """The accumulator's INPUT [1, 1] INT32 holding `value`, as an InferInput
+    of client_module (tritonclient.http or tritonclient.grpc)."""
+    inp = client_module.InferInput("INPUT", [1, 1], "INT32")
+    inp.set_data_from_numpy(np.array([[value]], dtype=np.int32))
+    return inp

@@ -38,9 +38,7 @@ def http_step(client, model, seq_id, value, start=False, end=False,
 
 
 def grpc_input(value):
-    inp = grpcclient.InferInput("INPUT", [1, 1], "INT32")
-    inp.set_data_from_numpy(np.array([[value]], dtype=np.int32))
-    return inp
+    return sequence_models.accumulator_input(grpcclient, value)
 
 
 def out(result, name="OUTPUT"):

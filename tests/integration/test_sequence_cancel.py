@@ -15,7 +15,6 @@ depends on timing."""
 
 import queue
 
-import numpy as np
 import pytest
 import requests
 import tritonclient.grpc as grpcclient
@@ -53,15 +52,11 @@ def srv(tmp_path_factory):
 
 
 def grpc_inputs(value):
-    inp = grpcclient.InferInput("INPUT", [1, 1], "INT32")
-    inp.set_data_from_numpy(np.array([[value]], dtype=np.int32))
-    return [inp]
+    return [sequence_models.accumulator_input(grpcclient, value)]
 
 
 def http_inputs(value):
-    inp = httpclient.InferInput("INPUT", [1, 1], "INT32")
-    inp.set_data_from_numpy(np.array([[value]], dtype=np.int32))
-    return [inp]
+    return [sequence_models.accumulator_input(httpclient, value)]
 
 
 def async_step(client, model, seq, value, start=False, end=False):

@@ -6,7 +6,6 @@ wait in a backlog, minimum_slot_utilization, max_candidate_sequences."""
 
 import queue
 
-import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
@@ -29,9 +28,7 @@ def slot_server(tmp_path_factory):
 
 
 def http_inputs(value):
-    inp = httpclient.InferInput("INPUT", [1, 1], "INT32")
-    inp.set_data_from_numpy(np.array([[value]], dtype=np.int32))
-    return [inp]
+    return [sequence_models.accumulator_input(httpclient, value)]
 
 
 def facts(result):
@@ -92,8 +89,7 @@ def test_sequences_keep_their_slot_and_instance_grpc(slot_server):
     g = grpcclient.InferenceServerClient(slot_server.grpc_url)
 
     def grpc_step(seq, value, start=False, end=False):
-        inp = grpcclient.InferInput("INPUT", [1, 1], "INT32")
-        inp.set_data_from_numpy(np.array([[value]], dtype=np.int32))
+        inp = sequence_models.accumulator_input(grpcclient, value)
         outs = [grpcclient.InferRequestedOutput(n) for n in FACTS]
         return facts(g.infer("slots_direct", [inp], outputs=outs, sequence_id=seq,
                              sequence_start=start, sequence_end=end))
@@ -161,8 +157,7 @@ def test_minimum_slot_utilization(slot_server):
     answers = queue.Queue()
 
     def send(seq, value, start=False, end=False):
-        inp = grpcclient.InferInput("INPUT", [1, 1], "INT32")
-        inp.set_data_from_numpy(np.array([[value]], dtype=np.int32))
+        inp = sequence_models.accumulator_input(grpcclient, value)
         outs = [grpcclient.InferRequestedOutput(n) for n in FACTS]
         g.async_infer("slots_util", [inp],
                       lambda result, error: answers.put((seq, result, error)),
