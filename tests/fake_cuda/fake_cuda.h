@@ -45,7 +45,11 @@
  * Settings, read once from the environment: FAKE_CUDA_DEVICES (default 2,
  * so that every test also covers more than one GPU),
  * FAKE_CUDA_MEMORY_MIB per device (default 4096), FAKE_CUDA_NO_PINNED (set:
- * cudaHostAlloc fails, as when the host cannot pin memory).
+ * cudaHostAlloc fails, as when the host cannot pin memory),
+ * FAKE_CUDA_COPY_LOG (a file path: each copy cudaMemcpyAsync accepts
+ * appends a line "<H2D|D2H|D2D|H2H> <bytes>" to it, written out at once,
+ * so that a test can tell which copies the server made, e.g. that some
+ * tensor never passes through the host).
  */
 #pragma once
 

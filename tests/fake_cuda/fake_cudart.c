@@ -113,6 +113,10 @@ static _Thread_local bool t_in_host_func;
  * calls CUDA calls unsafe during a capture are refused on this thread). */
 static _Thread_local recording *t_capture;
 static uint64_t g_next_allocation_id = 1; /* under g_lock */
+/* FAKE_CUDA_COPY_LOG: where accepted copies are logged (copy_log_note),
+ * or NULL; written under g_copy_log_lock. */
+static FILE *g_copy_log;
+static pthread_mutex_t g_copy_log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void init_once(void) {
     const char *devices = getenv("FAKE_CUDA_DEVICES");
@@ -121,6 +125,25 @@ static void init_once(void) {
     g_no_pinned = getenv("FAKE_CUDA_NO_PINNED") != NULL;
     g_memory_limit = (size_t)(mib != NULL ? atol(mib) : 4096) << 20;
     g_used = calloc(g_devices > 0 ? (size_t)g_devices : 1, sizeof *g_used);
+    const char *copy_log = getenv("FAKE_CUDA_COPY_LOG");
+    if (copy_log != NULL && (g_copy_log = fopen(copy_log, "a")) == NULL)
+        fprintf(stderr, "fake CUDA: cannot open FAKE_CUDA_COPY_LOG %s\n",
+                copy_log);
+}
+
+/* Appends "<kind> <bytes>" for an accepted copy to FAKE_CUDA_COPY_LOG,
+ * flushed at once (a test reads it while the process runs). */
+static void copy_log_note(enum cudaMemcpyKind kind, size_t n) {
+    if (g_copy_log == NULL)
+        return;
+    const char *name = kind == cudaMemcpyHostToDevice     ? "H2D"
+                       : kind == cudaMemcpyDeviceToHost   ? "D2H"
+                       : kind == cudaMemcpyDeviceToDevice ? "D2D"
+                                                          : "H2H";
+    pthread_mutex_lock(&g_copy_log_lock);
+    fprintf(g_copy_log, "%s %zu\n", name, n);
+    fflush(g_copy_log);
+    pthread_mutex_unlock(&g_copy_log_lock);
 }
 
 void fake_enter(const char *function) {
@@ -854,6 +877,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
                                          "host-to-host memory");
     }
     st = fake_stream_enqueue_owned(stream, run_copy, drop_copy, c);
+    if (st == cudaSuccess)
+        copy_log_note(kind, n);
     if (st == cudaSuccess && synchronous) /* returns once the data is there */
         stream_drain(stream);
     return st;

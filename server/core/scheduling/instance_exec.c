@@ -2,6 +2,9 @@
  * Running one batch on a model instance: gather the requests' inputs into
  * device tensors along the batch dimension, call the backend, copy outputs
  * back into host buffers and scatter them into one response per request.
+ * A sequence model's implicit states stay on the instance's device: their
+ * rows are gathered from and scattered to the sequences' device buffers
+ * (sequence_state.h) with device-to-device copies.
  *
  * All device work for a batch is enqueued on the instance's stream and the
  * worker waits once per batch (not per request) before completing the
@@ -164,7 +167,8 @@ static size_t batch_output_count(const osp_model *model) {
  * rows from it. */
 static int state_twin_output(const osp_model *model, size_t k) {
     return osp_model_config_output_index(
-        model->config, sequence_batcher_state(model->sequences, k)->output_name);
+        model->config,
+        sequence_batcher_state(model->sequences, k)->output_name);
 }
 
 /* The state whose output_name config output o also is, or -1. */
@@ -207,13 +211,16 @@ static osp_error *check_state_output(const osp_model *model, size_t k,
                          bytes);
 }
 
-/* Moves the next states out of a backend's answer `sent` to request p
- * (tensors named by a state's output_name) into p's sequence step; an
- * error (the answer then becomes that error) when one has the wrong
- * shape, the sequence keeping its previous state. */
-static osp_error *take_answer_states(const osp_model *model,
-                                     const pending_request *p,
+/* Copies the next states of a backend's answer `sent` to request p
+ * (tensors named by a state's output_name) into p's sequence step, on the
+ * instance's device (a backend that answers one by one may give host
+ * buffers: the python backend's come from its stub); an error (the answer
+ * then becomes that error) when one has the wrong shape, the sequence
+ * keeping its previous state. A state output that is no config output
+ * leaves the answer. */
+static osp_error *take_answer_states(model_instance *inst, pending_request *p,
                                      osp_sent_response *sent) {
+    const osp_model *model = inst->model;
     if (!model->sequences || sent->error)
         return NULL;
     size_t n_states = sequence_batcher_extra_outputs(model->sequences);
@@ -226,23 +233,23 @@ static osp_error *take_answer_states(const osp_model *model,
                 continue;
             osp_error *err = check_state_output(model, k, &o->shape,
                                                 o->byte_size, p->batch_size);
+            osp_buffer *next = NULL;
+            if (!err)
+                err = sequence_batcher_next_state_row(
+                    model->sequences, p, (size_t)inst->index, k, &next);
+            if (!err && next && o->byte_size)
+                err = osp_device_memcpy(inst->device, next->data, o->data->data,
+                                        o->byte_size,
+                                        o->data->kind == OSP_MEMORY_DEVICE
+                                            ? OSP_COPY_DEVICE_TO_DEVICE
+                                            : OSP_COPY_HOST_TO_DEVICE);
             if (err)
                 return err;
-            if (!p->sequence) /* a warmup sample: nobody keeps it */
-                break;
-            osp_buffer *next = o->data;
             int twin = state_twin_output(model, k);
-            if (twin >= 0 && p->output_requested[twin]) {
-                /* the client gets it too: the state keeps a copy */
-                next = osp_buffer_new_host(o->byte_size ? o->byte_size : 1);
-                if (!next)
-                    return osp_error_out_of_memory();
-                memcpy(next->data, o->data->data, o->byte_size);
-            } else {
+            if (twin < 0 || !p->output_requested[twin]) {
+                osp_buffer_free(o->data); /* not the client's */
                 o->data = NULL;
             }
-            osp_buffer_free(p->sequence->next_state[k]);
-            p->sequence->next_state[k] = next;
             break;
         }
     }
@@ -252,14 +259,14 @@ static osp_error *take_answer_states(const osp_model *model,
 /* Builds each request's response from the backend's answer to it
  * (osp_execute_respond); a request left unanswered fails. Marks the
  * requests whose answer is an error as backend failures. */
-static osp_error *take_answers(const osp_model *model, batch_state *bs,
+static osp_error *take_answers(model_instance *inst, batch_state *bs,
                                pending_request **batch, size_t n,
                                osp_infer_response **resps) {
+    const osp_model *model = inst->model;
     for (size_t r = 0; r < n; r++) {
         request_answer *a = &bs->answers[r];
         if (a->given) {
-            osp_error *state_err =
-                take_answer_states(model, batch[r], &a->sent);
+            osp_error *state_err = take_answer_states(inst, batch[r], &a->sent);
             if (state_err) {
                 sent_response_free_buffers(&a->sent);
                 a->sent.error = state_err;
@@ -280,14 +287,74 @@ static osp_error *take_answers(const osp_model *model, batch_state *bs,
     return NULL;
 }
 
+/* The state whose input_name batch input i is, or -1. */
+static int input_state(const osp_model *model, size_t i) {
+    if (!model->sequences)
+        return -1;
+    size_t first =
+        model->config->n_inputs + model->config->sequence_batching.n_controls;
+    size_t n_states = sequence_batcher_extra_outputs(model->sequences);
+    return i >= first && i < first + n_states ? (int)(i - first) : -1;
+}
+
+/* Builds state k's batch input (batch input i) on the instance's device,
+ * one row per request, from where each row's state lives
+ * (sequence_batcher_state_row: its sequence's state, the initial value,
+ * zeros for a filler), with device-to-device copies: the state never
+ * passes through the host. On the CPU device a single row is passed
+ * without a copy (not given to outputs: the sequence keeps it). */
+static osp_error *gather_state_input(model_instance *inst, batch_state *bs,
+                                     pending_request **batch, size_t n,
+                                     size_t i, size_t k) {
+    const osp_model *model = inst->model;
+    const osp_sequence_state *st = sequence_batcher_state(model->sequences, k);
+    size_t row = sequence_batcher_state_bytes(model->sequences, k);
+    osp_backend_tensor *t = &bs->inputs[i];
+    t->shape.rank = 0;
+    if (model->config->max_batch_size > 0)
+        t->shape.dims[t->shape.rank++] = (int64_t)n;
+    for (int d = 0; d < st->dims.rank; d++)
+        t->shape.dims[t->shape.rank++] = st->dims.dims[d];
+    t->byte_size = row * n;
+    osp_device_info info;
+    osp_device_get_info(inst->device, &info);
+    const osp_buffer *src = NULL;
+    osp_error *err = NULL;
+    if (n == 1 && info.type == OSP_DEVICE_CPU && !model->config->decoupled) {
+        err = sequence_batcher_state_row(model->sequences, batch[0],
+                                         (size_t)inst->index, k, &src);
+        if (!err)
+            t->data = src->data;
+        return err;
+    }
+    err = osp_device_alloc(inst->device, t->byte_size ? t->byte_size : 1,
+                           &bs->input_buffers[i]);
+    if (err)
+        return err;
+    t->data = bs->input_buffers[i]->data;
+    for (size_t r = 0; r < n && !err; r++) {
+        err = sequence_batcher_state_row(model->sequences, batch[r],
+                                         (size_t)inst->index, k, &src);
+        if (!err && row)
+            err = osp_memcpy_async(inst->stream, (char *)t->data + r * row,
+                                   src->data, row, OSP_COPY_DEVICE_TO_DEVICE);
+    }
+    return err;
+}
+
 /* Builds device input i from every request's bytes. A single request on
- * a host-memory device is passed through without a copy. */
+ * a host-memory device is passed through without a copy. The states of a
+ * batch of sequences come from the device (gather_state_input). */
 static osp_error *gather_input(model_instance *inst, batch_state *bs,
                                pending_request **batch, size_t n, size_t i,
                                int64_t total_batch) {
     const osp_model_config *cfg = inst->model->config;
     osp_backend_tensor *t = &bs->inputs[i];
     batch_input_desc(inst->model, i, &t->name, &t->dtype);
+    int state = input_state(inst->model, i);
+    /* A warmup sample (no sequence) gives its states as inputs. */
+    if (state >= 0 && batch[0]->sequence)
+        return gather_state_input(inst, bs, batch, n, i, (size_t)state);
     const osp_infer_input *first = NULL;
     size_t total = 0, present = 0;
     for (size_t r = 0; r < n; r++) {
@@ -381,6 +448,29 @@ static osp_error *stage_output(model_instance *inst, batch_state *bs, size_t o,
     return err;
 }
 
+/* Copies each request's rows of batch output o, state k's next value, into
+ * a new buffer of its step on the instance's device
+ * (sequence_batcher_next_state_row), device to device, queued on the
+ * instance's stream: the next state never passes through the host. Filler
+ * rows are skipped. The output has the state's shape (checked). */
+static osp_error *scatter_state_rows(model_instance *inst, batch_state *bs,
+                                     pending_request **batch, size_t n,
+                                     size_t o, size_t k) {
+    sequence_batcher *sb = inst->model->sequences;
+    size_t row = sequence_batcher_state_bytes(sb, k);
+    const char *from = bs->outputs[o].data;
+    osp_error *err = NULL;
+    for (size_t r = 0; r < n && !err; r++) {
+        osp_buffer *next = NULL;
+        err = sequence_batcher_next_state_row(sb, batch[r], (size_t)inst->index,
+                                              k, &next);
+        if (!err && next && row)
+            err = osp_memcpy_async(inst->stream, next->data, from + r * row,
+                                   row, OSP_COPY_DEVICE_TO_DEVICE);
+    }
+    return err;
+}
+
 /* Splits staged output o (see stage_output; taken over here) into one host
  * buffer per request and attaches them to the responses. */
 static osp_error *scatter_output(model_instance *inst, batch_state *bs,
@@ -420,37 +510,6 @@ static osp_error *scatter_output(model_instance *inst, batch_state *bs,
             memcpy(mine->data, (char *)host->data + offset, size);
         }
         offset += size;
-        int twin_state = o < cfg->n_outputs ? output_twin_state(inst->model, o)
-                                            : -1;
-        sequence_step *twin_step = twin_state >= 0 ? batch[r]->sequence : NULL;
-        if (twin_step) {
-            /* Also state twin_state's next value: the state takes these
-             * rows, or a copy when the request asked for the output. */
-            osp_buffer *next = mine;
-            if (batch[r]->output_requested[o]) {
-                next = osp_buffer_new_host(size ? size : 1);
-                if (!next) {
-                    err = osp_error_out_of_memory();
-                    osp_buffer_free(mine);
-                    break;
-                }
-                memcpy(next->data, mine->data, size);
-            } else {
-                mine = NULL;
-            }
-            osp_buffer_free(twin_step->next_state[twin_state]);
-            twin_step->next_state[twin_state] = next;
-        }
-        if (o >= cfg->n_outputs) { /* a state: the sequence's next value */
-            sequence_step *step = batch[r]->sequence;
-            if (step) { /* else a warmup sample: nobody keeps it */
-                osp_buffer_free(step->next_state[o - cfg->n_outputs]);
-                step->next_state[o - cfg->n_outputs] = mine;
-                mine = NULL;
-            }
-            osp_buffer_free(mine);
-            continue;
-        }
         /* Attach to the request's response at its position. */
         for (size_t k = 0; k < batch[r]->n_response_outputs; k++) {
             if (batch[r]->response_outputs[k] != o)
@@ -712,6 +771,15 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
             err = check_state_output(model, (size_t)output_twin_state(model, o),
                                      &bs.outputs[o].shape,
                                      bs.outputs[o].byte_size, total_batch);
+        if (!err && o >= cfg->n_outputs) {
+            /* A state's next value only: it stays on the device. */
+            err =
+                scatter_state_rows(inst, &bs, batch, n, o, o - cfg->n_outputs);
+            continue;
+        }
+        if (!err && output_twin_state(model, o) >= 0)
+            err = scatter_state_rows(inst, &bs, batch, n, o,
+                                     (size_t)output_twin_state(model, o));
         if (!err)
             err = stage_output(inst, &bs, o, &staged[o]);
     }
@@ -724,7 +792,7 @@ void instance_execute_batch(model_instance *inst, pending_request **batch,
     uint64_t outputs_on_host = osp_now_ns();
 
     if (answered)
-        err = take_answers(model, &bs, batch, n, resps);
+        err = take_answers(inst, &bs, batch, n, resps);
     for (size_t r = 0; r < n && !err && !answered; r++) {
         resps[r] = pending_request_response_new(batch[r]);
         if (resps[r])

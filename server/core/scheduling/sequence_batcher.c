@@ -17,6 +17,7 @@
 #include "cond_deadline.h"
 #include "model_internal.h"
 #include "osprey/clock.h"
+#include "sequence_state.h"
 #include "sequence_table.h"
 
 struct sequence_batcher {
@@ -27,10 +28,14 @@ struct sequence_batcher {
     osp_model *model; /* borrowed: the model owns the batcher */
     pthread_t reaper;
     bool reaper_started, stopping;
-    pthread_cond_t reaper_wake;         /* a sequence started waiting; stop */
-    const osp_model_config *config;     /* borrowed: the model owns it */
-    osp_buffer **initial;               /* per state: its initial bytes */
-    size_t *state_bytes;                /* per state: bytes of one row */
+    pthread_cond_t reaper_wake;     /* a sequence started waiting; stop */
+    const osp_model_config *config; /* borrowed: the model owns it */
+    osp_buffer **initial;           /* per state: its initial bytes */
+    bool *initial_is_zero;          /* per state: zero_data */
+    size_t *state_bytes;            /* per state: bytes of one row */
+    /* The states' initial values and zeros on each instance's device
+     * (sequence_batcher_start). */
+    sequence_state_store store;
     const osp_sequence_control *corrid; /* NULL without CORRID */
     /* Requests waiting in the sequences' backlogs: pending, as Triton
      * counts them (nv_inference_pending_request_count). */
@@ -134,7 +139,9 @@ osp_error *sequence_batcher_new(const osp_model_config *config,
         seq->max_sequence_idle_us ? seq->max_sequence_idle_us : 1000000;
     sb->initial = calloc(seq->n_states + 1, sizeof(*sb->initial));
     sb->state_bytes = calloc(seq->n_states + 1, sizeof(*sb->state_bytes));
-    if (!sb->initial || !sb->state_bytes)
+    sb->initial_is_zero =
+        calloc(seq->n_states + 1, sizeof(*sb->initial_is_zero));
+    if (!sb->initial || !sb->state_bytes || !sb->initial_is_zero)
         err = osp_error_out_of_memory();
     if (!err)
         err = sequence_table_init(
@@ -151,6 +158,7 @@ osp_error *sequence_batcher_new(const osp_model_config *config,
             err = osp_error_out_of_memory();
         } else {
             memset(sb->initial[k]->data, 0, sb->state_bytes[k]);
+            sb->initial_is_zero[k] = true;
         }
     }
     if (err) {
@@ -170,9 +178,13 @@ void sequence_batcher_free(sequence_batcher *sb) {
     for (size_t k = 0; sb->initial && k < n_states; k++)
         osp_buffer_free(sb->initial[k]);
     free(sb->initial);
-    free(sb->state_bytes);
+    /* The sequences' buffers first: they are on the instances' devices,
+     * as the store's are. */
     if (sb->table.slots)
         sequence_table_destroy(&sb->table);
+    sequence_state_store_destroy(&sb->store);
+    free(sb->initial_is_zero);
+    free(sb->state_bytes);
     pthread_mutex_destroy(&sb->lock);
     free(sb);
 }
@@ -201,6 +213,10 @@ size_t sequence_batcher_extra_outputs(const sequence_batcher *sb) {
 const osp_sequence_state *sequence_batcher_state(const sequence_batcher *sb,
                                                  size_t k) {
     return &sb->config->sequence_batching.states[k];
+}
+
+size_t sequence_batcher_state_bytes(const sequence_batcher *sb, size_t k) {
+    return sb->state_bytes[k];
 }
 
 void sequence_step_free(sequence_step *step) {
@@ -280,9 +296,10 @@ static osp_error *add_extra_input(const sequence_batcher *sb,
 }
 
 /* Gives p (the request of its sequence now in flight; or with step NULL a
- * filler row) its control inputs and its state inputs. Reads the slot's
- * state without the lock: only the step in flight, this one, changes it.
- * A filler gets START, END and READY false, CORRID 0 and zero states. */
+ * filler row) its control inputs. A filler gets START, END and READY
+ * false and CORRID 0. The state inputs are no request inputs (their
+ * input_map entries are -1): the batch gathers them on the instance's
+ * device (sequence_batcher_state_row). */
 static osp_error *attach_inputs(sequence_batcher *sb, pending_request *p,
                                 const sequence_step *step) {
     const osp_model_config *cfg = sb->config;
@@ -302,25 +319,49 @@ static osp_error *attach_inputs(sequence_batcher *sb, pending_request *p,
                 ? control_tensor(&seq->controls[k], step->start, step->end,
                                  true, &step->slot->id)
                 : control_tensor(&seq->controls[k], false, false, false, NULL));
-    for (size_t k = 0; k < seq->n_states && !err; k++) {
-        const osp_sequence_state *st = &seq->states[k];
-        osp_shape shape = {.rank = 0};
-        if (batching)
-            shape.dims[shape.rank++] = 1;
-        for (int d = 0; d < st->dims.rank; d++)
-            shape.dims[shape.rank++] = st->dims.dims[d];
-        const osp_buffer *from = !step ? NULL
-                                 : step->slot->state[k] && !step->start
-                                     ? step->slot->state[k]
-                                     : sb->initial[k];
-        osp_buffer *copy = osp_buffer_new_host(sb->state_bytes[k]);
-        if (copy && from)
-            memcpy(copy->data, from->data, sb->state_bytes[k]);
-        else if (copy)
-            memset(copy->data, 0, sb->state_bytes[k]);
-        err = add_extra_input(sb, p, seq->n_controls + k, &shape, copy);
-    }
+    for (size_t k = 0; k < seq->n_states; k++)
+        p->input_map[cfg->n_inputs + seq->n_controls + k] = -1;
     return err;
+}
+
+osp_error *sequence_batcher_state_row(sequence_batcher *sb,
+                                      const pending_request *p, size_t instance,
+                                      size_t k, const osp_buffer **out) {
+    const sequence_step *step = p->sequence;
+    *out = NULL;
+    if (!step)
+        return NULL; /* a warmup sample: it gives its states itself */
+    if (step->filler)
+        *out = sequence_state_zeros(&sb->store, instance, k);
+    else if (step->slot && step->instance == (int)instance)
+        /* Read without the lock: only the step in flight, this one,
+         * changes the slot's state. */
+        *out = step->slot->state[k] && !step->start
+                   ? step->slot->state[k]
+                   : sequence_state_initial(&sb->store, instance, k);
+    if (!*out)
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "model '%s': no state '%s' for a request on "
+                             "instance %zu",
+                             sb->config->name,
+                             sb->config->sequence_batching.states[k].input_name,
+                             instance);
+    return NULL;
+}
+
+osp_error *sequence_batcher_next_state_row(sequence_batcher *sb,
+                                           pending_request *p, size_t instance,
+                                           size_t k, osp_buffer **out) {
+    sequence_step *step = p->sequence;
+    *out = NULL;
+    if (!step || step->filler || !step->slot)
+        return NULL; /* a warmup sample or a filler row: nobody keeps it */
+    osp_error *err = sequence_state_alloc(&sb->store, instance, k, out);
+    if (err)
+        return err;
+    osp_buffer_free(step->next_state[k]);
+    step->next_state[k] = *out;
+    return NULL;
 }
 
 /* ---- the flow of requests -------------------------------------------------
@@ -715,8 +756,15 @@ osp_error *sequence_batcher_filler_new(sequence_batcher *sb,
         else
             f->input_map[i] = (int)(f->req->n_inputs - 1);
     }
-    if (!err)
+    if (!err && !(f->sequence = calloc(1, sizeof(*f->sequence))))
+        err = osp_error_out_of_memory();
+    if (!err) {
+        /* Its state rows are zeros (sequence_batcher_state_row). */
+        f->sequence->batcher = sb;
+        f->sequence->filler = true;
+        f->sequence->instance = f->sequence->batch_index = -1;
         err = attach_inputs(sb, f, NULL);
+    }
 out:
     if (err) {
         pending_request_free(f);
@@ -771,6 +819,18 @@ osp_error *sequence_batcher_start(sequence_batcher *sb, osp_model *model,
         per_instance = (size_t)seq->max_candidate_sequences;
     osp_error *err =
         sequence_table_set_batch_slots(&sb->table, n_instances, per_instance);
+    if (err)
+        return err;
+    /* Each instance gets the states' initial values once, on its device. */
+    osp_device **devices = calloc(n_instances + 1, sizeof(*devices));
+    if (!devices)
+        return osp_error_out_of_memory();
+    for (size_t i = 0; i < n_instances; i++)
+        devices[i] = model->instances[i].device;
+    err = sequence_state_store_init(&sb->store, seq->n_states, sb->state_bytes,
+                                    sb->initial, sb->initial_is_zero, devices,
+                                    n_instances);
+    free(devices);
     if (err)
         return err;
     sb->model = model;

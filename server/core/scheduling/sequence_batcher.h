@@ -60,11 +60,15 @@ typedef struct sequence_step {
     sequence_batcher *batcher; /* borrowed: the model owns it */
     sequence_slot *slot;       /* NULL once its outcome has been recorded */
     bool start, end;
+    /* A `direct` filler row's (sequence_batcher_filler_new): no sequence,
+     * zero states. */
+    bool filler;
     /* The batch slot its sequence holds, set when it is dispatched: it
      * runs on that instance, at that row of a `direct` batch. */
     int instance, batch_index;
     /* Per state: the state output rows of this request, set by the batch
-     * that ran it. Owned. */
+     * that ran it, on its instance's device
+     * (sequence_batcher_next_state_row). Owned. */
     osp_buffer **next_state;
 } sequence_step;
 
@@ -87,6 +91,8 @@ void sequence_batcher_extra_input(const sequence_batcher *sb, size_t k,
 size_t sequence_batcher_extra_outputs(const sequence_batcher *sb);
 const osp_sequence_state *sequence_batcher_state(const sequence_batcher *sb,
                                                  size_t k);
+/* Bytes of one row (one sequence's value) of state k. */
+size_t sequence_batcher_state_bytes(const sequence_batcher *sb, size_t k);
 
 /* Takes a validated request of the model (ownership of p moves, also on
  * error, as model_enqueue): checks its correlation id and flags, queues it
@@ -127,6 +133,29 @@ void sequence_batcher_stop(sequence_batcher *sb);
 osp_error *sequence_batcher_filler_new(sequence_batcher *sb,
                                        const struct pending_request *like,
                                        struct pending_request **out);
+
+/* Where row p (borrowed) of a batch running on `instance` takes state k
+ * from, on that instance's device: for a request of a sequence its
+ * sequence's state (the initial value on START or before any request of
+ * it ran), for a filler row zeros. *out is borrowed, valid while the
+ * batch runs (only p's own step changes it); NULL for a request that did
+ * not come through the sequence batcher (a warmup sample gives its states
+ * as ordinary inputs). INTERNAL when p's sequence is held by another
+ * instance. */
+osp_error *sequence_batcher_state_row(sequence_batcher *sb,
+                                      const struct pending_request *p,
+                                      size_t instance, size_t k,
+                                      const osp_buffer **out);
+
+/* A new buffer on `instance`'s device for p's next value of state k
+ * (one row), owned by p's step, which hands it to its sequence if p
+ * succeeds (sequence_batcher_step_finished) and frees it otherwise; *out
+ * is borrowed. *out NULL (no error) when nobody keeps p's state (a filler
+ * row, a warmup sample). */
+osp_error *sequence_batcher_next_state_row(sequence_batcher *sb,
+                                           struct pending_request *p,
+                                           size_t instance, size_t k,
+                                           osp_buffer **out);
 
 /* Frees a step and the state rows it holds. */
 void sequence_step_free(sequence_step *step);

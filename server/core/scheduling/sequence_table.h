@@ -58,8 +58,10 @@ typedef struct sequence_slot {
     /* Requests waiting for the one in flight, FIFO, linked by ->next. The
      * slot does not own them (the sequence batcher does). */
     struct pending_request *backlog_head, *backlog_tail;
-    /* Per configured state: its value after the last request that ran, or
-     * NULL for the initial value. Owned by the slot. */
+    /* Per configured state: its value after the last request that ran, in
+     * the memory of the device of the instance holding its batch slot
+     * (sequence_state.h), or NULL for the initial value. Owned by the
+     * slot: freed when the sequence is released. */
     osp_buffer **state;
     /* Its batch slot: the instance and the row of that instance's batches
      * its requests run at; both -1 while it waits for one, or when the
