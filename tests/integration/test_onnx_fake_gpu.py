@@ -157,3 +157,61 @@ def test_bad_graph_parameter_fails_the_load(start_server, tmp_path):
     index = requests.post(srv.url + "/v2/repository/index", data="{}").json()
     assert index[0]["state"] == "UNAVAILABLE"
     assert "parameter 'cuda_graphs' must be true or false, got 'yes'" in index[0]["reason"]
+
+
+def width_input_model():
+    """x[batch, 8] and width[batch, 1] (INT64) -> y = x[:, :max(width)]:
+    the Slice's end comes from a graph input, so the plan needs the
+    values of `width` on the host."""
+    nodes = [helper.make_node("ReduceMax", ["width"], ["w"], keepdims=0),
+             helper.make_node("Reshape", ["w", "one"], ["end"]),
+             helper.make_node("Slice", ["x", "zero", "end", "axis1"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([1], np.int64), "one"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             numpy_helper.from_array(np.array([1], np.int64), "axis1")]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8]),
+         helper.make_tensor_value_info("width", TensorProto.INT64, ["batch", 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "w"])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_a_batch_of_requests_gives_its_small_inputs_values_to_the_plan(
+        start_server, tmp_path):
+    """Four requests batched on a GPU instance: the batch's `width` (a
+    value the plan needs) is gathered on the host too, so the batch runs
+    instead of failing with 'must be known when the model is planned'."""
+    import concurrent.futures
+    root = tmp_path / "repo"
+    (root / "width" / "1").mkdir(parents=True)
+    onnx.save(width_input_model(), str(root / "width" / "1" / "model.onnx"))
+    (root / "width" / "config.pbtxt").write_text(
+        'name: "width"\nbackend: "onnxruntime"\nmax_batch_size: 4\n'
+        'dynamic_batching { preferred_batch_size: [ 4 ] '
+        'max_queue_delay_microseconds: 60000000 }\n'
+        'instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0 ] } ]\n')
+    srv = start_server(root, ["--strict-gpu"], binary=FAKE_GPU_BIN)
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((1, 8)).astype(np.float32) for _ in range(4)]
+
+    def infer(x):
+        c = httpclient.InferenceServerClient(srv.hostport)
+        i = httpclient.InferInput("x", [1, 8], "FP32")
+        i.set_data_from_numpy(x, binary_data=True)
+        w = httpclient.InferInput("width", [1, 1], "INT64")
+        w.set_data_from_numpy(np.array([[3]], np.int64), binary_data=True)
+        return c.infer("width", [i, w]).as_numpy("y")
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        ys = list(pool.map(infer, xs))
+    for x, y in zip(xs, ys):
+        np.testing.assert_array_equal(y, x[:, :3])
+    stats = requests.get(srv.url + "/v2/models/width/stats").json()
+    s = stats["model_stats"][0]
+    assert s["inference_count"] == 4
+    assert s["execution_count"] == 1, "the four requests ran as one batch"

@@ -39,6 +39,7 @@ typedef struct batch_state {
     void *block;
     osp_backend_tensor *inputs;
     osp_buffer **input_buffers; /* device buffers we allocated, or NULL */
+    osp_buffer **input_host;    /* host copies of small gathered inputs */
     bool *output_requested;
     osp_backend_tensor *outputs;
     osp_buffer **output_buffers;
@@ -67,7 +68,7 @@ static bool batch_state_alloc(batch_state *bs, size_t n_in, size_t n_out,
     size_t answers = (n + 1) * sizeof(request_answer);
     size_t flags = (n_out + 1) * sizeof(bool);
     char *p =
-        calloc(1, tensors_in + tensors_out + ptrs_in + 2 * ptrs_out +
+        calloc(1, tensors_in + tensors_out + 2 * ptrs_in + 2 * ptrs_out +
                       ptrs_resp + slots_in + views + params + answers + flags);
     if (!p)
         return false;
@@ -77,6 +78,8 @@ static bool batch_state_alloc(batch_state *bs, size_t n_in, size_t n_out,
     bs->outputs = (osp_backend_tensor *)p;
     p += tensors_out;
     bs->input_buffers = (osp_buffer **)p;
+    p += ptrs_in;
+    bs->input_host = (osp_buffer **)p;
     p += ptrs_in;
     bs->output_buffers = (osp_buffer **)p;
     p += ptrs_out;
@@ -98,8 +101,10 @@ static bool batch_state_alloc(batch_state *bs, size_t n_in, size_t n_out,
 
 static void batch_state_free(batch_state *bs, size_t n_inputs) {
     if (bs->input_buffers)
-        for (size_t i = 0; i < n_inputs; i++)
+        for (size_t i = 0; i < n_inputs; i++) {
             osp_buffer_free(bs->input_buffers[i]);
+            osp_buffer_free(bs->input_host[i]);
+        }
     if (bs->output_buffers)
         execute_ctx_release_outputs(&bs->ctx);
     execute_ctx_release_answers(&bs->ctx);
@@ -342,6 +347,49 @@ static osp_error *gather_state_input(model_instance *inst, batch_state *bs,
     return err;
 }
 
+/* Inputs of a multi-request batch up to this size are gathered on the
+ * host first, so that the backend also gets their values there (host_data:
+ * a shape or axes fed as an input, which the ONNX runtime reads while
+ * planning); one upload follows instead of one per request. */
+#define SMALL_INPUT_HOST_BYTES ((size_t)8 << 10)
+
+/* The bytes of batch input i of request r (NULL when it has none). */
+static const osp_buffer *request_input(pending_request **batch, size_t r,
+                                       size_t i) {
+    return batch[r]->req->inputs[batch[r]->input_map[i]].data;
+}
+
+/* Gathers batch input i (total bytes, at most SMALL_INPUT_HOST_BYTES, its
+ * device buffer allocated) into a pinned host buffer that the batch keeps
+ * (bs->input_host), then uploads it with one copy. False (nothing done)
+ * when a request's bytes are not in host memory. */
+static bool gather_small_input(model_instance *inst, batch_state *bs,
+                               pending_request **batch, size_t n, size_t i,
+                               size_t total, osp_error **err) {
+    for (size_t r = 0; r < n; r++) {
+        const osp_buffer *part = request_input(batch, r, i);
+        if (part && part->kind == OSP_MEMORY_DEVICE)
+            return false;
+    }
+    osp_backend_tensor *t = &bs->inputs[i];
+    if ((*err = osp_device_alloc_host(inst->device, total, &bs->input_host[i])))
+        return true;
+    char *host = bs->input_host[i]->data;
+    size_t offset = 0;
+    for (size_t r = 0; r < n; r++) {
+        const osp_buffer *part = request_input(batch, r, i);
+        if (part && part->size) {
+            memcpy(host + offset, part->data, part->size);
+            offset += part->size;
+        }
+    }
+    t->host_data = host;
+    if (total)
+        *err = osp_memcpy_async(inst->stream, (void *)t->data, host, total,
+                                OSP_COPY_HOST_TO_DEVICE);
+    return true;
+}
+
 /* Builds device input i from every request's bytes. A single request on
  * a host-memory device is passed through without a copy. The states of a
  * batch of sequences come from the device (gather_state_input). */
@@ -399,6 +447,11 @@ static osp_error *gather_input(model_instance *inst, batch_state *bs,
     if (err)
         return err;
     t->data = bs->input_buffers[i]->data;
+    if (info.type == OSP_DEVICE_CPU)
+        t->host_data = t->data;
+    else if (n > 1 && total <= SMALL_INPUT_HOST_BYTES &&
+             gather_small_input(inst, bs, batch, n, i, total, &err))
+        return err;
     size_t offset = 0;
     for (size_t r = 0; r < n; r++) {
         const osp_infer_input *in =
