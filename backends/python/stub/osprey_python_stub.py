@@ -534,6 +534,12 @@ class DecoupledChannel:
                     self.inbox.put((kind, payload))
         except (EOFError, ConnectionError, OSError):
             pass
+        except Exception as exc:  # a frame this stub cannot read: end it
+            try:
+                log_to_server(2, "instance '%s': channel reader failed: %s"
+                              % (instance_name, describe_exception(exc)))
+            finally:
+                os._exit(1)
         with self.lock:
             self.gone = pb_utils.TritonModelException(
                 "Stub process '%s' is not healthy." % instance_name)
