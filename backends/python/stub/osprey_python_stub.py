@@ -430,7 +430,7 @@ async def bls_exec_async(request, decoupled=False):
     """async_exec: a decoupled model's call waits off the event loop, so
     calls gathered with asyncio run at once; otherwise as exec()."""
     if channel is None:
-        return bls_exec(request, decoupled)
+        return request.exec(decoupled)
     call = channel.start_call(request, decoupled)
     if decoupled:
         return call.responses()
