@@ -397,8 +397,9 @@ static osp_error *python_instance_new(void *opaque, osp_device *device,
         if (!(inst->dec = malloc(sizeof *inst->dec))) {
             err = osp_error_out_of_memory();
         } else {
-            pydec_init(inst->dec, &inst->stub, m, m->name, convert_response);
-            if ((err = pydec_start(inst->dec)))
+            err = pydec_init(inst->dec, &inst->stub, m, m->name,
+                             convert_response);
+            if (!err && (err = pydec_start(inst->dec)))
                 pydec_destroy(inst->dec);
         }
         if (err) {

@@ -60,7 +60,7 @@ static void bls_respond(osp_infer_response *response, bool final, void *user) {
 static osp_error *encode_outputs(pystub *stub, const osp_infer_response *resp,
                                  uint64_t *cursor, pyproto_text *t);
 
-static void encode_error(pyproto_text *t, const osp_error *err) {
+void pybls_append_error(pyproto_text *t, const osp_error *err) {
     const char *message = osp_error_message(err);
     uint32_t fields[3] = {1, pyproto_triton_code(osp_error_get_code(err)),
                           (uint32_t)strlen(message)};
@@ -80,7 +80,7 @@ static osp_error *encode_all(pystub *stub, bls_wait *w, uint64_t cursor,
         osp_infer_response *r = w->responses[i];
         osp_error *err = NULL;
         if (r && r->error)
-            encode_error(t, r->error);
+            pybls_append_error(t, r->error);
         else if ((err = encode_outputs(stub, r, &cursor, t)))
             return err;
     }
@@ -88,11 +88,8 @@ static osp_error *encode_all(pystub *stub, bls_wait *w, uint64_t cursor,
     return NULL;
 }
 
-/* Builds the core's request from the stub's descriptors; the inputs are
- * copied out of the region. Caller owns *out. */
-static osp_error *build_request(const pystub *stub,
-                                const pyproto_bls_request *bls,
-                                osp_infer_request **out) {
+osp_error *pybls_build_request(const pyproto_bls_request *bls,
+                               const uint8_t *base, osp_infer_request **out) {
     osp_infer_request *req = osp_infer_request_new(bls->model, bls->version);
     if (!req)
         return osp_error_out_of_memory();
@@ -105,7 +102,7 @@ static osp_error *build_request(const pystub *stub,
             err = osp_error_out_of_memory();
             break;
         }
-        memcpy(buf->data, stub->region.base + in->offset, in->byte_size);
+        memcpy(buf->data, base + in->offset, in->byte_size);
         if ((err = osp_infer_request_add_input(req, in->name, in->dtype,
                                                &in->shape, buf)))
             osp_buffer_free(buf);
@@ -160,7 +157,7 @@ bool pybls_serve(pystub *stub, osp_server *server, const uint8_t *payload,
         err = osp_error_new(OSP_ERROR_UNAVAILABLE,
                             "BLS requests need a server (none attached)");
     if (!err)
-        err = build_request(stub, &bls, &req);
+        err = pybls_build_request(&bls, stub->region.base, &req);
     if (!err) {
         /* Ownership of req moves to the server either way. */
         err = bls.decoupled
@@ -190,7 +187,7 @@ bool pybls_serve(pystub *stub, osp_server *server, const uint8_t *payload,
     if (err) {
         answer.len = sizeof header + sizeof count; /* drop partial outputs */
         count = 1;
-        encode_error(&answer, err);
+        pybls_append_error(&answer, err);
         osp_error_free(err);
     }
     bool sent = false;

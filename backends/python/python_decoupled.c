@@ -19,9 +19,13 @@
  * goes. */
 #define PYDEC_TICK_MS 10
 
-void pydec_init(pydec *d, pystub *stub, const void *model,
-                const char *model_name, pydec_convert_fn convert) {
+osp_error *pydec_init(pydec *d, pystub *stub, const void *model,
+                      const char *model_name, pydec_convert_fn convert) {
     memset(d, 0, sizeof *d);
+    if (!(d->bls = pybls_outbox_new()))
+        return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                             "python backend: cannot make the BLS outbox "
+                             "(out of memory or file descriptors)");
     d->stub = stub;
     d->model = model;
     d->model_name = model_name;
@@ -30,6 +34,7 @@ void pydec_init(pydec *d, pystub *stub, const void *model,
     pthread_cond_init(&d->changed, NULL);
     pthread_mutex_init(&d->send_lock, NULL);
     stub->send_lock = &d->send_lock;
+    return NULL;
 }
 
 /* Index of the open request of `batch`, or -1. Caller holds d->lock. */
@@ -136,23 +141,46 @@ static void post_answer(pydec *d, uint32_t type, uint8_t *payload, size_t len) {
     free(payload);
 }
 
-/* The reader: every frame the stub sends, until the channel ends. */
+/* The reader: every frame the stub sends, until the channel ends; between
+ * frames it sends the answers of BLS calls as the core gives them. */
 static void *reader_main(void *arg) {
     pydec *d = arg;
     pystub *stub = d->stub;
     for (;;) {
-        struct pollfd pfd = {.fd = stub->control, .events = POLLIN};
-        int ready = poll(&pfd, 1, PYDEC_TICK_MS);
+        struct pollfd pfd[2] = {
+            {.fd = stub->control, .events = POLLIN},
+            {.fd = pybls_outbox_wake_fd(d->bls), .events = POLLIN}};
+        int ready = poll(pfd, 2, PYDEC_TICK_MS);
         look_at_clients(d);
         if (ready == 0 || (ready < 0 && errno == EINTR))
+            continue;
+        if (ready < 0)
+            break;
+        if ((pfd[1].revents & POLLIN) && !pybls_outbox_flush(d->bls, stub))
+            break;
+        if (!pfd[0].revents)
             continue;
         uint32_t type = 0;
         uint8_t *buf = NULL;
         size_t len = 0;
         /* Once a frame begins it is read whole. */
-        if (ready < 0 || pyproto_recv(stub->control, 0, &type, &buf, &len) !=
-                             PYPROTO_RECV_OK)
+        if (pyproto_recv(stub->control, 0, &type, &buf, &len) !=
+            PYPROTO_RECV_OK)
             break;
+        if (type == PYPROTO_BLS_CALL) {
+            pybls_call_start(d->bls, stub->server, stub->name, buf, len);
+            free(buf);
+            continue;
+        }
+        if (type == PYPROTO_BLS) {
+            /* A decoupled stub sends BLS_CALL: the region is not the
+             * call's. Nothing answers this one. */
+            OSP_LOG_ERROR("python instance '%s': a region BLS frame from a "
+                          "decoupled model's stub was dropped",
+                          stub->name);
+            free(buf);
+            continue;
+        }
         pystub_frame_status served = pystub_serve_frame(stub, type, buf, len);
         if (served == PYSTUB_FRAME_BROKEN) {
             free(buf);
@@ -170,6 +198,7 @@ static void *reader_main(void *arg) {
     char message[320];
     snprintf(message, sizeof message, "Stub process '%s' is not healthy.",
              stub->name);
+    pybls_outbox_forget_stub(d->bls); /* its calls have no one to answer */
     pthread_mutex_lock(&d->lock);
     d->dead = true;
     end_all_locked(d, message);
@@ -180,6 +209,7 @@ static void *reader_main(void *arg) {
 
 osp_error *pydec_start(pydec *d) {
     d->dead = false;
+    pybls_outbox_forget_stub(d->bls); /* nothing of an earlier stub's */
     if (pthread_create(&d->reader, NULL, reader_main, d) != 0)
         return osp_error_new(OSP_ERROR_UNAVAILABLE,
                              "python backend: cannot start a reader thread");
@@ -297,6 +327,8 @@ void pydec_destroy(pydec *d) {
     if (d->reader_running)
         pydec_reap(d);
     free(d->answer);
+    pybls_outbox_close(d->bls);
+    pybls_outbox_unref(d->bls);
     d->stub->send_lock = NULL;
     pthread_mutex_destroy(&d->send_lock);
     pthread_cond_destroy(&d->changed);

@@ -5,10 +5,13 @@
  * senders of earlier ones keep sending from the model's threads. One
  * reader thread per stub reads every frame the stub sends and routes each
  * RESPONSE by its request (the EXEC's batch number) to that request's
- * sender until its final flag; it also serves LOG and BLS frames, tells the
- * stub which clients have gone (CANCEL), and hands the EXEC's answer to the
- * instance's worker. A stub that dies ends every open request with
- * Triton's "Stub process '<instance>' is not healthy.".
+ * sender until its final flag; it also serves LOG frames, starts the BLS
+ * calls the model's threads make (BLS_CALL, python_bls_async.h) and sends
+ * their answers, tells the stub which clients have gone (CANCEL), and
+ * hands the EXEC's answer to the instance's worker. A stub that dies ends
+ * every open request with Triton's "Stub process '<instance>' is not
+ * healthy."; its BLS calls still in the core are cancelled and their
+ * answers dropped.
  */
 #pragma once
 
@@ -17,6 +20,7 @@
 #include <stdint.h>
 
 #include "osprey/backend.h"
+#include "python_bls_async.h"
 #include "python_protocol.h"
 #include "python_stub.h"
 
@@ -51,6 +55,7 @@ typedef struct pydec {
     pthread_mutex_t lock; /* everything below */
     pthread_cond_t changed;
     pthread_mutex_t send_lock; /* one frame at a time onto the channel */
+    pybls_outbox *bls;         /* owned: answers to the stub's BLS calls */
     pthread_t reader;
     bool reader_running;
     bool dead; /* the reader saw the stub go: every request was ended */
@@ -64,9 +69,10 @@ typedef struct pydec {
     size_t answer_len;
 } pydec;
 
-/* Sets up `d` for `stub` (borrowed; its send_lock is pointed at d's). */
-void pydec_init(pydec *d, pystub *stub, const void *model,
-                const char *model_name, pydec_convert_fn convert);
+/* Sets up `d` for `stub` (borrowed; its send_lock is pointed at d's).
+ * On failure nothing is left to destroy. */
+osp_error *pydec_init(pydec *d, pystub *stub, const void *model,
+                      const char *model_name, pydec_convert_fn convert);
 /* Stops the reader if running (the stub must already be dead or its
  * channel shut down) and frees what `d` holds. */
 void pydec_destroy(pydec *d);

@@ -259,43 +259,81 @@ out:
     return err;
 }
 
+/* The part BLS and BLS_CALL share: model, version, id, inputs (each inside
+ * [0, limit)), outputs; then, after any decoupled byte the caller reads,
+ * nothing. Fills req; the caller destroys it on failure. */
+static osp_error *decode_bls_body(reader *r, uint64_t limit,
+                                  pyproto_bls_request *req) {
+    uint32_t count = 0;
+    if (!take_string(r, 2, &req->model) || !take(r, &req->version, 8) ||
+        !take_string(r, 2, &req->id) || !take(r, &count, 4) || count > r->left)
+        return bad_result("BLS request header");
+    req->inputs = calloc(count ? count : 1, sizeof *req->inputs);
+    if (!req->inputs)
+        return osp_error_out_of_memory();
+    for (uint32_t i = 0; i < count; i++) {
+        req->n_inputs = i + 1;
+        osp_error *err = decode_output(r, limit, &req->inputs[i]);
+        if (err)
+            return err;
+    }
+    if (!take(r, &count, 4) || count > r->left)
+        return bad_result("BLS output count");
+    if (!(req->outputs = calloc(count ? count : 1, sizeof(char *))))
+        return osp_error_out_of_memory();
+    for (uint32_t i = 0; i < count; i++) {
+        req->n_outputs = i + 1;
+        if (!take_string(r, 2, &req->outputs[i]))
+            return bad_result("BLS output name");
+    }
+    return NULL;
+}
+
 osp_error *pyproto_bls_decode(const uint8_t *payload, size_t len,
                               pyproto_bls_request *out) {
     reader r = {payload, len};
     pyproto_bls_request req = {0};
-    uint32_t count = 0;
     osp_error *err = NULL;
-    if (!take(&r, &req.region_size, 8) || !take(&r, &req.out_offset, 8) ||
-        !take_string(&r, 2, &req.model) || !take(&r, &req.version, 8) ||
-        !take_string(&r, 2, &req.id) || !take(&r, &count, 4) ||
-        count > r.left) {
+    if (!take(&r, &req.region_size, 8) || !take(&r, &req.out_offset, 8))
         err = bad_result("BLS request header");
-        goto out;
-    }
-    req.inputs = calloc(count ? count : 1, sizeof *req.inputs);
-    if (!req.inputs) {
-        err = osp_error_out_of_memory();
-        goto out;
-    }
-    for (uint32_t i = 0; i < count && !err; i++) {
-        req.n_inputs = i + 1;
-        err = decode_output(&r, req.region_size, &req.inputs[i]);
-    }
-    if (!err && (!take(&r, &count, 4) || count > r.left))
-        err = bad_result("BLS output count");
-    if (!err && !(req.outputs = calloc(count ? count : 1, sizeof(char *))))
-        err = osp_error_out_of_memory();
-    for (uint32_t i = 0; i < count && !err; i++) {
-        req.n_outputs = i + 1;
-        if (!take_string(&r, 2, &req.outputs[i]))
-            err = bad_result("BLS output name");
-    }
+    if (!err)
+        err = decode_bls_body(&r, req.region_size, &req);
     uint8_t decoupled = 0;
     if (!err && r.left == 1 && take(&r, &decoupled, 1))
         req.decoupled = decoupled == 1;
     if (!err && r.left != 0)
         err = bad_result("trailing bytes");
-out:
+    if (err)
+        pyproto_bls_destroy(&req);
+    else
+        *out = req;
+    return err;
+}
+
+osp_error *pyproto_bls_call_decode(const uint8_t *payload, size_t len,
+                                   pyproto_bls_request *out,
+                                   uint64_t *call_id) {
+    reader r = {payload, len};
+    pyproto_bls_request req = {0};
+    uint8_t decoupled = 0;
+    uint64_t data_len = 0;
+    osp_error *err = NULL;
+    if (!take(&r, &req.call_id, 8))
+        return bad_result("BLS call id");
+    *call_id = req.call_id;
+    if (!take(&r, &decoupled, 1) || decoupled > 1 || !take(&r, &data_len, 8) ||
+        data_len > r.left)
+        err = bad_result("BLS call header");
+    if (!err) {
+        /* The body ends where the data begins. */
+        reader body = {r.p, r.left - (size_t)data_len};
+        err = decode_bls_body(&body, data_len, &req);
+        if (!err && body.left != 0)
+            err = bad_result("BLS call body");
+        req.decoupled = decoupled == 1;
+        req.data = r.p + (r.left - (size_t)data_len);
+        req.data_len = (size_t)data_len;
+    }
     if (err)
         pyproto_bls_destroy(&req);
     else

@@ -25,6 +25,13 @@
  *   AUTO_COMPLETE  JSON {"model_file", "model_repository", "config"}; the
  *             stub runs auto_complete_config, answers OK with what it
  *             added (python_complete.h) or ERROR, and exits
+ *   BLS_ANSWER  an answer to a BLS_CALL (python_bls_async.h): u64 the
+ *             call's id, u32 flags (1 = final: the call's last answer), u64
+ *             data size, one response as in RESULT with offsets into the
+ *             data, then the data (tensors inline). A call of a model that
+ *             is not decoupled gets one, final; exec(decoupled=True) one per
+ *             response of the called model, the final flag on the last (an
+ *             empty response when that model sent the flag alone)
  * stub -> server
  *   OK, ERROR (UTF-8 message)
  *   RESULT    u64 region size, u32 response count, then per response
@@ -52,6 +59,16 @@
  *             may come from another thread while the region is in use).
  *             A decoupled EXEC is answered RESULT with no responses once
  *             execute has returned None, or ERROR.
+ *   BLS_CALL  a decoupled model's BLS request, from any thread between
+ *             initialize and finalize: u64 a call id of the stub's choice
+ *             (BLS_ANSWER frames name it), u8 1 for exec(decoupled=True),
+ *             u64 data size, u16 model length, model, i64 version, u16 id
+ *             length, id, u32 input count, input descriptors (offsets into
+ *             the data), u32 output count, per output u16 length and name,
+ *             then the data: tensors travel inline, as the region belongs
+ *             to whichever request the instance runs meanwhile. Several
+ *             calls may be in flight at once; the server answers each as
+ *             its responses come.
  */
 #pragma once
 
@@ -75,12 +92,14 @@ enum {
     PYPROTO_AUTO_COMPLETE = 4,
     PYPROTO_BLS_RESULT = 5,
     PYPROTO_CANCEL = 6,
+    PYPROTO_BLS_ANSWER = 7,
     PYPROTO_OK = 10,
     PYPROTO_ERROR = 11,
     PYPROTO_RESULT = 12,
     PYPROTO_LOG = 13,
     PYPROTO_BLS = 14,
     PYPROTO_RESPONSE = 15,
+    PYPROTO_BLS_CALL = 16,
 };
 
 /* Largest frame the server accepts from a stub (descriptors and messages
@@ -139,6 +158,12 @@ typedef struct pyproto_bls_request {
     char **outputs; /* owned */
     size_t n_outputs;
     bool decoupled; /* exec(decoupled=True): every response */
+    /* BLS_CALL only: the stub's id of the call, and the inline tensors
+     * (borrowed from the payload; input offsets are checked against
+     * data_len instead of region_size, which is 0). */
+    uint64_t call_id;
+    const uint8_t *data;
+    size_t data_len;
 } pyproto_bls_request;
 
 /* Decodes a BLS payload (borrowed) with the checks of
@@ -147,6 +172,14 @@ typedef struct pyproto_bls_request {
 osp_error *pyproto_bls_decode(const uint8_t *payload, size_t len,
                               pyproto_bls_request *out);
 void pyproto_bls_destroy(pyproto_bls_request *request);
+
+/* Decodes a BLS_CALL payload (borrowed; out->data points into it) with the
+ * checks of pyproto_result_decode, each input inside the call's data.
+ * Caller destroys *out on success; nothing to free on failure. When the
+ * payload holds at least the call id, *call_id is set even on failure, so
+ * that the caller can answer the call with the error. */
+osp_error *pyproto_bls_call_decode(const uint8_t *payload, size_t len,
+                                   pyproto_bls_request *out, uint64_t *call_id);
 
 /* A decoded RESPONSE frame. */
 typedef struct pyproto_stream_response {

@@ -1,11 +1,12 @@
 /*
  * libFuzzer target for what a python stub sends the server
  * (backends/python/python_protocol.c): a stub runs user code, so its
- * frames are untrusted. Byte 0 mod 3 picks the decoder for the rest: a
- * RESULT (execute's responses), a BLS request, or a decoupled model's
- * RESPONSE frame. A payload that decodes must hold what the decoders
- * promise: ranks within OSP_MAX_DIMS, and every tensor inside the region
- * (RESULT, BLS) or the frame (RESPONSE) it names.
+ * frames are untrusted. Byte 0 mod 4 picks the decoder for the rest: a
+ * RESULT (execute's responses), a BLS request, a decoupled model's
+ * RESPONSE frame, or a decoupled model's BLS_CALL. A payload that decodes
+ * must hold what the decoders promise: ranks within OSP_MAX_DIMS, and
+ * every tensor inside the region (RESULT, BLS) or the frame (RESPONSE,
+ * BLS_CALL) it names.
  * Build: see README.md.
  */
 #include <stddef.h>
@@ -36,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *payload = data + 1;
     size_t len = size - 1;
     osp_error *err = NULL;
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0: {
         pyproto_result result;
         if (!(err = pyproto_result_decode(payload, len, &result))) {
@@ -57,6 +58,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (!bls.outputs[i])
                     abort();
             pyproto_bls_destroy(&bls);
+        }
+        break;
+    }
+    case 3: {
+        pyproto_bls_request call;
+        uint64_t id = 0;
+        if (!(err = pyproto_bls_call_decode(payload, len, &call, &id))) {
+            if (!call.model || id != call.call_id)
+                abort();
+            if (call.data_len && (call.data < payload || call.data_len > len ||
+                                  call.data + call.data_len > payload + len))
+                abort();
+            for (size_t i = 0; i < call.n_inputs; i++)
+                check_output(&call.inputs[i], call.data_len);
+            for (size_t i = 0; i < call.n_outputs; i++)
+                if (!call.outputs[i])
+                    abort();
+            pyproto_bls_destroy(&call);
         }
         break;
     }

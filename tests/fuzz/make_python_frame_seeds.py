@@ -2,8 +2,8 @@
 """Writes seeds for fuzz_python_frames into corpus/python_frames/: frames
 as backends/python/stub/osprey_python_stub.py builds them (a RESULT with
 outputs and an error, a BLS request, RESPONSE frames with data, an error
-and the final flag alone), each behind the target's selector byte
-(0 RESULT, 1 BLS, 2 RESPONSE).
+and the final flag alone, BLS_CALL frames with inline tensors), each behind
+the target's selector byte (0 RESULT, 1 BLS, 2 RESPONSE, 3 BLS_CALL).
 
     python3 tests/fuzz/make_python_frame_seeds.py
 """
@@ -40,7 +40,18 @@ def main():
                 tensor("OUT", "INT32", [4], 0, 16) + data)
     response_error = struct.pack("<QIIQ", 1, 1, 1, 0) + error(13, "stub failed")
     final_only = struct.pack("<QIIQ", 0, 1, 0, 0)
+    call_data = bytes(range(16)) + b"\x03\x00\x00\x00abc"
+    call = (struct.pack("<QBQ", 7, 0, len(call_data)) + struct.pack("<H", 10) +
+            b"py_add_sub" + struct.pack("<q", -1) + struct.pack("<H", 0) +
+            struct.pack("<I", 2) + tensor("INPUT0", "FP32", [4], 0, 16) +
+            tensor("S", "BYTES", [1], 16, 7) +
+            struct.pack("<I", 1) + struct.pack("<H", 7) + b"OUTPUT0" + call_data)
+    call_decoupled = (struct.pack("<QBQ", 8, 1, 4) + struct.pack("<H", 9) +
+                      b"py_square" + struct.pack("<q", 1) + struct.pack("<H", 1) +
+                      b"r" + struct.pack("<I", 1) + tensor("IN", "INT32", [1], 0, 4) +
+                      struct.pack("<I", 0) + struct.pack("<i", 3))
     seeds = {"result": b"\x00" + result, "bls": b"\x01" + bls,
+             "bls_call": b"\x03" + call, "bls_call_decoupled": b"\x03" + call_decoupled,
              "response": b"\x02" + response, "response_error": b"\x02" + response_error,
              "final_only": b"\x02" + final_only}
     for name, frame in seeds.items():

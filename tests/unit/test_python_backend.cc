@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -19,6 +20,7 @@
 
 #include "osp_test.h"
 #include "osprey/clock.h"
+#include "python/python_bls_async.h"
 #include "python/python_complete.h"
 #include "python/python_protocol.h"
 #include "python/python_requests.h"
@@ -307,6 +309,75 @@ TEST(PythonProtocol, DecodesStreamResponsesAndRefusesBrokenOnes) {
     EXPECT_ERROR_CODE(pyproto_stream_response_decode(flags.bytes.data(),
                                                      flags.bytes.size(), &r),
                       OSP_ERROR_INTERNAL);
+}
+
+// A decoupled model's BLS_CALL: id, decoupled byte, data size, the body
+// (offsets into the data), then two FP32s of data.
+Payload ValidBlsCall() {
+    Payload p;
+    p.put<uint64_t>(42).put<uint8_t>(1).put<uint64_t>(8);
+    p.str("py_square", 2).put<int64_t>(2).str("", 2).put<uint32_t>(1);
+    p.output("IN", "FP32", {2}, 0, 8);
+    p.put<uint32_t>(1).str("OUT", 2);
+    p.put<float>(1.5f).put<float>(-2.0f);
+    return p;
+}
+
+TEST(PythonProtocol, DecodesBlsCallsWithInlineTensors) {
+    Payload p = ValidBlsCall();
+    pyproto_bls_request req;
+    uint64_t id = 0;
+    ASSERT_OK(
+        pyproto_bls_call_decode(p.bytes.data(), p.bytes.size(), &req, &id));
+    EXPECT_EQ(id, 42u);
+    EXPECT_EQ(req.call_id, 42u);
+    EXPECT_TRUE(req.decoupled);
+    EXPECT_STREQ(req.model, "py_square");
+    EXPECT_EQ(req.version, 2);
+    ASSERT_EQ(req.n_inputs, 1u);
+    ASSERT_EQ(req.data_len, 8u);
+    float second;
+    memcpy(&second, req.data + req.inputs[0].offset + 4, 4);
+    EXPECT_EQ(second, -2.0f);
+    ASSERT_EQ(req.n_outputs, 1u);
+    EXPECT_STREQ(req.outputs[0], "OUT");
+    pyproto_bls_destroy(&req);
+
+    for (size_t len = 0; len < p.bytes.size(); len++) {
+        SCOPED_TRACE("length " + std::to_string(len));
+        id = 0;
+        EXPECT_ERROR_CODE(
+            pyproto_bls_call_decode(p.bytes.data(), len, &req, &id),
+            OSP_ERROR_INTERNAL);
+        EXPECT_EQ(id, len >= 8 ? 42u : 0u); // named once it is there
+    }
+}
+
+TEST(PythonProtocol, RefusesBlsCallsWhoseTensorsLeaveTheirData) {
+    auto call = [](uint8_t decoupled, uint64_t data_len, uint64_t offset,
+                   uint64_t size, size_t data_bytes) {
+        Payload p;
+        p.put<uint64_t>(1).put<uint8_t>(decoupled).put<uint64_t>(data_len);
+        p.str("m", 2).put<int64_t>(-1).str("", 2).put<uint32_t>(1);
+        p.output("IN", "INT8", {int64_t(size)}, offset, size);
+        p.put<uint32_t>(0);
+        p.bytes.insert(p.bytes.end(), data_bytes, 0);
+        return p;
+    };
+    pyproto_bls_request req;
+    uint64_t id;
+    Payload ok = call(0, 4, 0, 4, 4);
+    ASSERT_OK(
+        pyproto_bls_call_decode(ok.bytes.data(), ok.bytes.size(), &req, &id));
+    pyproto_bls_destroy(&req);
+    for (Payload bad : {call(0, 4, 1, 4, 4),          // past the data
+                        call(0, 4, UINT64_MAX, 4, 4), // wraps
+                        call(0, 9, 0, 4, 4),  // data size past the frame
+                        call(2, 4, 0, 4, 4),  // decoupled byte not 0 or 1
+                        call(0, 3, 0, 4, 4)}) // body and data disagree
+        EXPECT_ERROR_CODE(pyproto_bls_call_decode(bad.bytes.data(),
+                                                  bad.bytes.size(), &req, &id),
+                          OSP_ERROR_INTERNAL);
 }
 
 TEST(PythonProtocol, JsonStringsAreEscaped) {
@@ -681,6 +752,107 @@ TEST(PythonStub, AMissingExecutableIsALoadError) {
     pystub_options options = {"/nonexistent/python3", "stub.py", 0, 4096, 4096};
     EXPECT_ERROR_CODE(pystub_start(&stub, &options), OSP_ERROR_UNAVAILABLE);
     EXPECT_EQ(stub.pid, 0);
+}
+
+// ---- BLS calls of a decoupled model (python_bls_async.h) ----
+
+// One BLS_ANSWER read from a socket: its call id, final flag and, for an
+// error response, the message ("" otherwise).
+struct Answer {
+    uint64_t id = 0;
+    bool final = false;
+    std::string error;
+};
+
+Answer ReadAnswer(int fd) {
+    uint32_t type = 0;
+    uint8_t *payload = nullptr;
+    size_t len = 0;
+    Answer a;
+    EXPECT_EQ(
+        pyproto_recv(fd, osp_now_ns() + 5000000000ull, &type, &payload, &len),
+        PYPROTO_RECV_OK);
+    EXPECT_EQ(type, uint32_t(PYPROTO_BLS_ANSWER));
+    if (!payload || len < 24) {
+        free(payload);
+        return a;
+    }
+    uint32_t flags = 0, kind = 0, n = 0;
+    memcpy(&a.id, payload, 8);
+    memcpy(&flags, payload + 8, 4);
+    memcpy(&kind, payload + 20, 4);
+    a.final = flags & 1;
+    if (kind == 1 && len >= 32) {
+        memcpy(&n, payload + 28, 4);
+        a.error.assign(reinterpret_cast<char *>(payload) + 32, n);
+    }
+    free(payload);
+    return a;
+}
+
+// Whether the outbox's wake fd polls readable (answers wait).
+bool Waiting(pybls_outbox *o) {
+    struct pollfd p = {pybls_outbox_wake_fd(o), POLLIN, 0};
+    return poll(&p, 1, 0) == 1;
+}
+
+bool Readable(int fd) {
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 0) == 1;
+}
+
+TEST(PythonBlsCalls, EveryCallIsAnsweredByItsIdEvenWhenItFails) {
+    SocketPair s;
+    pystub stub = {};
+    stub.control = s.fd[0];
+    stub.region.fd = -1;
+    pybls_outbox *o = pybls_outbox_new();
+    ASSERT_NE(o, nullptr);
+    EXPECT_FALSE(Waiting(o));
+    Payload call = ValidBlsCall();
+    // No server: the call is answered with an error, final.
+    pybls_call_start(o, nullptr, "m_0_0", call.bytes.data(), call.bytes.size());
+    // A frame that names its call but does not decode.
+    pybls_call_start(o, nullptr, "m_0_0", call.bytes.data(), 20);
+    // A frame too short to name a call: logged, never answered.
+    pybls_call_start(o, nullptr, "m_0_0", call.bytes.data(), 5);
+    ASSERT_TRUE(Waiting(o));
+    ASSERT_TRUE(pybls_outbox_flush(o, &stub));
+    EXPECT_FALSE(Waiting(o));
+    Answer a = ReadAnswer(s.fd[1]);
+    EXPECT_EQ(a.id, 42u);
+    EXPECT_TRUE(a.final);
+    EXPECT_NE(a.error.find("need a server"), std::string::npos) << a.error;
+    Answer b = ReadAnswer(s.fd[1]);
+    EXPECT_EQ(b.id, 42u);
+    EXPECT_TRUE(b.final);
+    EXPECT_NE(b.error.find("malformed"), std::string::npos) << b.error;
+    EXPECT_FALSE(Readable(s.fd[1])); // nothing for the short frame
+    pybls_outbox_close(o);
+    pybls_outbox_unref(o);
+}
+
+TEST(PythonBlsCalls, AnswersWaitingForAStubThatWentAreDropped) {
+    SocketPair s;
+    pystub stub = {};
+    stub.control = s.fd[0];
+    stub.region.fd = -1;
+    pybls_outbox *o = pybls_outbox_new();
+    ASSERT_NE(o, nullptr);
+    Payload call = ValidBlsCall();
+    pybls_call_start(o, nullptr, "m_0_0", call.bytes.data(), call.bytes.size());
+    ASSERT_TRUE(Waiting(o));
+    pybls_outbox_forget_stub(o);
+    EXPECT_FALSE(Waiting(o));
+    ASSERT_TRUE(pybls_outbox_flush(o, &stub));
+    EXPECT_FALSE(Readable(s.fd[1]));
+    // A broken channel is reported.
+    pybls_call_start(o, nullptr, "m_0_0", call.bytes.data(), call.bytes.size());
+    close(s.fd[1]);
+    s.fd[1] = -1;
+    EXPECT_FALSE(pybls_outbox_flush(o, &stub));
+    pybls_outbox_close(o);
+    pybls_outbox_unref(o);
 }
 
 } // namespace

@@ -7,14 +7,22 @@ a memfd holding the shared-memory region that carries tensors. Frames on
 the socket are an 8-byte header (u32 type, u32 length, little-endian) and a
 payload; python_protocol.h documents each type. The stub answers one frame
 at a time, so the server never has two requests in flight to one stub.
+
+A decoupled model's stub reads the channel on a thread of its own once
+initialize has returned (DecoupledChannel): execute runs on the main thread
+while the model's threads send responses and make BLS calls, each call
+waiting for the answers that name it.
 """
 
 import asyncio
+import collections
 import importlib.util
 import inspect
 import json
 import mmap
+import itertools
 import os
+import queue
 import resource
 import socket
 import struct
@@ -26,8 +34,8 @@ import numpy as np
 
 import triton_python_backend_utils as pb_utils
 
-INIT, EXEC, FINALIZE, AUTO_COMPLETE, BLS_RESULT, CANCEL = 1, 2, 3, 4, 5, 6
-OK, ERROR, RESULT, LOG, BLS, RESPONSE = 10, 11, 12, 13, 14, 15
+INIT, EXEC, FINALIZE, AUTO_COMPLETE, BLS_RESULT, CANCEL, BLS_ANSWER = 1, 2, 3, 4, 5, 6, 7
+OK, ERROR, RESULT, LOG, BLS, RESPONSE, BLS_CALL = 10, 11, 12, 13, 14, 15, 16
 MAX_FRAME = 16 << 20  # the server's PYPROTO_MAX_FRAME
 HEADER = struct.Struct("<II")
 ALIGN = 64
@@ -129,7 +137,6 @@ def describe_exception(exc):
     return text
 
 
-MAIN_THREAD = threading.get_ident()  # runs the loop and execute()
 STUB_DIR = os.path.dirname(os.path.abspath(__file__))
 ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__))
 MODEL_REPOSITORY = ""
@@ -378,16 +385,12 @@ def bls_exec(request, decoupled=False):
     """Sends a BLS request (pb_utils.InferenceRequest.exec) into the server
     and waits for its response (every response of a decoupled model, as a
     list, with decoupled); errors come back as the response's error."""
+    if channel is not None:  # a decoupled model: from any thread
+        call = channel.start_call(request, decoupled)
+        return call.responses() if decoupled else call.wait_one()
     if not executing:  # initialize, finalize, or a thread after execute
         raise pb_utils.TritonModelException(
             "BLS is only supported during the 'execute' function.")
-    if decoupled and threading.get_ident() != MAIN_THREAD:
-        # The instance runs the next request once execute returned: only
-        # the thread running execute knows the channel and the region are
-        # its own until the answer comes.
-        raise pb_utils.TritonModelException(
-            "Osprey runs a decoupled model's BLS requests only on the thread "
-            "running execute()")
     with bls_lock:
         parts, cursor = [], bls_base
         for tensor in request.inputs():
@@ -423,8 +426,178 @@ def bls_exec(request, decoupled=False):
         return responses if decoupled else responses[0]
 
 
+async def bls_exec_async(request, decoupled=False):
+    """async_exec: a decoupled model's call waits off the event loop, so
+    calls gathered with asyncio run at once; otherwise as exec()."""
+    if channel is None:
+        return request.exec(decoupled)
+    call = channel.start_call(request, decoupled)
+    if decoupled:
+        return call.responses()
+    return await asyncio.get_running_loop().run_in_executor(None, call.wait_one)
+
+
 pb_utils._bls_exec = bls_exec
+pb_utils._bls_exec_async = bls_exec_async
 event_loop = asyncio.new_event_loop()
+
+
+def read_inline_tensor(payload, pos, data_start):
+    """Reads one descriptor of `payload` at `pos` whose offset counts from
+    `data_start` (tensors inline in the frame); returns (Tensor, next pos).
+    The array is a copy the model may write to."""
+    name, dtype, dims, offset, nbytes, pos = read_descriptor(payload, pos)
+    start = data_start + offset
+    if dtype == "BYTES":
+        array = pb_utils.deserialize_bytes_tensor(
+            memoryview(payload)[start:start + nbytes]).reshape(dims)
+    else:
+        array = np.frombuffer(payload, NUMPY_TYPES[dtype],
+                              nbytes // NUMPY_TYPES[dtype].itemsize,
+                              start).reshape(dims).copy()
+    return pb_utils.Tensor(name, array, dtype), pos
+
+
+BLS_ANSWER_HEAD = struct.Struct("<QIQ")  # call id, flags, data size
+
+
+def read_bls_answer(payload):
+    """A BLS_ANSWER frame: (call id, final, pb_utils.InferenceResponse)."""
+    call_id, flags, data_len = BLS_ANSWER_HEAD.unpack_from(payload, 0)
+    data_start = len(payload) - data_len
+    pos = BLS_ANSWER_HEAD.size
+    (rkind,) = U32.unpack_from(payload, pos)
+    if rkind == 1:
+        code, n = struct.unpack_from("<II", payload, pos + 4)
+        message = payload[pos + 12:pos + 12 + n].decode("utf-8", "replace")
+        response = pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
+    else:
+        (n_out,) = U32.unpack_from(payload, pos + 4)
+        pos, tensors = pos + 8, []
+        for _ in range(n_out):
+            tensor, pos = read_inline_tensor(payload, pos, data_start)
+            tensors.append(tensor)
+        response = pb_utils.InferenceResponse(tensors)
+    return call_id, bool(flags & 1), response
+
+
+class BlsCall:
+    """One BLS call of a decoupled model in flight: the answers the channel's
+    reader delivers, waited for by the thread that made it."""
+
+    def __init__(self):
+        self.answers = queue.SimpleQueue()  # (final, response) or an exception
+
+    def next_answer(self):
+        item = self.answers.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def wait_one(self):
+        return self.next_answer()[1]
+
+    def responses(self):
+        """Every response as it comes, the last one with the final flag (an
+        empty response when the called model sent the flag alone)."""
+        while True:
+            final, response = self.next_answer()
+            yield response
+            if final:
+                return
+
+
+class DecoupledChannel:
+    """A decoupled model's side of the channel: a reader thread takes every
+    frame, delivers BLS answers to their calls and CANCELs to their
+    requests, and queues the rest (EXEC, FINALIZE) for the main loop."""
+
+    def __init__(self):
+        self.inbox = queue.SimpleQueue()
+        self.calls = {}
+        self.ids = itertools.count(1)
+        self.lock = threading.Lock()
+        self.bls_open = True  # until finalize, as Triton has it
+        self.gone = None  # the exception waiting calls get once the channel ends
+        threading.Thread(target=self.read_loop, name="osprey-channel",
+                         daemon=True).start()
+
+    def read_loop(self):
+        try:
+            while True:
+                kind, payload = read_frame()
+                if kind == BLS_ANSWER:
+                    self.deliver(payload)
+                elif kind == CANCEL:
+                    mark_cancelled(payload)
+                else:
+                    self.inbox.put((kind, payload))
+        except (EOFError, ConnectionError, OSError):
+            pass
+        except Exception as exc:  # a frame this stub cannot read: end it
+            try:
+                log_to_server(2, "instance '%s': channel reader failed: %s"
+                              % (instance_name, describe_exception(exc)))
+            finally:
+                os._exit(1)
+        with self.lock:
+            self.gone = pb_utils.TritonModelException(
+                "Stub process '%s' is not healthy." % instance_name)
+            calls, self.calls = list(self.calls.values()), {}
+        for call in calls:
+            call.answers.put(self.gone)
+        self.inbox.put((None, b""))
+
+    def deliver(self, payload):
+        call_id, final, response = read_bls_answer(payload)
+        with self.lock:
+            call = self.calls.pop(call_id, None) if final else self.calls.get(call_id)
+        if call is not None:
+            call.answers.put((final, response))
+
+    def next_frame(self):
+        kind, payload = self.inbox.get()
+        if kind is None:
+            raise EOFError
+        return kind, payload
+
+    def start_call(self, request, decoupled):
+        """Sends one BLS_CALL, its tensors inline, and returns its BlsCall."""
+        if not self.bls_open:
+            raise pb_utils.TritonModelException(
+                "BLS is only supported during the 'execute' function.")
+        parts, data, cursor = [], [], 0
+        for tensor in request.inputs():
+            source, dtype, shape = tensor_source(tensor)
+            parts.append(describe_tensor(tensor.name(), dtype, shape, cursor,
+                                         source.nbytes))
+            data.append(memoryview(source).cast("B"))
+            cursor += source.nbytes
+        model = request.model_name() or ""
+        if isinstance(model, str):  # Triton takes str or bytes
+            model = model.encode("utf-8")
+        rid = str(request.request_id() or "").encode("utf-8")
+        outputs = [n.encode("utf-8") for n in request.requested_output_names()]
+        call, call_id = BlsCall(), next(self.ids)
+        body = (U16.pack(len(model)) + model +
+                struct.pack("<q", int(request.model_version())) +
+                U16.pack(len(rid)) + rid + U32.pack(len(parts)) + b"".join(parts) +
+                U32.pack(len(outputs)) +
+                b"".join(U16.pack(len(n)) + n for n in outputs))
+        head = struct.pack("<QBQ", call_id, 1 if decoupled else 0, cursor)
+        if len(head) + len(body) + cursor > MAX_FRAME:
+            raise pb_utils.TritonModelException(
+                "a BLS request of a decoupled model carries at most %d bytes, this "
+                "one has %d" % (MAX_FRAME, len(head) + len(body) + cursor))
+        with self.lock:
+            if self.gone is not None:
+                raise self.gone
+            self.calls[call_id] = call
+        send_frame(BLS_CALL, head + body + b"".join(bytes(d) for d in data))
+        return call
+
+
+channel = None  # a decoupled model's DecoupledChannel, once initialized
 
 
 def batch_failure(exc=None, message=None):
@@ -567,14 +740,20 @@ def execute(payload):
 
 
 def main():
+    global channel
+    next_frame = read_frame
     while True:
         try:
-            kind, payload = read_frame()
+            kind, payload = next_frame()
         except (EOFError, ConnectionError):
             return 0
         if kind == INIT:
             try:
                 initialize(payload)
+                if decoupled:
+                    # From now on the channel's thread reads every frame.
+                    channel = DecoupledChannel()
+                    next_frame = channel.next_frame
                 send_frame(OK)
             except Exception as exc:
                 send_frame(ERROR, describe_exception(exc).encode("utf-8", "replace"))
@@ -589,6 +768,8 @@ def main():
         elif kind == CANCEL:
             mark_cancelled(payload)
         elif kind == FINALIZE:
+            if channel is not None:
+                channel.bls_open = False  # Triton refuses BLS in finalize
             try:
                 if model is not None and hasattr(model, "finalize"):
                     model.finalize()

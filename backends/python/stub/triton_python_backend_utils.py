@@ -157,6 +157,7 @@ class Tensor:
 
 
 _bls_exec = None  # set by the stub
+_bls_exec_async = None  # set by the stub
 
 
 def _log_sink(level, message):
@@ -330,7 +331,13 @@ class InferenceRequest:
         return _bls_exec(self)
 
     async def async_exec(self, decoupled=False):
-        return self.exec(decoupled)
+        """BLS, awaitable. A decoupled model's calls run concurrently (the
+        wait happens off the event loop); decoupled=True gives the iterator
+        of exec(decoupled=True)."""
+        if _bls_exec_async is None:
+            raise TritonModelException(
+                "BLS is only supported during the 'execute' function.")
+        return await _bls_exec_async(self, decoupled)
 
 
 _RECEIVED_DEFAULTS = {

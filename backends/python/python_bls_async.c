@@ -1,0 +1,369 @@
+/* BLS calls of a decoupled python model, answered as the core responds
+ * (python_bls_async.h). */
+#define _GNU_SOURCE
+#include "python_bls_async.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "osprey/infer.h"
+#include "osprey/log.h"
+#include "python_bls.h"
+#include "python_protocol.h"
+
+/* One BLS_ANSWER payload waiting for the reader. */
+typedef struct bls_answer {
+    struct bls_answer *next;
+    char *data; /* owned */
+    size_t len;
+} bls_answer;
+
+/* One call in the core. Owned by the core's callbacks from submission
+ * until its final answer; the outbox lists it so that it can be cancelled
+ * when the stub goes. */
+typedef struct bls_call {
+    pybls_outbox *outbox; /* a reference */
+    uint64_t id;
+    uint64_t generation;      /* the stub it came from */
+    char model[128];          /* for messages */
+    bool lost;                /* a response was dropped: the outbox was full */
+    osp_cancel_token *cancel; /* exec(decoupled=True) only; owned */
+    struct bls_call *prev, *next;
+} bls_call;
+
+struct pybls_outbox {
+    pthread_mutex_t lock; /* everything below */
+    int refs;
+    int wake_fd;         /* eventfd: non-zero while answers wait */
+    uint64_t generation; /* bumped when the stub goes */
+    bool closed;
+    bls_answer *head, *tail;
+    size_t bytes; /* of the waiting answers */
+    bls_call *calls;
+    size_t n_calls;
+};
+
+pybls_outbox *pybls_outbox_new(void) {
+    pybls_outbox *o = calloc(1, sizeof *o);
+    if (!o)
+        return NULL;
+    o->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (o->wake_fd < 0) {
+        free(o);
+        return NULL;
+    }
+    pthread_mutex_init(&o->lock, NULL);
+    o->refs = 1;
+    return o;
+}
+
+/* Frees a list of answers. */
+static void free_answers(bls_answer *a) {
+    while (a) {
+        bls_answer *next = a->next;
+        free(a->data);
+        free(a);
+        a = next;
+    }
+}
+
+/* Drops the waiting answers and cancels the calls in the core; their later
+ * answers are dropped by the generation check. Caller holds o->lock. */
+static void forget_locked(pybls_outbox *o) {
+    o->generation++;
+    free_answers(o->head);
+    o->head = o->tail = NULL;
+    o->bytes = 0;
+    uint64_t drained;
+    if (read(o->wake_fd, &drained, sizeof drained) < 0 && errno != EAGAIN)
+        OSP_LOG_WARN("python backend: eventfd read: %s", strerror(errno));
+    for (bls_call *c = o->calls; c; c = c->next)
+        if (c->cancel)
+            osp_cancel_token_cancel(c->cancel);
+}
+
+void pybls_outbox_forget_stub(pybls_outbox *o) {
+    pthread_mutex_lock(&o->lock);
+    forget_locked(o);
+    pthread_mutex_unlock(&o->lock);
+}
+
+void pybls_outbox_close(pybls_outbox *o) {
+    pthread_mutex_lock(&o->lock);
+    o->closed = true;
+    forget_locked(o);
+    pthread_mutex_unlock(&o->lock);
+}
+
+void pybls_outbox_unref(pybls_outbox *o) {
+    if (!o)
+        return;
+    pthread_mutex_lock(&o->lock);
+    bool last = --o->refs == 0;
+    pthread_mutex_unlock(&o->lock);
+    if (!last)
+        return;
+    free_answers(o->head);
+    close(o->wake_fd);
+    pthread_mutex_destroy(&o->lock);
+    free(o);
+}
+
+int pybls_outbox_wake_fd(const pybls_outbox *o) {
+    return o->wake_fd;
+}
+
+/* Queues `a` (ownership moves) and wakes the reader. Caller holds
+ * o->lock. */
+static void enqueue_locked(pybls_outbox *o, bls_answer *a) {
+    a->next = NULL;
+    if (o->tail)
+        o->tail->next = a;
+    else
+        o->head = a;
+    o->tail = a;
+    o->bytes += a->len;
+    uint64_t one = 1;
+    if (write(o->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        OSP_LOG_WARN("python backend: eventfd write: %s", strerror(errno));
+}
+
+/* A BLS_ANSWER payload: the call's id, the final flag, and the response
+ * `r` (NULL: an empty one) or the error `err` (wins over r), tensors
+ * inline. A response over PYPROTO_MAX_FRAME becomes an error saying so.
+ * NULL when out of memory. */
+static bls_answer *encode_answer(uint64_t id, bool final,
+                                 const osp_infer_response *r,
+                                 const osp_error *err) {
+    if (!err && r && r->error)
+        err = r->error;
+    pyproto_text t = {0};
+    uint32_t flags = final ? 1 : 0;
+    uint64_t data_len = 0;
+    pyproto_text_append(&t, &id, sizeof id);
+    pyproto_text_append(&t, &flags, sizeof flags);
+    pyproto_text_append(&t, &data_len, sizeof data_len); /* patched below */
+    size_t n = err || !r ? 0 : r->n_outputs;
+    if (err) {
+        pybls_append_error(&t, err);
+    } else {
+        uint32_t head[2] = {0, (uint32_t)n};
+        pyproto_text_append(&t, head, sizeof head);
+    }
+    osp_error *bad = NULL;
+    for (size_t k = 0; k < n && !bad; k++) {
+        const osp_infer_output *out = &r->outputs[k];
+        bad = pyproto_append_tensor(&t, out->name, out->dtype, &out->shape,
+                                    data_len, out->byte_size);
+        data_len += out->byte_size;
+    }
+    if (!bad && t.len + data_len > PYPROTO_MAX_FRAME)
+        bad = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                            "python backend: a BLS response of a decoupled "
+                            "python model carries at most %u bytes of "
+                            "tensors and descriptors, this one has %llu",
+                            PYPROTO_MAX_FRAME,
+                            (unsigned long long)(t.len + data_len));
+    for (size_t k = 0; k < n && !bad; k++) {
+        const osp_infer_output *out = &r->outputs[k];
+        if (out->byte_size)
+            pyproto_text_append(&t, out->data->data, out->byte_size);
+    }
+    bls_answer *a = NULL;
+    if (bad) {
+        pyproto_text_free(&t);
+        a = encode_answer(id, final, NULL, bad);
+        osp_error_free(bad);
+        return a;
+    }
+    if (t.failed || !(a = malloc(sizeof *a))) {
+        pyproto_text_free(&t);
+        return NULL;
+    }
+    memcpy(t.data + 12, &data_len, sizeof data_len);
+    a->next = NULL;
+    a->data = t.data;
+    a->len = t.len;
+    return a;
+}
+
+/* An answer when even encoding failed: the smallest error frame, from
+ * memory of its own, so that the waiting thread never hangs. */
+static bls_answer *out_of_memory_answer(uint64_t id, bool final) {
+    osp_error *oom = osp_error_out_of_memory();
+    bls_answer *a = encode_answer(id, final, NULL, oom);
+    osp_error_free(oom);
+    return a;
+}
+
+/* Unlinks a finished call. Caller holds o->lock. */
+static void unlink_call_locked(pybls_outbox *o, bls_call *c) {
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        o->calls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    o->n_calls--;
+}
+
+/* Queues one answer of `c` (ownership of `a` moves; NULL when it could
+ * not be built). A final answer also ends the call and frees it. Answers
+ * of an old stub, and those past PYBLS_OUTBOX_MAX_BYTES, are dropped; the
+ * final answer of a call that lost some becomes an error saying so. */
+static void post_answer(bls_call *c, bls_answer *a, bool final) {
+    pybls_outbox *o = c->outbox;
+    pthread_mutex_lock(&o->lock);
+    bool current = !o->closed && c->generation == o->generation;
+    if (current && !a && final)
+        a = out_of_memory_answer(c->id, true);
+    if (current && a && !final &&
+        (c->lost || o->bytes + a->len > PYBLS_OUTBOX_MAX_BYTES)) {
+        if (!c->lost)
+            OSP_LOG_WARN("python backend: BLS responses of model '%s' wait "
+                         "unread past %u bytes; dropping them",
+                         c->model, PYBLS_OUTBOX_MAX_BYTES);
+        c->lost = true;
+        free_answers(a);
+        a = NULL;
+    }
+    if (current && a && final && c->lost) {
+        free_answers(a);
+        osp_error *err = osp_error_new(
+            OSP_ERROR_UNAVAILABLE,
+            "python backend: responses of the BLS request to model '%s' "
+            "were dropped: more than %u bytes of them waited for the stub",
+            c->model, PYBLS_OUTBOX_MAX_BYTES);
+        a = encode_answer(c->id, true, NULL, err);
+        osp_error_free(err);
+    }
+    if (current && a)
+        enqueue_locked(o, a);
+    else
+        free_answers(a);
+    if (final)
+        unlink_call_locked(o, c);
+    pthread_mutex_unlock(&o->lock);
+    if (final) {
+        if (c->cancel)
+            osp_cancel_token_unref(c->cancel);
+        pybls_outbox_unref(o);
+        free(c);
+    }
+}
+
+/* The core's completion of a call of a model that is not decoupled. */
+static void call_complete(osp_infer_response *response, void *user) {
+    bls_call *c = user;
+    post_answer(c, encode_answer(c->id, true, response, NULL), true);
+    osp_infer_response_free(response);
+}
+
+/* Each response of an exec(decoupled=True) call. */
+static void call_respond(osp_infer_response *response, bool final, void *user) {
+    bls_call *c = user;
+    post_answer(c, encode_answer(c->id, final, response, NULL), final);
+    osp_infer_response_free(response);
+}
+
+/* Answers call `id` with `err` at once (a call that never reached the
+ * core; it is not listed). Takes err. */
+static void answer_now(pybls_outbox *o, uint64_t id, osp_error *err) {
+    bls_answer *a = encode_answer(id, true, NULL, err);
+    osp_error_free(err);
+    if (!a)
+        a = out_of_memory_answer(id, true);
+    pthread_mutex_lock(&o->lock);
+    if (a && !o->closed)
+        enqueue_locked(o, a);
+    else
+        free_answers(a);
+    pthread_mutex_unlock(&o->lock);
+}
+
+void pybls_call_start(pybls_outbox *o, osp_server *server, const char *instance,
+                      const uint8_t *payload, size_t len) {
+    pyproto_bls_request bls = {0};
+    uint64_t id = 0;
+    osp_error *err = pyproto_bls_call_decode(payload, len, &bls, &id);
+    if (err && len < sizeof id) {
+        OSP_LOG_ERROR("python instance '%s': %s", instance,
+                      osp_error_message(err));
+        osp_error_free(err);
+        return;
+    }
+    if (err) {
+        answer_now(o, id, err);
+        return;
+    }
+    bls_call *c = NULL;
+    pthread_mutex_lock(&o->lock);
+    if (o->n_calls >= PYBLS_MAX_CALLS)
+        err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                            "python backend: instance '%s' has %d BLS "
+                            "requests in flight, the most it may",
+                            instance, PYBLS_MAX_CALLS);
+    else if (!(c = calloc(1, sizeof *c)))
+        err = osp_error_out_of_memory();
+    if (c) {
+        c->outbox = o;
+        o->refs++;
+        c->id = id;
+        c->generation = o->generation;
+        snprintf(c->model, sizeof c->model, "%s", bls.model);
+        c->next = o->calls;
+        if (o->calls)
+            o->calls->prev = c;
+        o->calls = c;
+        o->n_calls++;
+    }
+    pthread_mutex_unlock(&o->lock);
+    if (err) {
+        pyproto_bls_destroy(&bls);
+        answer_now(o, id, err);
+        return;
+    }
+    osp_infer_request *req = NULL;
+    if (!server)
+        err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                            "BLS requests need a server (none attached)");
+    if (!err)
+        err = pybls_build_request(&bls, bls.data, &req);
+    if (!err && bls.decoupled && !(c->cancel = osp_cancel_token_new())) {
+        osp_infer_request_free(req);
+        err = osp_error_out_of_memory();
+    }
+    /* From here on the callbacks own c, possibly before the call returns;
+     * ownership of req moves to the server either way. */
+    if (!err)
+        err = bls.decoupled
+                  ? osp_server_infer_stream_async(server, req, c->cancel,
+                                                  call_respond, c)
+                  : osp_server_infer_async(server, req, call_complete, c);
+    pyproto_bls_destroy(&bls);
+    if (err) {
+        post_answer(c, encode_answer(id, true, NULL, err), true);
+        osp_error_free(err);
+    }
+}
+
+bool pybls_outbox_flush(pybls_outbox *o, pystub *stub) {
+    pthread_mutex_lock(&o->lock);
+    bls_answer *list = o->head;
+    o->head = o->tail = NULL;
+    o->bytes = 0;
+    uint64_t drained;
+    if (read(o->wake_fd, &drained, sizeof drained) < 0 && errno != EAGAIN)
+        OSP_LOG_WARN("python backend: eventfd read: %s", strerror(errno));
+    pthread_mutex_unlock(&o->lock);
+    bool sent = true;
+    for (bls_answer *a = list; a && sent; a = a->next)
+        sent = pystub_send(stub, PYPROTO_BLS_ANSWER, a->data, a->len);
+    free_answers(list);
+    return sent;
+}

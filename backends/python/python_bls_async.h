@@ -1,0 +1,75 @@
+/*
+ * BLS calls of a decoupled python model: pb_utils.InferenceRequest(...)
+ * .exec(), .async_exec() and .exec(decoupled=True) from execute or from
+ * any thread the model started, also after execute returned, as Triton
+ * allows between initialize and finalize. Each BLS_CALL frame names its
+ * call by an id the stub chose and carries its tensors inline (the region
+ * belongs to whichever request the instance runs meanwhile); several calls
+ * run at once. The core runs each asynchronously and every response goes
+ * back as a BLS_ANSWER frame naming the call (python_protocol.h).
+ *
+ * Answers are built on the core's threads and wait in the instance's
+ * outbox; the instance's reader thread (python_decoupled.c) sends them, so
+ * a core thread never blocks on a stub that reads slowly. The outbox is
+ * reference counted: calls still in the core when the instance goes keep
+ * it alive, and their answers are dropped.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "osprey/error.h"
+#include "osprey/server.h"
+#include "python_stub.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most BLS calls one instance has in the core at once; a call past it is
+ * answered with an error at once. */
+#define PYBLS_MAX_CALLS 1024
+
+/* Most bytes of answers that wait for the stub to read them; a response
+ * past it is dropped and its call ends with an error. */
+#define PYBLS_OUTBOX_MAX_BYTES (64u << 20)
+
+typedef struct pybls_outbox pybls_outbox;
+
+/* A new, empty outbox holding one reference (the caller's); NULL when out
+ * of memory or file descriptors. */
+pybls_outbox *pybls_outbox_new(void);
+
+/* Drops the caller's reference; the last one frees the outbox. Call
+ * pybls_outbox_close first when the instance goes. */
+void pybls_outbox_unref(pybls_outbox *outbox);
+
+/* The instance goes: waiting answers are dropped, calls still in the core
+ * are cancelled and their later answers dropped. */
+void pybls_outbox_close(pybls_outbox *outbox);
+
+/* A file descriptor that polls readable while answers wait (borrowed: the
+ * outbox's). */
+int pybls_outbox_wake_fd(const pybls_outbox *outbox);
+
+/* The stub went (or a fresh one starts): answers to calls of the old stub
+ * are dropped, now and when they come, and calls still in the core are
+ * cancelled. */
+void pybls_outbox_forget_stub(pybls_outbox *outbox);
+
+/* Sends every waiting answer to `stub` (borrowed; on the reader thread).
+ * false when the channel broke. */
+bool pybls_outbox_flush(pybls_outbox *outbox, pystub *stub);
+
+/* Serves one BLS_CALL frame (payload borrowed): decodes and checks it,
+ * hands the request to `server` (borrowed; NULL: answered with an error)
+ * and returns; the answers reach the outbox as the core responds. A frame
+ * that does not decode is answered with the decoder's error when it names
+ * its call, else logged and dropped. */
+void pybls_call_start(pybls_outbox *outbox, osp_server *server,
+                      const char *instance, const uint8_t *payload, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
