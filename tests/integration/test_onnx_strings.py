@@ -129,6 +129,15 @@ def srv(tmp_path_factory):
                               ("CORRID_OUT", "TYPE_STRING", [1])], 8,
                              _sequence(CORRID_CONTROL)),
         files={"model.onnx": corrid_graph()})
+    harness.write_model(
+        repo, "gather_strings",
+        harness.model_config("gather_strings", "onnxruntime",
+                             [("TEXT", "TYPE_STRING", [-1])],
+                             [("FIRST", "TYPE_STRING", [1])], 0),
+        files={"model.onnx": _model(
+            [helper.make_node("Gather", ["TEXT", "zero"], ["FIRST"], name="g")],
+            [vi("TEXT", S, [None])], [vi("FIRST", S, [1])],
+            [helper.make_tensor("zero", TensorProto.INT64, [1], [0])])})
     auto = repo / "strings_auto" / "1"
     auto.mkdir(parents=True)
     (auto / "model.onnx").write_bytes(_model(
@@ -260,3 +269,17 @@ def test_auto_complete_maps_strings_to_type_string(srv):
     cfg = c.get_model_config("strings_auto")
     types = {t["name"]: t["data_type"] for t in cfg["input"] + cfg["output"]}
     assert types == {"TEXT": "TYPE_STRING", "AS_FLOAT": "TYPE_FP32"}
+
+
+def test_ops_without_strings_refuse_them_by_name(srv):
+    """An op the runtime does not run on strings (Gather) fails the
+    request naming the node, its opset and the STRING tensor; the model
+    stays loaded."""
+    c = httpclient.InferenceServerClient(srv.hostport)
+    t = httpclient.InferInput("TEXT", [2], "BYTES")
+    t.set_data_from_numpy(np.array([b"a", b"b"], dtype=object))
+    with pytest.raises(InferenceServerException) as e:
+        c.infer("gather_strings", [t])
+    assert ("node 'g' (Gather, opset 13): input 0: dtype STRING is not supported"
+            in e.value.message()), e.value.message()
+    assert c.is_model_ready("gather_strings")
