@@ -56,10 +56,29 @@ typedef struct onnx_backend_model {
     size_t n_graph_outputs;
 } onnx_backend_model;
 
+/* A STRING tensor's runtime form (onnx_strings.h): its elements as
+ * references, in a buffer the instance keeps and grows. */
+typedef struct string_refs {
+    onnx_string *refs;
+    size_t cap; /* elements */
+} string_refs;
+
+/* A STRING graph output of this run: the runtime writes references into
+ * refs; after the run they become the wire form in the core's buffer
+ * `core_index` (its size is only known then). */
+typedef struct string_output {
+    bool wanted;
+    size_t core_index;
+    osp_shape shape;
+    string_refs buf;
+} string_output;
+
 typedef struct onnx_backend_instance {
     onnx_backend_model *model;
     onnx_session *session;
     onnx_io *inputs; /* per graph input, filled each execute */
+    string_refs *string_inputs;     /* per graph input */
+    string_output *string_outputs;  /* per graph output */
 } onnx_backend_instance;
 
 /* The model file of a version folder: default_model_filename, or
@@ -145,11 +164,6 @@ static osp_error *check_tensor(const osp_model_config *config,
             "for %s '%s', model provides %s",
             config->name, osp_datatype_config_name(io->dtype), kind,
             io->name, osp_datatype_config_name(vi->dtype));
-    if (vi->dtype == OSP_TYPE_BYTES)
-        return osp_error_new(OSP_ERROR_UNSUPPORTED,
-                             "unable to load model '%s': %s '%s' is a string "
-                             "tensor, which the ONNX runtime does not run yet",
-                             config->name, kind, io->name);
     if (!vi->has_shape)
         return NULL;
     char graph[256], cfg[256];
@@ -249,7 +263,7 @@ static const char *onnx_type_name(osp_datatype dt) {
 
 /* A control input against its graph input, with the messages of Triton's
  * onnxruntime backend: present, dims [1] after the batch dim, the
- * control's datatype. The runtime cannot take a string CORRID. */
+ * control's datatype (a TYPE_STRING CORRID is a STRING graph input). */
 static osp_error *check_control(const osp_model_config *config,
                                 const osp_sequence_control *c,
                                 const onnx_value_info *vi) {
@@ -291,12 +305,6 @@ static osp_error *check_control(const osp_model_config *config,
                              "model configuration specifies data-type %s",
                              config->name, c->name, onnx_type_name(vi->dtype),
                              osp_datatype_config_name(c->dtype));
-    if (c->dtype == OSP_TYPE_BYTES)
-        return osp_error_new(OSP_ERROR_UNSUPPORTED,
-                             "unable to load model '%s': sequence control "
-                             "'%s' is a string tensor, which the ONNX "
-                             "runtime does not run yet",
-                             config->name, c->name);
     return NULL;
 }
 
@@ -616,6 +624,13 @@ static void backend_instance_free(void *instance) {
     if (!inst)
         return;
     onnx_session_free(inst->session);
+    for (size_t i = 0; inst->string_inputs && i < inst->model->n_inputs; i++)
+        free(inst->string_inputs[i].refs);
+    for (size_t k = 0;
+         inst->string_outputs && k < inst->model->n_graph_outputs; k++)
+        free(inst->string_outputs[k].buf.refs);
+    free(inst->string_inputs);
+    free(inst->string_outputs);
     free(inst->inputs);
     free(inst);
 }
@@ -628,9 +643,14 @@ static osp_error *backend_instance_new(void *model, osp_device *device,
         return osp_error_out_of_memory();
     inst->model = m;
     inst->inputs = calloc(m->n_inputs + 1, sizeof *inst->inputs);
-    osp_error *err = inst->inputs ? onnx_session_new(m->rt, device, stream,
-                                                     &inst->session)
-                                  : osp_error_out_of_memory();
+    inst->string_inputs = calloc(m->n_inputs + 1, sizeof *inst->string_inputs);
+    inst->string_outputs =
+        calloc(m->n_graph_outputs + 1, sizeof *inst->string_outputs);
+    osp_error *err = inst->inputs && inst->string_inputs &&
+                             inst->string_outputs
+                         ? onnx_session_new(m->rt, device, stream,
+                                            &inst->session)
+                         : osp_error_out_of_memory();
     osp_device_info info;
     osp_device_get_info(device, &info);
     int threads = instance_threads(m, info.type == OSP_DEVICE_CPU);
@@ -645,39 +665,131 @@ static osp_error *backend_instance_new(void *model, osp_device *device,
 }
 
 typedef struct output_binding {
-    onnx_backend_model *model;
+    onnx_backend_instance *inst;
     osp_execute_ctx *ctx;
 } output_binding;
 
-/* onnx_output_alloc_fn: the core's buffer for a requested output, or for
- * a state's next value (always wanted). */
-static osp_error *alloc_output(void *arg, size_t index, osp_datatype dtype,
-                               const osp_shape *shape, size_t byte_size,
-                               void **data) {
-    output_binding *b = arg;
-    (void)dtype;
-    int ci = b->model->output_map[index];
-    *data = NULL;
-    if (b->model->state_output[index]) {
-        int si =
-            osp_execute_output_index(b->ctx, b->model->state_output[index]);
+/* Room for `count` references in r (kept for the next runs). */
+static osp_error *string_refs_reserve(string_refs *r, size_t count) {
+    if (count <= r->cap)
+        return NULL;
+    onnx_string *grown = realloc(r->refs, count * sizeof *grown);
+    if (!grown)
+        return osp_error_out_of_memory();
+    r->refs = grown;
+    r->cap = count;
+    return NULL;
+}
+
+/* The buffer of graph output `index` in the core: a requested config
+ * output, or a state's next value (always wanted). Sets *core_index, or
+ * *wanted = false when nobody wants it. */
+static osp_error *output_target(output_binding *b, size_t index, bool *wanted,
+                                size_t *core_index) {
+    onnx_backend_model *m = b->inst->model;
+    int ci = m->output_map[index];
+    *wanted = false;
+    if (m->state_output[index]) {
+        int si = osp_execute_output_index(b->ctx, m->state_output[index]);
         if (si < 0)
             return osp_error_new(OSP_ERROR_INTERNAL,
                                  "model '%s': the core has no state output "
                                  "'%s'",
-                                 b->model->name, b->model->state_output[index]);
-        return osp_execute_output_alloc(b->ctx, (size_t)si, shape, byte_size,
-                                        data);
+                                 m->name, m->state_output[index]);
+        *wanted = true;
+        *core_index = (size_t)si;
+        return NULL;
     }
     if (ci < 0 || !osp_execute_output_requested(b->ctx, (size_t)ci))
         return NULL;
-    return osp_execute_output_alloc(b->ctx, (size_t)ci, shape, byte_size,
-                                     data);
+    *wanted = true;
+    *core_index = (size_t)ci;
+    return NULL;
+}
+
+/* onnx_output_alloc_fn: the core's buffer for a wanted output; for a
+ * STRING output, the instance's reference buffer (see string_output). */
+static osp_error *alloc_output(void *arg, size_t index, osp_datatype dtype,
+                               const osp_shape *shape, size_t byte_size,
+                               void **data) {
+    output_binding *b = arg;
+    bool wanted = false;
+    size_t core_index = 0;
+    *data = NULL;
+    osp_error *err = output_target(b, index, &wanted, &core_index);
+    if (err || !wanted)
+        return err;
+    if (dtype != OSP_TYPE_BYTES)
+        return osp_execute_output_alloc(b->ctx, core_index, shape, byte_size,
+                                        data);
+    string_output *so = &b->inst->string_outputs[index];
+    size_t count = byte_size / ONNX_STRING_BYTES;
+    if ((err = string_refs_reserve(&so->buf, count ? count : 1)))
+        return err;
+    so->wanted = true;
+    so->core_index = core_index;
+    so->shape = *shape;
+    *data = so->buf.refs;
+    return NULL;
+}
+
+/* A STRING input's references into its wire bytes (the core's, valid
+ * during execute). At least 4 bytes per element, so the references take
+ * at most 4 times the request's bytes. */
+static osp_error *string_input(onnx_backend_instance *inst, size_t gi,
+                               const osp_backend_tensor *t, onnx_io *io) {
+    int64_t count = 0;
+    if (!osp_shape_element_count(&t->shape, &count) || count < 0 ||
+        (uint64_t)count > t->byte_size / 4)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "model '%s': input '%s' has %zu bytes, too few "
+                             "for its %lld strings",
+                             inst->model->name, t->name, t->byte_size,
+                             (long long)count);
+    string_refs *r = &inst->string_inputs[gi];
+    osp_error *err = string_refs_reserve(r, count ? (size_t)count : 1);
+    if (err)
+        return err;
+    char what[256];
+    snprintf(what, sizeof what, "model '%s', input '%s'", inst->model->name,
+             t->name);
+    if ((err = onnx_strings_from_wire(t->data, t->byte_size, count, r->refs,
+                                      what)))
+        return err;
+    io->data = r->refs;
+    io->byte_size = (size_t)count * ONNX_STRING_BYTES;
+    io->host_data = NULL;
+    return NULL;
+}
+
+/* After the run: each wanted STRING output's references become the wire
+ * form in the core's buffer for it. */
+static osp_error *finish_string_outputs(onnx_backend_instance *inst,
+                                        osp_execute_ctx *ctx) {
+    osp_error *err = osp_stream_synchronize(osp_execute_stream(ctx));
+    for (size_t k = 0; !err && k < inst->model->n_graph_outputs; k++) {
+        string_output *so = &inst->string_outputs[k];
+        if (!so->wanted)
+            continue;
+        so->wanted = false;
+        int64_t count = 0;
+        osp_shape_element_count(&so->shape, &count);
+        size_t bytes = 0;
+        void *data = NULL;
+        if ((err = onnx_strings_wire_size(so->buf.refs, count, &bytes)) ||
+            (err = osp_execute_output_alloc(ctx, so->core_index, &so->shape,
+                                            bytes, &data)))
+            break;
+        if (data)
+            onnx_strings_to_wire(so->buf.refs, count, data);
+    }
+    return err;
 }
 
 static osp_error *backend_execute(void *instance, osp_execute_ctx *ctx) {
     onnx_backend_instance *inst = instance;
     onnx_backend_model *m = inst->model;
+    osp_error *err = NULL;
     for (size_t i = 0; i < m->n_inputs; i++) {
         const osp_backend_tensor *t = osp_execute_input(ctx, i);
         /* A warmup sample of a sequence model names the control and state
@@ -692,10 +804,16 @@ static osp_error *backend_execute(void *instance, osp_execute_ctx *ctx) {
         io->data = t->data;
         io->byte_size = t->byte_size;
         io->host_data = t->host_data;
+        if (t->dtype == OSP_TYPE_BYTES &&
+            (err = string_input(inst, m->input_map[i], t, io)))
+            return err;
     }
-    output_binding b = {.model = m, .ctx = ctx};
-    return onnx_session_run(inst->session, inst->inputs, m->n_inputs,
-                            alloc_output, &b);
+    for (size_t k = 0; k < m->n_graph_outputs; k++)
+        inst->string_outputs[k].wanted = false;
+    output_binding b = {.inst = inst, .ctx = ctx};
+    err = onnx_session_run(inst->session, inst->inputs, m->n_inputs,
+                           alloc_output, &b);
+    return err ? err : finish_string_outputs(inst, ctx);
 }
 
 /* ---- auto-complete -----------------------------------------------------

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "onnx_graph.h"
+#include "onnx_strings.h"
 #include "osprey/device.h"
 #include "osprey/error.h"
 #include "osprey/tensor_ops.h"
@@ -85,6 +86,10 @@ typedef struct onnx_run_ctx {
     /* NULL, or per input: an FP16 device copy of constant input j for each
      * bit j infer set in fp16_inputs (ctx->in[j] is then NULL). */
     const void *const *in_fp16;
+    /* Where an op that makes strings (Cast to STRING) puts their bytes
+     * (onnx_strings.h): the session's pool, or the plan's or model's when
+     * the node runs while planning or folding. Borrowed. */
+    onnx_string_pool *strings;
 } onnx_run_ctx;
 
 typedef struct onnx_op {
@@ -108,6 +113,10 @@ typedef struct onnx_op {
      * values (Shape, Size): the planner evaluates the node while planning
      * even when its inputs' values are unknown. */
     bool needs_only_shapes;
+    /* The op takes or makes STRING tensors (16-byte onnx_string elements,
+     * onnx_strings.h); the planner refuses a STRING input or output of
+     * every other op (UNSUPPORTED, naming the node and the tensor). */
+    bool takes_strings;
     /* The device op slots run uses, ended by OSP_OP_NONE (or by
      * OSP_OP_KIND_COUNT_; at most 7); the planner refuses a model at load
      * on a device without one of them. */
@@ -153,7 +162,8 @@ osp_error *onnx_want_fp32(const onnx_node *node, const onnx_desc *desc,
                           size_t input);
 
 /* UNSUPPORTED "<what>: dtype D is not supported" unless dt has a fixed size
- * of 1 to 8 bytes (every dtype but BYTES), the elements that fill, copy and
+ * of 1 to 8 bytes (every dtype but BYTES, whose STRING elements only the
+ * ops flagged takes_strings handle), the elements that fill, copy and
  * gather move. `what` names the tensor ("input 0", "attribute 'value'"). */
 osp_error *onnx_want_fixed_size(const onnx_node *node, osp_datatype dt,
                                 const char *what);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "onnx_ops_elementwise.h"
+#include "onnx_ops_strings.h"
 
 #define NO_SLOT SIZE_MAX
 
@@ -781,7 +782,7 @@ static osp_error *cast_prepare(const onnx_node *node, void **state) {
     if (err)
         return err;
     osp_datatype dt = onnx_proto_dtype(to);
-    if (dt == OSP_TYPE_INVALID || dt == OSP_TYPE_BYTES)
+    if (dt == OSP_TYPE_INVALID)
         return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                "attribute 'to' = %lld (%s) is not supported",
                                (long long)to, onnx_proto_dtype_name(to));
@@ -799,6 +800,15 @@ static bool castable(osp_datatype dt) {
 
 static osp_error *cast_set_output(onnx_infer_ctx *ctx, osp_datatype to) {
     const onnx_desc *x = &ctx->inputs[0];
+    if (x->dtype == OSP_TYPE_BYTES || to == OSP_TYPE_BYTES) {
+        if (!onnx_strings_castable(x->dtype, to))
+            return onnx_node_error(ctx->node, OSP_ERROR_UNSUPPORTED,
+                                   "casting from %s to %s is not supported",
+                                   dt_name(x->dtype), dt_name(to));
+        ctx->outputs[0].dtype = to;
+        ctx->outputs[0].shape = x->shape;
+        return onnx_check_shape(ctx->node, &x->shape, to);
+    }
     if (!castable(x->dtype))
         return onnx_node_error(ctx->node, OSP_ERROR_UNSUPPORTED,
                                "casting from %s is not supported",
@@ -830,6 +840,8 @@ static osp_error *castlike_infer(onnx_infer_ctx *ctx) {
 static osp_error *cast_run(onnx_run_ctx *ctx) {
     const onnx_desc *x = &ctx->in_desc[0], *y = &ctx->out_desc[0];
     int64_t n = onnx_shape_count(&x->shape);
+    if (x->dtype == OSP_TYPE_BYTES || y->dtype == OSP_TYPE_BYTES)
+        return onnx_strings_cast_run(ctx);
     if (n == 0)
         return NULL;
     if (x->dtype == y->dtype)
@@ -837,6 +849,27 @@ static osp_error *cast_run(onnx_run_ctx *ctx) {
                                (size_t)n * osp_datatype_byte_size(x->dtype));
     return osp_op_cast(ctx->stream, ctx->in[0], x->dtype, ctx->out[0], y->dtype,
                        (size_t)n);
+}
+
+/* ---- Equal ----------------------------------------------------------------
+ * A binary op, but also of two STRING tensors (onnx_ops_strings.c). */
+
+static bool has_string_input(size_t n, const onnx_desc *d) {
+    return (n > 0 && d[0].present && d[0].dtype == OSP_TYPE_BYTES) ||
+           (n > 1 && d[1].present && d[1].dtype == OSP_TYPE_BYTES);
+}
+
+static osp_error *equal_infer(onnx_infer_ctx *ctx) {
+    if (!has_string_input(ctx->n_inputs, ctx->inputs))
+        return binary_infer(ctx);
+    osp_error *err = need_inputs(ctx->node, ctx->n_inputs, ctx->inputs, 2);
+    return err ? err : onnx_strings_equal_infer(ctx);
+}
+
+static osp_error *equal_run(onnx_run_ctx *ctx) {
+    return has_string_input(ctx->n_inputs, ctx->in_desc)
+               ? onnx_strings_equal_run(ctx)
+               : binary_run(ctx);
 }
 
 /* ---- the table -----------------------------------------------------------
@@ -881,7 +914,15 @@ static const onnx_op elementwise_ops[] = {
     BINARY("Pow", 7),
     BINARY("Mod", 10),
     BINARY("PRelu", 7),
-    BINARY("Equal", 7),
+    {.op_type = "Equal",
+     .domain = "",
+     .since = 7,
+     .prepare = binary_prepare,
+     .free = free,
+     .infer = equal_infer,
+     .run = equal_run,
+     .takes_strings = true,
+     .uses = USES(OSP_OP_BINARY_ND, OSP_OP_CAST)},
     BINARY("Less", 7),
     BINARY("LessOrEqual", 12),
     BINARY("Greater", 7),
@@ -913,12 +954,14 @@ static const onnx_op elementwise_ops[] = {
      .free = free,
      .infer = cast_infer,
      .run = cast_run,
+     .takes_strings = true,
      .uses = USES(OSP_OP_CAST)},
     {.op_type = "CastLike",
      .domain = "",
      .since = 15,
      .infer = castlike_infer,
      .run = cast_run,
+     .takes_strings = true,
      .uses = USES(OSP_OP_CAST)},
     UNARY("Abs", 7),
     UNARY("Neg", 7),

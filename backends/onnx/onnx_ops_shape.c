@@ -890,7 +890,8 @@ static osp_error *trilu_run(onnx_run_ctx *ctx) {
 #define VIEW(name, infer_fn)                                                   \
     {                                                                          \
         .op_type = name, .domain = "", .since = 7, .infer = infer_fn,          \
-        .run = view_run, .output_aliases_input = true, .uses = USES_NONE       \
+        .run = view_run, .output_aliases_input = true, .takes_strings = true, \
+        .uses = USES_NONE                                                      \
     }
 
 static const onnx_op shape_ops[] = {
@@ -900,6 +901,7 @@ static const onnx_op shape_ops[] = {
      .infer = shape_infer,
      .run = shape_run,
      .needs_only_shapes = true,
+     .takes_strings = true,
      .uses = USES(OSP_OP_FILL)},
     {.op_type = "Size",
      .domain = "",
@@ -907,6 +909,7 @@ static const onnx_op shape_ops[] = {
      .infer = size_infer,
      .run = size_run,
      .needs_only_shapes = true,
+     .takes_strings = true,
      .uses = USES(OSP_OP_FILL)},
     VIEW("Reshape", reshape_infer),
     VIEW("Flatten", flatten_infer),

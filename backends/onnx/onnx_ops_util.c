@@ -419,8 +419,10 @@ osp_error *onnx_check_shape(const onnx_node *node, const osp_shape *shape,
                                "output shape %s has too many elements",
                                osp_shape_format(shape, buf, sizeof buf));
     size_t esize = osp_datatype_byte_size(dtype);
+    if (dtype == OSP_TYPE_BYTES)
+        esize = ONNX_STRING_BYTES; /* an onnx_string per element */
     if (esize == 0)
-        esize = 1; /* BYTES: at least the count must fit */
+        esize = 1;
     if (count > ONNX_MAX_TENSOR_BYTES / (int64_t)esize)
         return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                "output shape %s of %s is over the limit of "

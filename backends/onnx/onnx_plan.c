@@ -61,6 +61,7 @@ void onnx_plan_free(onnx_rt_model *m, onnx_plan *p) {
     free(p->input_values);
     free(p->input_shapes);
     free(p->output_mode);
+    onnx_string_pool_destroy(&p->strings);
     free(p);
 }
 
@@ -197,7 +198,9 @@ static osp_error *bind_node(onnx_rt_model *m, onnx_plan *p, int index) {
                            .n_outputs = n->n_out,
                            .outputs = out_desc,
                            .fp16_weights = m->opts.fp16_weights};
-    if ((err = rt_node_error(n->node, n->op->infer(&ictx))))
+    if ((err = rt_check_strings(n, in_desc, n->n_in, "input")) ||
+        (err = rt_node_error(n->node, n->op->infer(&ictx))) ||
+        (err = rt_check_strings(n, out_desc, n->n_out, "output")))
         goto out;
     for (size_t j = 0; j < n->n_out; j++) {
         out_desc[j].host = NULL;
@@ -224,7 +227,7 @@ static osp_error *bind_node(onnx_rt_model *m, onnx_plan *p, int index) {
         for (size_t j = 0; j < n->n_in; j++)
             in[j] = in_desc[j].host;
         if ((err = rt_run_on_host(n, in_desc, in, out_desc,
-                                  ictx.workspace_bytes, out)))
+                                  ictx.workspace_bytes, &p->strings, out)))
             goto out;
         for (size_t j = 0; j < n->n_out; j++) {
             if (n->out[j] < 0)

@@ -246,12 +246,31 @@ out:
 
 size_t rt_desc_bytes(const onnx_desc *d) {
     int64_t count = onnx_shape_count(&d->shape);
-    return (size_t)count * osp_datatype_byte_size(d->dtype);
+    return (size_t)count * rt_dtype_bytes(d->dtype);
+}
+
+size_t rt_dtype_bytes(osp_datatype dt) {
+    return dt == OSP_TYPE_BYTES ? ONNX_STRING_BYTES : osp_datatype_byte_size(dt);
+}
+
+osp_error *rt_check_strings(const rt_node *n, const onnx_desc *descs,
+                            size_t count, const char *kind) {
+    if (n->op->takes_strings)
+        return NULL;
+    for (size_t j = 0; j < count; j++)
+        if (descs[j].present && descs[j].dtype == OSP_TYPE_BYTES)
+            return rt_node_error(
+                n->node, onnx_node_error(n->node, OSP_ERROR_UNSUPPORTED,
+                                         "%s %zu: dtype STRING is not "
+                                         "supported",
+                                         kind, j));
+    return NULL;
 }
 
 osp_error *rt_run_on_host(const rt_node *n, const onnx_desc *in_desc,
                           const void *const *in, const onnx_desc *out_desc,
-                          size_t ws_bytes, void **out) {
+                          size_t ws_bytes, onnx_string_pool *strings,
+                          void **out) {
     osp_error *err = NULL;
     osp_stream *stream = NULL;
     void *ws = NULL;
@@ -287,6 +306,7 @@ osp_error *rt_run_on_host(const rt_node *n, const onnx_desc *in_desc,
         .out_desc = out_desc,
         .out = out,
         .workspace = ws,
+        .strings = strings,
     };
     err = rt_node_error(n->node, n->op->run(&ctx));
 out:
@@ -330,14 +350,18 @@ static osp_error *fold_node(onnx_rt_model *m, rt_node *n) {
                            .inputs = in_desc,
                            .n_outputs = n->n_out,
                            .outputs = out_desc};
-    osp_error *err = rt_node_error(n->node, n->op->infer(&ictx));
+    osp_error *err = rt_check_strings(n, in_desc, n->n_in, "input");
+    if (!err)
+        err = rt_node_error(n->node, n->op->infer(&ictx));
+    if (!err)
+        err = rt_check_strings(n, out_desc, n->n_out, "output");
     for (size_t j = 0; !err && j < n->n_out; j++)
         if (out_desc[j].present)
             err = onnx_check_shape(n->node, &out_desc[j].shape,
                                    out_desc[j].dtype);
     if (!err)
         err = rt_run_on_host(n, in_desc, in, out_desc, ictx.workspace_bytes,
-                             out);
+                             &m->strings, out);
     if (err)
         return err;
     for (size_t j = 0; j < n->n_out; j++) {
@@ -399,6 +423,63 @@ static void compact_nodes(onnx_rt_model *m) {
                 m->values[m->nodes[i].out[j]].producer = (int)i;
 }
 
+/* The runtime's form of STRING initializer `init`: a tensor (caller owns
+ * *out and its data) of onnx_string elements pointing into the
+ * initializer's wire bytes, which stay the model's. */
+static osp_error *string_constant(const onnx_initializer *init,
+                                  onnx_tensor **out) {
+    const onnx_tensor *wire = &init->tensor;
+    int64_t count = onnx_shape_count(&wire->shape);
+    onnx_tensor *t = calloc(1, sizeof *t);
+    if (!t)
+        return osp_error_out_of_memory();
+    t->dtype = OSP_TYPE_BYTES;
+    t->shape = wire->shape;
+    t->byte_size = (size_t)count * ONNX_STRING_BYTES;
+    t->data = host_alloc_aligned(t->byte_size);
+    if (!t->data && t->byte_size) {
+        free(t);
+        return osp_error_out_of_memory();
+    }
+    char what[160];
+    snprintf(what, sizeof what, "initializer '%s'", init->name);
+    osp_error *err = onnx_strings_from_wire(wire->data, wire->byte_size, count,
+                                            t->data, what);
+    if (err) {
+        host_free_aligned(t->data, t->byte_size);
+        free(t);
+        return err;
+    }
+    *out = t;
+    return NULL;
+}
+
+/* Whether the graph has STRING tensors: inputs, outputs, value_infos,
+ * initializers, or a Cast to STRING (what a model needs strings for). */
+static bool graph_has_strings(const onnx_graph *g) {
+    for (size_t i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i].dtype == OSP_TYPE_BYTES)
+            return true;
+    for (size_t i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i].dtype == OSP_TYPE_BYTES)
+            return true;
+    for (size_t i = 0; i < g->n_value_infos; i++)
+        if (g->value_infos[i].dtype == OSP_TYPE_BYTES)
+            return true;
+    for (size_t i = 0; i < g->n_initializers; i++)
+        if (g->initializers[i].tensor.dtype == OSP_TYPE_BYTES)
+            return true;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const onnx_node *n = &g->nodes[i];
+        const onnx_attr *to = onnx_node_attr(n, "to");
+        if (strcmp(n->op_type, "Cast") == 0 && n->domain[0] == '\0' && to &&
+            to->type == ONNX_ATTR_INT &&
+            onnx_proto_dtype(to->i) == OSP_TYPE_BYTES)
+            return true;
+    }
+    return false;
+}
+
 /* Values for the graph's inputs, initializers and outputs. */
 static osp_error *add_graph_values(onnx_rt_model *m) {
     onnx_graph *g = m->model->graph;
@@ -408,6 +489,13 @@ static osp_error *add_graph_values(onnx_rt_model *m) {
             return osp_error_out_of_memory();
         m->values[v].konst = &g->initializers[i].tensor;
         m->values[v].declared_dtype = g->initializers[i].tensor.dtype;
+        if (g->initializers[i].tensor.dtype == OSP_TYPE_BYTES) {
+            osp_error *err =
+                string_constant(&g->initializers[i], &m->values[v].konst);
+            if (err)
+                return err;
+            m->values[v].konst_owned = true;
+        }
     }
     m->inputs = calloc(g->n_inputs ? g->n_inputs : 1, sizeof *m->inputs);
     m->outputs = calloc(g->n_outputs ? g->n_outputs : 1, sizeof *m->outputs);
@@ -523,6 +611,7 @@ osp_error *onnx_rt_model_new(onnx_model *model, const onnx_rt_options *opts,
         err = osp_error_new(OSP_ERROR_INVALID_ARG, "the model has no graph");
         goto out;
     }
+    m->has_strings = graph_has_strings(model->graph);
     if ((err = add_graph_values(m)))
         goto out;
     for (size_t i = 0; i < model->graph->n_nodes; i++)
@@ -613,6 +702,7 @@ void onnx_rt_model_free(onnx_rt_model *m) {
     for (size_t i = 0; i < m->n_synth; i++)
         onnx_node_free_synth(m->synth[i]);
     free(m->synth);
+    onnx_string_pool_destroy(&m->strings);
     pthread_mutex_destroy(&m->plans_lock);
     pthread_mutex_destroy(&m->weights_lock); /* the sessions are gone */
     onnx_model_free(m->model);

@@ -66,6 +66,13 @@ struct onnx_rt_model {
     uint64_t plan_clock;
     uint64_t plan_ids; /* the last onnx_plan.id handed out */
 
+    /* The bytes of strings folded at load (Cast of a constant to STRING),
+     * and whether the model has STRING tensors at all (graph inputs,
+     * outputs, constants, value_infos, Cast to STRING), which only the
+     * CPU device runs. */
+    onnx_string_pool strings;
+    bool has_strings;
+
     /* Device copies of the constants, one store per device (onnx_weights.c). */
     pthread_mutex_t weights_lock;
     rt_weights *weights;
@@ -128,6 +135,7 @@ struct onnx_plan {
                     (a session's CUDA graphs are keyed by it) */
     int refs;    /* sessions running it (under plans_lock) */
     int64_t separable_batch; /* rt_plan_separable_batch, or 0 */
+    onnx_string_pool strings; /* of the strings computed while planning */
 };
 
 /* Batch chunks (onnx_batch_chunks.c): the batch of plan p when every
@@ -153,7 +161,14 @@ void onnx_plan_free(onnx_rt_model *m, onnx_plan *p);
  * byte size). */
 osp_error *rt_run_on_host(const rt_node *n, const onnx_desc *in_desc,
                           const void *const *in, const onnx_desc *out_desc,
-                          size_t ws_bytes, void **out);
+                          size_t ws_bytes, onnx_string_pool *strings,
+                          void **out);
+
+/* UNSUPPORTED naming node n and the tensor ("input 1: dtype STRING is
+ * not supported") when one of descs[count] (n's inputs or outputs, as
+ * `kind` says) is STRING and n's op does not take strings. */
+osp_error *rt_check_strings(const rt_node *n, const onnx_desc *descs,
+                            size_t count, const char *kind);
 
 /* ---- weights once per device (onnx_weights.c) --------------------------
  */
@@ -177,8 +192,12 @@ osp_error *rt_weights_get_fp16(rt_weights *w, const float *host, size_t count,
 /* Bytes of constants the store holds. */
 size_t rt_weights_bytes(rt_weights *w);
 
-/* Bytes of a tensor of this dtype and shape (BYTES counts as 0). */
+/* Bytes of a tensor of this dtype and shape inside the runtime (a STRING
+ * element is a 16-byte onnx_string). */
 size_t rt_desc_bytes(const onnx_desc *d);
+/* Bytes of one element inside the runtime: ONNX_STRING_BYTES for BYTES,
+ * else osp_datatype_byte_size. */
+size_t rt_dtype_bytes(osp_datatype dt);
 
 #ifdef __cplusplus
 }

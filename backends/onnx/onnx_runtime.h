@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "onnx_graph.h"
+#include "onnx_strings.h"
 #include "osprey/device.h"
 #include "osprey/error.h"
 #include "osprey/tensor.h"
@@ -76,7 +77,12 @@ osp_error *onnx_rt_model_check_device(const onnx_rt_model *m,
  * copy of the same bytes, valid during onnx_session_run: on a device whose
  * memory is not host memory, the plan reads a small input's values from
  * it when the graph needs them to plan (a shape, pads or axes fed as a
- * graph input); without it such a graph fails on that device. */
+ * graph input); without it such a graph fails on that device.
+ * A STRING (BYTES) tensor is an array of onnx_string references, 16 bytes
+ * each (onnx_strings.h), not the wire form: an input's bytes must stay
+ * valid during the run; an output's point into the inputs, the model's
+ * constants or the session's string pool, valid until the session's next
+ * run. Strings run on the CPU device only. */
 typedef struct onnx_io {
     osp_datatype dtype;
     osp_shape shape;

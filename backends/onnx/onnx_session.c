@@ -56,6 +56,10 @@ struct onnx_session {
     const void **in_fp16; /* per node input: FP16 copies (precision fp16) */
     void **out_ptrs;
     size_t max_io;
+    /* the bytes of the strings this run's ops made (Cast to STRING):
+     * reset at the start of each run, so a run's STRING outputs point
+     * into it until the next run */
+    onnx_string_pool strings;
     /* per-op timing, when profiling */
     onnx_profile_mode profiling;
     struct op_time {
@@ -79,6 +83,15 @@ osp_error *onnx_session_new(onnx_rt_model *m, osp_device *device,
     osp_device_info info;
     osp_device_get_info(device, &info);
     s->host_memory = info.type == OSP_DEVICE_CPU;
+    if (m->has_strings && !s->host_memory) {
+        free(s);
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "the model has STRING tensors, which the ONNX "
+                             "runtime runs on the CPU device only (device "
+                             "%s); give it an instance_group of kind "
+                             "KIND_CPU",
+                             info.name);
+    }
     s->graphs = m->opts.graphs && !s->host_memory &&
                 osp_stream_supports_graphs(stream);
     if (!s->host_memory && (err = rt_weights_acquire(m, device, &s->weights))) {
@@ -130,6 +143,7 @@ void onnx_session_free(onnx_session *s) {
     free(s->in_ptrs);
     free(s->in_fp16);
     free(s->out_ptrs);
+    onnx_string_pool_destroy(&s->strings);
     free(s);
 }
 
@@ -352,6 +366,7 @@ static osp_error *run_step(onnx_session *s, const onnx_plan *p,
                          : NULL,
         .allow_tf32 = s->model->opts.allow_tf32,
         .in_fp16 = fp16 ? s->in_fp16 : NULL,
+        .strings = &s->strings,
     };
     return rt_node_error(n->node, n->op->run(&ctx));
 }
@@ -635,6 +650,7 @@ osp_error *onnx_session_run(onnx_session *s, const onnx_io *inputs,
     osp_error *err = onnx_plan_acquire(m, inputs, s->host_memory, &p);
     if (err)
         return err;
+    onnx_string_pool_reset(&s->strings); /* the last run's are given back */
     int64_t rows = chunk_rows(s, p);
     if (rows)
         err = run_in_chunks(s, inputs, p->separable_batch, rows, alloc,

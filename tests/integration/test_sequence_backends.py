@@ -286,12 +286,6 @@ LOAD_CASES = {
         "output 'NEXT_STATE', but model does not provide that output"),
     "state_dims": (
         _vector_graph(), dict(dims=(3,)), "tensor 'INPUT_STATE'"),
-    "string_corrid": (
-        _vector_graph(corrid=TensorProto.STRING),
-        dict(controls=BOOL_START + ',\n    { name: "CORRID" control [ { kind: '
-             "CONTROL_SEQUENCE_CORRID\n        data_type: TYPE_STRING } ] }"),
-        "unable to load model 'string_corrid': sequence control 'CORRID' is a "
-        "string tensor, which the ONNX runtime does not run yet"),
 }
 
 

@@ -137,6 +137,33 @@ static double element(const void *p, osp_datatype dt, size_t i) {
     }
 }
 
+/* Compares a STRING output (the runtime's references, got) with the
+ * expected wire form; writes why into msg when it differs. */
+static bool same_strings(const onnx_tensor *want, const void *got, char *msg,
+                         size_t cap) {
+    int64_t n = onnx_shape_count(&want->shape);
+    onnx_string *w = malloc((size_t)(n ? n : 1) * sizeof *w);
+    const onnx_string *g = got;
+    osp_error *err = w ? onnx_strings_from_wire(want->data, want->byte_size,
+                                                n, w, "expected output")
+                       : osp_error_out_of_memory();
+    bool same = err == NULL;
+    if (err)
+        snprintf(msg, cap, "%s", osp_error_message(err));
+    for (int64_t i = 0; same && i < n; i++)
+        if (w[i].len != g[i].len ||
+            (w[i].len && memcmp(w[i].data, g[i].data, w[i].len) != 0)) {
+            snprintf(msg, cap, "element %lld: got '%.*s', want '%.*s'",
+                     (long long)i, (int)(g[i].len > 64 ? 64 : g[i].len),
+                     g[i].data, (int)(w[i].len > 64 ? 64 : w[i].len),
+                     w[i].data);
+            same = false;
+        }
+    osp_error_free(err);
+    free(w);
+    return same;
+}
+
 /* Compares one output; writes why into msg when it differs. */
 static bool same_tensor(const onnx_tensor *want, osp_datatype dt,
                         const osp_shape *shape, const void *got, char *msg,
@@ -149,6 +176,8 @@ static bool same_tensor(const onnx_tensor *want, osp_datatype dt,
                  osp_shape_format(&want->shape, b, sizeof b));
         return false;
     }
+    if (dt == OSP_TYPE_BYTES)
+        return same_strings(want, got, msg, cap);
     size_t es = osp_datatype_byte_size(dt);
     if (es == 0) {
         snprintf(msg, cap, "cannot compare %s", osp_datatype_wire_name(dt));
@@ -175,6 +204,23 @@ static bool same_tensor(const onnx_tensor *want, osp_datatype dt,
 }
 
 typedef enum outcome { PASS, FAIL, UNSUPPORTED } outcome;
+
+/* A STRING input as the runtime takes it: references (*refs, caller
+ * frees) into the wire bytes the test file held (t keeps them). */
+static osp_error *strings_input(const onnx_tensor *t, onnx_io *io,
+                                onnx_string **refs) {
+    int64_t n = onnx_shape_count(&t->shape);
+    *refs = malloc((size_t)(n ? n : 1) * sizeof **refs);
+    if (!*refs)
+        return osp_error_out_of_memory();
+    osp_error *err =
+        onnx_strings_from_wire(t->data, t->byte_size, n, *refs, "input");
+    if (err)
+        return err;
+    io->data = io->host_data = *refs;
+    io->byte_size = (size_t)n * ONNX_STRING_BYTES;
+    return NULL;
+}
 
 /* The device named by --device: "cpu", or "cuda" (GPU 0) where a CUDA
  * provider is linked in. NULL (and a line on stderr) when there is none. */
@@ -236,6 +282,7 @@ static outcome run_case(const char *dir, char *msg, size_t cap) {
         if (stat(set_dir, &st) != 0)
             break;
         onnx_tensor inputs[MAX_IO] = {0};
+        onnx_string *string_in[MAX_IO] = {0}; /* STRING inputs' references */
         onnx_io io[MAX_IO];
         size_t n_in = 0;
         const onnx_graph *g = onnx_rt_model_graph(rt);
@@ -250,6 +297,10 @@ static outcome run_case(const char *dir, char *msg, size_t cap) {
                                  .data = inputs[n_in].data,
                                  .byte_size = inputs[n_in].byte_size,
                                  .host_data = inputs[n_in].data};
+            if (inputs[n_in].dtype == OSP_TYPE_BYTES &&
+                (err = strings_input(&inputs[n_in], &io[n_in],
+                                     &string_in[n_in])))
+                break;
         }
         host_outputs outs = {0};
         osp_buffer *in_bufs[MAX_IO] = {0};
@@ -293,6 +344,8 @@ static outcome run_case(const char *dir, char *msg, size_t cap) {
             osp_buffer_free(outs.device[k]);
             osp_buffer_free(in_bufs[k]);
         }
+        for (size_t i = 0; i < MAX_IO; i++)
+            free(string_in[i]);
         for (size_t i = 0; i < n_in; i++)
             onnx_tensor_clear(&inputs[i]);
     }

@@ -255,3 +255,10 @@ if(OSPREY_HAVE_CUDA)
   target_link_libraries(test_onnx_session_gpu_gpu PRIVATE osprey_cuda osprey_onnx)
 endif()
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_session_gpu)
+
+# STRING tensors in the ONNX runtime (backends/onnx/onnx_strings.c,
+# onnx_ops_strings.c): the wire form, string pools, Cast's number text.
+osprey_add_unit_test(test_onnx_strings
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_strings.cc)
+target_link_libraries(test_onnx_strings PRIVATE osprey_onnx)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_strings)
