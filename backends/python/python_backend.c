@@ -537,8 +537,8 @@ static osp_error *response_error(const pyproto_response *resp) {
 /* Fills `sent` from the stub's response `resp`, whose tensors lie at
  * `data` + their offsets: its error, or its outputs copied into host
  * buffers (the core takes them; *outputs is the array, the caller frees
- * it after sending). An output whose datatype is not the config's makes it
- * an error response. */
+ * it after sending). A state output whose datatype is not the config's
+ * makes it an error response. */
 static void sent_from_stub(const python_model *m, const pyproto_response *resp,
                            const uint8_t *data, osp_sent_response *sent,
                            osp_infer_output **outputs) {
@@ -556,16 +556,18 @@ static void sent_from_stub(const python_model *m, const pyproto_response *resp,
     size_t n_named = m->n_outputs + m->n_states; /* config outputs, states */
     for (size_t k = 0; k < resp->n_outputs && !sent->error; k++) {
         const pyproto_output *out = &resp->outputs[k];
-        size_t o = 0;
+        /* Triton passes an output with the datatype the model gave it,
+         * whatever the config says; only a state's must be the config's
+         * (the next state's buffer is sized by it). */
+        size_t o = m->n_outputs;
         while (o < n_named && strcmp(m->output_names[o], out->name) != 0)
             o++;
         if (o < n_named && out->dtype != m->output_dtypes[o]) {
             sent->error = osp_error_new(
                 OSP_ERROR_INTERNAL,
-                "python model '%s': %s '%s' is %s but the model "
+                "python model '%s': state output '%s' is %s but the model "
                 "configuration says %s",
-                m->name, o < m->n_outputs ? "output" : "state output",
-                out->name, osp_datatype_wire_name(out->dtype),
+                m->name, out->name, osp_datatype_wire_name(out->dtype),
                 osp_datatype_wire_name(m->output_dtypes[o]));
             break;
         }
