@@ -106,6 +106,17 @@ static void stream_free(void *p) {
     free(st);
 }
 
+/* Cancels the stream's requests (their models see is_cancelled, the
+ * schedulers drop the queued ones), saying why in the verbose log the
+ * first time. */
+static void cancel_requests(stream *st, const char *why) {
+    if (!osp_cancel_token_is_cancelled(st->cancel))
+        OSP_LOG_VERBOSE("gRPC ModelStreamInfer: the stream's requests are "
+                        "cancelled: %s",
+                        why);
+    osp_cancel_token_cancel(st->cancel);
+}
+
 /* Queues the response to one request read (message and trace ownership
  * move) to be written in its turn; when it cannot be sent any more, the
  * request is done with here. */
@@ -113,7 +124,7 @@ static void enqueue_locked(stream *st, grpc_byte_buffer *message,
                            osp_trace *trace) {
     if (st->queued >= STREAM_MAX_QUEUED && !st->failed) {
         st->failed = st->overflowed = true; /* the client reads too slowly */
-        osp_cancel_token_cancel(st->cancel);
+        cancel_requests(st, "the client reads too slowly");
     }
     pending_write *w = calloc(1, sizeof *w);
     if (!w || st->failed || st->finishing) {
@@ -171,7 +182,7 @@ static void write_done(kgrpc_tag *tag, bool ok) {
         osp_trace_stamp(w->trace, OSP_TRACE_GRPC_SEND_END, osp_now_ns());
     if (!ok) {
         st->failed = true;
-        osp_cancel_token_cancel(st->cancel);
+        cancel_requests(st, "a write failed");
     }
     if (w)
         st->in_flight--;
@@ -370,7 +381,7 @@ static void read_done(kgrpc_tag *tag, bool ok) {
         /* half-closed, cancelled or ended */
         st->read_closed = true;
         if (!ok)
-            osp_cancel_token_cancel(st->cancel);
+            cancel_requests(st, "a read failed");
         if (bb)
             grpc_byte_buffer_destroy(bb);
         pump_locked(st);
@@ -409,8 +420,7 @@ static void stream_quiesce(kgrpc_call *call) {
 /* The client cancelled the stream: its requests see it (is_cancelled;
  * the schedulers drop the ones still queued). */
 static void stream_cancelled(kgrpc_call *call) {
-    stream *st = call->handler;
-    osp_cancel_token_cancel(st->cancel);
+    cancel_requests(call->handler, "the client cancelled the stream");
 }
 
 void kgrpc_model_stream_infer(kgrpc_call *call) {
@@ -439,7 +449,7 @@ void kgrpc_model_stream_infer(kgrpc_call *call) {
     bool accepting = call->server->accepting;
     pthread_mutex_unlock(&call->server->mu);
     if (atomic_load(&call->cancelled)) /* before the hook was set */
-        osp_cancel_token_cancel(st->cancel);
+        cancel_requests(st, "the client cancelled the stream");
     pthread_mutex_lock(&st->mu);
     st->quiescing = !accepting;
     pump_locked(st);

@@ -51,6 +51,9 @@ def srv(tmp_path_factory):
     assert not problems, "; ".join(problems) + "\n" + server.log_tail()
 
 
+CANCEL_SEEN = "gRPC ModelStreamInfer: the stream's requests are cancelled"
+
+
 def grpc_inputs(value):
     return [sequence_models.accumulator_input(grpcclient, value)]
 
@@ -88,7 +91,9 @@ def inference_count(client, model):
 def send_and_cancel(server, model, seq, n_steps, pending_after):
     """Sends a START and n_steps-1 more requests of sequence `seq` on a gRPC
     stream, waits until the server holds `pending_after` requests of the
-    model, then cancels the stream."""
+    model, then cancels the stream and waits until the server has seen the
+    cancellation (its verbose log line), so that what the test sends next
+    finds the requests cancelled."""
     client = grpcclient.InferenceServerClient(server.grpc_url)
     answers = queue.Queue()
     client.start_stream(callback=lambda result, error: answers.put((result, error)))
@@ -96,8 +101,12 @@ def send_and_cancel(server, model, seq, n_steps, pending_after):
         client.async_stream_infer(model, grpc_inputs(1), sequence_id=seq,
                                   sequence_start=i == 0)
     harness.wait_pending(server, model, pending_after)
+    harness.log_verbose(server, 1)
+    since = len(server.log())
     client.stop_stream(cancel_requests=True)
     client.close()
+    harness.wait_for(lambda: CANCEL_SEEN in server.log()[since:],
+                     "the server to see the stream cancelled")
     return answers
 
 
