@@ -7,6 +7,7 @@ the ensemble's trace. Configs are written as Triton's docs write them."""
 import concurrent.futures
 import json
 import pathlib
+import sys
 import time
 
 import numpy as np
@@ -433,3 +434,63 @@ def test_in_poll_mode_an_ensemble_waits_for_its_step_models(start_server, tmp_pa
     a = np.ones((1, 16), dtype=np.int32)
     r = client.infer("ens_diamond", diamond_inputs(httpclient, a, a))
     np.testing.assert_array_equal(r.as_numpy("OUT_SUM"), 2 * a)
+
+
+# IN0 -> id_a -> OUT_A and IN1 -> id_b -> OUT_B: two independent branches.
+BRANCHES = ensemble_config(
+    "ens_branches", ["IN0", "IN1"], ["OUT_A", "OUT_B"], [
+        step("id_a", {"INPUT0": "IN0"}, {"OUTPUT0": "OUT_A"}),
+        step("id_b", {"INPUT0": "IN1"}, {"OUTPUT0": "OUT_B"}),
+    ])
+
+
+def test_only_the_steps_of_the_requested_outputs_run(start_server, repo):
+    """As Triton (its L0_simple_ensemble one-output test): a step that only
+    leads to outputs the request did not ask for is not run."""
+    harness.write_model(repo, "ens_branches", BRANCHES)
+    srv = start_server(repo)
+    client = grpcclient.InferenceServerClient(srv.grpc_url)
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    ins = diamond_inputs(grpcclient, a, a + 1)
+    result = client.infer("ens_branches", ins,
+                          outputs=[grpcclient.InferRequestedOutput("OUT_A")])
+    np.testing.assert_array_equal(result.as_numpy("OUT_A"), a)
+    assert result.as_numpy("OUT_B") is None
+    assert stats_of(srv, "id_a")["inference_count"] == 1
+    assert stats_of(srv, "id_b")["inference_count"] == 0
+    result = client.infer("ens_branches", ins)  # both: both run
+    np.testing.assert_array_equal(result.as_numpy("OUT_B"), a + 1)
+    assert stats_of(srv, "id_b")["inference_count"] == 1
+
+
+HALF_PY = b"""import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
+            for r in requests]
+"""
+
+
+def test_an_output_no_step_made_is_left_out_of_the_response(start_server, tmp_path):
+    """As Triton (its L0_simple_ensemble partial test): a step that does not
+    return one of its outputs leaves that ensemble output out of the
+    response, logged at verbose 1, instead of failing the request."""
+    repo = tmp_path / "repo"
+    harness.write_model(repo, "half", harness.model_config(
+        "half", "python", [("INPUT0", "TYPE_INT32", [16])],
+        [("OUTPUT0", "TYPE_INT32", [16]), ("OUTPUT1", "TYPE_INT32", [16])]),
+        files={"model.py": HALF_PY})
+    harness.write_model(repo, "ens_half", ensemble_config(
+        "ens_half", ["IN"], ["OUT0", "OUT1"], [
+            step("half", {"INPUT0": "IN"}, {"OUTPUT0": "OUT0", "OUTPUT1": "OUT1"})]))
+    srv = start_server(repo, ["--log-verbose=1",
+                              f"--backend-config=python,python-executable={sys.executable}"])
+    client = grpcclient.InferenceServerClient(srv.grpc_url)
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    inp = grpcclient.InferInput("IN", [1, 16], "INT32")
+    inp.set_data_from_numpy(a)
+    result = client.infer("ens_half", [inp])
+    np.testing.assert_array_equal(result.as_numpy("OUT0"), a)
+    assert result.as_numpy("OUT1") is None
+    assert "Composing models did not output tensor OUT1" in srv.stderr()

@@ -3,6 +3,7 @@ run on every instance while the model loads, before it is ready; a failing
 sample fails the load with Triton's message."""
 
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -196,3 +197,46 @@ def test_config_round_trips_through_the_load_api(warm_server):
         before = c.get_model_config(name)
         c.load_model(name, config=json.dumps(before))
         assert c.get_model_config(name) == before
+
+
+FINAL_ONLY_PY = b"""import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        for r in requests:
+            r.get_response_sender().send(
+                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+"""
+
+FAILING_PY = b"""import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse(
+            error=pb_utils.TritonError("An Error Occurred")) for r in requests]
+"""
+
+
+def python_warm(name, decoupled):
+    return (harness.model_config(name, "python", [("INPUT", "TYPE_FP32", [4])],
+                                 [("OUTPUT", "TYPE_FP32", [4])], max_batch_size=0)
+            + ("model_transaction_policy { decoupled: true }\n" if decoupled else "")
+            + warmup("zero sample", [("INPUT", "TYPE_FP32", [4], "zero_data: true")]))
+
+
+def test_python_samples_as_tritons_qa_expects(start_server, tmp_path):
+    """Triton's qa/L0_warmup: a decoupled model that answers with the final
+    flag alone warms up (its verbose 'is running warmup sample' line is
+    logged), and a response error fails the load as
+    `failed to run warmup sample '<name>': <error>; `."""
+    repo = tmp_path / "repo"
+    harness.write_model(repo, "warm_decoupled", python_warm("warm_decoupled", True),
+                        files={"model.py": FINAL_ONLY_PY})
+    harness.write_model(repo, "warm_py_failing", python_warm("warm_py_failing", False),
+                        files={"model.py": FAILING_PY})
+    srv = start_server(repo, ["--model-control-mode=explicit", "--log-verbose=1",
+                              f"--backend-config=python,python-executable={sys.executable}"])
+    load(srv, "warm_decoupled")
+    assert ("model 'warm_decoupled' instance warm_decoupled_0_0 is running warmup "
+            "sample 'zero sample' for iteration 1") in srv.log()
+    msg = load_error(srv, "warm_py_failing")
+    assert "failed to run warmup sample 'zero sample': An Error Occurred; " in msg

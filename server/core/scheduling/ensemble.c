@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "ensemble_graph.h"
+#include "osprey/log.h"
 #include "trace_report.h"
 
 struct ensemble {
@@ -70,6 +71,9 @@ struct ensemble_run {
      * flag when the run ends. */
     osp_infer_response *held;
     bool responded; /* a response went (or is held) */
+    /* Per step: whether it runs for this request. Triton prunes the steps
+     * that only lead to outputs the request did not ask for. */
+    bool *step_needed;
     stats_sink compute; /* the steps' compute durations, summed */
 };
 
@@ -137,6 +141,7 @@ static void run_free(ensemble_run *run) {
         while (run->tensors[t])
             drop_value(run, t, run->tensors[t]);
     free(run->tensors);
+    free(run->step_needed);
     while (run->ready_head) {
         step_exec *e = run->ready_head;
         run->ready_head = e->next_ready;
@@ -156,6 +161,8 @@ static osp_error *build_response(ensemble_run *run, size_t iteration,
 static osp_error *queue_if_ready(ensemble_run *run, size_t s,
                                  size_t iteration) {
     const ensemble_plan_step *ps = &run->ens->plan->steps[s];
+    if (!run->step_needed[s])
+        return NULL;
     for (size_t k = 0; k < ps->config->n_input_map; k++)
         if (!find_value(run, ps->in_tensors[k], iteration))
             return NULL;
@@ -172,13 +179,14 @@ static osp_error *queue_if_ready(ensemble_run *run, size_t s,
     return NULL;
 }
 
-/* A complete set of outputs of `iteration`: the ensemble's response. The
- * one held before it goes now, as a non-final response. */
+/* A complete set of the requested outputs of `iteration`: the ensemble's
+ * response. The one held before it goes now, as a non-final response. */
 static osp_error *respond_if_complete(ensemble_run *run, size_t iteration) {
     const ensemble_plan *plan = run->ens->plan;
     const osp_model_config *cfg = run->p->model->config;
     for (size_t o = 0; o < cfg->n_outputs; o++)
-        if (!find_value(run, plan->output_tensors[o], iteration))
+        if (run->p->output_requested[o] &&
+            !find_value(run, plan->output_tensors[o], iteration))
             return NULL;
     osp_infer_response *resp = NULL;
     osp_error *err = build_response(run, iteration, &resp);
@@ -250,16 +258,16 @@ static osp_error *build_response(ensemble_run *run, size_t iteration,
         size_t o = p->response_outputs[k];
         size_t t = plan->output_tensors[o];
         tensor_value *v = find_value(run, t, iteration);
-        osp_infer_output *out_k = &resp->outputs[k];
-        resp->n_outputs = k + 1;
+        if (!v->present) { /* a step left it out: so does the response */
+            OSP_LOG_VERBOSE("Composing models did not output tensor %s",
+                            cfg->outputs[o].name);
+            if (--v->readers_left == 0)
+                drop_value(run, t, v);
+            continue;
+        }
+        osp_infer_output *out_k = &resp->outputs[resp->n_outputs++];
         if (!(out_k->name = strdup(cfg->outputs[o].name))) {
             err = osp_error_out_of_memory();
-        } else if (!v->present) { /* a step left it out */
-            err = osp_error_new(OSP_ERROR_INVALID_ARG,
-                                "in ensemble '%s', unexpected deadlock, at "
-                                "least one output is not set while no more "
-                                "ensemble steps can be made",
-                                cfg->name);
         } else {
             out_k->dtype = v->dtype;
             out_k->shape = v->shape;
@@ -503,6 +511,46 @@ static void drive_run(ensemble_run *run) {
         run_finish(run);
 }
 
+/* Marks the steps the request needs (Triton's pruning): with every output
+ * requested, all; else a tensor is needed when the request asks for it,
+ * when nothing reads it (a step's spare output keeps its step), or when a
+ * needed step reads it, and a step is needed when it writes a needed
+ * tensor. `needed_tensor` has plan->n_tensors entries, zeroed. */
+static void mark_needed_steps(ensemble_run *run, bool *needed_tensor) {
+    const ensemble_plan *plan = run->ens->plan;
+    const pending_request *p = run->p;
+    const osp_model_config *cfg = p->model->config;
+    bool all = true;
+    for (size_t o = 0; o < cfg->n_outputs; o++)
+        all = all && p->output_requested[o];
+    if (all) {
+        for (size_t s = 0; s < plan->n_steps; s++)
+            run->step_needed[s] = true;
+        return;
+    }
+    for (size_t t = 0; t < plan->n_tensors; t++)
+        needed_tensor[t] = plan->readers[t] == 0 && !plan->is_output[t];
+    for (size_t o = 0; o < cfg->n_outputs; o++)
+        if (p->output_requested[o])
+            needed_tensor[plan->output_tensors[o]] = true;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t s = 0; s < plan->n_steps; s++) {
+            const ensemble_plan_step *ps = &plan->steps[s];
+            if (run->step_needed[s])
+                continue;
+            for (size_t k = 0; k < ps->config->n_output_map; k++)
+                if (needed_tensor[ps->out_tensors[k]])
+                    run->step_needed[s] = true;
+            if (!run->step_needed[s])
+                continue;
+            changed = true;
+            for (size_t k = 0; k < ps->config->n_input_map; k++)
+                needed_tensor[ps->in_tensors[k]] = true;
+        }
+    }
+}
+
 /* Moves the request's inputs into their tensors (iteration 0). */
 static osp_error *take_request_inputs(ensemble_run *run) {
     pending_request *p = run->p;
@@ -527,12 +575,18 @@ static osp_error *take_request_inputs(ensemble_run *run) {
 void ensemble_start(ensemble *ens, pending_request *p) {
     const ensemble_plan *plan = ens->plan;
     ensemble_run *run = calloc(1, sizeof(*run));
-    if (run)
+    bool *needed_tensor = calloc(plan->n_tensors + 1, sizeof *needed_tensor);
+    if (run) {
         run->tensors = calloc(plan->n_tensors + 1, sizeof(*run->tensors));
-    if (!run || !run->tensors) {
-        if (run)
+        run->step_needed = calloc(plan->n_steps + 1, sizeof *run->step_needed);
+    }
+    if (!run || !run->tensors || !run->step_needed || !needed_tensor) {
+        if (run) {
             free(run->tensors);
+            free(run->step_needed);
+        }
         free(run);
+        free(needed_tensor);
         pending_request_fail(p, osp_error_out_of_memory());
         return;
     }
@@ -540,6 +594,8 @@ void ensemble_start(ensemble *ens, pending_request *p) {
     run->ens = ens;
     run->p = p;
     run->next_iteration = 1;
+    mark_needed_steps(run, needed_tensor);
+    free(needed_tensor);
     p->times.queue_start = p->times.compute_start = osp_now_ns();
     pthread_mutex_lock(&ens->lock);
     bool stopping = ens->stopping;

@@ -26,11 +26,12 @@ typedef struct warmup_outcome {
     osp_error *error; /* owned; NULL on success */
 } warmup_outcome;
 
-static void warmup_complete(osp_infer_response *resp, void *user) {
+/* A sample request's responses (a decoupled model may send none, only
+ * the final flag): the first error is the sample's. */
+static void warmup_respond(osp_infer_response *resp, bool final, void *user) {
+    (void)final;
     warmup_outcome *outcome = user;
-    if (!resp)
-        outcome->error = osp_error_out_of_memory();
-    else if (resp->error)
+    if (resp && resp->error && !outcome->error)
         outcome->error = osp_error_new(osp_error_get_code(resp->error), "%s",
                                        osp_error_message(resp->error));
     osp_infer_response_free(resp);
@@ -168,7 +169,7 @@ static osp_error *make_request(osp_model *model, const osp_model_warmup *w,
     if (!p)
         return osp_error_out_of_memory();
     p->model = model_ref(model);
-    p->complete = warmup_complete;
+    p->respond = warmup_respond;
     p->user = outcome;
     p->batch_size = cfg->max_batch_size > 0 ? rows : 0;
     p->req = osp_infer_request_new(cfg->name, model->version);
@@ -247,6 +248,12 @@ static osp_error *run_sample(osp_model *model, const osp_model_warmup *w) {
     uint32_t count = w->count ? w->count : 1;
     for (size_t n = 0; n < model->n_instances && !err; n++) {
         for (uint32_t c = 0; c < count && !err; c++) {
+            /* Triton's words, which its QA greps for (the instance named
+             * as Triton names those of a model's first group). */
+            OSP_LOG_VERBOSE("model '%s' instance %s_0_%zu is running "
+                            "warmup sample '%s' for iteration %u",
+                            model->config->name, model->config->name, n,
+                            w->name, c + 1);
             warmup_outcome outcome = {0};
             pending_request *p = NULL;
             if ((err = make_request(model, w, tensors, &outcome, &p)))
@@ -271,9 +278,14 @@ osp_error *warmup_run(osp_model *model) {
                             sample->name);
             continue;
         }
-        if ((err = run_sample(model, sample)))
-            err = osp_error_wrap(err, "failed to run warmup sample '%s'",
-                                 sample->name);
+        if ((err = run_sample(model, sample))) {
+            /* As Triton: each response error followed by "; ". */
+            osp_error *wrapped = osp_error_new(
+                OSP_ERROR_INVALID_ARG, "failed to run warmup sample '%s': %s; ",
+                sample->name, osp_error_message(err));
+            osp_error_free(err);
+            err = wrapped;
+        }
         else
             OSP_LOG_INFO("model '%s' version %lld: warmup sample '%s' ran %u "
                          "time(s) on each of %zu instance(s)",
