@@ -268,10 +268,23 @@ static bool apply_backend_config(osprey_flags *f, const char *value) {
 }
 
 /* Triton's --cache-config=<cache>,<key>=<value> for its "local" cache:
- * local,size=BYTES. A cache of 0 bytes is refused. */
+ * local,size=BYTES. A cache of 0 bytes is refused, and so, in Triton's
+ * words, is a second cache type. */
 static bool apply_cache_config(osprey_flags *f, const char *value) {
     static const char prefix[] = "local,size=";
     char *end = NULL;
+    size_t type_len = strcspn(value, ",");
+    if (!f->cache_config_given) {
+        snprintf(f->cache_config_type, sizeof f->cache_config_type, "%.*s",
+                 (int)type_len, value);
+    } else if (strlen(f->cache_config_type) != type_len ||
+               strncmp(f->cache_config_type, value, type_len) != 0) {
+        fprintf(stderr, "error: creating server: Invalid argument - found "
+                        "multiple cache configurations, but only a single "
+                        "cache is currently supported\n");
+        return false;
+    }
+    f->cache_config_given = true;
     if (strncmp(value, prefix, sizeof prefix - 1) != 0) {
         fprintf(stderr,
                 "Error: --cache-config: only the local cache is supported, "
@@ -292,6 +305,21 @@ static bool apply_cache_config(osprey_flags *f, const char *value) {
                         "greater than 0\n");
         return false;
     }
+    f->response_cache_bytes = (size_t)size;
+    return true;
+}
+
+/* Triton's older --response-cache-byte-size=BYTES: a local cache of that
+ * size (0: none). */
+static bool apply_response_cache_byte_size(osprey_flags *f,
+                                           const char *value) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long size = strtoull(value, &end, 10);
+    if (!isdigit((unsigned char)value[0]) || *end || errno == ERANGE ||
+        size > SIZE_MAX)
+        return false;
+    f->cache_byte_size_given = true;
     f->response_cache_bytes = (size_t)size;
     return true;
 }
@@ -420,9 +448,7 @@ static const ignored_flag ignored_flags[] = {
     {"vertex-ai-default-model", NULL},
     {"metrics-interval-ms", "metrics are read when scraped"},
     {"metrics-config", NULL},
-    {"cache-config", NULL},
     {"cache-directory", NULL},
-    {"response-cache-byte-size", NULL},
     {"rate-limit", NULL},
     {"rate-limit-resource", NULL},
     {"cuda-virtual-address-size", NULL},
@@ -840,6 +866,12 @@ static const flag_def flag_table[] = {
      .apply = apply_cache_config,
      .help = "a response cache of BYTES for the models whose config\n"
              "enables response_cache (Triton's local cache)"},
+    {.name = "response-cache-byte-size",
+     .arg = "BYTES",
+     .kind = FLAG_APPLY,
+     .apply = apply_response_cache_byte_size,
+     .help = "Triton's older form of --cache-config=local,size=BYTES\n"
+             "(0: no cache); not together with --cache-config"},
     {.name = "trace-config",
      .arg = "[MODE,]KEY=VALUE",
      .kind = FLAG_APPLY,
@@ -1260,6 +1292,12 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
                     def->name);
             return 2;
         }
+    }
+    if (f->cache_config_given && f->cache_byte_size_given) {
+        fprintf(stderr, "Error: Incompatible flags --response-cache-byte-size "
+                        "and --cache-config both provided. Please provide one "
+                        "or the other.\n");
+        return 2;
     }
     warn_ignored(seen_ignored);
     return -1;

@@ -47,7 +47,12 @@ typedef struct osprey_flags {
     osp_backend_setting *backend_settings;
     size_t n_backend_settings;
     osp_device_options devices;
-    size_t response_cache_bytes; /* --cache-config=local,size=N */
+    size_t response_cache_bytes; /* --cache-config=local,size=N or
+                                    --response-cache-byte-size=N */
+    /* which of the two cache flags were given, and the cache type of the
+     * first --cache-config (Triton refuses a mix of either) */
+    bool cache_config_given, cache_byte_size_given;
+    char cache_config_type[16];
     osp_tracer_options trace;
     bool allow_metrics;
     bool allow_gpu_metrics;

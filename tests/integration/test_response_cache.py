@@ -157,6 +157,37 @@ def test_a_zero_byte_cache_is_refused(repo, tmp_path):
     assert "the local cache needs a size greater than 0" in srv.log()
 
 
+def test_a_response_larger_than_the_cache_is_logged_and_not_kept(start_server, repo):
+    srv = start_server(repo, ["--cache-config=local,size=200"])
+    echo(srv, 3.0)
+    echo(srv, 3.0)
+    assert counts(srv, "echo")[:2] == (0, 2)
+    log = srv.log()
+    assert "Failed to insert key [" in log
+    assert "] into response cache: the response is larger than the whole cache" in log
+
+
+def test_the_older_byte_size_flag_is_a_local_cache(start_server, repo):
+    srv = start_server(repo, ["--response-cache-byte-size=8192"])
+    echo(srv, 2.0)
+    echo(srv, 2.0)
+    assert counts(srv, "echo")[:2] == (1, 1)
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--response-cache-byte-size=12345", "--cache-config=local,size=67890"],
+     "Error: Incompatible flags --response-cache-byte-size and --cache-config "
+     "both provided. Please provide one or the other."),
+    (["--cache-config=local,size=8192", "--cache-config=redis,key=value"],
+     "error: creating server: Invalid argument - found multiple cache "
+     "configurations, but only a single cache is currently supported"),
+])
+def test_two_caches_are_refused_in_tritons_words(repo, tmp_path, flags, message):
+    srv = harness.OspreyServer(repo, flags, workdir=tmp_path / "w")
+    assert srv.run_to_exit() == 2
+    assert message in srv.log()
+
+
 def test_a_decoupled_model_with_the_cache_is_refused(start_server, repo):
     harness.write_model(repo, "decoupled", cached(harness.identity_config(
         "decoupled", "TYPE_FP32", [-1],

@@ -12,6 +12,7 @@
 #include <sys/random.h>
 
 #include "osprey/clock.h"
+#include "osprey/log.h"
 
 typedef struct cached_output {
     char *name; /* inside the entry */
@@ -279,9 +280,12 @@ bool response_cache_lookup(response_cache *c, cache_key key,
 
 /* A new entry holding copies of resp's outputs, or NULL (OOM, or larger
  * than `limit`). */
+/* A copy of resp's outputs under key, or NULL with *why saying what
+ * stopped it (larger than `limit` bytes, or out of memory). */
 static cache_entry *entry_new(cache_key key, const osp_infer_response *resp,
-                              size_t limit) {
+                              size_t limit, const char **why) {
     size_t size = sizeof(cache_entry) + resp->n_outputs * sizeof(cached_output);
+    *why = "the response is larger than the whole cache";
     for (size_t i = 0; i < resp->n_outputs; i++) {
         const osp_infer_output *o = &resp->outputs[i];
         size_t need = (o->data ? o->byte_size : 0) + strlen(o->name) + 1;
@@ -291,6 +295,7 @@ static cache_entry *entry_new(cache_key key, const osp_infer_response *resp,
     }
     if (size > limit)
         return NULL;
+    *why = "out of memory";
     cache_entry *e = malloc(size);
     if (!e)
         return NULL;
@@ -320,9 +325,16 @@ void response_cache_insert(response_cache *c, cache_key key,
     if (!resp || resp->error)
         return;
     uint64_t start = osp_now_ns();
-    cache_entry *e = entry_new(key, resp, c->capacity);
-    if (!e)
+    const char *why = NULL;
+    cache_entry *e = entry_new(key, resp, c->capacity, &why);
+    if (!e) {
+        /* Triton's words, with Osprey's reason and key */
+        OSP_LOG_ERROR("Failed to insert key [%016llx%016llx] into response "
+                      "cache: %s",
+                      (unsigned long long)key.hi, (unsigned long long)key.lo,
+                      why);
         return;
+    }
     pthread_mutex_lock(&c->lock);
     if (find(c, key)) { /* a concurrent identical miss came first */
         pthread_mutex_unlock(&c->lock);
