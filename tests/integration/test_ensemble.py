@@ -494,3 +494,36 @@ def test_an_output_no_step_made_is_left_out_of_the_response(start_server, tmp_pa
     np.testing.assert_array_equal(result.as_numpy("OUT0"), a)
     assert result.as_numpy("OUT1") is None
     assert "Composing models did not output tensor OUT1" in srv.stderr()
+
+
+def test_responses_carry_the_sequence_parameters_as_tritons_do(start_server, repo):
+    """As Triton's qa/L0_simple_ensemble test_ensemble_sequence_flags sees
+    them: each response of a stream of three sequence requests carries its
+    request's sequence_start and sequence_end (and id); a request without
+    them gets 0, false and false."""
+    import queue
+    srv = start_server(repo)
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    client = grpcclient.InferenceServerClient(srv.grpc_url)
+    answers = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    flags = [(True, False), (False, False), (False, True)]
+    for k, (start, end) in enumerate(flags):
+        client.async_stream_infer("ens_diamond", diamond_inputs(grpcclient, a, a),
+                                  request_id=f"s{k}", sequence_id=4242,
+                                  sequence_start=start, sequence_end=end)
+    got = {}
+    for _ in flags:
+        result, error = answers.get(timeout=30 * harness.timeout_scale())
+        assert error is None, error
+        r = result.get_response()
+        got[r.id] = (r.parameters["sequence_start"].bool_param,
+                     r.parameters["sequence_end"].bool_param,
+                     r.parameters["sequence_id"].int64_param)
+    client.stop_stream()
+    assert [got[f"s{k}"] for k in range(3)] == [f + (4242,) for f in flags]
+
+    r = httpclient.InferenceServerClient(srv.hostport).infer(
+        "ens_diamond", diamond_inputs(httpclient, a, a))
+    assert r.get_response()["parameters"] == {
+        "sequence_id": 0, "sequence_start": False, "sequence_end": False}

@@ -239,9 +239,45 @@ static osp_error *set_tensor(ensemble_run *run, size_t t, size_t iteration,
     return err;
 }
 
+/* Triton's ensemble responses carry the steps' sequence id and flags,
+ * which are the request's: sequence_id (its string, or the number as
+ * INT64; 0 without one), sequence_start and sequence_end (false without
+ * them). Triton adds the three once per output (repeated JSON keys over
+ * HTTP); here they come once. */
+static osp_error *add_sequence_parameters(osp_infer_response *resp,
+                                          const osp_infer_request *req) {
+    osp_parameter params[3] = {
+        {.key = "sequence_id", .type = OSP_PARAM_INT, .value.i = 0},
+        {.key = "sequence_start", .type = OSP_PARAM_BOOL},
+        {.key = "sequence_end", .type = OSP_PARAM_BOOL},
+    };
+    for (size_t i = 0; i < req->n_parameters; i++)
+        for (size_t k = 0; k < 3; k++)
+            if (strcmp(req->parameters[i].key, params[k].key) == 0 &&
+                (k == 0 || req->parameters[i].type == OSP_PARAM_BOOL))
+                params[k] = req->parameters[i];
+    if (!(resp->parameters = calloc(3, sizeof *resp->parameters)))
+        return osp_error_out_of_memory();
+    for (size_t k = 0; k < 3; k++) {
+        osp_parameter *to = &resp->parameters[resp->n_parameters];
+        *to = params[k];
+        to->key = strdup(params[k].key);
+        if (params[k].type == OSP_PARAM_STRING)
+            to->value.s = strdup(params[k].value.s ? params[k].value.s : "");
+        else
+            to->type = k == 0 ? OSP_PARAM_INT : OSP_PARAM_BOOL;
+        if (!to->key || (params[k].type == OSP_PARAM_STRING && !to->value.s)) {
+            free(to->key);
+            return osp_error_out_of_memory();
+        }
+        resp->n_parameters++;
+    }
+    return NULL;
+}
+
 /* The ensemble's response from its output values of `iteration`, in the
  * request's order (its top classes for an output asked for with a class
- * count). */
+ * count), with Triton's sequence parameters. */
 static osp_error *build_response(ensemble_run *run, size_t iteration,
                                   osp_infer_response **out) {
     pending_request *p = run->p;
@@ -289,6 +325,8 @@ static osp_error *build_response(ensemble_run *run, size_t iteration,
         if (!p->output_requested[o] && v && --v->readers_left == 0)
             drop_value(run, t, v);
     }
+    if (!err)
+        err = add_sequence_parameters(resp, p->req);
     if (err) {
         osp_infer_response_free(resp);
         return err;
