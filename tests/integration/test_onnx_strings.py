@@ -91,7 +91,8 @@ def moves_graph():
     lookups use them: TEXT (STRING [-1, 4]), IDX (INT64 [-1]) and COND
     (BOOL [-1, 4]) in; one STRING output per op. Strings come from the
     request (TEXT), an initializer (labels, lookup), Constant nodes
-    (value tensor, value_strings, value_string) and a Cast to STRING."""
+    (value tensor, value_strings, value_string; WORDS is one, folded at
+    load) and a Cast to STRING."""
     n = helper.make_node
     labels = helper.make_tensor("labels", S, [1, 4], [b"cat", b"dog", b"", b"h\xc3\xa9"])
     lookup = helper.make_tensor("lookup", S, [3], [b"zero", b"one", b"two"])
@@ -115,13 +116,14 @@ def moves_graph():
         n("Where", ["COND", "question", "TEXT"], ["WHERE_SCALAR"]),
         n("Cast", ["IDX"], ["idx_text"], to=S),
         n("Concat", ["idx_text", "idx_text"], ["IDX_TEXT"], axis=0),
+        n("Identity", ["words"], ["WORDS"]),
     ]
     outputs = [("GATHER", [None, 4]), ("GATHER1", [None, 2]), ("LOOKUP", [None]),
                ("GELEM", [1, 4]), ("CONCAT", [None, 4]), ("SLICE", [None, 2]),
                ("SPLIT_A", [None, 1]), ("SPLIT_B", [None, 3]),
                ("EXPAND", [2, None, 4]), ("TILE", [None, 8]),
                ("TRANSPOSE", [4, None]), ("WHERE", [None, 4]),
-               ("WHERE_SCALAR", [None, 4]), ("IDX_TEXT", [None])]
+               ("WHERE_SCALAR", [None, 4]), ("IDX_TEXT", [None]), ("WORDS", [4])]
     return _model(
         nodes,
         [vi("TEXT", S, [None, 4]), vi("IDX", TensorProto.INT64, [None]),
@@ -135,7 +137,7 @@ def moves_graph():
 
 MOVES_OUTPUTS = ["GATHER", "GATHER1", "LOOKUP", "GELEM", "CONCAT", "SLICE",
                  "SPLIT_A", "SPLIT_B", "EXPAND", "TILE", "TRANSPOSE", "WHERE",
-                 "WHERE_SCALAR", "IDX_TEXT"]
+                 "WHERE_SCALAR", "IDX_TEXT", "WORDS"]
 
 
 QA_CONTROLS = (
@@ -201,7 +203,7 @@ def srv(tmp_path_factory):
             "CONCAT": [-1, 4], "SLICE": [-1, 2], "SPLIT_A": [-1, 1],
             "SPLIT_B": [-1, 3], "EXPAND": [2, -1, 4], "TILE": [-1, 8],
             "TRANSPOSE": [4, -1], "WHERE": [-1, 4], "WHERE_SCALAR": [-1, 4],
-            "IDX_TEXT": [-1]}
+            "IDX_TEXT": [-1], "WORDS": [4]}
     harness.write_model(
         repo, "moves",
         harness.model_config(
