@@ -750,8 +750,7 @@ static osp_error *where_infer(onnx_infer_ctx *ctx) {
  * innermost axis of 2 that X, Y and the output walk (stride 1, their
  * other strides doubled) and the condition broadcasts over (stride 0).
  * The output borrows the chosen strings' bytes. */
-static osp_error *where_split_halves(const onnx_node *node,
-                                     osp_where_args *w) {
+static osp_error *where_split_halves(const onnx_node *node, osp_where_args *w) {
     if (w->rank >= OSP_MAX_DIMS)
         return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                "Where of STRING tensors of rank %d after "

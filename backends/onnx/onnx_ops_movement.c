@@ -588,8 +588,8 @@ static osp_error *index_dtype(const onnx_node *node, const onnx_desc *d,
 }
 
 /* What Gather and GatherElements check alike: data (input 0) of a
- * fixed-size dtype or STRING, indices (input 1) INT64 or INT32, and *axis from the
- * attribute, within data's rank. */
+ * fixed-size dtype or STRING, indices (input 1) INT64 or INT32, and *axis from
+ * the attribute, within data's rank. */
 static osp_error *gather_check_inputs(const onnx_node *node, size_t n_inputs,
                                       const onnx_desc *inputs, int *axis) {
     osp_error *err = onnx_required_input(node, n_inputs, inputs, 0);

@@ -964,7 +964,7 @@ static osp_error *trilu_run(onnx_run_ctx *ctx) {
 #define VIEW(name, infer_fn)                                                   \
     {                                                                          \
         .op_type = name, .domain = "", .since = 7, .infer = infer_fn,          \
-        .run = view_run, .output_aliases_input = true, .takes_strings = true, \
+        .run = view_run, .output_aliases_input = true, .takes_strings = true,  \
         .uses = USES_NONE                                                      \
     }
 

@@ -281,8 +281,8 @@ osp_error *onnx_strings_equal_run(onnx_run_ctx *ctx) {
  */
 
 /* *out = a copy of text[len] in ctx->strings. */
-static osp_error *keep_in_pool(onnx_run_ctx *ctx, const char *text,
-                               size_t len, onnx_string *out) {
+static osp_error *keep_in_pool(onnx_run_ctx *ctx, const char *text, size_t len,
+                               onnx_string *out) {
     if (!ctx->strings)
         return onnx_node_error(ctx->node, OSP_ERROR_INTERNAL,
                                "no string pool for the strings it makes");

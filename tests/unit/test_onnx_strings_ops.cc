@@ -52,8 +52,8 @@ void RunOk(Node &n, const std::vector<const Tensor *> &ins, OpResult *res) {
 TEST(OnnxStringsOps, WhereBroadcastsStrings) {
     std::deque<std::string> keep;
     // cond [2, 1], X [2, 3], Y a scalar: a row picks X or Y whole.
-    Tensor x = Strs({2, 3}, {"a", "bb", std::string("c\0d", 3), "", "é", "f"},
-                    &keep);
+    Tensor x =
+        Strs({2, 3}, {"a", "bb", std::string("c\0d", 3), "", "é", "f"}, &keep);
     Tensor y = Strs({}, {"?"}, &keep);
     Tensor cond = Bool({2, 1}, {true, false});
     Node n("Where", 16, 3, 1);
@@ -69,7 +69,8 @@ TEST(OnnxStringsOps, WhereBroadcastsStrings) {
     Tensor c2 = Bool({3}, {false, true, false});
     OpResult res2;
     RunOk(n, {&c2, &x2, &y2}, &res2);
-    EXPECT_EQ((Texts{"y0", "x0", "y2", "y0", "x1", "y2"}), TextsOf(res2.outs[0]));
+    EXPECT_EQ((Texts{"y0", "x0", "y2", "y0", "x1", "y2"}),
+              TextsOf(res2.outs[0]));
     // The output borrows the chosen strings' bytes.
     EXPECT_EQ(keep[7].data(), res2.outs[0].Values<onnx_string>()[1].data);
 }
@@ -89,7 +90,8 @@ TEST(OnnxStringsOps, WhereOfStringAndNumberIsRefused) {
 
 TEST(OnnxStringsOps, GatherAndTransposeMoveWholeStrings) {
     std::deque<std::string> keep;
-    Tensor text = Strs({3, 2}, {"r0a", "r0b", "r1a", "r1b", "r2a", "r2b"}, &keep);
+    Tensor text =
+        Strs({3, 2}, {"r0a", "r0b", "r1a", "r1b", "r2a", "r2b"}, &keep);
     Tensor idx = I64({2}, {2, -3});
     Node g("Gather", 13, 2, 1);
     OpResult rg;
