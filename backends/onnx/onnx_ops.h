@@ -168,6 +168,20 @@ osp_error *onnx_want_fp32(const onnx_node *node, const onnx_desc *desc,
 osp_error *onnx_want_fixed_size(const onnx_node *node, osp_datatype dt,
                                 const char *what);
 
+/* As onnx_want_fixed_size, but also takes STRING (BYTES): what the
+ * movement ops flagged takes_strings (Gather, Concat, Slice, ...) move,
+ * a STRING element being a 16-byte onnx_string that copy_strided and
+ * gather move like any element. */
+osp_error *onnx_want_movable(const onnx_node *node, osp_datatype dt,
+                             const char *what);
+
+/* Bytes of one element of dt inside the runtime: ONNX_STRING_BYTES for
+ * STRING (BYTES), else osp_datatype_byte_size. */
+static inline size_t onnx_elem_bytes(osp_datatype dt) {
+    return dt == OSP_TYPE_BYTES ? ONNX_STRING_BYTES
+                                : osp_datatype_byte_size(dt);
+}
+
 /* The alignment of the workspace and of the slots ops carve from it. */
 #define ONNX_WORKSPACE_ALIGN ((size_t)64)
 

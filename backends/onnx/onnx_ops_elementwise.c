@@ -6,7 +6,7 @@
  *   variadic  Max Min Sum Mean: a chain of binary_nd over 1..N inputs;
  *   Clip      osp_op_unary CLIP when its bounds are known while planning,
  *             binary_nd MAX / MIN against the bound tensors otherwise;
- *   Where     osp_op_where;
+ *   Where     osp_op_where (STRING X and Y as pairs of 8-byte halves);
  *   Cast, CastLike  osp_op_cast.
  * The one-input ops are in onnx_ops_activation.c; this file holds the
  * family's one table (onnx_ops_elementwise_family) for both.
@@ -730,8 +730,8 @@ static osp_error *where_infer(onnx_infer_ctx *ctx) {
                                "inputs X (%s) and Y (%s) must have the same "
                                "dtype",
                                dt_name(x->dtype), dt_name(y->dtype));
-    size_t es = osp_datatype_byte_size(x->dtype);
-    if (es != 1 && es != 2 && es != 4 && es != 8)
+    size_t es = onnx_elem_bytes(x->dtype);
+    if (es != 1 && es != 2 && es != 4 && es != 8 && es != 16)
         return onnx_node_error(ctx->node, OSP_ERROR_UNSUPPORTED,
                                "Where of %s is not supported",
                                dt_name(x->dtype));
@@ -745,13 +745,37 @@ static osp_error *where_infer(onnx_infer_ctx *ctx) {
     return onnx_check_shape(ctx->node, &out->shape, out->dtype);
 }
 
+/* Where of STRING X and Y: the device's where moves elements of at most 8
+ * bytes, so each 16-byte onnx_string is taken as two 8-byte halves, an
+ * innermost axis of 2 that X, Y and the output walk (stride 1, their
+ * other strides doubled) and the condition broadcasts over (stride 0).
+ * The output borrows the chosen strings' bytes. */
+static osp_error *where_split_halves(const onnx_node *node, osp_where_args *w) {
+    if (w->rank >= OSP_MAX_DIMS)
+        return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
+                               "Where of STRING tensors of rank %d after "
+                               "merging dims (the limit is %d)",
+                               w->rank, OSP_MAX_DIMS - 1);
+    for (int d = 0; d < w->rank; d++) {
+        w->x_strides[d] *= 2;
+        w->y_strides[d] *= 2;
+    }
+    w->dims[w->rank] = 2;
+    w->cond_strides[w->rank] = 0;
+    w->x_strides[w->rank] = 1;
+    w->y_strides[w->rank] = 1;
+    w->rank++;
+    w->elem_size = ONNX_STRING_BYTES / 2;
+    return NULL;
+}
+
 static osp_error *where_run(onnx_run_ctx *ctx) {
     const onnx_desc *out = &ctx->out_desc[0];
     if (onnx_shape_count(&out->shape) == 0)
         return NULL;
     osp_where_args w;
     memset(&w, 0, sizeof w);
-    w.elem_size = osp_datatype_byte_size(out->dtype);
+    w.elem_size = onnx_elem_bytes(out->dtype);
     w.cond = ctx->in[0];
     w.x = ctx->in[1];
     w.y = ctx->in[2];
@@ -762,6 +786,11 @@ static osp_error *where_run(onnx_run_ctx *ctx) {
     onnx_broadcast_strides(&ctx->in_desc[2].shape, &out->shape, w.y_strides);
     int64_t *const strides[3] = {w.cond_strides, w.x_strides, w.y_strides};
     w.rank = ew_coalesce(out->shape.rank, w.dims, 3, strides);
+    if (out->dtype == OSP_TYPE_BYTES) {
+        osp_error *err = where_split_halves(ctx->node, &w);
+        if (err)
+            return err;
+    }
     return osp_op_where(ctx->stream, &w);
 }
 
@@ -946,6 +975,7 @@ static const onnx_op elementwise_ops[] = {
      .since = 9,
      .infer = where_infer,
      .run = where_run,
+     .takes_strings = true,
      .uses = USES(OSP_OP_WHERE)},
     {.op_type = "Cast",
      .domain = "",

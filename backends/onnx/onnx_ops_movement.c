@@ -10,7 +10,9 @@
  * merges dims that are contiguous in both views, so that most copies end
  * up as one contiguous memcpy or a 2-D block copy.
  *
- * They move elements by size only, so every fixed-size dtype works.
+ * They move elements by size only, so every fixed-size dtype works, and
+ * all but Pad, DepthToSpace and SpaceToDepth also move STRING tensors
+ * (16-byte onnx_string references; the output borrows the input's bytes).
  * Values the ops need at infer (Slice's starts, Expand's shape, Pad's
  * pads) must be known on the host while planning; run recomputes what it
  * needs from its descs, since one node's state serves every plan.
@@ -24,8 +26,11 @@
 /* ---- shared ---------------------------------------------------------------
  */
 
+/* A STRING element is a 16-byte onnx_string, which copy_strided and gather
+ * move whole (the bytes it points at stay where they are, so an output
+ * borrows its input's strings). */
 static size_t elem_size(const onnx_desc *d) {
-    return osp_datatype_byte_size(d->dtype);
+    return onnx_elem_bytes(d->dtype);
 }
 
 /* A strided copy of up to 2 * OSP_MAX_DIMS dims before simplification
@@ -129,7 +134,7 @@ static osp_error *transpose_infer(onnx_infer_ctx *ctx) {
         return err;
     const onnx_desc *in = &ctx->inputs[0];
     int perm[OSP_MAX_DIMS];
-    if ((err = onnx_want_fixed_size(node, in->dtype, "input 0")) ||
+    if ((err = onnx_want_movable(node, in->dtype, "input 0")) ||
         (err = transpose_perm(node, in->shape.rank, perm)))
         return err;
     osp_shape *out = &ctx->outputs[0].shape;
@@ -184,7 +189,7 @@ static osp_error *concat_infer(onnx_infer_ctx *ctx) {
         return err;
     const onnx_desc *first = &ctx->inputs[0];
     int rank = first->shape.rank, axis;
-    if ((err = onnx_want_fixed_size(node, first->dtype, "input 0")) ||
+    if ((err = onnx_want_movable(node, first->dtype, "input 0")) ||
         (err = concat_axis(node, rank, &axis)))
         return err;
     osp_shape out = first->shape;
@@ -363,7 +368,7 @@ static osp_error *split_infer(onnx_infer_ctx *ctx) {
     osp_error *err =
         split_plan(ctx->node, ctx->n_inputs, ctx->inputs, ctx->n_outputs, &s);
     if (!err)
-        err = onnx_want_fixed_size(ctx->node, ctx->inputs[0].dtype, "input 0");
+        err = onnx_want_movable(ctx->node, ctx->inputs[0].dtype, "input 0");
     if (err)
         return err;
     for (size_t i = 0; i < ctx->n_outputs; i++) {
@@ -526,7 +531,7 @@ static osp_error *slice_infer(onnx_infer_ctx *ctx) {
     slice_plan_t p;
     osp_error *err = slice_plan(ctx->node, ctx->n_inputs, ctx->inputs, &p);
     if (!err)
-        err = onnx_want_fixed_size(ctx->node, ctx->inputs[0].dtype, "input 0");
+        err = onnx_want_movable(ctx->node, ctx->inputs[0].dtype, "input 0");
     if (err)
         return err;
     osp_shape *out = &ctx->outputs[0].shape;
@@ -583,15 +588,15 @@ static osp_error *index_dtype(const onnx_node *node, const onnx_desc *d,
 }
 
 /* What Gather and GatherElements check alike: data (input 0) of a
- * fixed-size dtype, indices (input 1) INT64 or INT32, and *axis from the
- * attribute, within data's rank. */
+ * fixed-size dtype or STRING, indices (input 1) INT64 or INT32, and *axis from
+ * the attribute, within data's rank. */
 static osp_error *gather_check_inputs(const onnx_node *node, size_t n_inputs,
                                       const onnx_desc *inputs, int *axis) {
     osp_error *err = onnx_required_input(node, n_inputs, inputs, 0);
     if (!err)
         err = onnx_required_input(node, n_inputs, inputs, 1);
     if (!err)
-        err = onnx_want_fixed_size(node, inputs[0].dtype, "input 0");
+        err = onnx_want_movable(node, inputs[0].dtype, "input 0");
     if (!err)
         err = index_dtype(node, &inputs[1], 1);
     if (!err)
@@ -826,7 +831,7 @@ static osp_error *expand_infer(onnx_infer_ctx *ctx) {
     osp_error *err = expand_shape(ctx->node, ctx->n_inputs, ctx->inputs,
                                   &ctx->outputs[0].shape);
     if (!err)
-        err = onnx_want_fixed_size(ctx->node, ctx->inputs[0].dtype, "input 0");
+        err = onnx_want_movable(ctx->node, ctx->inputs[0].dtype, "input 0");
     if (err)
         return err;
     ctx->outputs[0].dtype = ctx->inputs[0].dtype;
@@ -877,7 +882,7 @@ static osp_error *tile_infer(onnx_infer_ctx *ctx) {
     int64_t reps[OSP_MAX_DIMS];
     osp_error *err = tile_repeats(node, ctx->n_inputs, ctx->inputs, reps);
     if (!err)
-        err = onnx_want_fixed_size(node, ctx->inputs[0].dtype, "input 0");
+        err = onnx_want_movable(node, ctx->inputs[0].dtype, "input 0");
     if (err)
         return err;
     const osp_shape *in = &ctx->inputs[0].shape;
@@ -1223,36 +1228,42 @@ static const onnx_op movement_ops[] = {
      .since = 7,
      .infer = transpose_infer,
      .run = transpose_run,
+     .takes_strings = true,
      .uses = USES(OSP_OP_COPY_STRIDED)},
     {.op_type = "Concat",
      .domain = "",
      .since = 7,
      .infer = concat_infer,
      .run = concat_run,
+     .takes_strings = true,
      .uses = USES(OSP_OP_COPY_STRIDED)},
     {.op_type = "Split",
      .domain = "",
      .since = 7,
      .infer = split_infer,
      .run = split_run,
+     .takes_strings = true,
      .uses = USES(OSP_OP_COPY_STRIDED)},
     {.op_type = "Slice",
      .domain = "",
      .since = 7,
      .infer = slice_infer,
      .run = slice_run,
+     .takes_strings = true,
      .uses = USES(OSP_OP_COPY_STRIDED)},
     {.op_type = "Gather",
      .domain = "",
      .since = 7,
      .infer = gather_infer,
      .run = gather_run,
+     .takes_strings = true,
      .uses = USES(OSP_OP_GATHER)},
     {.op_type = "GatherElements",
      .domain = "",
      .since = 11,
      .infer = gather_elements_infer,
      .run = gather_elements_run,
+     .takes_strings = true,
      .uses = USES(OSP_OP_FILL, OSP_OP_CAST, OSP_OP_BINARY_ND, OSP_OP_CUMSUM,
                   OSP_OP_GATHER)},
     {.op_type = "Expand",
@@ -1260,12 +1271,14 @@ static const onnx_op movement_ops[] = {
      .since = 8,
      .infer = expand_infer,
      .run = expand_run,
+     .takes_strings = true,
      .uses = USES(OSP_OP_COPY_STRIDED)},
     {.op_type = "Tile",
      .domain = "",
      .since = 7,
      .infer = tile_infer,
      .run = tile_run,
+     .takes_strings = true,
      .uses = USES(OSP_OP_COPY_STRIDED)},
     {.op_type = "Pad",
      .domain = "",

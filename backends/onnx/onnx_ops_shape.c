@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "onnx_ops.h"
+#include "onnx_ops_strings.h"
 
 /* ---- shared ---------------------------------------------------------------
  */
@@ -404,7 +405,7 @@ static osp_error *dropout_run(onnx_run_ctx *ctx) {
 typedef struct constant_state {
     osp_datatype dtype;
     osp_shape shape;
-    void *data; /* owned; host memory */
+    void *data; /* owned; host memory (STRING: the BYTES wire form) */
     size_t bytes;
 } constant_state;
 
@@ -415,8 +416,34 @@ static void constant_free(void *state) {
     free(s);
 }
 
+/* The BYTES wire form (4-byte little-endian length, then the bytes, per
+ * element) of attribute `a`'s text: value_string (one element) or
+ * value_strings (a.n elements, NUL-terminated). Caller owns *wire (NULL
+ * when out of memory); *bytes is its size. */
+static char *attr_text_wire(const onnx_attr *a, size_t *bytes) {
+    bool one = a->type == ONNX_ATTR_STRING;
+    size_t n = one ? 1 : a->n, total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += 4 + (one ? a->s_len : strlen(a->strings[i]));
+    char *wire = malloc(total ? total : 1);
+    if (!wire)
+        return NULL;
+    char *p = wire;
+    for (size_t i = 0; i < n; i++) {
+        const char *text = one ? a->s : a->strings[i];
+        size_t len = one ? a->s_len : strlen(text);
+        for (int b = 0; b < 4; b++)
+            p[b] = (char)((uint32_t)len >> (8 * b));
+        memcpy(p + 4, text, len);
+        p += 4 + len;
+    }
+    *bytes = total;
+    return wire;
+}
+
 /* Reads the one value attribute of a Constant into a state that owns a
- * copy of its bytes (the node may be rewritten after prepare). */
+ * copy of its bytes (the node may be rewritten after prepare). A STRING
+ * value keeps its BYTES wire form; run turns it into references. */
 static osp_error *constant_prepare(const onnx_node *node, void **state) {
     static const char *const names[] = {
         "value",      "value_float",  "value_floats",  "value_int",
@@ -439,6 +466,8 @@ static osp_error *constant_prepare(const onnx_node *node, void **state) {
     osp_shape shape = {0};
     const void *src;
     int64_t count = 1;
+    size_t bytes = 0;
+    char *text_wire = NULL; /* value_string(s) as BYTES; owned */
     const char *name = attr->name;
     if (strcmp(name, "value") == 0 && attr->type == ONNX_ATTR_TENSOR &&
         attr->t) {
@@ -446,6 +475,20 @@ static osp_error *constant_prepare(const onnx_node *node, void **state) {
         shape = attr->t->shape;
         src = attr->t->data;
         count = onnx_shape_count(&shape);
+        if (dtype == OSP_TYPE_BYTES)
+            bytes = attr->t->byte_size;
+    } else if ((strcmp(name, "value_string") == 0 &&
+                attr->type == ONNX_ATTR_STRING) ||
+               (strcmp(name, "value_strings") == 0 &&
+                attr->type == ONNX_ATTR_STRINGS)) {
+        dtype = OSP_TYPE_BYTES;
+        if (attr->type == ONNX_ATTR_STRINGS) {
+            shape.rank = 1;
+            shape.dims[0] = count = (int64_t)attr->n;
+        }
+        src = text_wire = attr_text_wire(attr, &bytes);
+        if (!text_wire)
+            return osp_error_out_of_memory();
     } else if (strcmp(name, "value_float") == 0 &&
                attr->type == ONNX_ATTR_FLOAT) {
         dtype = OSP_TYPE_FP32;
@@ -465,30 +508,32 @@ static osp_error *constant_prepare(const onnx_node *node, void **state) {
         shape.rank = 1;
         shape.dims[0] = count = (int64_t)attr->n;
         src = attr->ints;
-    } else if (strncmp(name, "value_string", 12) == 0 ||
-               strcmp(name, "sparse_value") == 0) {
+    } else if (strcmp(name, "sparse_value") == 0) {
         return onnx_node_error(node, OSP_ERROR_UNSUPPORTED,
                                "attribute '%s' is not supported", name);
     } else {
         return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                "attribute '%s' has the wrong type", name);
     }
-    osp_error *err = onnx_want_fixed_size(node, dtype, "attribute 'value'");
+    osp_error *err = onnx_want_movable(node, dtype, "attribute 'value'");
     if (err)
         return err;
-    size_t bytes = (size_t)count * osp_datatype_byte_size(dtype);
+    if (dtype != OSP_TYPE_BYTES)
+        bytes = (size_t)count * osp_datatype_byte_size(dtype);
     if (bytes && !src)
         return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                "attribute '%s' has no data", name);
     constant_state *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        free(text_wire);
         return osp_error_out_of_memory();
-    s->data = malloc(bytes ? bytes : 1);
+    }
+    s->data = text_wire ? text_wire : malloc(bytes ? bytes : 1);
     if (!s->data) {
         free(s);
         return osp_error_out_of_memory();
     }
-    if (bytes)
+    if (bytes && !text_wire)
         memcpy(s->data, src, bytes);
     s->dtype = dtype;
     s->shape = shape;
@@ -508,6 +553,9 @@ static osp_error *constant_infer(onnx_infer_ctx *ctx) {
  * this runs once, on the host, while planning). */
 static osp_error *constant_run(onnx_run_ctx *ctx) {
     const constant_state *s = ctx->state;
+    if (s->dtype == OSP_TYPE_BYTES)
+        return onnx_strings_constant_run(ctx, s->data, s->bytes,
+                                         onnx_shape_count(&s->shape));
     return osp_memcpy_async(ctx->stream, ctx->out[0], s->data, s->bytes,
                             OSP_COPY_HOST_TO_DEVICE);
 }
@@ -518,8 +566,18 @@ static osp_error *constant_run(onnx_run_ctx *ctx) {
 typedef struct fill_state {
     osp_datatype dtype;
     uint8_t value[8];
+    onnx_string text; /* STRING: the value; its bytes owned */
 } fill_state;
 
+static void constant_of_shape_free(void *state) {
+    fill_state *s = state;
+    if (s)
+        free((char *)s->text.data);
+    free(s);
+}
+
+/* The value to fill with, from attribute 'value' (one element; float 0
+ * when absent), into a state owning a copy (a STRING's bytes too). */
 static osp_error *constant_of_shape_prepare(const onnx_node *node,
                                             void **state) {
     fill_state v = {.dtype = OSP_TYPE_FP32}; /* float 0 by default */
@@ -529,18 +587,32 @@ static osp_error *constant_of_shape_prepare(const onnx_node *node,
             return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                    "attribute 'value' must be a tensor");
         osp_error *err =
-            onnx_want_fixed_size(node, a->t->dtype, "attribute 'value'");
+            onnx_want_movable(node, a->t->dtype, "attribute 'value'");
         if (err)
             return err;
         if (onnx_shape_count(&a->t->shape) != 1 || !a->t->data)
             return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                    "attribute 'value' must have one element");
         v.dtype = a->t->dtype;
-        memcpy(v.value, a->t->data, osp_datatype_byte_size(v.dtype));
+        if (v.dtype == OSP_TYPE_BYTES) {
+            onnx_string wire_ref;
+            if ((err = onnx_strings_from_wire(a->t->data, a->t->byte_size, 1,
+                                              &wire_ref, "attribute 'value'")))
+                return err;
+            char *copy = malloc(wire_ref.len ? wire_ref.len : 1);
+            if (!copy)
+                return osp_error_out_of_memory();
+            memcpy(copy, wire_ref.data, wire_ref.len);
+            v.text = (onnx_string){.data = copy, .len = wire_ref.len};
+        } else {
+            memcpy(v.value, a->t->data, osp_datatype_byte_size(v.dtype));
+        }
     }
     fill_state *s = malloc(sizeof *s);
-    if (!s)
+    if (!s) {
+        free((char *)v.text.data);
         return osp_error_out_of_memory();
+    }
     *s = v;
     *state = s;
     return NULL;
@@ -571,6 +643,8 @@ static osp_error *constant_of_shape_infer(onnx_infer_ctx *ctx) {
 
 static osp_error *constant_of_shape_run(onnx_run_ctx *ctx) {
     const fill_state *s = ctx->state;
+    if (s->dtype == OSP_TYPE_BYTES)
+        return onnx_strings_fill_run(ctx, s->text);
     osp_fill_args f = {.elem_size = osp_datatype_byte_size(s->dtype),
                        .dst = ctx->out[0],
                        .n = (size_t)onnx_shape_count(&ctx->out_desc[0].shape)};
@@ -890,7 +964,7 @@ static osp_error *trilu_run(onnx_run_ctx *ctx) {
 #define VIEW(name, infer_fn)                                                   \
     {                                                                          \
         .op_type = name, .domain = "", .since = 7, .infer = infer_fn,          \
-        .run = view_run, .output_aliases_input = true, .takes_strings = true, \
+        .run = view_run, .output_aliases_input = true, .takes_strings = true,  \
         .uses = USES_NONE                                                      \
     }
 
@@ -929,14 +1003,16 @@ static const onnx_op shape_ops[] = {
      .free = constant_free,
      .infer = constant_infer,
      .run = constant_run,
+     .takes_strings = true,
      .uses = USES_NONE},
     {.op_type = "ConstantOfShape",
      .domain = "",
      .since = 9,
      .prepare = constant_of_shape_prepare,
-     .free = free,
+     .free = constant_of_shape_free,
      .infer = constant_of_shape_infer,
      .run = constant_of_shape_run,
+     .takes_strings = true,
      .uses = USES(OSP_OP_FILL)},
     {.op_type = "Range",
      .domain = "",

@@ -276,3 +276,45 @@ osp_error *onnx_strings_equal_run(onnx_run_ctx *ctx) {
     }
     return NULL;
 }
+
+/* ---- Constant, ConstantOfShape ------------------------------------------
+ */
+
+/* *out = a copy of text[len] in ctx->strings. */
+static osp_error *keep_in_pool(onnx_run_ctx *ctx, const char *text, size_t len,
+                               onnx_string *out) {
+    if (!ctx->strings)
+        return onnx_node_error(ctx->node, OSP_ERROR_INTERNAL,
+                               "no string pool for the strings it makes");
+    char *at = onnx_string_pool_alloc(ctx->strings, len);
+    if (!at)
+        return osp_error_out_of_memory();
+    if (len)
+        memcpy(at, text, len);
+    *out = (onnx_string){.data = at, .len = len};
+    return NULL;
+}
+
+osp_error *onnx_strings_constant_run(onnx_run_ctx *ctx, const void *wire,
+                                     size_t bytes, int64_t count) {
+    onnx_string *out = ctx->out[0];
+    osp_error *err =
+        onnx_strings_from_wire(wire, bytes, count, out, "attribute 'value'");
+    for (int64_t i = 0; !err && i < count; i++)
+        err = keep_in_pool(ctx, out[i].data, out[i].len, &out[i]);
+    return err;
+}
+
+osp_error *onnx_strings_fill_run(onnx_run_ctx *ctx, onnx_string value) {
+    int64_t n = onnx_shape_count(&ctx->out_desc[0].shape);
+    if (n == 0)
+        return NULL;
+    onnx_string kept;
+    osp_error *err = keep_in_pool(ctx, value.data, value.len, &kept);
+    if (err)
+        return err;
+    onnx_string *out = ctx->out[0];
+    for (int64_t i = 0; i < n; i++)
+        out[i] = kept;
+    return NULL;
+}

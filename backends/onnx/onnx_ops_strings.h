@@ -1,7 +1,9 @@
 /*
  * The ops' STRING cases (onnx_ops_strings.c): Cast and CastLike to and
- * from STRING, Equal of two STRING tensors. The op entries of
- * onnx_ops_elementwise.c hand their STRING cases here.
+ * from STRING, Equal of two STRING tensors, Constant and ConstantOfShape
+ * of a STRING value. The op entries of onnx_ops_elementwise.c and
+ * onnx_ops_shape.c hand their STRING cases here (the movement ops need
+ * none: they move 16-byte references like any element).
  *
  * Numbers print and parse as onnxruntime's Cast does:
  *   to STRING    integers in decimal; BOOL "1"/"0"; FLOAT, DOUBLE and the
@@ -48,6 +50,17 @@ bool onnx_strings_castable(osp_datatype from, osp_datatype to);
 
 /* Cast/CastLike's run when its input or output is STRING. */
 osp_error *onnx_strings_cast_run(onnx_run_ctx *ctx);
+
+/* Constant's run for a STRING value: the `count` elements of wire[bytes]
+ * (the BYTES wire form; borrowed from the node's state) into ctx->out[0],
+ * each element's bytes copied into ctx->strings, since the value outlives
+ * the node (a folded Constant's state is freed after planning). */
+osp_error *onnx_strings_constant_run(onnx_run_ctx *ctx, const void *wire,
+                                     size_t bytes, int64_t count);
+
+/* ConstantOfShape's run for a STRING value: every element of ctx->out[0]
+ * is `value` (borrowed), whose bytes are copied into ctx->strings once. */
+osp_error *onnx_strings_fill_run(onnx_run_ctx *ctx, onnx_string value);
 
 /* Equal's infer and run for two STRING inputs (numpy broadcasting; a BOOL
  * output). */

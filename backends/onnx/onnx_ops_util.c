@@ -110,6 +110,11 @@ osp_error *onnx_want_fixed_size(const onnx_node *node, osp_datatype dt,
     return NULL;
 }
 
+osp_error *onnx_want_movable(const onnx_node *node, osp_datatype dt,
+                             const char *what) {
+    return dt == OSP_TYPE_BYTES ? NULL : onnx_want_fixed_size(node, dt, what);
+}
+
 osp_error *onnx_attr_int(const onnx_node *node, const char *name, int64_t dflt,
                          int64_t *out) {
     const onnx_attr *a = onnx_node_attr(node, name);

@@ -454,8 +454,28 @@ static osp_error *string_constant(const onnx_initializer *init,
     return NULL;
 }
 
+/* Whether node n makes strings from nothing: a Cast to STRING, a
+ * Constant or ConstantOfShape of a STRING value. */
+static bool node_makes_strings(const onnx_node *n) {
+    if (n->domain[0] != '\0')
+        return false;
+    const onnx_attr *to = onnx_node_attr(n, "to");
+    if (strcmp(n->op_type, "Cast") == 0)
+        return to && to->type == ONNX_ATTR_INT &&
+               onnx_proto_dtype(to->i) == OSP_TYPE_BYTES;
+    if (strcmp(n->op_type, "Constant") != 0 &&
+        strcmp(n->op_type, "ConstantOfShape") != 0)
+        return false;
+    const onnx_attr *value = onnx_node_attr(n, "value");
+    return (value && value->type == ONNX_ATTR_TENSOR && value->t &&
+            value->t->dtype == OSP_TYPE_BYTES) ||
+           onnx_node_attr(n, "value_string") ||
+           onnx_node_attr(n, "value_strings");
+}
+
 /* Whether the graph has STRING tensors: inputs, outputs, value_infos,
- * initializers, or a Cast to STRING (what a model needs strings for). */
+ * initializers, or a node that makes strings (what a model needs strings
+ * for). */
 static bool graph_has_strings(const onnx_graph *g) {
     for (size_t i = 0; i < g->n_inputs; i++)
         if (g->inputs[i].dtype == OSP_TYPE_BYTES)
@@ -469,14 +489,9 @@ static bool graph_has_strings(const onnx_graph *g) {
     for (size_t i = 0; i < g->n_initializers; i++)
         if (g->initializers[i].tensor.dtype == OSP_TYPE_BYTES)
             return true;
-    for (size_t i = 0; i < g->n_nodes; i++) {
-        const onnx_node *n = &g->nodes[i];
-        const onnx_attr *to = onnx_node_attr(n, "to");
-        if (strcmp(n->op_type, "Cast") == 0 && n->domain[0] == '\0' && to &&
-            to->type == ONNX_ATTR_INT &&
-            onnx_proto_dtype(to->i) == OSP_TYPE_BYTES)
+    for (size_t i = 0; i < g->n_nodes; i++)
+        if (node_makes_strings(&g->nodes[i]))
             return true;
-    }
     return false;
 }
 

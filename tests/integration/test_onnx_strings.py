@@ -5,7 +5,9 @@ compared with onnxruntime over HTTP and gRPC; Triton's QA `*_object`
 sequence model (qa/common/gen_qa_sequence_models.py: STRING INPUT, Cast to
 INT32, Add START, Mul READY, Cast back to STRING) driven as a sequence; a
 sequence model whose TYPE_STRING CORRID reaches the graph; malformed BYTES
-and text that is no number answered 400; auto-complete's TYPE_STRING."""
+and text that is no number answered 400; auto-complete's TYPE_STRING; the
+movement ops (Gather, GatherElements, Concat, Slice, Split, Expand, Tile,
+Transpose, Where) and STRING Constants against onnxruntime."""
 
 import json
 import struct
@@ -79,6 +81,65 @@ def corrid_graph():
         [vi("OUTPUT", I32, b + [1]), vi("CORRID_OUT", S, b + [1])])
 
 
+def _ints(name, values, dims=None):
+    return helper.make_tensor(name, TensorProto.INT64,
+                              [len(values)] if dims is None else dims, values)
+
+
+def moves_graph():
+    """The movement ops on strings, as tokenizer-side graphs and label
+    lookups use them: TEXT (STRING [-1, 4]), IDX (INT64 [-1]) and COND
+    (BOOL [-1, 4]) in; one STRING output per op. Strings come from the
+    request (TEXT), an initializer (labels, lookup), Constant nodes
+    (value tensor, value_strings, value_string; WORDS is one, folded at
+    load) and a Cast to STRING."""
+    n = helper.make_node
+    labels = helper.make_tensor("labels", S, [1, 4], [b"cat", b"dog", b"", b"h\xc3\xa9"])
+    lookup = helper.make_tensor("lookup", S, [3], [b"zero", b"one", b"two"])
+    nodes = [
+        n("Gather", ["TEXT", "IDX"], ["GATHER"], axis=0),
+        n("Gather", ["TEXT", "i20"], ["GATHER1"], axis=1),
+        n("Gather", ["lookup", "IDX"], ["LOOKUP"]),
+        n("GatherElements", ["TEXT", "ge_idx"], ["GELEM"], axis=1),
+        n("Constant", [], ["words"], value_strings=["x", "yy", "", "z"]),
+        n("Unsqueeze", ["words", "zero"], ["words_row"]),
+        n("Constant", [], ["row"], value=helper.make_tensor(
+            "row", S, [1, 4], [b"a", b"bb", b"ccc", b"\0"])),
+        n("Concat", ["TEXT", "labels", "words_row", "row"], ["CONCAT"], axis=0),
+        n("Slice", ["TEXT", "starts", "ends", "axes", "steps"], ["SLICE"]),
+        n("Split", ["TEXT", "split"], ["SPLIT_A", "SPLIT_B"], axis=1),
+        n("Expand", ["TEXT", "eshape"], ["EXPAND"]),
+        n("Tile", ["TEXT", "reps"], ["TILE"]),
+        n("Transpose", ["TEXT"], ["TRANSPOSE"], perm=[1, 0]),
+        n("Where", ["COND", "TEXT", "labels"], ["WHERE"]),
+        n("Constant", [], ["question"], value_string="?"),
+        n("Where", ["COND", "question", "TEXT"], ["WHERE_SCALAR"]),
+        n("Cast", ["IDX"], ["idx_text"], to=S),
+        n("Concat", ["idx_text", "idx_text"], ["IDX_TEXT"], axis=0),
+        n("Identity", ["words"], ["WORDS"]),
+    ]
+    outputs = [("GATHER", [None, 4]), ("GATHER1", [None, 2]), ("LOOKUP", [None]),
+               ("GELEM", [1, 4]), ("CONCAT", [None, 4]), ("SLICE", [None, 2]),
+               ("SPLIT_A", [None, 1]), ("SPLIT_B", [None, 3]),
+               ("EXPAND", [2, None, 4]), ("TILE", [None, 8]),
+               ("TRANSPOSE", [4, None]), ("WHERE", [None, 4]),
+               ("WHERE_SCALAR", [None, 4]), ("IDX_TEXT", [None]), ("WORDS", [4])]
+    return _model(
+        nodes,
+        [vi("TEXT", S, [None, 4]), vi("IDX", TensorProto.INT64, [None]),
+         vi("COND", TensorProto.BOOL, [None, 4])],
+        [vi(o, S, d) for o, d in outputs],
+        [labels, lookup, _ints("i20", [2, 0]), _ints("ge_idx", [3, 0, -1, 1], [1, 4]),
+         _ints("zero", [0]), _ints("starts", [0, 3]), _ints("ends", [9, -9]),
+         _ints("axes", [0, 1]), _ints("steps", [1, -2]), _ints("split", [1, 3]),
+         _ints("eshape", [2, 1, 1]), _ints("reps", [1, 2])])
+
+
+MOVES_OUTPUTS = ["GATHER", "GATHER1", "LOOKUP", "GELEM", "CONCAT", "SLICE",
+                 "SPLIT_A", "SPLIT_B", "EXPAND", "TILE", "TRANSPOSE", "WHERE",
+                 "WHERE_SCALAR", "IDX_TEXT", "WORDS"]
+
+
 QA_CONTROLS = (
     '    { name: "START" control [ { kind: CONTROL_SEQUENCE_START\n'
     "        int32_false_true: [ 0, 1 ] } ] },\n"
@@ -130,14 +191,28 @@ def srv(tmp_path_factory):
                              _sequence(CORRID_CONTROL)),
         files={"model.onnx": corrid_graph()})
     harness.write_model(
-        repo, "gather_strings",
-        harness.model_config("gather_strings", "onnxruntime",
+        repo, "pad_strings",
+        harness.model_config("pad_strings", "onnxruntime",
                              [("TEXT", "TYPE_STRING", [-1])],
-                             [("FIRST", "TYPE_STRING", [1])], 0),
+                             [("PADDED", "TYPE_STRING", [-1])], 0),
         files={"model.onnx": _model(
-            [helper.make_node("Gather", ["TEXT", "zero"], ["FIRST"], name="g")],
-            [vi("TEXT", S, [None])], [vi("FIRST", S, [1])],
-            [helper.make_tensor("zero", TensorProto.INT64, [1], [0])])})
+            [helper.make_node("Pad", ["TEXT", "pads"], ["PADDED"], name="p")],
+            [vi("TEXT", S, [None])], [vi("PADDED", S, [None])],
+            [helper.make_tensor("pads", TensorProto.INT64, [2], [1, 0])])})
+    dims = {"GATHER": [-1, 4], "GATHER1": [-1, 2], "LOOKUP": [-1], "GELEM": [1, 4],
+            "CONCAT": [-1, 4], "SLICE": [-1, 2], "SPLIT_A": [-1, 1],
+            "SPLIT_B": [-1, 3], "EXPAND": [2, -1, 4], "TILE": [-1, 8],
+            "TRANSPOSE": [4, -1], "WHERE": [-1, 4], "WHERE_SCALAR": [-1, 4],
+            "IDX_TEXT": [-1], "WORDS": [4]}
+    harness.write_model(
+        repo, "moves",
+        harness.model_config(
+            "moves", "onnxruntime",
+            [("TEXT", "TYPE_STRING", [-1, 4]), ("IDX", "TYPE_INT64", [-1]),
+             ("COND", "TYPE_BOOL", [-1, 4])],
+            [(o, "TYPE_STRING", dims[o]) for o in MOVES_OUTPUTS], 0,
+            "instance_group [ { count: 1 kind: KIND_CPU } ]\n"),
+        files={"model.onnx": moves_graph()})
     auto = repo / "strings_auto" / "1"
     auto.mkdir(parents=True)
     (auto / "model.onnx").write_bytes(_model(
@@ -272,14 +347,73 @@ def test_auto_complete_maps_strings_to_type_string(srv):
 
 
 def test_ops_without_strings_refuse_them_by_name(srv):
-    """An op the runtime does not run on strings (Gather) fails the
-    request naming the node, its opset and the STRING tensor; the model
-    stays loaded."""
+    """An op the runtime does not run on strings (Pad) fails the request
+    naming the node, its opset and the STRING tensor; the model stays
+    loaded."""
     c = httpclient.InferenceServerClient(srv.hostport)
     t = httpclient.InferInput("TEXT", [2], "BYTES")
     t.set_data_from_numpy(np.array([b"a", b"b"], dtype=object))
     with pytest.raises(InferenceServerException) as e:
-        c.infer("gather_strings", [t])
-    assert ("node 'g' (Gather, opset 13): input 0: dtype STRING is not supported"
+        c.infer("pad_strings", [t])
+    assert ("node 'p' (Pad, opset 13): input 0: dtype STRING is not supported"
             in e.value.message()), e.value.message()
-    assert c.is_model_ready("gather_strings")
+    assert c.is_model_ready("pad_strings")
+
+
+def _moves_inputs(mod, text, idx, cond):
+    ins = [mod.InferInput("TEXT", list(text.shape), "BYTES"),
+           mod.InferInput("IDX", list(idx.shape), "INT64"),
+           mod.InferInput("COND", list(cond.shape), "BOOL")]
+    for i, v in zip(ins, [text, idx, cond]):
+        i.set_data_from_numpy(v)
+    return ins
+
+
+MOVES_CASES = [
+    (np.array([["a", "bb", "c\0d", "héllo"], ["", "x", "yy", "zzz"],
+               ["1", "2", "3", "4"]], dtype=object),
+     np.array([2, 0, -1, 1], np.int64),
+     np.array([[1, 0, 1, 0], [0, 0, 1, 1], [1, 1, 0, 0]], bool)),
+    (np.array([["only", "one", "row", "here"]], dtype=object),
+     np.array([0], np.int64),
+     np.array([[0, 1, 0, 1]], bool)),
+]
+
+
+@pytest.mark.parametrize("proto", ["http", "grpc"])
+def test_movement_ops_on_strings_match_onnxruntime(srv, proto):
+    """Gather (request, initializer and Cast strings), GatherElements,
+    Concat (with STRING Constants), Slice (reversed), Split, Expand, Tile,
+    Transpose and Where (STRING X/Y, broadcast, a scalar value_string)
+    give onnxruntime's strings byte for byte, run after run with other
+    shapes. Gather on axis 0 is checked against numpy: onnxruntime 1.32's
+    Gather of strings copies only the first element of each row (inner
+    size > 1) and leaves the rest empty."""
+    mod, url = (httpclient, srv.hostport) if proto == "http" else (grpcclient, srv.grpc_url)
+    c = mod.InferenceServerClient(url)
+    ref = ort.InferenceSession(moves_graph(), providers=["CPUExecutionProvider"])
+    for text, idx, cond in MOVES_CASES:
+        want = dict(zip(MOVES_OUTPUTS,
+                        ref.run(MOVES_OUTPUTS, {"TEXT": text, "IDX": idx, "COND": cond})))
+        want["GATHER"] = np.take(text, idx, axis=0)
+        wire = np.array([[w.encode() for w in row] for row in text], dtype=object)
+        r = c.infer("moves", _moves_inputs(mod, wire, idx, cond),
+                    outputs=[mod.InferRequestedOutput(o) for o in MOVES_OUTPUTS])
+        for o in MOVES_OUTPUTS:
+            got = r.as_numpy(o)
+            assert got.shape == want[o].shape, o
+            assert [x.decode() for x in got.reshape(-1)] == list(want[o].reshape(-1)), o
+
+
+def test_gather_of_strings_out_of_range_is_400(srv):
+    """A Gather index outside the axis fails the request (400) naming the
+    index; the model serves on."""
+    c = httpclient.InferenceServerClient(srv.hostport)
+    text, idx, cond = MOVES_CASES[1]
+    wire = np.array([[w.encode() for w in row] for row in text], dtype=object)
+    with pytest.raises(InferenceServerException) as e:
+        c.infer("moves", _moves_inputs(httpclient, wire, np.array([5], np.int64), cond))
+    assert e.value.status() == "400"
+    assert "index 5" in e.value.message(), e.value.message()
+    r = c.infer("moves", _moves_inputs(httpclient, wire, idx, cond))
+    assert list(r.as_numpy("LOOKUP")) == [b"zero"]

@@ -381,6 +381,16 @@ struct OpResult {
     std::vector<Tensor> outs; // as infer described them; empty if it failed
     size_t workspace = 0;     // bytes infer asked for
     bool aliased = false;     // output 0 is input 0's bytes; run not called
+    // Where run puts the bytes of strings it makes (a STRING output's
+    // elements may point here), as a session's pool; freed with the result.
+    onnx_string_pool strings{};
+
+    OpResult() = default;
+    OpResult(const OpResult &) = delete;
+    OpResult &operator=(const OpResult &) = delete;
+    ~OpResult() {
+        onnx_string_pool_destroy(&strings);
+    }
 };
 
 // prepare, infer, run and free of node's op on `ins` (nullptr or !present:
@@ -453,8 +463,7 @@ inline osp_error *RunNode(const onnx_op_family *family, Node &n,
         t.shape = out_desc[i].shape;
         if (!t.present)
             continue;
-        t.bytes.assign((size_t)t.Count() * osp_datatype_byte_size(t.dtype) + 1,
-                       0xAB);
+        t.bytes.assign((size_t)t.Count() * onnx_elem_bytes(t.dtype) + 1, 0xAB);
         out_mem[i] = t.bytes.data();
     }
     if (op->output_aliases_input) {
@@ -478,6 +487,7 @@ inline osp_error *RunNode(const onnx_op_family *family, Node &n,
     rctx.out_desc = out_desc.data();
     rctx.out = out_mem.data();
     rctx.workspace = ws;
+    rctx.strings = &res->strings;
     if (!(err = op->run(&rctx)))
         err = osp_stream_synchronize(stream);
     for (Tensor &t : res->outs)

@@ -169,6 +169,13 @@ osprey_add_unit_test(test_onnx_ops_shape
 target_link_libraries(test_onnx_ops_shape PRIVATE osprey_onnx)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_ops_shape)
 
+# The ONNX runtime's ops on STRING tensors (Where, Gather, Transpose,
+# Constant, ConstantOfShape) on the CPU device, through onnx_op_find.
+osprey_add_unit_test(test_onnx_strings_ops
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_strings_ops.cc)
+target_link_libraries(test_onnx_strings_ops PRIVATE osprey_onnx)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_strings_ops)
+
 # The ONNX runtime's math ops (backends/onnx/onnx_ops_math.c, matmul,
 # reduce, softmax) on the CPU device, through their op table.
 osprey_add_unit_test(test_onnx_ops_math

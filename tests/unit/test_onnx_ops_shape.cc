@@ -378,9 +378,16 @@ TEST(OnnxOpsShape, Constant) {
     ASSERT_RUN_OK(r);
     EXPECT_EQ(r.outputs[0].shape.rank, 0);
     EXPECT_EQ(r.outputs[0].Values<int64_t>(), Dims({-7}));
+    // value_string is a STRING scalar (its text: test_onnx_strings_ops.cc).
     Node s("Constant", 13, 0);
     s.String("value_string", "hi");
     r = RunOp(s, {});
+    ASSERT_RUN_OK(r);
+    EXPECT_EQ(r.outputs[0].dtype, OSP_TYPE_BYTES);
+    EXPECT_EQ(r.outputs[0].shape.rank, 0);
+    Node sp("Constant", 13, 0);
+    sp.String("sparse_value", "x");
+    r = RunOp(sp, {});
     EXPECT_EQ(r.code, OSP_ERROR_UNSUPPORTED);
 }
 
