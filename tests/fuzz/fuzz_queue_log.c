@@ -37,6 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char dir[64];
 static char log_path[96];
 static char cut_path[128];
+static char damaged_path[128]; /* where recovery keeps damaged bytes */
 
 /* One callback waited for. */
 typedef struct wait_one {
@@ -156,6 +157,7 @@ static void remove_dir(void) {
     snprintf(lock_path, sizeof lock_path, "%s/LOCK", dir);
     unlink(log_path);
     unlink(cut_path);
+    unlink(damaged_path);
     unlink(lock_path);
     rmdir(dir);
 }
@@ -169,6 +171,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                  (int)getpid());
         snprintf(log_path, sizeof log_path, "%s/queue.log", dir);
         snprintf(cut_path, sizeof cut_path, "%s/queue.log.cut", dir);
+        snprintf(damaged_path, sizeof damaged_path, "%s/queue.log.damaged",
+                 dir);
         osp_log_set_enabled(OSP_LOG_ERROR, false); /* every cut logs */
         osp_log_set_enabled(OSP_LOG_WARNING, false);
     }
@@ -194,6 +198,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* The directory holding just this log. */
     mkdir(dir, 0755);
     unlink(cut_path);
+    unlink(damaged_path); /* appended to by every damaged input otherwise */
     FILE *f = fopen(log_path, "wb");
     if (f == NULL) {
         free(file);
