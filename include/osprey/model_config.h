@@ -137,6 +137,9 @@ typedef struct osp_ensemble_step {
 /* ensemble_scheduling { step [ ... ] } (ModelEnsembling). */
 typedef struct osp_ensemble_scheduling {
     bool enabled; /* the block was present */
+    /* Per step, the most of its requests in flight at once across all the
+     * ensemble's requests (Triton's backpressure); 0 = no limit. */
+    uint32_t max_inflight_requests;
     osp_ensemble_step *steps;
     size_t n_steps;
 } osp_ensemble_scheduling;

@@ -527,3 +527,122 @@ def test_responses_carry_the_sequence_parameters_as_tritons_do(start_server, rep
         "ens_diamond", diamond_inputs(httpclient, a, a))
     assert r.get_response()["parameters"] == {
         "sequence_id": 0, "sequence_start": False, "sequence_end": False}
+
+
+# max_inflight_requests: a decoupled producer streams IN responses into a
+# step that holds each request until its gate file exists.
+PRODUCER_PY = b"""import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        for r in requests:
+            sender = r.get_response_sender()
+            n = int(pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()[0])
+            for k in range(n):
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor(
+                    "OUT", np.array([k], dtype=np.int32))]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+"""
+
+GATED_PY = b"""import os, time
+import triton_python_backend_utils as pb_utils
+GATE = os.path.join(os.path.dirname(__file__), "open")
+class TritonPythonModel:
+    def execute(self, requests):
+        while not os.path.exists(GATE):
+            time.sleep(0.01)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
+            for r in requests]
+"""
+
+
+def backpressure_ensemble(name, limit):
+    text = ensemble_config(name, ["IN"], ["OUT"], [
+        step("producer", {"IN": "IN"}, {"OUT": "mid"}),
+        step("gated", {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})],
+        max_batch_size=0, dims="[ 1 ]")
+    if limit:
+        text = text.replace("ensemble_scheduling {\n",
+                            f"ensemble_scheduling {{\n  max_inflight_requests: {limit}\n")
+    return text
+
+
+def pending_of(srv, model):
+    text = requests.get(f"{srv.metrics_url}/metrics", timeout=10).text
+    for line in text.splitlines():
+        if line.startswith(f'nv_inference_pending_request_count{{model="{model}"'):
+            return int(float(line.rsplit(" ", 1)[1]))
+    return 0
+
+
+def test_max_inflight_requests_bounds_each_steps_requests(start_server, tmp_path):
+    """As Triton's max_inflight_requests: at most N requests of a step are in
+    flight at once, across all the ensemble's requests; the producer's other
+    responses wait in the ensemble. The gated step holds one request
+    executing, so with N = 2 one more waits in its queue (pending), never
+    more; without the limit all of them queue there."""
+    import queue
+    repo = tmp_path / "repo"
+    harness.write_model(repo, "producer", harness.model_config(
+        "producer", "python", [("IN", "TYPE_INT32", [1])], [("OUT", "TYPE_INT32", [1])],
+        max_batch_size=0, extra="model_transaction_policy { decoupled: true }\n"),
+        files={"model.py": PRODUCER_PY})
+    harness.write_model(repo, "gated", harness.model_config(
+        "gated", "python", [("INPUT0", "TYPE_INT32", [1])],
+        [("OUTPUT0", "TYPE_INT32", [1])], max_batch_size=0),
+        files={"model.py": GATED_PY})
+    harness.write_model(repo, "ens_limited", backpressure_ensemble("ens_limited", 2))
+    harness.write_model(repo, "ens_free", backpressure_ensemble("ens_free", 0))
+    gate = repo / "gated" / "1" / "open"
+    srv = start_server(repo, [f"--backend-config=python,python-executable={sys.executable}"])
+    assert "Ensemble model 'ens_limited' configured with max_inflight_requests: 2" \
+        in srv.stderr()
+    deadline_s = 60 * harness.timeout_scale()
+
+    def run(model, streams, per_stream, max_pending):
+        """Sends `streams` requests of `per_stream` responses each while the
+        gate is shut; waits until the producer is done and the gated step
+        queues max_pending (checking it never queues more), then opens the
+        gate and checks every response."""
+        if gate.exists():
+            gate.unlink()
+        produced = stats_of(srv, "producer")["inference_count"]
+        answers = queue.Queue()
+        clients = []
+        for _ in range(streams):
+            c = grpcclient.InferenceServerClient(srv.grpc_url)
+            c.start_stream(callback=lambda result, error: answers.put((result, error)))
+            inp = grpcclient.InferInput("IN", [1], "INT32")
+            inp.set_data_from_numpy(np.array([per_stream], dtype=np.int32))
+            c.async_stream_infer(model, [inp])
+            clients.append(c)
+        deadline = time.monotonic() + deadline_s
+        while True:
+            pending = pending_of(srv, "gated")
+            assert pending <= max_pending
+            done = stats_of(srv, "producer")["inference_count"] == produced + streams
+            if done and pending == max_pending:
+                break
+            assert time.monotonic() < deadline, (pending, done)
+        # The producer is done: its responses are all in the ensemble, and
+        # the gated step's queue stays as it is while the gate is shut.
+        for _ in range(20):
+            assert pending_of(srv, "gated") == max_pending
+        gate.touch()
+        values = []
+        for _ in range(streams * per_stream):
+            result, error = answers.get(timeout=deadline_s)
+            assert error is None, error
+            values.append(int(result.as_numpy("OUT")[0]))
+        for c in clients:
+            c.stop_stream()
+        assert sorted(values) == sorted(list(range(per_stream)) * streams)
+
+    # Two requests of 4 share the limit: 2 in flight (1 executing, 1 queued).
+    run("ens_limited", 2, 4, max_pending=1)
+    # Without it the gated step queues all but the one it executes.
+    run("ens_free", 2, 4, max_pending=7)
+    # The slots all came back: the limited ensemble runs again.
+    run("ens_limited", 1, 3, max_pending=1)

@@ -1062,9 +1062,10 @@ static osp_error *map_ensemble_scheduling(const mapper *m, const pbtxt_node *n,
         return osp_error_out_of_memory();
     for (const pbtxt_node *f = n->first_child; f; f = f->next) {
         if (!strcmp(f->name, "max_inflight_requests")) {
-            uint64_t ignored = 0;
-            if ((err = get_uint(m, prefix, f, UINT32_MAX, &ignored)))
+            uint64_t limit = 0;
+            if ((err = get_uint(m, prefix, f, UINT32_MAX, &limit)))
                 return err;
+            es->max_inflight_requests = (uint32_t)limit;
             continue;
         }
         if (strcmp(f->name, "step") != 0)

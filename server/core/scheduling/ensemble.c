@@ -11,11 +11,13 @@
  */
 #include "ensemble.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "ensemble_graph.h"
+#include "ensemble_limiter.h"
 #include "osprey/log.h"
 #include "trace_report.h"
 
@@ -23,8 +25,9 @@ struct ensemble {
     osp_model *model; /* borrowed: the model owns its ensemble */
     osp_server *server;
     ensemble_plan *plan;
-    bool *step_decoupled; /* per step: its model sends 0..n responses */
-    pthread_mutex_t lock; /* running, stopping, and the wait for idle */
+    bool *step_decoupled;      /* per step: its model sends 0..n responses */
+    ensemble_limiter *limiter; /* max_inflight_requests, or NULL: none */
+    pthread_mutex_t lock;      /* running, stopping, and the wait for idle */
     pthread_cond_t idle;
     size_t running;
     bool stopping; /* unloading: new requests are refused */
@@ -54,6 +57,8 @@ typedef struct step_exec {
     size_t iteration;
     struct step_exec *next_ready; /* the ready queue's link */
     osp_trace *trace;             /* the step's child trace, or NULL */
+    limiter_waiter wait;          /* its place while it waits for a slot */
+    bool holds_slot;              /* of the ensemble's limiter */
 } step_exec;
 
 struct ensemble_run {
@@ -401,6 +406,25 @@ static void record_error_locked(ensemble_run *run, osp_error *step_error) {
 }
 
 static void drive_run(ensemble_run *run);
+static void drive_unlock(ensemble_run *run);
+
+/* Gives back a slot of `step`; the execution waiting first for one, of
+ * whichever request, now holds it: it goes to the front of its run's
+ * ready queue and its run is driven (here, unless a thread drives it). */
+static void release_slot(ensemble *ens, size_t step) {
+    limiter_waiter *w = ensemble_limiter_release(ens->limiter, step);
+    if (!w)
+        return;
+    step_exec *next = (step_exec *)((char *)w - offsetof(step_exec, wait));
+    ensemble_run *run = next->run;
+    pthread_mutex_lock(&run->lock);
+    next->holds_slot = true;
+    next->next_ready = run->ready_head;
+    run->ready_head = next;
+    if (!run->ready_tail)
+        run->ready_tail = next;
+    drive_unlock(run);
+}
 
 /* After a step's response (lock held by the caller, released here): the
  * run is driven here unless a thread already drives it. */
@@ -420,6 +444,12 @@ static void step_respond(osp_infer_response *resp, bool final, void *user) {
     ensemble_run *run = e->run;
     const ensemble_plan_step *ps = &run->ens->plan->steps[e->step];
     osp_error *err = NULL;
+    /* As Triton, the slot goes back before the response is used. e still
+     * counts in its run's in_flight, so the run outlives this. */
+    if (final && e->holds_slot) {
+        e->holds_slot = false;
+        release_slot(run->ens, e->step);
+    }
     if (resp && resp->error) {
         err = resp->error;
         resp->error = NULL;
@@ -533,8 +563,24 @@ static void drive_run(ensemble_run *run) {
         run->ready_head = e->next_ready;
         if (!run->ready_head)
             run->ready_tail = NULL;
+        /* Over max_inflight_requests, e waits for a slot of its step
+         * (release_slot queues it again); a failed run's executions are not
+         * submitted and need none, nor a cancelled request's (Triton lets
+         * them through). */
+        bool needs_slot = run->ens->limiter && !e->holds_slot && !run->error &&
+                          !pending_request_cancelled(run->p);
         pthread_mutex_unlock(&run->lock);
+        if (needs_slot) {
+            if (!ensemble_limiter_acquire(run->ens->limiter, e->step,
+                                          &e->wait)) {
+                pthread_mutex_lock(&run->lock);
+                continue;
+            }
+            e->holds_slot = true;
+        }
         osp_error *err = submit_step(e);
+        if (err && e->holds_slot)
+            release_slot(run->ens, e->step);
         pthread_mutex_lock(&run->lock);
         if (err) {
             record_error_locked(run, err);
@@ -692,6 +738,18 @@ osp_error *ensemble_attach(osp_model *model, osp_server *server,
     }
     /* As Triton: an ensemble with a decoupled step is decoupled. */
     model->config->decoupled = model->config->decoupled || decoupled;
+    uint32_t limit = model->config->ensemble_scheduling.max_inflight_requests;
+    if (limit > 0) {
+        if (!(ens->limiter = ensemble_limiter_new(ens->plan->n_steps, limit))) {
+            free(ens->step_decoupled);
+            ensemble_plan_free(ens->plan);
+            free(ens);
+            return osp_error_out_of_memory();
+        }
+        OSP_LOG_INFO("Ensemble model '%s' configured with "
+                     "max_inflight_requests: %u",
+                     model->config->name, limit);
+    }
     pthread_mutex_init(&ens->lock, NULL);
     pthread_cond_init(&ens->idle, NULL);
     model->ensemble = ens;
@@ -711,6 +769,7 @@ void ensemble_free(ensemble *ens) {
         return;
     ensemble_plan_free(ens->plan);
     free(ens->step_decoupled);
+    ensemble_limiter_free(ens->limiter);
     pthread_mutex_destroy(&ens->lock);
     pthread_cond_destroy(&ens->idle);
     free(ens);
