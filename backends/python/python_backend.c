@@ -86,8 +86,8 @@ typedef struct python_instance {
     bool on_gpu;
     int device_id;
     pystub stub;
-    uint64_t batches; /* EXECs sent: RESPONSE frames name theirs */
-    pydec *dec;       /* a decoupled model's open requests; else NULL */
+    uint64_t batches;  /* EXECs sent: RESPONSE frames name theirs */
+    pydec *dec;        /* a decoupled model's open requests; else NULL */
     pybls_outbox *bls; /* else: its BLS calls while execute runs; owned */
 } python_instance;
 

@@ -25,14 +25,14 @@ extern "C" {
 /* What the core answered a region BLS call (a BLS frame), waiting for the
  * channel's thread to write it into the region and send BLS_RESULT. */
 typedef struct pybls_gathered {
-    uint64_t out_offset; /* where the call's outputs may start */
-    bool decoupled;      /* exec(decoupled=True): every response */
+    uint64_t out_offset;          /* where the call's outputs may start */
+    bool decoupled;               /* exec(decoupled=True): every response */
     osp_infer_response *response; /* exec(): its response; owned */
     /* exec(decoupled=True): each response, NULL for the final flag alone;
      * owned */
     osp_infer_response **responses;
     size_t n_responses;
-    bool lost;       /* a response could not be kept (OOM or too many) */
+    bool lost;        /* a response could not be kept (OOM or too many) */
     osp_error *error; /* the call failed before the core answered; owned */
 } pybls_gathered;
 

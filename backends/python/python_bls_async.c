@@ -464,8 +464,7 @@ bool pybls_region_call_start(pybls_outbox *o, pystub *stub,
                                 "python backend: instance '%s' sent a region "
                                 "BLS request while one was in flight",
                                 stub->name);
-        else if ((c = register_call_locked(o, stub->name, bls.model, 0,
-                                           &err)))
+        else if ((c = register_call_locked(o, stub->name, bls.model, 0, &err)))
             o->region_call = c;
         pthread_mutex_unlock(&o->lock);
     }
@@ -486,10 +485,10 @@ bool pybls_region_call_start(pybls_outbox *o, pystub *stub,
     c->region_answer = a;
     /* From here on the callbacks own c; ownership of req moves to the
      * server either way. */
-    err = bls.decoupled ? osp_server_infer_stream_async(
-                              stub->server, req, NULL, region_respond, c)
-                        : osp_server_infer_async(stub->server, req,
-                                                 region_complete, c);
+    err = bls.decoupled
+              ? osp_server_infer_stream_async(stub->server, req, NULL,
+                                              region_respond, c)
+              : osp_server_infer_async(stub->server, req, region_complete, c);
     pyproto_bls_destroy(&bls);
     if (err) {
         c->gathered->error = err;
