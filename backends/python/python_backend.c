@@ -86,8 +86,9 @@ typedef struct python_instance {
     bool on_gpu;
     int device_id;
     pystub stub;
-    uint64_t batches; /* EXECs sent: RESPONSE frames name theirs */
-    pydec *dec;       /* a decoupled model's open requests; else NULL */
+    uint64_t batches;  /* EXECs sent: RESPONSE frames name theirs */
+    pydec *dec;        /* a decoupled model's open requests; else NULL */
+    pybls_outbox *bls; /* else: its BLS calls while execute runs; owned */
 } python_instance;
 
 /* Reads a size or seconds setting: the model parameter `key` if given and
@@ -387,8 +388,16 @@ static osp_error *python_instance_new(void *opaque, osp_device *device,
     inst->stub.server = atomic_load(&bls_server);
     snprintf(inst->stub.name, sizeof inst->stub.name, "%s_0_%d", m->name,
              atomic_fetch_add(&m->next_instance, 1));
+    if (!m->decoupled && !(inst->bls = pybls_outbox_new())) {
+        free(inst);
+        return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                             "python backend: cannot make the BLS outbox "
+                             "(out of memory or file descriptors)");
+    }
+    inst->stub.bls = inst->bls;
     osp_error *err = instance_start(inst);
     if (err) {
+        pybls_outbox_unref(inst->bls);
         free(inst);
         return err;
     }
@@ -423,6 +432,10 @@ static void python_instance_free(void *opaque) {
         free(inst->dec);
     }
     pystub_stop(&inst->stub, 5000);
+    if (inst->bls) {
+        pybls_outbox_close(inst->bls);
+        pybls_outbox_unref(inst->bls);
+    }
     free(inst);
 }
 

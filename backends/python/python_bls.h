@@ -1,10 +1,12 @@
 /*
- * BLS: requests a python model sends from execute()
- * (pb_utils.InferenceRequest(...).exec()) go into the core as ordinary
- * inference requests, to any model of the server, python or not. This is
- * the path of a model that is not decoupled: its tensors travel through
- * the region while the server waits for the batch's answer. A decoupled
- * model's calls, from any of its threads, go through python_bls_async.h.
+ * BLS: requests a python model sends (pb_utils.InferenceRequest(...)
+ * .exec()) go into the core as ordinary inference requests, to any model
+ * of the server, python or not. Shared pieces of both paths: building the
+ * core's request, and the region answer (BLS_RESULT) of a call whose
+ * tensors travel through the region, which a model that is not decoupled
+ * uses for one call at a time while execute runs. Calls with inline
+ * tensors, and the starting and routing of every call, are
+ * python_bls_async.h's.
  */
 #pragma once
 
@@ -20,13 +22,30 @@
 extern "C" {
 #endif
 
-/* Runs the BLS request in `payload` (borrowed; python_protocol.h) on
- * `server` (borrowed; NULL: BLS unavailable, answered as an error), waits
- * for its response, writes the outputs into the stub's region (growing it)
- * and sends the BLS_RESULT answer. A failed request is an answer too.
- * Returns false only when the channel to the stub broke. */
-bool pybls_serve(pystub *stub, osp_server *server, const uint8_t *payload,
-                 size_t len);
+/* What the core answered a region BLS call (a BLS frame), waiting for the
+ * channel's thread to write it into the region and send BLS_RESULT. */
+typedef struct pybls_gathered {
+    uint64_t out_offset;          /* where the call's outputs may start */
+    bool decoupled;               /* exec(decoupled=True): every response */
+    osp_infer_response *response; /* exec(): its response; owned */
+    /* exec(decoupled=True): each response, NULL for the final flag alone;
+     * owned */
+    osp_infer_response **responses;
+    size_t n_responses;
+    bool lost;        /* a response could not be kept (OOM or too many) */
+    osp_error *error; /* the call failed before the core answered; owned */
+} pybls_gathered;
+
+/* Most responses one region exec(decoupled=True) collects. */
+#define PYBLS_MAX_GATHERED 65536
+
+/* Writes the outputs of `g` (borrowed) into the stub's region (growing
+ * it) and sends the BLS_RESULT answer; an error becomes the answer's one
+ * response. Returns false only when the channel to the stub broke. */
+bool pybls_send_gathered(pystub *stub, const pybls_gathered *g);
+
+/* Frees what `g` holds and `g` itself. NULL is fine. */
+void pybls_gathered_free(pybls_gathered *g);
 
 /* Builds the core's request from a decoded BLS request; each input's
  * bytes are copied from `base` (borrowed: the region, or a BLS_CALL's

@@ -1,4 +1,4 @@
-/* BLS calls of a decoupled python model, answered as the core responds
+/* BLS calls in flight, answered as the core responds
  * (python_bls_async.h). */
 #define _GNU_SOURCE
 #include "python_bls_async.h"
@@ -19,8 +19,11 @@
 /* One BLS_ANSWER payload waiting for the reader. */
 typedef struct bls_answer {
     struct bls_answer *next;
-    char *data; /* owned */
+    char *data; /* owned; a BLS_ANSWER payload */
     size_t len;
+    /* A region call's answer instead (owned): written into the region
+     * and sent as BLS_RESULT by the thread that flushes. */
+    pybls_gathered *gathered;
 } bls_answer;
 
 /* One call in the core. Owned by the core's callbacks from submission
@@ -33,6 +36,10 @@ typedef struct bls_call {
     char model[128];          /* for messages */
     bool lost;                /* a response was dropped: the outbox was full */
     osp_cancel_token *cancel; /* exec(decoupled=True) only; owned */
+    /* A region call: what the core answered so far, and its answer
+     * allocated up front so that the final one cannot fail. Owned. */
+    pybls_gathered *gathered;
+    bls_answer *region_answer;
     struct bls_call *prev, *next;
 } bls_call;
 
@@ -46,6 +53,7 @@ struct pybls_outbox {
     size_t bytes; /* of the waiting answers */
     bls_call *calls;
     size_t n_calls;
+    bls_call *region_call; /* the one call using the region, or NULL */
 };
 
 pybls_outbox *pybls_outbox_new(void) {
@@ -67,6 +75,7 @@ static void free_answers(bls_answer *a) {
     while (a) {
         bls_answer *next = a->next;
         free(a->data);
+        pybls_gathered_free(a->gathered);
         free(a);
         a = next;
     }
@@ -76,6 +85,7 @@ static void free_answers(bls_answer *a) {
  * answers are dropped by the generation check. Caller holds o->lock. */
 static void forget_locked(pybls_outbox *o) {
     o->generation++;
+    o->region_call = NULL; /* its answer will be dropped */
     free_answers(o->head);
     o->head = o->tail = NULL;
     o->bytes = 0;
@@ -189,6 +199,7 @@ static bls_answer *encode_answer(uint64_t id, bool final,
     a->next = NULL;
     a->data = t.data;
     a->len = t.len;
+    a->gathered = NULL;
     return a;
 }
 
@@ -210,6 +221,8 @@ static void unlink_call_locked(pybls_outbox *o, bls_call *c) {
     if (c->next)
         c->next->prev = c->prev;
     o->n_calls--;
+    if (o->region_call == c)
+        o->region_call = NULL;
 }
 
 /* Queues one answer of `c` (ownership of `a` moves; NULL when it could
@@ -252,6 +265,8 @@ static void post_answer(bls_call *c, bls_answer *a, bool final) {
     if (final) {
         if (c->cancel)
             osp_cancel_token_unref(c->cancel);
+        pybls_gathered_free(c->gathered);
+        free(c->region_answer);
         pybls_outbox_unref(o);
         free(c);
     }
@@ -271,6 +286,43 @@ static void call_respond(osp_infer_response *response, bool final, void *user) {
     osp_infer_response_free(response);
 }
 
+/* Queues the answer of region call `c` with what it gathered; ends c. */
+static void post_region_answer(bls_call *c) {
+    bls_answer *a = c->region_answer;
+    a->gathered = c->gathered;
+    c->region_answer = NULL;
+    c->gathered = NULL;
+    post_answer(c, a, true);
+}
+
+/* The core's completion of a region exec() call. */
+static void region_complete(osp_infer_response *response, void *user) {
+    bls_call *c = user;
+    c->gathered->response = response;
+    post_region_answer(c);
+}
+
+/* Each response of a region exec(decoupled=True) call: kept until the
+ * final one (the core sends one request's responses one at a time). */
+static void region_respond(osp_infer_response *response, bool final,
+                           void *user) {
+    bls_call *c = user;
+    pybls_gathered *g = c->gathered;
+    osp_infer_response **grown = NULL;
+    if (g->n_responses < PYBLS_MAX_GATHERED)
+        grown =
+            realloc(g->responses, (g->n_responses + 1) * sizeof *g->responses);
+    if (grown) {
+        g->responses = grown;
+        g->responses[g->n_responses++] = response;
+    } else {
+        osp_infer_response_free(response);
+        g->lost = true;
+    }
+    if (final)
+        post_region_answer(c);
+}
+
 /* Answers call `id` with `err` at once (a call that never reached the
  * core; it is not listed). Takes err. */
 static void answer_now(pybls_outbox *o, uint64_t id, osp_error *err) {
@@ -284,6 +336,35 @@ static void answer_now(pybls_outbox *o, uint64_t id, osp_error *err) {
     else
         free_answers(a);
     pthread_mutex_unlock(&o->lock);
+}
+
+/* Lists a new call of model `model` (borrowed) under the stub's `id`;
+ * NULL with *err set past PYBLS_MAX_CALLS or out of memory. Caller holds
+ * o->lock. */
+static bls_call *register_call_locked(pybls_outbox *o, const char *instance,
+                                      const char *model, uint64_t id,
+                                      osp_error **err) {
+    bls_call *c = NULL;
+    if (o->n_calls >= PYBLS_MAX_CALLS)
+        *err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                             "python backend: instance '%s' has %d BLS "
+                             "requests in flight, the most it may",
+                             instance, PYBLS_MAX_CALLS);
+    else if (!(c = calloc(1, sizeof *c)))
+        *err = osp_error_out_of_memory();
+    if (!c)
+        return NULL;
+    c->outbox = o;
+    o->refs++;
+    c->id = id;
+    c->generation = o->generation;
+    snprintf(c->model, sizeof c->model, "%s", model);
+    c->next = o->calls;
+    if (o->calls)
+        o->calls->prev = c;
+    o->calls = c;
+    o->n_calls++;
+    return c;
 }
 
 void pybls_call_start(pybls_outbox *o, osp_server *server, const char *instance,
@@ -301,27 +382,8 @@ void pybls_call_start(pybls_outbox *o, osp_server *server, const char *instance,
         answer_now(o, id, err);
         return;
     }
-    bls_call *c = NULL;
     pthread_mutex_lock(&o->lock);
-    if (o->n_calls >= PYBLS_MAX_CALLS)
-        err = osp_error_new(OSP_ERROR_UNAVAILABLE,
-                            "python backend: instance '%s' has %d BLS "
-                            "requests in flight, the most it may",
-                            instance, PYBLS_MAX_CALLS);
-    else if (!(c = calloc(1, sizeof *c)))
-        err = osp_error_out_of_memory();
-    if (c) {
-        c->outbox = o;
-        o->refs++;
-        c->id = id;
-        c->generation = o->generation;
-        snprintf(c->model, sizeof c->model, "%s", bls.model);
-        c->next = o->calls;
-        if (o->calls)
-            o->calls->prev = c;
-        o->calls = c;
-        o->n_calls++;
-    }
+    bls_call *c = register_call_locked(o, instance, bls.model, id, &err);
     pthread_mutex_unlock(&o->lock);
     if (err) {
         pyproto_bls_destroy(&bls);
@@ -363,7 +425,74 @@ bool pybls_outbox_flush(pybls_outbox *o, pystub *stub) {
     pthread_mutex_unlock(&o->lock);
     bool sent = true;
     for (bls_answer *a = list; a && sent; a = a->next)
-        sent = pystub_send(stub, PYPROTO_BLS_ANSWER, a->data, a->len);
+        sent = a->gathered
+                   ? pybls_send_gathered(stub, a->gathered)
+                   : pystub_send(stub, PYPROTO_BLS_ANSWER, a->data, a->len);
     free_answers(list);
     return sent;
+}
+
+bool pybls_outbox_busy(pybls_outbox *o) {
+    pthread_mutex_lock(&o->lock);
+    bool busy = o->n_calls > 0 || o->head;
+    pthread_mutex_unlock(&o->lock);
+    return busy;
+}
+
+bool pybls_region_call_start(pybls_outbox *o, pystub *stub,
+                             const uint8_t *payload, size_t len) {
+    pyproto_bls_request bls = {0};
+    bls_call *c = NULL;
+    osp_infer_request *req = NULL;
+    /* Allocated up front: once listed, the call's answer cannot fail. */
+    pybls_gathered *g = calloc(1, sizeof *g);
+    bls_answer *a = calloc(1, sizeof *a);
+    osp_error *err = pyproto_bls_decode(payload, len, &bls);
+    if (!err && (!g || !a))
+        err = osp_error_out_of_memory();
+    if (!err)
+        err = pyshm_region_follow(&stub->region, bls.region_size);
+    if (!err && !stub->server)
+        err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                            "BLS requests need a server (none attached)");
+    if (!err)
+        err = pybls_build_request(&bls, stub->region.base, &req);
+    if (!err) {
+        pthread_mutex_lock(&o->lock);
+        if (o->region_call)
+            err = osp_error_new(OSP_ERROR_INTERNAL,
+                                "python backend: instance '%s' sent a region "
+                                "BLS request while one was in flight",
+                                stub->name);
+        else if ((c = register_call_locked(o, stub->name, bls.model, 0, &err)))
+            o->region_call = c;
+        pthread_mutex_unlock(&o->lock);
+    }
+    if (err) {
+        /* Never listed: answered now. */
+        osp_infer_request_free(req);
+        pybls_gathered now = {.error = err};
+        bool sent = pybls_send_gathered(stub, &now);
+        osp_error_free(err);
+        pybls_gathered_free(g);
+        free(a);
+        pyproto_bls_destroy(&bls);
+        return sent;
+    }
+    g->out_offset = bls.out_offset;
+    g->decoupled = bls.decoupled;
+    c->gathered = g;
+    c->region_answer = a;
+    /* From here on the callbacks own c; ownership of req moves to the
+     * server either way. */
+    err = bls.decoupled
+              ? osp_server_infer_stream_async(stub->server, req, NULL,
+                                              region_respond, c)
+              : osp_server_infer_async(stub->server, req, region_complete, c);
+    pyproto_bls_destroy(&bls);
+    if (err) {
+        c->gathered->error = err;
+        post_region_answer(c);
+    }
+    return true;
 }

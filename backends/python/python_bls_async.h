@@ -1,18 +1,23 @@
 /*
- * BLS calls of a decoupled python model: pb_utils.InferenceRequest(...)
- * .exec(), .async_exec() and .exec(decoupled=True) from execute or from
- * any thread the model started, also after execute returned, as Triton
- * allows between initialize and finalize. Each BLS_CALL frame names its
- * call by an id the stub chose and carries its tensors inline (the region
- * belongs to whichever request the instance runs meanwhile); several calls
- * run at once. The core runs each asynchronously and every response goes
- * back as a BLS_ANSWER frame naming the call (python_protocol.h).
+ * BLS calls in flight, several at once: pb_utils.InferenceRequest(...)
+ * .exec(), .async_exec() and .exec(decoupled=True). A decoupled model
+ * calls from execute or from any thread the model started, also after
+ * execute returned, as Triton allows between initialize and finalize; a
+ * model that is not decoupled from any thread while its execute runs.
+ * Each BLS_CALL frame names its call by an id the stub chose and carries
+ * its tensors inline (the region belongs to whichever request the
+ * instance runs meanwhile); the core runs each asynchronously and every
+ * response goes back as a BLS_ANSWER frame naming the call
+ * (python_protocol.h). A model that is not decoupled also has one region
+ * call at a time (a BLS frame, tensors in the region, answered
+ * BLS_RESULT): its stub uses it while the region is free.
  *
  * Answers are built on the core's threads and wait in the instance's
- * outbox; the instance's reader thread (python_decoupled.c) sends them, so
- * a core thread never blocks on a stub that reads slowly. The outbox is
- * reference counted: calls still in the core when the instance goes keep
- * it alive, and their answers are dropped.
+ * outbox; the thread that reads the stub's channel (python_decoupled.c's
+ * reader, or pystub_call during an EXEC) sends them, so a core thread
+ * never blocks on a stub that reads slowly. The outbox is reference
+ * counted: calls still in the core when the instance goes keep it alive,
+ * and their answers are dropped.
  */
 #pragma once
 
@@ -58,6 +63,9 @@ int pybls_outbox_wake_fd(const pybls_outbox *outbox);
  * cancelled. */
 void pybls_outbox_forget_stub(pybls_outbox *outbox);
 
+/* Whether calls are in the core or answers wait to be sent. */
+bool pybls_outbox_busy(pybls_outbox *outbox);
+
 /* Sends every waiting answer to `stub` (borrowed; on the reader thread).
  * false when the channel broke. */
 bool pybls_outbox_flush(pybls_outbox *outbox, pystub *stub);
@@ -69,6 +77,16 @@ bool pybls_outbox_flush(pybls_outbox *outbox, pystub *stub);
  * its call, else logged and dropped. */
 void pybls_call_start(pybls_outbox *outbox, osp_server *server,
                       const char *instance, const uint8_t *payload, size_t len);
+
+/* Serves one region BLS frame (payload borrowed) of `stub` (borrowed; on
+ * the thread that reads its channel): decodes and checks it, hands the
+ * request to stub->server and returns; the answer waits in the outbox
+ * until pybls_outbox_flush writes it into the region and sends
+ * BLS_RESULT. A frame that fails at once, or a second region call while
+ * one is in flight, is answered at once with the error. false when the
+ * channel broke. */
+bool pybls_region_call_start(pybls_outbox *outbox, pystub *stub,
+                             const uint8_t *payload, size_t len);
 
 #ifdef __cplusplus
 }

@@ -42,8 +42,9 @@
  *   LOG       u32 level (0 info, 1 warning, 2 error, 3 verbose), message;
  *             may come before any answer
  *   BLS       a request of the model's own (pb_utils.InferenceRequest.exec),
- *             sent during EXEC: u64 region size, u64 where the server may
- *             write outputs, u16 model length, model, i64 version, u16 id
+ *             sent during EXEC by a model that is not decoupled, one at a
+ *             time (others then go as BLS_CALL): u64 region size, u64 where the
+ * server may write outputs, u16 model length, model, i64 version, u16 id
  *             length, id, u32 input count, input descriptors (as RESULT's
  *             outputs, tensors in the region), u32 output count, per output
  *             u16 length and name. The server answers BLS_RESULT: a RESULT
@@ -59,8 +60,10 @@
  *             may come from another thread while the region is in use).
  *             A decoupled EXEC is answered RESULT with no responses once
  *             execute has returned None, or ERROR.
- *   BLS_CALL  a decoupled model's BLS request, from any thread between
- *             initialize and finalize: u64 a call id of the stub's choice
+ *   BLS_CALL  a BLS request with its tensors inline: a decoupled model's,
+ *             from any thread between initialize and finalize, or one of a
+ *             model that is not decoupled, during EXEC, while its region
+ *             call is in flight: u64 a call id of the stub's choice
  *             (BLS_ANSWER frames name it), u8 1 for exec(decoupled=True),
  *             u64 data size, u16 model length, model, i64 version, u16 id
  *             length, id, u32 input count, input descriptors (offsets into

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "osprey/clock.h"
 #include "osprey/log.h"
 #include "python_bls.h"
+#include "python_bls_async.h"
 #include "python_protocol.h"
 
 extern char **environ;
@@ -93,6 +95,8 @@ out:
 /* Kills (if still running) and reaps the stub and closes what the server
  * holds of it. */
 void pystub_kill(pystub *stub) {
+    if (stub->bls)
+        pybls_outbox_forget_stub(stub->bls); /* no one to answer */
     if (stub->pid > 0) {
         kill(stub->pid, SIGKILL);
         while (waitpid(stub->pid, NULL, 0) < 0 && errno == EINTR)
@@ -134,11 +138,24 @@ pystub_frame_status pystub_serve_frame(pystub *stub, uint32_t type,
         stub_log(stub, payload, len);
         return PYSTUB_FRAME_SERVED;
     }
-    if (type == PYPROTO_BLS)
-        return pybls_serve(stub, stub->server, payload, len)
-                   ? PYSTUB_FRAME_SERVED
-                   : PYSTUB_FRAME_BROKEN;
-    return PYSTUB_FRAME_OTHER;
+    if (type == PYPROTO_BLS_CALL && stub->bls) {
+        pybls_call_start(stub->bls, stub->server, stub->name, payload, len);
+        return PYSTUB_FRAME_SERVED;
+    }
+    if (type != PYPROTO_BLS)
+        return PYSTUB_FRAME_OTHER;
+    bool sent;
+    if (stub->bls) {
+        sent = pybls_region_call_start(stub->bls, stub, payload, len);
+    } else {
+        pybls_gathered refused = {
+            .error = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                                   "BLS is only supported during the "
+                                   "'execute' function.")};
+        sent = pybls_send_gathered(stub, &refused);
+        osp_error_free(refused.error);
+    }
+    return sent ? PYSTUB_FRAME_SERVED : PYSTUB_FRAME_BROKEN;
 }
 
 bool pystub_send(pystub *stub, uint32_t type, const void *payload, size_t len) {
@@ -150,6 +167,33 @@ bool pystub_send(pystub *stub, uint32_t type, const void *payload, size_t len) {
     if (stub->send_lock)
         pthread_mutex_unlock(stub->send_lock);
     return sent;
+}
+
+/* Waits until a frame begins on the channel or the deadline (0: none)
+ * passes; while BLS calls are in flight it sends their answers as they
+ * come. Without calls the frame's own read does the waiting. */
+static pyproto_recv_status wait_for_frame(pystub *stub, uint64_t deadline_ns) {
+    while (stub->bls && pybls_outbox_busy(stub->bls)) {
+        struct pollfd pfd[2] = {
+            {.fd = stub->control, .events = POLLIN},
+            {.fd = pybls_outbox_wake_fd(stub->bls), .events = POLLIN}};
+        int timeout = -1;
+        if (deadline_ns) {
+            uint64_t now = osp_now_ns();
+            if (now >= deadline_ns)
+                return PYPROTO_RECV_TIMEOUT;
+            timeout = (int)((deadline_ns - now + 999999) / 1000000);
+        }
+        int ready = poll(pfd, 2, timeout);
+        if (ready < 0 && errno != EINTR)
+            return PYPROTO_RECV_CLOSED;
+        if (ready > 0 && (pfd[1].revents & POLLIN) &&
+            !pybls_outbox_flush(stub->bls, stub))
+            return PYPROTO_RECV_CLOSED;
+        if (ready > 0 && pfd[0].revents)
+            return PYPROTO_RECV_OK;
+    }
+    return PYPROTO_RECV_OK;
 }
 
 pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
@@ -166,8 +210,9 @@ pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
         uint32_t got = 0;
         uint8_t *buf = NULL;
         size_t n = 0;
-        pyproto_recv_status st =
-            pyproto_recv(stub->control, deadline_ns, &got, &buf, &n);
+        pyproto_recv_status st = wait_for_frame(stub, deadline_ns);
+        if (st == PYPROTO_RECV_OK)
+            st = pyproto_recv(stub->control, deadline_ns, &got, &buf, &n);
         if (st != PYPROTO_RECV_OK) {
             pystub_kill(stub);
             return st == PYPROTO_RECV_TIMEOUT ? PYSTUB_TIMED_OUT : PYSTUB_DEAD;
@@ -181,6 +226,10 @@ pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
             }
             continue;
         }
+        /* A stub answers once its calls are answered; calls of one that
+         * did not must not write into the region of the next EXEC. */
+        if (stub->bls && pybls_outbox_busy(stub->bls))
+            pybls_outbox_forget_stub(stub->bls);
         *reply_type = got;
         *reply = buf;
         *reply_len = n;

@@ -26,6 +26,9 @@ typedef struct pystub {
     /* (optional) held around each frame sent, where two threads send
      * (a decoupled instance's worker and reader); borrowed */
     pthread_mutex_t *send_lock;
+    /* (optional) a model that is not decoupled: its calls in flight while
+     * an EXEC runs (python_bls_async.h); borrowed, the instance's */
+    struct pybls_outbox *bls;
 } pystub;
 
 typedef struct pystub_options {
@@ -49,7 +52,10 @@ typedef enum pystub_call_status {
 bool pystub_send(pystub *stub, uint32_t type, const void *payload, size_t len);
 
 /* Sends one frame and waits for the answer, writing LOG frames that come
- * first into the server log and serving BLS requests (python_bls.h).
+ * first into the server log, starting the BLS calls the stub makes
+ * meanwhile (BLS and BLS_CALL, with stub->bls) and sending their answers
+ * as the core gives them (python_bls_async.h). Calls still in the core
+ * when the answer comes are forgotten (their answers dropped).
  * deadline_ns 0 waits as long as the stub lives. Anything but ANSWERED leaves
  * the stub killed and reaped. The caller owns *reply (free()). */
 pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
@@ -64,7 +70,9 @@ typedef enum pystub_frame_status {
 } pystub_frame_status;
 
 /* Serves a frame the stub may send at any time during a call: LOG (into
- * the server log) and BLS (python_bls.h). payload borrowed. */
+ * the server log), and with stub->bls the BLS calls BLS and BLS_CALL
+ * (python_bls_async.h; without it a BLS frame is answered with an error).
+ * payload borrowed. */
 pystub_frame_status pystub_serve_frame(pystub *stub, uint32_t type,
                                        const uint8_t *payload, size_t len);
 

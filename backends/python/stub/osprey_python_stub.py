@@ -152,7 +152,6 @@ state_outputs = frozenset()
 # A decoupled model's requests not yet ended (final flag), by their
 # EXEC's batch number: a CANCEL names one of them.
 open_requests = {}
-executing = False  # execute() runs: BLS answers may be read
 
 
 def import_model(model_file, model_repository):
@@ -353,7 +352,6 @@ def read_tensor(payload, pos):
     return pb_utils.Tensor(name, array, dtype), pos
 
 
-bls_lock = threading.Lock()
 bls_base = 0  # where a BLS call may place its tensors: after the batch's inputs
 
 
@@ -381,60 +379,162 @@ def read_bls_response(reply, pos):
     return pb_utils.InferenceResponse(tensors), pos
 
 
+def region_call_payload(request, decoupled):
+    """A BLS frame: the request's inputs written into the region after the
+    batch's inputs, the outputs to come after them."""
+    parts, cursor = [], bls_base
+    for tensor in request.inputs():
+        desc, cursor = write_tensor(tensor, cursor)
+        parts.append(desc)
+    model = request.model_name() or ""
+    if isinstance(model, str):  # Triton takes str or bytes
+        model = model.encode("utf-8")
+    rid = str(request.request_id() or "").encode("utf-8")
+    outputs = [n.encode("utf-8") for n in request.requested_output_names()]
+    return (struct.pack("<QQ", region.size, cursor) +
+            struct.pack("<H", len(model)) + model +
+            struct.pack("<q", int(request.model_version())) +
+            struct.pack("<H", len(rid)) + rid +
+            struct.pack("<I", len(parts)) + b"".join(parts) +
+            struct.pack("<I", len(outputs)) +
+            b"".join(struct.pack("<H", len(n)) + n for n in outputs) +
+            (b"\x01" if decoupled else b""))
+
+
+def read_bls_result(reply):
+    """A BLS_RESULT: every response, copied out of the region."""
+    size, count = struct.unpack_from("<QI", reply, 0)
+    region.remap(size)
+    responses, pos = [], 12
+    for _ in range(count):
+        response, pos = read_bls_response(reply, pos)
+        responses.append(response)
+    return responses
+
+
+class ExecCalls:
+    """BLS calls of a model that is not decoupled, from any thread while
+    execute runs, several at once. The first call to find the region free
+    uses it (a BLS frame, answered BLS_RESULT); the others travel inline
+    (BLS_CALL, answered BLS_ANSWER). No thread of the stub's own reads the
+    channel: a caller waiting for an answer reads frames, one reader at a
+    time, and hands each answer to its call."""
+
+    def __init__(self):
+        self.cv = threading.Condition()
+        self.open = False  # execute runs: calls may start
+        self.reading = False  # a caller reads the channel
+        self.calls = {}  # call id -> BlsCall; 0 is the region call
+        self.ids = itertools.count(1)
+
+    def start(self, request, decoupled):
+        """Sends the call; returns its BlsCall."""
+        with self.cv:
+            if not self.open:  # initialize, finalize, or after execute
+                raise pb_utils.TritonModelException(
+                    "BLS is only supported during the 'execute' function.")
+            call = BlsCall(self)
+            call.region = 0 not in self.calls
+            call_id = 0 if call.region else next(self.ids)
+            self.calls[call_id] = call
+        try:
+            if call.region:
+                send_frame(BLS, region_call_payload(request, decoupled))
+            else:
+                send_frame(BLS_CALL, inline_call_payload(request, decoupled, call_id))
+        except BaseException:
+            with self.cv:
+                self.calls.pop(call_id, None)
+                self.cv.notify_all()
+            raise
+        return call
+
+    def wait(self, call):
+        """Reads frames until `call` has an answer (or another caller reads
+        meanwhile); returns the answer."""
+        with self.cv:
+            while call.answers.empty():
+                if self.reading:
+                    self.cv.wait()
+                else:
+                    self.read_one()
+            return call.next_answer_now()
+
+    def close(self):
+        """execute returned: no call may start, and the calls its threads
+        left in flight are answered before the batch's result goes."""
+        with self.cv:
+            self.open = False
+            while self.calls:
+                if self.reading:
+                    self.cv.wait()
+                else:
+                    self.read_one()
+
+    def read_one(self):
+        """Reads one frame (self.cv held on entry and exit, released while
+        reading) and hands it to its call."""
+        self.reading = True
+        self.cv.release()
+        try:
+            kind, payload = read_frame()
+        except BaseException:  # the channel ended: the stub is going
+            self.cv.acquire()
+            self.reading = False
+            gone = pb_utils.TritonModelException(
+                "Stub process '%s' is not healthy." % instance_name)
+            for call in self.calls.values():
+                call.answers.put(gone)
+            self.calls.clear()
+            self.cv.notify_all()
+            return
+        self.cv.acquire()
+        self.reading = False
+        self.cv.notify_all()
+        if kind == BLS_RESULT:
+            call = self.calls.pop(0, None)
+            if call is not None:
+                for response in read_bls_result(payload):
+                    call.answers.put((False, response))
+                call.answers.put((True, None))
+        elif kind == BLS_ANSWER:
+            call_id, final, response = read_bls_answer(payload)
+            call = self.calls.pop(call_id, None) if final else self.calls.get(call_id)
+            if call is not None:
+                call.answers.put((final, response))
+        elif kind == CANCEL:
+            mark_cancelled(payload)
+
+
+exec_calls = ExecCalls()
+
+
 def bls_exec(request, decoupled=False):
     """Sends a BLS request (pb_utils.InferenceRequest.exec) into the server
-    and waits for its response (every response of a decoupled model, as a
-    list, with decoupled); errors come back as the response's error."""
+    and waits for its response (with decoupled, an iterator of every
+    response of a decoupled model); errors come back as the response's
+    error."""
     if channel is not None:  # a decoupled model: from any thread
         call = channel.start_call(request, decoupled)
         return call.responses() if decoupled else call.wait_one()
-    if not executing:  # initialize, finalize, or a thread after execute
-        raise pb_utils.TritonModelException(
-            "BLS is only supported during the 'execute' function.")
-    with bls_lock:
-        parts, cursor = [], bls_base
-        for tensor in request.inputs():
-            desc, cursor = write_tensor(tensor, cursor)
-            parts.append(desc)
-        model = request.model_name() or ""
-        if isinstance(model, str):  # Triton takes str or bytes
-            model = model.encode("utf-8")
-        rid = str(request.request_id() or "").encode("utf-8")
-        outputs = [n.encode("utf-8") for n in request.requested_output_names()]
-        payload = (struct.pack("<QQ", region.size, cursor) +
-                   struct.pack("<H", len(model)) + model +
-                   struct.pack("<q", int(request.model_version())) +
-                   struct.pack("<H", len(rid)) + rid +
-                   struct.pack("<I", len(parts)) + b"".join(parts) +
-                   struct.pack("<I", len(outputs)) +
-                   b"".join(struct.pack("<H", len(n)) + n for n in outputs) +
-                   (b"\x01" if decoupled else b""))
-        send_frame(BLS, payload)
-        while True:
-            kind, reply = read_frame()
-            if kind != CANCEL:
-                break
-            mark_cancelled(reply)
-        if kind != BLS_RESULT:
-            raise pb_utils.TritonModelException("unexpected answer %d to a BLS request" % kind)
-        size, count = struct.unpack_from("<QI", reply, 0)
-        region.remap(size)
-        responses, pos = [], 12
-        for _ in range(count):
-            response, pos = read_bls_response(reply, pos)
-            responses.append(response)
-        return responses if decoupled else responses[0]
+    call = exec_calls.start(request, decoupled)
+    if not decoupled:
+        return call.wait_one()
+    if call.region:  # every response came in the one answer
+        return list(call.responses())
+    return call.responses()
 
 
 async def bls_exec_async(request, decoupled=False):
-    """async_exec: a decoupled model's call waits off the event loop, so
-    calls gathered with asyncio run at once; otherwise as exec()."""
+    """async_exec: the wait happens off the event loop, so calls gathered
+    with asyncio run at once."""
+    loop = asyncio.get_running_loop()
     if channel is None:
-        return request.exec(decoupled)
+        return await loop.run_in_executor(None, bls_exec, request, decoupled)
     call = channel.start_call(request, decoupled)
     if decoupled:
         return call.responses()
-    return await asyncio.get_running_loop().run_in_executor(None, call.wait_one)
+    return await loop.run_in_executor(None, call.wait_one)
 
 
 pb_utils._bls_exec = bls_exec
@@ -485,24 +585,35 @@ class BlsCall:
     """One BLS call of a decoupled model in flight: the answers the channel's
     reader delivers, waited for by the thread that made it."""
 
-    def __init__(self):
+    def __init__(self, reader=None):
         self.answers = queue.SimpleQueue()  # (final, response) or an exception
+        self.reader = reader  # ExecCalls: the waiting caller reads the channel
+        self.region = False
 
     def next_answer(self):
+        if self.reader is not None:
+            return self.reader.wait(self)
+        return self.next_answer_now()
+
+    def next_answer_now(self):
         item = self.answers.get()
         if isinstance(item, BaseException):
             raise item
         return item
 
     def wait_one(self):
-        return self.next_answer()[1]
+        final, response = self.next_answer()
+        while not final:  # the region answer's end marker follows
+            final = self.next_answer()[0]
+        return response
 
     def responses(self):
         """Every response as it comes, the last one with the final flag (an
         empty response when the called model sent the flag alone)."""
         while True:
             final, response = self.next_answer()
-            yield response
+            if response is not None:  # None: a region answer's end marker
+                yield response
             if final:
                 return
 
@@ -566,35 +677,41 @@ class DecoupledChannel:
         if not self.bls_open:
             raise pb_utils.TritonModelException(
                 "BLS is only supported during the 'execute' function.")
-        parts, data, cursor = [], [], 0
-        for tensor in request.inputs():
-            source, dtype, shape = tensor_source(tensor)
-            parts.append(describe_tensor(tensor.name(), dtype, shape, cursor,
-                                         source.nbytes))
-            data.append(memoryview(source).cast("B"))
-            cursor += source.nbytes
-        model = request.model_name() or ""
-        if isinstance(model, str):  # Triton takes str or bytes
-            model = model.encode("utf-8")
-        rid = str(request.request_id() or "").encode("utf-8")
-        outputs = [n.encode("utf-8") for n in request.requested_output_names()]
         call, call_id = BlsCall(), next(self.ids)
-        body = (U16.pack(len(model)) + model +
-                struct.pack("<q", int(request.model_version())) +
-                U16.pack(len(rid)) + rid + U32.pack(len(parts)) + b"".join(parts) +
-                U32.pack(len(outputs)) +
-                b"".join(U16.pack(len(n)) + n for n in outputs))
-        head = struct.pack("<QBQ", call_id, 1 if decoupled else 0, cursor)
-        if len(head) + len(body) + cursor > MAX_FRAME:
-            raise pb_utils.TritonModelException(
-                "a BLS request of a decoupled model carries at most %d bytes, this "
-                "one has %d" % (MAX_FRAME, len(head) + len(body) + cursor))
+        payload = inline_call_payload(request, decoupled, call_id)
         with self.lock:
             if self.gone is not None:
                 raise self.gone
             self.calls[call_id] = call
-        send_frame(BLS_CALL, head + body + b"".join(bytes(d) for d in data))
+        send_frame(BLS_CALL, payload)
         return call
+
+
+def inline_call_payload(request, decoupled, call_id):
+    """A BLS_CALL frame: the call's id and the request, tensors inline."""
+    parts, data, cursor = [], [], 0
+    for tensor in request.inputs():
+        source, dtype, shape = tensor_source(tensor)
+        parts.append(describe_tensor(tensor.name(), dtype, shape, cursor,
+                                     source.nbytes))
+        data.append(memoryview(source).cast("B"))
+        cursor += source.nbytes
+    model = request.model_name() or ""
+    if isinstance(model, str):  # Triton takes str or bytes
+        model = model.encode("utf-8")
+    rid = str(request.request_id() or "").encode("utf-8")
+    outputs = [n.encode("utf-8") for n in request.requested_output_names()]
+    body = (U16.pack(len(model)) + model +
+            struct.pack("<q", int(request.model_version())) +
+            U16.pack(len(rid)) + rid + U32.pack(len(parts)) + b"".join(parts) +
+            U32.pack(len(outputs)) +
+            b"".join(U16.pack(len(n)) + n for n in outputs))
+    head = struct.pack("<QBQ", call_id, 1 if decoupled else 0, cursor)
+    if len(head) + len(body) + cursor > MAX_FRAME:
+        raise pb_utils.TritonModelException(
+            "a BLS request with its tensors inline carries at most %d bytes, "
+            "this one has %d" % (MAX_FRAME, len(head) + len(body) + cursor))
+    return head + body + b"".join(bytes(d) for d in data)
 
 
 channel = None  # a decoupled model's DecoupledChannel, once initialized
@@ -686,10 +803,11 @@ def decode_requests(payload):
 
 
 def execute(payload):
-    global bls_base, executing
+    global bls_base
     out_offset, batch, requests = decode_requests(payload)
     bls_base = out_offset
-    executing = True
+    if not decoupled:
+        exec_calls.open = True  # no call is in flight: no lock needed
     try:
         responses = model.execute(requests)
         if inspect.isawaitable(responses):  # async def execute
@@ -707,7 +825,8 @@ def execute(payload):
             open_requests.pop(batch, None)  # the server ends it
         return batch_failure(exc)
     finally:
-        executing = False
+        if not decoupled:
+            exec_calls.close()
     if decoupled:
         if responses is not None:
             open_requests.pop(batch, None)
