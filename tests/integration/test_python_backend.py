@@ -54,6 +54,23 @@ def srv(tmp_path_factory):
     assert not problems, "; ".join(problems) + "\n" + server.log_tail()
 
 
+def served_python_models(tmp_path_factory, tag, names):
+    """The body of a module fixture: a server loading the python test
+    models `names`, copied into a fresh repository; yields it, then stops
+    it and checks its exit."""
+    repo = tmp_path_factory.mktemp(tag + "-repo")
+    for name in names:
+        shutil.copytree(MODELS / name, repo / name)
+    server = harness.OspreyServer(
+        repo, ["--model-control-mode=explicit"] +
+        [f"--load-model={m}" for m in names] + python_flags(),
+        workdir=tmp_path_factory.mktemp(tag + "-srv")).start()
+    yield server
+    server.stop()
+    problems = server.clean_exit_problems()
+    assert not problems, "; ".join(problems) + "\n" + server.log_tail()
+
+
 def wait_for(condition, what, timeout=30.0):
     deadline = time.monotonic() + timeout * harness.timeout_scale()
     while not condition():

@@ -7,31 +7,20 @@ once both calls have entered, so calls run one after the other would never
 get there (the wait fails instead of hanging: the gates open regardless)."""
 
 import concurrent.futures
-import shutil
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
 import harness
-from test_python_backend import MODELS, http_input, python_flags, wait_for
+from test_python_backend import http_input, served_python_models, wait_for
 
 SERVED = ["py_bls_concurrent", "py_slow", "py_add_sub"]
 
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("bls-conc-repo")
-    for name in SERVED:
-        shutil.copytree(MODELS / name, repo / name)
-    server = harness.OspreyServer(
-        repo, ["--model-control-mode=explicit"] +
-        [f"--load-model={m}" for m in SERVED] + python_flags(),
-        workdir=tmp_path_factory.mktemp("bls-conc-srv")).start()
-    yield server
-    server.stop()
-    problems = server.clean_exit_problems()
-    assert not problems, "; ".join(problems) + "\n" + server.log_tail()
+    yield from served_python_models(tmp_path_factory, "bls-conc", SERVED)
 
 
 def call(srv, mode, gates):

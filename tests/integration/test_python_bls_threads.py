@@ -7,7 +7,6 @@ a stub that dies while a BLS call is in the core fails its request with
 Triton's message and a fresh stub serves on.
 """
 
-import shutil
 import threading
 
 import numpy as np
@@ -15,24 +14,14 @@ import pytest
 
 import harness
 from test_decoupled import Stream, final_flag, grpc_input
-from test_python_backend import MODELS, python_flags
+from test_python_backend import served_python_models
 
 SERVED = ["py_bls_threads", "py_add_sub", "py_square", "py_slow"]
 
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("bls-threads-repo")
-    for name in SERVED:
-        shutil.copytree(MODELS / name, repo / name)
-    server = harness.OspreyServer(
-        repo, ["--model-control-mode=explicit"] +
-        [f"--load-model={m}" for m in SERVED] + python_flags(),
-        workdir=tmp_path_factory.mktemp("bls-threads-srv")).start()
-    yield server
-    server.stop()
-    problems = server.clean_exit_problems()
-    assert not problems, "; ".join(problems) + "\n" + server.log_tail()
+    yield from served_python_models(tmp_path_factory, "bls-threads", SERVED)
 
 
 def inputs(mode, count, x, gate=""):
