@@ -12,7 +12,6 @@ import threading
 import numpy as np
 import pytest
 
-import harness
 from test_decoupled import Stream, final_flag, grpc_input
 from test_python_backend import served_python_models
 
