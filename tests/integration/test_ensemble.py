@@ -646,3 +646,42 @@ def test_max_inflight_requests_bounds_each_steps_requests(start_server, tmp_path
     run("ens_free", 2, 4, max_pending=7)
     # The slots all came back: the limited ensemble runs again.
     run("ens_limited", 1, 3, max_pending=1)
+
+
+def test_values_cross_between_batching_and_non_batching_models(start_server, tmp_path):
+    """As Triton's ensemble reshapes them (its ReshapeTensorDims, which
+    L0_simple_ensemble's queue-size tests rely on): a non-batching
+    ensemble's [1] reaches a batching step with dims [1] as [1, 1], and
+    that step's [1, 1] output comes back as the ensemble's [1]; a batching
+    step's batch of one reaches a non-batching [4] step without its batch
+    dim."""
+    repo = tmp_path / "repo"
+    harness.write_model(repo, "id_b1", harness.model_config(
+        "id_b1", "identity", [("INPUT0", "TYPE_INT32", [1])],
+        [("OUTPUT0", "TYPE_INT32", [1])], max_batch_size=4))
+    harness.write_model(repo, "ens_nb", ensemble_config(
+        "ens_nb", ["IN"], ["OUT"], [step("id_b1", {"INPUT0": "IN"}, {"OUTPUT0": "OUT"})],
+        max_batch_size=0, dims="[ 1 ]"))
+    harness.write_model(repo, "id_b4", harness.model_config(
+        "id_b4", "identity", [("INPUT0", "TYPE_INT32", [4])],
+        [("OUTPUT0", "TYPE_INT32", [4])], max_batch_size=4))
+    harness.write_model(repo, "id_nb4", harness.model_config(
+        "id_nb4", "identity", [("INPUT0", "TYPE_INT32", [4])],
+        [("OUTPUT0", "TYPE_INT32", [4])], max_batch_size=0))
+    harness.write_model(repo, "ens_b", ensemble_config(
+        "ens_b", ["IN"], ["OUT"], [
+            step("id_b4", {"INPUT0": "IN"}, {"OUTPUT0": "mid"}),
+            step("id_nb4", {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})],
+        max_batch_size=4, dims="[ 4 ]"))
+    srv = start_server(repo)
+    c = httpclient.InferenceServerClient(srv.hostport)
+    i = httpclient.InferInput("IN", [1], "INT32")
+    i.set_data_from_numpy(np.array([7], np.int32))
+    r = c.infer("ens_nb", [i])
+    assert r.as_numpy("OUT").shape == (1,)
+    assert r.as_numpy("OUT").tolist() == [7]
+    x = np.arange(4, dtype=np.int32).reshape(1, 4)
+    i = httpclient.InferInput("IN", [1, 4], "INT32")
+    i.set_data_from_numpy(x)
+    r = c.infer("ens_b", [i])
+    np.testing.assert_array_equal(r.as_numpy("OUT"), x)

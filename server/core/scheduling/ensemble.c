@@ -26,6 +26,10 @@ struct ensemble {
     osp_server *server;
     ensemble_plan *plan;
     bool *step_decoupled;      /* per step: its model sends 0..n responses */
+    bool *step_batching;       /* per step: its model has max_batch_size > 0 */
+    /* per step, per input_map entry: the step model's config dims of that
+     * input (for shape_for_reader) */
+    osp_shape **step_input_dims;
     ensemble_limiter *limiter; /* max_inflight_requests, or NULL: none */
     pthread_mutex_t lock;      /* running, stopping, and the wait for idle */
     pthread_cond_t idle;
@@ -43,9 +47,48 @@ typedef struct tensor_value {
     bool present; /* has data (an optional input left out has none) */
     osp_datatype dtype;
     osp_shape shape;
+    bool batched; /* made by a batching model (or a batching ensemble's
+                     request): its dim 0 is the batch */
     osp_buffer *data; /* exactly the tensor's bytes; owned */
     size_t readers_left;
 } tensor_value;
+
+/* Whether shape matches config dims, -1 matching any size. */
+static bool dims_match(const osp_shape *dims, const osp_shape *shape) {
+    if (dims->rank != shape->rank)
+        return false;
+    for (int d = 0; d < dims->rank; d++)
+        if (dims->dims[d] != -1 && dims->dims[d] != shape->dims[d])
+            return false;
+    return true;
+}
+
+/* The shape a reader (a step's input, or the ensemble's output) with
+ * config `dims` and batching `reader_batches` gets a value in, as
+ * Triton's ensemble reshapes between batching and non-batching models:
+ * to a batching reader a value of a non-batching model whose shape is the
+ * reader's dims comes with a batch dim of 1 in front; to a non-batching
+ * reader a batch of 1 whose shape is not the reader's dims comes without
+ * it. Otherwise the shape is the value's. */
+static osp_shape shape_for_reader(const osp_shape *dims, bool reader_batches,
+                                  const tensor_value *v) {
+    osp_shape shape = v->shape;
+    if (reader_batches == v->batched)
+        return shape;
+    if (reader_batches && dims_match(dims, &shape) &&
+        shape.rank < OSP_MAX_DIMS) {
+        memmove(&shape.dims[1], &shape.dims[0],
+                (size_t)shape.rank * sizeof shape.dims[0]);
+        shape.dims[0] = 1;
+        shape.rank++;
+    } else if (!reader_batches && !dims_match(dims, &shape) &&
+               shape.rank > 0 && shape.dims[0] == 1) {
+        memmove(&shape.dims[0], &shape.dims[1],
+                (size_t)(shape.rank - 1) * sizeof shape.dims[0]);
+        shape.rank--;
+    }
+    return shape;
+}
 
 typedef struct ensemble_run ensemble_run;
 
@@ -209,7 +252,7 @@ static osp_error *respond_if_complete(ensemble_run *run, size_t iteration) {
  * and, for an output, the ensemble's response. */
 static osp_error *set_tensor(ensemble_run *run, size_t t, size_t iteration,
                              osp_datatype dtype, const osp_shape *shape,
-                             osp_buffer *data) {
+                             bool batched, osp_buffer *data) {
     const ensemble_plan *plan = run->ens->plan;
     tensor_value *v = find_value(run, t, iteration);
     if (v) { /* (a step's output map names it once) */
@@ -225,6 +268,7 @@ static osp_error *set_tensor(ensemble_run *run, size_t t, size_t iteration,
     v->present = data != NULL;
     v->dtype = dtype;
     v->shape = *shape;
+    v->batched = batched;
     v->data = data;
     /* The ensemble's own outputs keep their buffer for the response. */
     v->readers_left = plan->readers[t] + (plan->is_output[t] ? 1 : 0);
@@ -311,7 +355,8 @@ static osp_error *build_response(ensemble_run *run, size_t iteration,
             err = osp_error_out_of_memory();
         } else {
             out_k->dtype = v->dtype;
-            out_k->shape = v->shape;
+            out_k->shape = shape_for_reader(&cfg->outputs[o].dims,
+                                            cfg->max_batch_size > 0, v);
             if (!(err = take_for_reader(run, t, v, &out_k->data)))
                 out_k->byte_size = out_k->data->size;
         }
@@ -479,7 +524,8 @@ static void step_respond(osp_infer_response *resp, bool final, void *user) {
             }
             err = set_tensor(run, ps->out_tensors[k], iteration,
                              o ? o->dtype : OSP_TYPE_INVALID,
-                             o ? &o->shape : &scalar, data);
+                             o ? &o->shape : &scalar,
+                             run->ens->step_batching[e->step], data);
         }
     }
     record_error_locked(run, err);
@@ -515,7 +561,9 @@ static osp_error *step_request(step_exec *e, osp_infer_request **out) {
         size_t t = ps->in_tensors[k];
         tensor_value *v = find_value(run, t, e->iteration);
         osp_datatype dtype = v->dtype;
-        osp_shape shape = v->shape;
+        osp_shape shape =
+            shape_for_reader(&run->ens->step_input_dims[e->step][k],
+                             run->ens->step_batching[e->step], v);
         osp_buffer *data = NULL;
         err = take_for_reader(run, t, v, &data);
         if (!err && data &&
@@ -645,13 +693,15 @@ static osp_error *take_request_inputs(ensemble_run *run) {
         size_t t = run->ens->plan->input_tensors[i];
         int j = p->input_map[i];
         if (j < 0) {
-            err = set_tensor(run, t, 0, cfg->inputs[i].dtype, &scalar, NULL);
+            err = set_tensor(run, t, 0, cfg->inputs[i].dtype, &scalar,
+                             cfg->max_batch_size > 0, NULL);
             continue;
         }
         osp_infer_input *in = &p->req->inputs[j];
         osp_buffer *data = in->data;
         in->data = NULL;
-        err = set_tensor(run, t, 0, in->dtype, &in->shape, data);
+        err = set_tensor(run, t, 0, in->dtype, &in->shape,
+                         cfg->max_batch_size > 0, data);
     }
     return err;
 }
@@ -706,6 +756,43 @@ void ensemble_start(ensemble *ens, pending_request *p) {
 
 /* ---- lifetime ------------------------------------------------------------ */
 
+static void step_facts_free(ensemble *ens) {
+    if (ens->step_input_dims)
+        for (size_t s = 0; s < ens->plan->n_steps; s++)
+            free(ens->step_input_dims[s]);
+    free(ens->step_input_dims);
+    free(ens->step_batching);
+    free(ens->step_decoupled);
+}
+
+/* What the run needs of each step's model config (step_cfgs, borrowed for
+ * the call): whether it is decoupled, whether it batches, and the dims of
+ * the inputs its input_map feeds. */
+static osp_error *step_facts_new(ensemble *ens,
+                                 const osp_model_config *const *step_cfgs) {
+    size_t n = ens->plan->n_steps;
+    ens->step_decoupled = calloc(n + 1, sizeof *ens->step_decoupled);
+    ens->step_batching = calloc(n + 1, sizeof *ens->step_batching);
+    ens->step_input_dims = calloc(n + 1, sizeof *ens->step_input_dims);
+    if (!ens->step_decoupled || !ens->step_batching || !ens->step_input_dims)
+        return osp_error_out_of_memory();
+    for (size_t s = 0; s < n; s++) {
+        const osp_ensemble_step *st = ens->plan->steps[s].config;
+        ens->step_decoupled[s] = step_cfgs[s]->decoupled;
+        ens->step_batching[s] = step_cfgs[s]->max_batch_size > 0;
+        if (!(ens->step_input_dims[s] =
+                  calloc(st->n_input_map + 1, sizeof(osp_shape))))
+            return osp_error_out_of_memory();
+        for (size_t k = 0; k < st->n_input_map; k++) {
+            int i = osp_model_config_input_index(step_cfgs[s],
+                                                 st->input_map[k].key);
+            if (i >= 0) /* (ensemble_check_steps made sure) */
+                ens->step_input_dims[s][k] = step_cfgs[s]->inputs[i].dims;
+        }
+    }
+    return NULL;
+}
+
 osp_error *ensemble_attach(osp_model *model, osp_server *server,
                            const osp_model_config *const *step_cfgs) {
     osp_error *err = ensemble_check_steps(model->config, step_cfgs);
@@ -721,17 +808,12 @@ osp_error *ensemble_attach(osp_model *model, osp_server *server,
     ens->model = model;
     ens->server = server;
     bool decoupled = false;
-    if (!(ens->step_decoupled =
-              calloc(ens->plan->n_steps + 1, sizeof *ens->step_decoupled))) {
-        err = osp_error_out_of_memory();
-    } else {
-        for (size_t s = 0; s < ens->plan->n_steps; s++)
-            ens->step_decoupled[s] = step_cfgs[s]->decoupled;
+    err = step_facts_new(ens, step_cfgs);
+    if (!err)
         err = ensemble_plan_decoupled(ens->plan, model->config, step_cfgs,
                                       &decoupled);
-    }
     if (err) {
-        free(ens->step_decoupled);
+        step_facts_free(ens);
         ensemble_plan_free(ens->plan);
         free(ens);
         return err;
@@ -741,7 +823,7 @@ osp_error *ensemble_attach(osp_model *model, osp_server *server,
     uint32_t limit = model->config->ensemble_scheduling.max_inflight_requests;
     if (limit > 0) {
         if (!(ens->limiter = ensemble_limiter_new(ens->plan->n_steps, limit))) {
-            free(ens->step_decoupled);
+            step_facts_free(ens);
             ensemble_plan_free(ens->plan);
             free(ens);
             return osp_error_out_of_memory();
@@ -767,8 +849,8 @@ void ensemble_drain(ensemble *ens) {
 void ensemble_free(ensemble *ens) {
     if (!ens)
         return;
+    step_facts_free(ens); /* reads the plan's step count */
     ensemble_plan_free(ens->plan);
-    free(ens->step_decoupled);
     ensemble_limiter_free(ens->limiter);
     pthread_mutex_destroy(&ens->lock);
     pthread_cond_destroy(&ens->idle);
