@@ -550,7 +550,11 @@ import triton_python_backend_utils as pb_utils
 GATE = os.path.join(os.path.dirname(__file__), "open")
 class TritonPythonModel:
     def execute(self, requests):
+        # Holds its requests until the test opens the gate (at most 5 min).
+        deadline = time.monotonic() + 300
         while not os.path.exists(GATE):
+            if time.monotonic() > deadline:
+                raise pb_utils.TritonModelException("the gate never opened")
             time.sleep(0.01)
         return [pb_utils.InferenceResponse([pb_utils.Tensor(
             "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
