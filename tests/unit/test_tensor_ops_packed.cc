@@ -61,6 +61,25 @@ const Epilogue kEpilogues[] = {
     {true, true, OSP_UNARY_SIGMOID, 0, 0},
 };
 
+// An epilogue's random bias (bias_n values) and residual (rows x ldr) and
+// the cpu_packed_epilogue that reads them (each only when ep asks for it).
+struct EpilogueInputs {
+    std::vector<float> bias, res;
+    cpu_packed_epilogue e;
+    EpilogueInputs(const Epilogue &ep, int64_t bias_n, int64_t rows,
+                   int64_t ldr, uint64_t seed)
+        : bias(Random((size_t)bias_n, seed + 2)),
+          res(Random((size_t)(rows * ldr), seed + 3)), e{ep.bias ? bias.data()
+                                                                 : nullptr,
+                                                         ep.residual
+                                                             ? res.data()
+                                                             : nullptr,
+                                                         ldr,
+                                                         ep.act,
+                                                         ep.alpha,
+                                                         ep.beta} {}
+};
+
 // Checks C element (i, j), `got`: against the dot product `dot` with the
 // epilogue applied (bias_value and res_value are the element's bias and
 // residual), counting a miss in bad (the first five are reported).
@@ -91,17 +110,11 @@ void CheckPackedGemm(int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
     int64_t lda = k + 3, ldb = n + 5, ldc = n + 7, ldr = n + 2;
     auto a = Random((size_t)(m * lda), seed);
     auto b = Random((size_t)(k * ldb + 1), seed + 1);
-    auto bias = Random((size_t)m, seed + 2);
-    auto res = Random((size_t)(m * ldr), seed + 3);
+    EpilogueInputs in(ep, m, m, ldr, seed);
+    const cpu_packed_epilogue &e = in.e;
     std::vector<float> packed(cpu_packed_floats(m, k), NAN);
     cpu_pack_a(a.data(), lda, m, k, packed.data());
     std::vector<float> c((size_t)(m * ldc), NAN);
-    cpu_packed_epilogue e = {ep.bias ? bias.data() : nullptr,
-                             ep.residual ? res.data() : nullptr,
-                             ldr,
-                             ep.act,
-                             ep.alpha,
-                             ep.beta};
     cpu_packed_gemm(packed.data(), k, r0, r1, b.data(), ldb, n, c.data(), ldc,
                     &e);
     int bad = 0;
@@ -117,8 +130,8 @@ void CheckPackedGemm(int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
             for (int64_t p = 0; p < k; p++)
                 dot +=
                     (double)a[(size_t)(i * lda + p)] * b[(size_t)(p * ldb + j)];
-            ExpectElement(ep, dot, bias[(size_t)i], res[(size_t)(i * ldr + j)],
-                          got, i, j, bad);
+            ExpectElement(ep, dot, in.bias[(size_t)i],
+                          in.res[(size_t)(i * ldr + j)], got, i, j, bad);
         }
     EXPECT_EQ(bad, 0);
 }
@@ -185,17 +198,11 @@ void CheckPackedGemmAt(int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
     std::mt19937_64 gen(seed + 4);
     for (auto &r : rows) // any start that leaves n floats after it
         r = (int32_t)(gen() % (uint64_t)(3 * k + 40));
-    auto bias = Random((size_t)m, seed + 2);
-    auto res = Random((size_t)(m * ldr), seed + 3);
+    EpilogueInputs in(ep, m, m, ldr, seed);
+    const cpu_packed_epilogue &e = in.e;
     std::vector<float> packed(cpu_packed_floats(m, k), NAN);
     cpu_pack_a(a.data(), k, m, k, packed.data());
     std::vector<float> c((size_t)(m * ldc), NAN);
-    cpu_packed_epilogue e = {ep.bias ? bias.data() : nullptr,
-                             ep.residual ? res.data() : nullptr,
-                             ldr,
-                             ep.act,
-                             ep.alpha,
-                             ep.beta};
     cpu_packed_gemm_at(a_packed ? packed.data() : a.data(), a_packed, k, r0, r1,
                        b.data(), rows.data(), n, c.data(), ldc, &e);
     int bad = 0;
@@ -211,8 +218,8 @@ void CheckPackedGemmAt(int64_t m, int64_t k, int64_t n, int64_t r0, int64_t r1,
             for (int64_t p = 0; p < k; p++)
                 dot += (double)a[(size_t)(i * k + p)] *
                        b[(size_t)(rows[(size_t)p] + j)];
-            ExpectElement(ep, dot, bias[(size_t)i], res[(size_t)(i * ldr + j)],
-                          got, i, j, bad);
+            ExpectElement(ep, dot, in.bias[(size_t)i],
+                          in.res[(size_t)(i * ldr + j)], got, i, j, bad);
         }
     EXPECT_EQ(bad, 0);
 }
@@ -251,17 +258,11 @@ void CheckPackedGemmB(int64_t m, int64_t k, int64_t n, bool trans_b, int64_t s0,
     int64_t ldb = (trans_b ? k : n) + 5;
     auto a = Random((size_t)(m * lda), seed);
     auto b = Random((size_t)((trans_b ? n : k) * ldb), seed + 1);
-    auto bias = Random((size_t)n, seed + 2);
-    auto res = Random((size_t)(m * ldr), seed + 3);
+    EpilogueInputs in(ep, n, m, ldr, seed);
+    const cpu_packed_epilogue &e = in.e;
     std::vector<float> packed(cpu_packed_b_floats(k, n), NAN);
     cpu_pack_b(b.data(), ldb, trans_b, k, n, packed.data());
     std::vector<float> c((size_t)(m * ldc), NAN);
-    cpu_packed_epilogue e = {ep.bias ? bias.data() : nullptr,
-                             ep.residual ? res.data() : nullptr,
-                             ldr,
-                             ep.act,
-                             ep.alpha,
-                             ep.beta};
     cpu_packed_gemm_b(a.data(), lda, m, k, packed.data(), s0, s1, n, c.data(),
                       ldc, &e);
     int64_t c0 = s0 * CPU_PACK_STRIP, c1 = std::min(n, s1 * CPU_PACK_STRIP);
@@ -279,8 +280,8 @@ void CheckPackedGemmB(int64_t m, int64_t k, int64_t n, bool trans_b, int64_t s0,
                 dot += (double)a[(size_t)(i * lda + p)] *
                        (trans_b ? b[(size_t)(j * ldb + p)]
                                 : b[(size_t)(p * ldb + j)]);
-            ExpectElement(ep, dot, bias[(size_t)j], res[(size_t)(i * ldr + j)],
-                          got, i, j, bad);
+            ExpectElement(ep, dot, in.bias[(size_t)j],
+                          in.res[(size_t)(i * ldr + j)], got, i, j, bad);
         }
     EXPECT_EQ(bad, 0);
 }
