@@ -32,21 +32,8 @@ def accumulator_config(name, strategy="oldest {\n    max_candidate_sequences: 64
         controls += (
             ',\n    { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID\n'
             f"        data_type: {corrid} }} ] }}")
-    seq = (
-        "sequence_batching {\n"
-        f"  max_sequence_idle_microseconds: {idle_us}\n"
-        f"  {strategy}\n"
-        f"  control_input [\n{controls}\n  ]\n"
-        "  state [ {\n"
-        '    input_name: "INPUT_STATE"\n'
-        '    output_name: "OUTPUT_STATE"\n'
-        f"    data_type: {dtype}\n"
-        "    dims: [ 1 ]\n"
-        f"    initial_state {{ data_type: {dtype} dims: [ 1 ]\n"
-        f'      {initial} name: "initial" }}\n'
-        "  } ]\n"
-        "}\n"
-        f"instance_group [ {{ count: {instances} kind: KIND_CPU }} ]\n")
+    seq = (sequence_block(strategy, controls, dtype, initial=initial, idle_us=idle_us)
+           + f"instance_group [ {{ count: {instances} kind: KIND_CPU }} ]\n")
     return harness.model_config(name, "accumulator", [("INPUT", dtype, [1])],
                                 outputs, max_batch_size, seq + extra)
 
