@@ -269,6 +269,17 @@ void osp_cancel_token_unref(osp_cancel_token *token);
 void osp_cancel_token_cancel(osp_cancel_token *token);
 bool osp_cancel_token_is_cancelled(const osp_cancel_token *token);
 
+/* osp_server_infer_async for a client that may go away first (gRPC
+ * ModelInfer): `cancel` (borrowed, may be NULL) is held by the request
+ * until it is answered; once it is cancelled the model sees it (a python
+ * model's is_cancelled()) and a request still queued is answered
+ * CANCELLED without running. */
+osp_error *osp_server_infer_async_cancellable(osp_server *server,
+                                              osp_infer_request *req,
+                                              osp_cancel_token *cancel,
+                                              osp_infer_complete_fn complete,
+                                              void *user);
+
 /* Called for each response of a request, on a server thread, in the order
  * they were sent: 0..n times with final false (response non-NULL, ownership
  * moves), then exactly once with final true, where response is the last

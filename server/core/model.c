@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cancel_token.h"
 #include "cond_deadline.h"
 #include "ensemble.h"
 #include "model_internal.h"
@@ -183,21 +184,30 @@ static void fail_cancelled(batcher_entry *cancelled) {
 }
 
 /* batcher_take (or slot_batcher_take) on inst's queue into inst->entries.
- * A sequence model's instance first takes out the requests whose client
- * has cancelled them into *cancelled (Triton's sequence batcher and its
- * `oldest` dynamic batcher skip them; the sequence batcher then decides
- * what becomes of their sequence). Lock held. */
+ * The instance first takes out the requests whose client has cancelled
+ * them into *cancelled, as Triton's schedulers skip them (the sequence
+ * batcher then decides what becomes of their sequence). The model's shared
+ * queue is searched only when some token was cancelled since its last
+ * search. Lock held. */
 static size_t instance_take(model_instance *inst, bool flush,
                             batcher_entry **expired, batcher_entry **cancelled,
                             uint64_t *wait_ns) {
+    osp_model *model = inst->model;
     batcher *q = instance_queue(inst);
     *expired = NULL;
     *cancelled = NULL;
-    if (inst->model->sequences && q)
+    if (model->sequences && q) {
         batcher_remove_if(q, entry_cancelled, NULL, cancelled);
-    else if (inst->model->sequences)
+    } else if (model->sequences) {
         slot_batcher_remove_if(&inst->seq_rows, entry_cancelled, NULL,
                                cancelled);
+    } else {
+        uint64_t epoch = cancel_token_epoch();
+        if (epoch != model->cancel_epoch_seen) {
+            model->cancel_epoch_seen = epoch;
+            batcher_remove_if(q, entry_cancelled, NULL, cancelled);
+        }
+    }
     if (!q)
         return slot_batcher_take(&inst->seq_rows, osp_now_ns(), flush,
                                  inst->entries, wait_ns);

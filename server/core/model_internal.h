@@ -73,6 +73,9 @@ struct osp_model {
     pthread_mutex_t lock;
     pthread_cond_t work_ready;
     batcher batcher;
+    /* cancel_token_epoch() when the batcher was last searched for
+     * cancelled requests (guarded by lock). */
+    uint64_t cancel_epoch_seen;
     bool stopping; /* no new work; workers exit once drained */
     /* The backend's execute is quick (osp_backend.execute_is_quick) and
      * every instance is on the CPU: a request that finds an instance idle

@@ -1577,6 +1577,14 @@ osp_error *osp_server_infer_async(osp_server *server, osp_infer_request *req,
     return submit(server, req, complete, NULL, NULL, user, NULL);
 }
 
+osp_error *osp_server_infer_async_cancellable(osp_server *server,
+                                              osp_infer_request *req,
+                                              osp_cancel_token *cancel,
+                                              osp_infer_complete_fn complete,
+                                              void *user) {
+    return submit(server, req, complete, NULL, cancel, user, NULL);
+}
+
 osp_error *osp_server_infer_stream_async(osp_server *server,
                                          osp_infer_request *req,
                                          osp_cancel_token *cancel,

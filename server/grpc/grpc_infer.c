@@ -28,6 +28,7 @@ typedef struct infer_ctx {
     kgrpc_call *call;
     kgrpc_decoded decoded;
     osp_trace *trace;
+    osp_cancel_token *cancel; /* the call's, shared with the request */
     struct infer_ctx *next_idle; /* in the pool */
 } infer_ctx;
 
@@ -56,6 +57,8 @@ static void ctx_put(void *p) {
     kgrpc_decoded_destroy(&ctx->decoded);
     osp_trace_end(ctx->trace);
     ctx->trace = NULL;
+    osp_cancel_token_unref(ctx->cancel);
+    ctx->cancel = NULL;
     kgrpc_server *s = ctx->server;
     pthread_mutex_lock(&s->mu);
     if (s->infer_pool_len < (size_t)(s->opts.infer_allocation_pool_size > 0
@@ -133,6 +136,15 @@ static osp_error *refuse_decoupled(osp_server *core, const kgrpc_decoded *d) {
                          "decoupled transaction policy");
 }
 
+/* The client cancelled the call or went away (the queue thread): the
+ * model sees it, and a request still queued is answered CANCELLED
+ * without running, as Triton cancels a ModelInfer call. */
+static void infer_cancelled(kgrpc_call *call) {
+    infer_ctx *ctx = call->handler;
+    OSP_LOG_VERBOSE("gRPC ModelInfer: the call is cancelled");
+    osp_cancel_token_cancel(ctx->cancel);
+}
+
 /* ---- the reply ---- */
 
 static void reply_sent(kgrpc_call *call, bool ok) {
@@ -178,16 +190,25 @@ void kgrpc_model_infer(kgrpc_call *call) {
     kgrpc_server *s = call->server;
     osp_error *err = NULL;
     infer_ctx *ctx = ctx_get(s);
-    if (!ctx) {
+    osp_cancel_token *cancel = ctx ? osp_cancel_token_new() : NULL;
+    if (!cancel) {
+        if (ctx)
+            ctx_put(ctx);
         err = osp_error_out_of_memory();
         kgrpc_call_reply_error(call, err);
         osp_error_free(err);
         return;
     }
     ctx->call = call;
+    ctx->cancel = cancel;
+    pthread_mutex_lock(&s->mu);
     call->handler = ctx;
     call->handler_free = ctx_put;
     call->on_finished = reply_sent;
+    call->on_cancelled = infer_cancelled;
+    pthread_mutex_unlock(&s->mu);
+    if (atomic_load(&call->cancelled)) /* before the hook was set */
+        osp_cancel_token_cancel(cancel);
 
     kgrpc_received received;
     kgrpc_decode_env env = {
@@ -231,7 +252,8 @@ void kgrpc_model_infer(kgrpc_call *call) {
     req->receive_start_ns = call->matched_ns;
     char *id = req->id[0] ? strdup(req->id) : NULL; /* for the log line */
     kgrpc_call_ref(call); /* for infer_complete */
-    err = osp_server_infer_async(s->opts.core, req, infer_complete, ctx);
+    err = osp_server_infer_async_cancellable(s->opts.core, req, ctx->cancel,
+                                             infer_complete, ctx);
     if (err) {
         kserve_log_infer_failed(id, err);
         kgrpc_call_unref(call);

@@ -40,6 +40,10 @@ typedef struct kgrpc_method {
     /* Starts handling a call whose restriction passed. Must eventually
      * finish the call (kgrpc_call_finish or a reply helper). */
     void (*start)(kgrpc_call *call);
+    /* Asks for RECV_CLOSE_ON_SERVER as the call starts, so that the
+     * handler hears at once when the client cancels (on_cancelled):
+     * streams, and ModelInfer, whose request may wait in a queue. */
+    bool watches_close;
 } kgrpc_method;
 
 struct kgrpc_call {
@@ -51,9 +55,9 @@ struct kgrpc_call {
     atomic_int refs;
     atomic_bool cancelled; /* the client went away (RECV_CLOSE_ON_SERVER) */
     int close_cancelled;   /* written by gRPC */
-    /* Streams ask for RECV_CLOSE_ON_SERVER as they start (close_tag);
-     * unary calls in their final batch, which saves a completion-queue
-     * event (and the thread wake-up it costs) per call. */
+    /* Methods that watch the close ask for RECV_CLOSE_ON_SERVER as they
+     * start (close_tag); other unary calls in their final batch, which
+     * saves a completion-queue event per call. */
     bool close_started;
     kgrpc_tag close_tag;
     kgrpc_tag finish_tag;
@@ -70,7 +74,7 @@ struct kgrpc_call {
     void (*on_finished)(kgrpc_call *call, bool ok);
     /* (optional) streams: the server stops accepting calls */
     void (*on_quiesce)(kgrpc_call *call);
-    /* (optional) streams: the client cancelled the call or went away
+    /* (optional) watching methods: the client cancelled the call or went away
      * (RECV_CLOSE_ON_SERVER). Set and read under server->mu; a handler
      * that sets it late checks `cancelled` itself. */
     void (*on_cancelled)(kgrpc_call *call);

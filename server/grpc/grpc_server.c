@@ -39,47 +39,47 @@
  * of each handler). */
 static const kgrpc_method methods[] = {
     {INFERENCE_SERVICE "ServerLive", KSERVE_API_HEALTH, false,
-     kgrpc_server_live},
+     kgrpc_server_live, false},
     {INFERENCE_SERVICE "ServerReady", KSERVE_API_HEALTH, false,
-     kgrpc_server_ready},
+     kgrpc_server_ready, false},
     {INFERENCE_SERVICE "ModelReady", KSERVE_API_HEALTH, false,
-     kgrpc_model_ready},
+     kgrpc_model_ready, false},
     {INFERENCE_SERVICE "ServerMetadata", KSERVE_API_METADATA, false,
-     kgrpc_server_metadata},
+     kgrpc_server_metadata, false},
     {INFERENCE_SERVICE "ModelMetadata", KSERVE_API_METADATA, false,
-     kgrpc_model_metadata},
+     kgrpc_model_metadata, false},
     {INFERENCE_SERVICE "ModelInfer", KSERVE_API_INFERENCE, false,
-     kgrpc_model_infer},
+     kgrpc_model_infer, true},
     {INFERENCE_SERVICE "ModelStreamInfer", KSERVE_API_INFERENCE, true,
-     kgrpc_model_stream_infer},
+     kgrpc_model_stream_infer, true},
     {INFERENCE_SERVICE "ModelConfig", KSERVE_API_MODEL_CONFIG, false,
-     kgrpc_model_config},
+     kgrpc_model_config, false},
     {INFERENCE_SERVICE "ModelStatistics", KSERVE_API_STATISTICS, false,
-     kgrpc_model_statistics},
+     kgrpc_model_statistics, false},
     {INFERENCE_SERVICE "RepositoryIndex", KSERVE_API_MODEL_REPOSITORY, false,
-     kgrpc_repository_index},
+     kgrpc_repository_index, false},
     {INFERENCE_SERVICE "RepositoryModelLoad", KSERVE_API_MODEL_REPOSITORY,
-     false, kgrpc_repository_load},
+     false, kgrpc_repository_load, false},
     {INFERENCE_SERVICE "RepositoryModelUnload", KSERVE_API_MODEL_REPOSITORY,
-     false, kgrpc_repository_unload},
+     false, kgrpc_repository_unload, false},
     {INFERENCE_SERVICE "SystemSharedMemoryStatus", KSERVE_API_SHARED_MEMORY,
-     false, kgrpc_system_shm_status},
+     false, kgrpc_system_shm_status, false},
     {INFERENCE_SERVICE "SystemSharedMemoryRegister", KSERVE_API_SHARED_MEMORY,
-     false, kgrpc_system_shm_register},
+     false, kgrpc_system_shm_register, false},
     {INFERENCE_SERVICE "SystemSharedMemoryUnregister", KSERVE_API_SHARED_MEMORY,
-     false, kgrpc_system_shm_unregister},
+     false, kgrpc_system_shm_unregister, false},
     {INFERENCE_SERVICE "CudaSharedMemoryStatus", KSERVE_API_SHARED_MEMORY,
-     false, kgrpc_cuda_shm_status},
+     false, kgrpc_cuda_shm_status, false},
     {INFERENCE_SERVICE "CudaSharedMemoryRegister", KSERVE_API_SHARED_MEMORY,
-     false, kgrpc_cuda_shm_register},
+     false, kgrpc_cuda_shm_register, false},
     {INFERENCE_SERVICE "CudaSharedMemoryUnregister", KSERVE_API_SHARED_MEMORY,
-     false, kgrpc_cuda_shm_unregister},
+     false, kgrpc_cuda_shm_unregister, false},
     {INFERENCE_SERVICE "TraceSetting", KSERVE_API_TRACE, false,
-     kgrpc_trace_setting},
+     kgrpc_trace_setting, false},
     {INFERENCE_SERVICE "LogSettings", KSERVE_API_LOGGING, false,
-     kgrpc_log_settings},
+     kgrpc_log_settings, false},
     {"/grpc.health.v1.Health/Check", KSERVE_API_HEALTH, false,
-     kgrpc_health_check},
+     kgrpc_health_check, false},
 };
 
 #define N_METHODS (sizeof methods / sizeof methods[0])
@@ -515,9 +515,10 @@ static void slot_done(kgrpc_tag *tag, bool ok) {
     else
         slot->armed = false;
 
-    /* A stream learns at once whether the client cancels or goes away; a
-     * unary call asks in its final batch (kgrpc_call_finish). */
-    if (call->method && call->method->streaming) {
+    /* A watching method learns at once whether the client cancels or
+     * goes away; another unary call asks in its final batch
+     * (kgrpc_call_finish). */
+    if (call->method && call->method->watches_close) {
         grpc_op close_op;
         memset(&close_op, 0, sizeof close_op);
         close_op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;

@@ -3,6 +3,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "cancel_token.h"
 #include "osprey/server.h"
 
 struct osp_cancel_token {
@@ -28,9 +29,16 @@ void osp_cancel_token_unref(osp_cancel_token *token) {
         free(token);
 }
 
+/* Tokens cancelled so far, server-wide (cancel_token.h). */
+static atomic_uint_fast64_t g_cancel_epoch;
+
 void osp_cancel_token_cancel(osp_cancel_token *token) {
-    if (token)
-        atomic_store(&token->cancelled, true);
+    if (token && !atomic_exchange(&token->cancelled, true))
+        atomic_fetch_add(&g_cancel_epoch, 1);
+}
+
+uint64_t cancel_token_epoch(void) {
+    return atomic_load(&g_cancel_epoch);
 }
 
 bool osp_cancel_token_is_cancelled(const osp_cancel_token *token) {
