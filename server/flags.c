@@ -433,10 +433,6 @@ static const ignored_flag ignored_flags[] = {
     {"model-namespacing", NULL},
     {"allow-http", "HTTP is always served"},
     {"reuse-http-port", NULL},
-    {"http-header-forward-pattern",
-     "headers are not forwarded as request parameters"},
-    {"grpc-header-forward-pattern",
-     "metadata is not forwarded as request parameters"},
     {"grpc-max-response-pool-size", "responses are not pooled"},
     {"allow-sagemaker", NULL},
     {"sagemaker-port", NULL},
@@ -535,6 +531,13 @@ static const flag_def flag_table[] = {
      .offset = FIELD(http_address),
      .default_value = "0.0.0.0",
      .help = "HTTP bind address"},
+    {.name = "http-header-forward-pattern",
+     .arg = "REGEX",
+     .kind = FLAG_STRING,
+     .offset = FIELD(http_header_forward_pattern),
+     .help = "KServe infer requests' headers whose name matches\n"
+             "(anywhere, case-sensitive, POSIX extended syntax)\n"
+             "become string parameters the model sees"},
     {.name = "http-thread-count",
      .arg = "N",
      .kind = FLAG_INT,
@@ -596,6 +599,13 @@ static const flag_def flag_table[] = {
      .offset = FIELD(grpc_address),
      .default_value = "0.0.0.0",
      .help = "gRPC bind address"},
+    {.name = "grpc-header-forward-pattern",
+     .arg = "REGEX",
+     .kind = FLAG_STRING,
+     .offset = FIELD(grpc_header_forward_pattern),
+     .help = "ModelInfer and ModelStreamInfer metadata whose key\n"
+             "matches (anywhere; keys are lower case) become\n"
+             "string parameters the model sees"},
     {.name = "reuse-grpc-port",
      .arg = "BOOL",
      .kind = FLAG_BOOL,

@@ -78,6 +78,10 @@ typedef struct osprey_flags {
     long long queue_consumer_grace_ms;
     /* --http-restricted-api groups, per KServe API (kserve_restrict.h) */
     kserve_restriction restricted_apis[KSERVE_API_COUNT];
+    /* headers forwarded as request parameters (kserve_header_forward.h);
+     * NULL: none */
+    const char *http_header_forward_pattern;
+    const char *grpc_header_forward_pattern;
     /* the gRPC service (server/grpc/grpc_server.h) */
     bool allow_grpc;
     long long grpc_port;

@@ -56,6 +56,10 @@ typedef struct app {
     s3_repository **s3_repos;
     const osp_repository_source **sources;
     kserve_context kserve;
+    /* --http- and --grpc-header-forward-pattern, compiled (NULL: none);
+     * started and stopped with kserve. */
+    kserve_header_forward *http_forward_headers;
+    kserve_header_forward *grpc_forward_headers;
     tfserving_context tfserving;
     queue_services *queues;
     bool queues_idle; /* the workers finished at quiesce */
@@ -277,7 +281,15 @@ static bool queue_stop(app *a, bool abandoned) {
     return true;
 }
 
-/* ---- KServe state both ports share: the system shared memory regions ---- */
+/* ---- KServe state both ports share: the system shared memory regions,
+ *      the header forwarding patterns ---- */
+
+static void free_forward_headers(app *a) {
+    kserve_header_forward_free(a->http_forward_headers);
+    kserve_header_forward_free(a->grpc_forward_headers);
+    a->http_forward_headers = a->grpc_forward_headers = NULL;
+    a->kserve.forward_headers = NULL;
+}
 
 static osp_error *kserve_start(app *a) {
     const osprey_flags *f = &a->flags;
@@ -286,12 +298,26 @@ static osp_error *kserve_start(app *a) {
                                  .restricted = f->restricted_apis,
                                  .server_id = f->server_id,
                                  .strict_readiness = f->strict_readiness};
-    return kserve_context_init_shm(&a->kserve, f->allow_client_shm);
+    osp_error *err = kserve_header_forward_new("http-header-forward-pattern",
+                                               f->http_header_forward_pattern,
+                                               &a->http_forward_headers);
+    if (!err)
+        err = kserve_header_forward_new("grpc-header-forward-pattern",
+                                        f->grpc_header_forward_pattern,
+                                        &a->grpc_forward_headers);
+    a->kserve.forward_headers = a->http_forward_headers;
+    if (!err)
+        err = kserve_context_init_shm(&a->kserve, f->allow_client_shm);
+    if (err)
+        free_forward_headers(a);
+    return err;
 }
 
 static bool kserve_stop(app *a, bool abandoned) {
-    if (!abandoned)
-        kserve_context_destroy_shm(&a->kserve);
+    if (abandoned)
+        return true;
+    kserve_context_destroy_shm(&a->kserve);
+    free_forward_headers(a);
     return true;
 }
 
@@ -335,6 +361,7 @@ static osp_error *grpc_start(app *a) {
         .max_message_size = (int)f->grpc_max_message_size,
         .infer_thread_count = (int)f->grpc_infer_thread_count,
         .infer_allocation_pool_size = (int)f->grpc_infer_allocation_pool_size,
+        .forward_headers = a->grpc_forward_headers,
     };
     osp_error *err = kgrpc_server_start(&opts, &a->grpc);
     if (err)

@@ -219,6 +219,8 @@ void kgrpc_model_infer(kgrpc_call *call) {
         err =
             kgrpc_decode_infer_request(&received.message, &env, &ctx->decoded);
     kgrpc_received_destroy(&received);
+    if (!err)
+        err = kgrpc_call_forward_metadata(call, ctx->decoded.request);
     /* The request's bytes are in the input buffers now. */
     grpc_byte_buffer_destroy(call->payload);
     call->payload = NULL;

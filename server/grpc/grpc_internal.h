@@ -193,3 +193,8 @@ void kgrpc__initial_metadata_op(const kgrpc_call *call, grpc_op *op,
  * Borrowed for the call's lifetime. */
 const char *kgrpc_call_metadata(const kgrpc_call *call, const char *key,
                                 size_t *len);
+/* Adds the call's metadata that --grpc-header-forward-pattern matches to
+ * req as string parameters, as Triton's ModelInfer and ModelStreamInfer
+ * do. */
+osp_error *kgrpc_call_forward_metadata(const kgrpc_call *call,
+                                       osp_infer_request *req);

@@ -394,6 +394,21 @@ const char *kgrpc_call_metadata(const kgrpc_call *call, const char *key,
     return NULL;
 }
 
+osp_error *kgrpc_call_forward_metadata(const kgrpc_call *call,
+                                       osp_infer_request *req) {
+    const kserve_header_forward *forward = call->server->opts.forward_headers;
+    osp_error *err = NULL;
+    for (size_t i = 0; forward && !err && i < call->metadata.count; i++) {
+        const grpc_metadata *m = &call->metadata.metadata[i];
+        err = kserve_header_forward_apply(
+            forward, req, (const char *)GRPC_SLICE_START_PTR(m->key),
+            GRPC_SLICE_LENGTH(m->key),
+            (const char *)GRPC_SLICE_START_PTR(m->value),
+            GRPC_SLICE_LENGTH(m->value));
+    }
+    return err;
+}
+
 /* ---- accepting calls ---- */
 
 static void slot_done(kgrpc_tag *tag, bool ok);

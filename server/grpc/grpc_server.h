@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "kserve_header_forward.h"
 #include "kserve_restrict.h"
 #include "kserve_shm.h"
 #include "osprey/error.h"
@@ -79,6 +80,8 @@ typedef struct kgrpc_options {
     int infer_thread_count;         /* completion-queue threads; 0 = 1 on hosts
                                        with at most 2 CPUs, else 2 */
     int infer_allocation_pool_size; /* idle inference contexts kept */
+    /* --grpc-header-forward-pattern; may be NULL */
+    const kserve_header_forward *forward_headers;
 } kgrpc_options;
 
 /* Starts listening and serving. Errors name what failed (the address, a

@@ -337,6 +337,8 @@ static void handle_request(stream *st, grpc_byte_buffer *bb,
             err = kgrpc_decode_infer_request(&received.message, &env,
                                              &r->decoded);
         kgrpc_received_destroy(&received);
+        if (!err)
+            err = kgrpc_call_forward_metadata(call, r->decoded.request);
     }
     grpc_byte_buffer_destroy(bb);
     if (!err) {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "http_server.h"
+#include "kserve_header_forward.h"
 #include "kserve_restrict.h"
 #include "osprey/error.h"
 #include "osprey/server.h"
@@ -44,6 +45,8 @@ typedef struct kserve_context {
     kserve_shm_registry *shm;
     bool allow_client_shm;
     bool cuda_shm;
+    /* --http-header-forward-pattern (borrowed likewise; NULL: none) */
+    const kserve_header_forward *forward_headers;
 } kserve_context;
 
 /* Gives ctx a shared memory registry (ctx->shm) and sets
@@ -63,6 +66,10 @@ bool kserve_api_allowed(http_request *req, kserve_api api);
 osp_server *kserve_core(const http_request *req);
 osp_tracer *kserve_tracer(const http_request *req);
 kserve_shm_registry *kserve_shm(const http_request *req);
+/* Adds the request's headers that --http-header-forward-pattern matches to
+ * `request` as string parameters, as Triton's KServe infer does. */
+osp_error *kserve_forward_headers(const http_request *req,
+                                  osp_infer_request *request);
 
 /* Triton's HTTP status of an error code: UNKNOWN 400, INTERNAL 500,
  * NOT_FOUND 404, INVALID_ARG 400, UNAVAILABLE 503, UNSUPPORTED 501,

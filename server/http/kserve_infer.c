@@ -275,6 +275,10 @@ static osp_error *infer_submit(http_request *http, char **id) {
         osp_infer_request_free(request);
         return osp_error_out_of_memory();
     }
+    if ((err = kserve_forward_headers(http, request))) {
+        osp_infer_request_free(request);
+        return err;
+    }
     request->receive_start_ns = http_request_start_ns(http);
     request->trace = http_request_trace(http); /* lent to the core */
     http_request_begin_async(http);

@@ -18,6 +18,29 @@ osp_server *kserve_core(const http_request *req) {
     return ctx->server;
 }
 
+/* The context that header_forward_one passes along. */
+typedef struct forward_ctx {
+    const kserve_header_forward *forward;
+    osp_infer_request *request;
+    osp_error *err;
+} forward_ctx;
+
+static bool header_forward_one(void *p, const char *name, const char *value) {
+    forward_ctx *c = p;
+    c->err = kserve_header_forward_apply(c->forward, c->request, name,
+                                         strlen(name), value, strlen(value));
+    return !c->err;
+}
+
+osp_error *kserve_forward_headers(const http_request *req,
+                                  osp_infer_request *request) {
+    const kserve_context *ctx = http_request_surface_ctx(req);
+    forward_ctx c = {.forward = ctx->forward_headers, .request = request};
+    if (c.forward)
+        http_request_header_foreach(req, header_forward_one, &c);
+    return c.err;
+}
+
 osp_tracer *kserve_tracer(const http_request *req) {
     const kserve_context *ctx = http_request_surface_ctx(req);
     return ctx->tracer;

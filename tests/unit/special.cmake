@@ -269,3 +269,8 @@ osprey_add_unit_test(test_onnx_strings
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_onnx_strings.cc)
 target_link_libraries(test_onnx_strings PRIVATE osprey_onnx)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_onnx_strings)
+
+osprey_add_unit_test(test_kserve_header_forward
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_kserve_header_forward.cc)
+target_link_libraries(test_kserve_header_forward PRIVATE osprey_kserve)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_kserve_header_forward)
