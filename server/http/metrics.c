@@ -21,6 +21,7 @@
 #include "array_grow.h"
 #include "http_server.h"
 #include "json_util.h"
+#include "osprey/custom_metrics.h"
 #include "osprey/device.h"
 #include "osprey/log.h"
 #include "osprey/stats.h"
@@ -688,6 +689,14 @@ osp_error *metrics_render(metrics_exporter *ms, char **text, size_t *len) {
     if (ms->cpu)
         render_cpu(ms, &b);
     pthread_mutex_unlock(&ms->lock);
+    /* the families models define (pb_utils.MetricFamily), after Triton's */
+    char *custom = osp_custom_metrics_text();
+    if (!custom) {
+        bytebuf_free(&b);
+        return osp_error_out_of_memory();
+    }
+    bytebuf_puts(&b, custom);
+    free(custom);
     *text = bytebuf_take(&b, len);
     if (!*text)
         return osp_error_out_of_memory();
