@@ -35,7 +35,7 @@ static osp_error *read_from_gpu(const pyproto_output *t, void *dst) {
                             "outside its CUDA allocation of %zu bytes",
                             t->name, (unsigned long long)t->byte_size,
                             (unsigned long long)t->offset, size);
-    else if (t->byte_size > 0)
+    else
         err = osp_device_memcpy(dev, dst, (const uint8_t *)base + t->offset,
                                 t->byte_size, OSP_COPY_DEVICE_TO_HOST);
     osp_error *closed = osp_device_ipc_close(dev, base);
@@ -47,10 +47,11 @@ static osp_error *read_from_gpu(const pyproto_output *t, void *dst) {
 
 osp_error *pygpu_read_tensor(const pyproto_output *t, const uint8_t *base,
                              void *dst) {
+    if (t->byte_size == 0)
+        return NULL;
     if (t->on_gpu)
         return read_from_gpu(t, dst);
-    if (t->byte_size > 0)
-        memcpy(dst, base + t->offset, t->byte_size);
+    memcpy(dst, base + t->offset, t->byte_size);
     return NULL;
 }
 

@@ -28,9 +28,10 @@ extern "C" {
  * `dst`: from `base` + its offset (the region or a frame's inline data,
  * ranges the decoder checked), or for a GPU tensor from its allocation,
  * opened through CUDA IPC on the tensor's GPU for the one device-to-host
- * copy and closed before this returns. Errors (the request's, the server
- * carries on): the server has no such CUDA device (a CPU-only server),
- * the handle does not open, the range lies outside its allocation. */
+ * copy and closed before this returns (an empty tensor opens nothing).
+ * Errors (the request's; the server carries on): the server has no such
+ * CUDA device (a CPU-only server), the handle does not open, the range
+ * lies outside its allocation. */
 osp_error *pygpu_read_tensor(const pyproto_output *t, const uint8_t *base,
                              void *dst);
 

@@ -84,6 +84,9 @@ def gpu_repo(tmp_path):
             'parameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" '
             'value: { string_value: "no" } }\n')
     variant(repo, "py_dlpack_decoupled", decoupled=True)
+    variant(repo, "py_dlpack_decoupled_gpu_inputs",
+            'parameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" '
+            'value: { string_value: "no" } }\n', decoupled=True)
     shutil.copytree(MODELS / "py_add_sub", repo / "py_add_sub")
     return repo
 
@@ -225,6 +228,11 @@ def test_force_cpu_only_input_tensors_no_hands_gpu_inputs(start_server, gpu_repo
     # the default ("yes") keeps them on the host, as Triton does
     assert not infer(server, "py_dlpack", DOUBLE, values).as_numpy("IN_ON_GPU")[0]
     assert live_after(server, "py_dlpack_gpu_inputs") == 0
+    # a decoupled model gets copies its threads may keep past execute
+    for mode, want in ((DOUBLE, values * 2), (PASS_BACK, values)):
+        (answer,) = stream_infer(server, "py_dlpack_decoupled_gpu_inputs", mode, values)
+        assert answer.as_numpy("IN_ON_GPU")[0]
+        np.testing.assert_array_equal(answer.as_numpy("OUT"), want)
     # The stub maps the server's input memory once and unmaps it at
     # finalize: the fake reports any mapping left at either side's exit.
     assert_no_open_handles(server)
