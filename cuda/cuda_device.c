@@ -434,6 +434,7 @@ static const osp_device_ops cuda_ops = {
     .memcpy_sync = cuda_memcpy_sync,
     .ipc_open = cuda_ipc_open,
     .ipc_close = cuda_ipc_close,
+    .ipc_export = cuda_ipc_export,
     .gemm_ex = cuda_gemm_ex,
     .conv = cuda_conv,
     .conv_transpose = cuda_conv_transpose,

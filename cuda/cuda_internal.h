@@ -55,10 +55,13 @@ osp_error *cuda_device_make_current(osp_device *dev);
 osp_error *cuda_gemm(osp_device *dev, void *stream_impl,
                      const osp_gemm_args *args);
 
-/* The ipc_open, ipc_close and memcpy_sync slots (cuda_ipc.c). */
+/* The ipc_open, ipc_close, ipc_export and memcpy_sync slots
+ * (cuda_ipc.c). */
 osp_error *cuda_ipc_open(osp_device *dev, const void *handle, size_t handle_len,
                          void **ptr, size_t *size);
 osp_error *cuda_ipc_close(osp_device *dev, void *ptr);
+osp_error *cuda_ipc_export(osp_device *dev, const void *ptr, void *handle,
+                           size_t handle_len, uint64_t *offset);
 osp_error *cuda_memcpy_sync(osp_device *dev, void *dst, const void *src,
                             size_t n, osp_copy_kind kind);
 

@@ -1,12 +1,14 @@
 /*
  * Memory of other processes on a GPU (CUDA IPC), and synchronous copies to
- * and from it: the ipc_open, ipc_close and memcpy_sync slots of the CUDA
- * device, for Triton's CUDA shared memory extension. A client exports a
- * cudaMalloc'd allocation with cudaIpcGetMemHandle and sends the handle;
- * the server maps it with cudaIpcOpenMemHandle and learns the allocation's
- * size from the driver (cuMemGetAddressRange, reached through the runtime
- * so that the server does not link libcuda and still starts on hosts
- * without a GPU, as Triton does).
+ * and from it: the ipc_open, ipc_close, ipc_export and memcpy_sync slots
+ * of the CUDA device, for Triton's CUDA shared memory extension and the
+ * python backend's GPU tensors. A client exports a cudaMalloc'd
+ * allocation with cudaIpcGetMemHandle and sends the handle; the server
+ * maps it with cudaIpcOpenMemHandle and learns the allocation's size from
+ * the driver (cuMemGetAddressRange, reached through the runtime so that
+ * the server does not link libcuda and still starts on hosts without a
+ * GPU, as Triton does). ipc_export is the other way round: a python stub
+ * opens the server's input tensors.
  *
  * Errors here are read by clients: they carry CUDA's text, never a file
  * name.
@@ -98,6 +100,35 @@ osp_error *cuda_ipc_close(osp_device *dev, void *ptr) {
     if (st != cudaSuccess)
         return status_error(OSP_ERROR_INTERNAL,
                             "failed to close CUDA IPC handle", st);
+    return NULL;
+}
+
+osp_error *cuda_ipc_export(osp_device *dev, const void *ptr, void *handle,
+                           size_t handle_len, uint64_t *offset) {
+    cudaIpcMemHandle_t h;
+    if (handle_len != sizeof h)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "a CUDA IPC handle has %zu bytes, not %zu",
+                             sizeof h, handle_len);
+    mem_get_address_range_fn fn = address_range_fn();
+    if (!fn)
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "Failed to get CUDA driver entry point");
+    cudaError_t st = cudaSetDevice(cuda_device_of(dev)->ordinal);
+    if (st == cudaSuccess)
+        st = cudaIpcGetMemHandle(&h, (void *)ptr);
+    if (st != cudaSuccess)
+        return status_error(OSP_ERROR_INVALID_ARG,
+                            "failed to get CUDA IPC handle", st);
+    CUdeviceptr base = 0;
+    size_t range = 0;
+    CUresult r = fn(&base, &range, (CUdeviceptr)(uintptr_t)ptr);
+    if (r != CUDA_SUCCESS)
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "Failed to get CUDA address range: error %d",
+                             (int)r);
+    memcpy(handle, &h, sizeof h);
+    *offset = (uint64_t)((CUdeviceptr)(uintptr_t)ptr - base);
     return NULL;
 }
 

@@ -23,6 +23,11 @@
  *                             execute then ends the stub, which is
  *                             restarted (Osprey's; 0 = none; a model
  *                             parameter of that name wins)
+ * Model parameter FORCE_CPU_ONLY_INPUT_TENSORS (Triton's, "yes" or "no",
+ * default "yes"): with "no", a GPU instance hands its inputs (but BYTES
+ * ones) to the stub as GPU tensors, without the copy into the region.
+ * GPU tensors the model returns (Tensor.from_dlpack) come back through
+ * CUDA IPC and are copied once into the response (python_gpu.h).
  * A stub that dies fails its batch with "Stub process '<instance>' is not
  * healthy." and is started again for the next batch.
  */
@@ -43,6 +48,7 @@
 #include "python_args.h"
 #include "python_complete.h"
 #include "python_decoupled.h"
+#include "python_gpu.h"
 #include "python_protocol.h"
 #include "python_requests.h"
 #include "python_stub.h"
@@ -77,6 +83,9 @@ typedef struct python_model {
     uint64_t memory_limit; /* stub-memory-limit-byte-size; 0 = none */
     uint64_t init_timeout_ns, execute_timeout_ns;
     bool decoupled; /* responses come through the response sender */
+    /* FORCE_CPU_ONLY_INPUT_TENSORS "no": a GPU instance's inputs go to
+     * the stub as GPU tensors */
+    bool gpu_inputs;
     atomic_int next_instance;
 } python_model;
 
@@ -113,6 +122,21 @@ static osp_error *read_setting(const osp_model_config *config, const char *key,
                              "non-negative integer, got '%s'",
                              config->name, key, v);
     *out = n;
+    return NULL;
+}
+
+/* Triton's FORCE_CPU_ONLY_INPUT_TENSORS: "yes" (the default) or "no". */
+static osp_error *read_force_cpu_inputs(const osp_model_config *config,
+                                        bool *gpu_inputs) {
+    const char *v =
+        osp_model_config_parameter(config, "FORCE_CPU_ONLY_INPUT_TENSORS");
+    *gpu_inputs = v && strcmp(v, "no") == 0;
+    if (v && strcmp(v, "no") != 0 && strcmp(v, "yes") != 0)
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "Incorrect value for "
+                             "FORCE_CPU_ONLY_INPUT_TENSORS: '%s' (\"yes\" or "
+                             "\"no\")",
+                             v);
     return NULL;
 }
 
@@ -260,7 +284,8 @@ static osp_error *python_model_new(const osp_model_config *config,
                             &exec_timeout_s)))
         goto out;
     if ((err = read_setting(config, "stub-memory-limit-byte-size", true, 0,
-                            &m->memory_limit)))
+                            &m->memory_limit)) ||
+        (err = read_force_cpu_inputs(config, &m->gpu_inputs)))
         goto out;
     m->init_timeout_ns = timeout_s * 1000000000ull;
     m->execute_timeout_ns = exec_timeout_s * 1000000000ull;
@@ -439,6 +464,16 @@ static void python_instance_free(void *opaque) {
     free(inst);
 }
 
+/* Whether input `t` goes to the stub as a GPU tensor (exported, not
+ * copied): FORCE_CPU_ONLY_INPUT_TENSORS "no" on a GPU instance, as
+ * Triton hands over inputs that are in GPU memory; BYTES inputs always
+ * travel in the region. */
+static bool input_stays_on_gpu(const python_instance *inst,
+                               const osp_backend_tensor *t) {
+    return inst->on_gpu && inst->model->gpu_inputs &&
+           t->dtype != OSP_TYPE_BYTES && t->byte_size > 0;
+}
+
 /* Copies a batch input from the instance's device into the region: on a
  * GPU an async copy on the batch's stream, ordered after the core's input
  * uploads (place_inputs waits for it before the stub reads the region).
@@ -487,7 +522,7 @@ static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
     size_t n_in = osp_execute_input_count(ctx), end = 0, n_placed = 0;
     for (size_t i = 0; i < n_in; i++) {
         const osp_backend_tensor *t = osp_execute_input(ctx, i);
-        if (builtin_input_given(t))
+        if (builtin_input_given(t) && !input_stays_on_gpu(inst, t))
             end = pyshm_align(end) + t->byte_size;
     }
     if (end == SIZE_MAX)
@@ -507,6 +542,18 @@ static osp_error *place_inputs(python_instance *inst, osp_execute_ctx *ctx,
         const osp_backend_tensor *t = osp_execute_input(ctx, i);
         if (!builtin_input_given(t))
             continue;
+        if (input_stays_on_gpu(inst, t)) {
+            pyreq_input *in = &placed[n_placed++];
+            *in = (pyreq_input){.name = t->name,
+                                .dtype = t->dtype,
+                                .shape = t->shape,
+                                .byte_size = t->byte_size,
+                                .on_gpu = true};
+            uint64_t at = 0;
+            err = pygpu_export(inst->device, t->data, &in->gpu, &at);
+            in->offset = (size_t)at;
+            continue;
+        }
         offset = pyshm_align(offset);
         err = copy_input_to_region(inst, ctx, inst->stub.region.base + offset,
                                    t->data, t->byte_size);
@@ -590,7 +637,15 @@ static void sent_from_stub(const python_model *m, const pyproto_response *resp,
             sent->error = osp_error_out_of_memory();
             break;
         }
-        memcpy(buf->data, data + out->offset, out->byte_size);
+        osp_error *copy = pygpu_read_tensor(out, data, buf->data);
+        if (copy) {
+            osp_buffer_free(buf);
+            sent->error =
+                osp_error_new(osp_error_get_code(copy), "python model '%s': %s",
+                              m->name, osp_error_message(copy));
+            osp_error_free(copy);
+            break;
+        }
         (*outputs)[k] = (osp_infer_output){.name = out->name,
                                            .dtype = out->dtype,
                                            .shape = out->shape,
@@ -715,6 +770,8 @@ static osp_error *python_execute(void *opaque, osp_execute_ctx *ctx) {
     err = pyshm_region_follow(&inst->stub.region, result.region_size);
     if (!err)
         err = answer_requests(inst, ctx, &result);
+    /* The stub may free the GPU tensors it lent now: copied, or failed. */
+    pygpu_release(&inst->stub, result.responses, result.n_responses);
     pyproto_result_destroy(&result);
 out:
     free(reply);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "osprey/infer.h"
+#include "python_gpu.h"
 #include "python_protocol.h"
 
 /* Appends one response as RESULT encodes it (error or outputs written into
@@ -55,7 +56,10 @@ osp_error *pybls_build_request(const pyproto_bls_request *bls,
             err = osp_error_out_of_memory();
             break;
         }
-        memcpy(buf->data, base + in->offset, in->byte_size);
+        if ((err = pygpu_read_tensor(in, base, buf->data))) {
+            osp_buffer_free(buf);
+            break;
+        }
         if ((err = osp_infer_request_add_input(req, in->name, in->dtype,
                                                &in->shape, buf)))
             osp_buffer_free(buf);

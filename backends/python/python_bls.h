@@ -49,8 +49,9 @@ void pybls_gathered_free(pybls_gathered *g);
 
 /* Builds the core's request from a decoded BLS request; each input's
  * bytes are copied from `base` (borrowed: the region, or a BLS_CALL's
- * inline data) + its offset, which the decoder checked. Caller owns *out
- * on success; nothing to free on failure. */
+ * inline data) + its offset, which the decoder checked, or from its GPU
+ * memory (python_gpu.h). Caller owns *out on success; nothing to free on
+ * failure. */
 osp_error *pybls_build_request(const pyproto_bls_request *bls,
                                const uint8_t *base, osp_infer_request **out);
 

@@ -13,6 +13,7 @@
 
 #include "osprey/clock.h"
 #include "osprey/log.h"
+#include "python_gpu.h"
 
 /* How often the reader looks at its requests' clients and deadlines while
  * the stub is quiet, so that is_cancelled() turns true soon after a client
@@ -96,6 +97,9 @@ static void route_response(pydec *d, const uint8_t *payload, size_t len) {
         }
     }
     pthread_mutex_unlock(&d->lock);
+    /* Copied or dropped: the stub may free the GPU tensors it lent. */
+    if (r.has_response)
+        pygpu_release(d->stub, &r.response, 1);
     pyproto_stream_response_destroy(&r);
 }
 

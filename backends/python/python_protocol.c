@@ -66,9 +66,11 @@ void pyproto_text_append(pyproto_text *t, const void *data, size_t n) {
     t->data[t->len] = '\0';
 }
 
-osp_error *pyproto_append_tensor(pyproto_text *t, const char *name,
-                                 osp_datatype dtype, const osp_shape *shape,
-                                 uint64_t offset, uint64_t byte_size) {
+/* A descriptor; with gpu (borrowed, may be NULL) one of a GPU tensor. */
+static osp_error *append_descriptor(pyproto_text *t, const char *name,
+                                    osp_datatype dtype, const osp_shape *shape,
+                                    const pyproto_gpu_ref *gpu, uint64_t offset,
+                                    uint64_t byte_size) {
     size_t name_len = strlen(name);
     const char *type = osp_datatype_wire_name(dtype);
     uint8_t type_len = (uint8_t)strlen(type);
@@ -79,15 +81,53 @@ osp_error *pyproto_append_tensor(pyproto_text *t, const char *name,
                              (unsigned)UINT16_MAX, OSP_MAX_DIMS);
     uint16_t len16 = (uint16_t)name_len;
     uint8_t rank = (uint8_t)shape->rank;
+    uint8_t rank_byte = rank | (gpu ? PYPROTO_RANK_ON_GPU : 0);
     uint64_t where[2] = {offset, byte_size};
     pyproto_text_append(t, &len16, sizeof len16);
     pyproto_text_append(t, name, name_len);
     pyproto_text_append(t, &type_len, 1);
     pyproto_text_append(t, type, type_len);
-    pyproto_text_append(t, &rank, 1);
+    pyproto_text_append(t, &rank_byte, 1);
     pyproto_text_append(t, shape->dims, 8 * (size_t)rank);
     pyproto_text_append(t, where, sizeof where);
+    if (gpu) {
+        pyproto_text_append(t, &gpu->device_id, sizeof gpu->device_id);
+        pyproto_text_append(t, &gpu->lease, sizeof gpu->lease);
+        pyproto_text_append(t, gpu->ipc_handle, sizeof gpu->ipc_handle);
+    }
     return NULL;
+}
+
+osp_error *pyproto_append_tensor(pyproto_text *t, const char *name,
+                                 osp_datatype dtype, const osp_shape *shape,
+                                 uint64_t offset, uint64_t byte_size) {
+    return append_descriptor(t, name, dtype, shape, NULL, offset, byte_size);
+}
+
+osp_error *pyproto_append_gpu_tensor(pyproto_text *t, const char *name,
+                                     osp_datatype dtype, const osp_shape *shape,
+                                     const pyproto_gpu_ref *gpu,
+                                     uint64_t offset, uint64_t byte_size) {
+    return append_descriptor(t, name, dtype, shape, gpu, offset, byte_size);
+}
+
+size_t pyproto_append_release(pyproto_text *t,
+                              const pyproto_response *responses, size_t n) {
+    uint32_t count = 0;
+    for (size_t r = 0; r < n; r++)
+        for (size_t k = 0; k < responses[r].n_outputs; k++)
+            count += responses[r].outputs[k].on_gpu &&
+                     responses[r].outputs[k].gpu.lease != 0;
+    if (count == 0)
+        return 0;
+    pyproto_text_append(t, &count, sizeof count);
+    for (size_t r = 0; r < n; r++)
+        for (size_t k = 0; k < responses[r].n_outputs; k++) {
+            const pyproto_output *o = &responses[r].outputs[k];
+            if (o->on_gpu && o->gpu.lease != 0)
+                pyproto_text_append(t, &o->gpu.lease, sizeof o->gpu.lease);
+        }
+    return count;
 }
 
 void pyproto_text_free(pyproto_text *t) {
@@ -185,15 +225,31 @@ static osp_error *decode_output(reader *r, uint64_t region_size,
     free(dtype);
     if (o->dtype == OSP_TYPE_INVALID)
         return bad_result("unknown datatype");
-    if (!take(r, &rank, 1) || rank > OSP_MAX_DIMS)
+    if (!take(r, &rank, 1))
+        return bad_result("rank");
+    o->on_gpu = (rank & PYPROTO_RANK_ON_GPU) != 0;
+    rank &= (uint8_t)~PYPROTO_RANK_ON_GPU;
+    if (rank > OSP_MAX_DIMS)
         return bad_result("rank");
     o->shape.rank = rank;
     for (int d = 0; d < rank; d++)
         if (!take(r, &o->shape.dims[d], 8) || o->shape.dims[d] < 0)
             return bad_result("dims");
-    if (!take(r, &o->offset, 8) || !take(r, &o->byte_size, 8) ||
-        o->offset > region_size || o->byte_size > region_size - o->offset)
+    if (!take(r, &o->offset, 8) || !take(r, &o->byte_size, 8))
+        return bad_result("tensor offset or size");
+    if (o->on_gpu) {
+        /* Checked against its allocation when the server opens it. */
+        if (!take(r, &o->gpu.device_id, 4) || !take(r, &o->gpu.lease, 8) ||
+            !take(r, o->gpu.ipc_handle, sizeof o->gpu.ipc_handle))
+            return bad_result("GPU tensor reference");
+        if (o->gpu.device_id < 0 || o->offset > UINT64_MAX - o->byte_size)
+            return bad_result("GPU tensor device or range");
+        if (o->dtype == OSP_TYPE_BYTES)
+            return bad_result("a BYTES tensor in GPU memory");
+    } else if (o->offset > region_size ||
+               o->byte_size > region_size - o->offset) {
         return bad_result("tensor outside the region");
+    }
     int64_t count = 0;
     if (!osp_shape_element_count(&o->shape, &count))
         return bad_result("element count");

@@ -3,7 +3,21 @@
  * (stub/osprey_python_stub.py): frames of an 8-byte header (u32 type, u32
  * payload length, little-endian) and a payload, on a Unix stream socket.
  * Only descriptors travel here; tensors live in the shared-memory region
- * (python_shm.h).
+ * (python_shm.h), or in GPU memory (below).
+ *
+ * A tensor descriptor (EXEC's inputs, RESULT's outputs, BLS inputs) is:
+ * u16 name length, name, u8 datatype length, datatype, u8 rank, i64
+ * dims[rank], u64 offset, u64 byte size. Bit 7 of the rank byte
+ * (PYPROTO_RANK_ON_GPU) marks a tensor in GPU memory (a stub's
+ * Tensor.from_dlpack of a CUDA tensor, or an input handed over under
+ * FORCE_CPU_ONLY_INPUT_TENSORS "no"): then i32 device id, u64 lease and
+ * the 64-byte CUDA IPC handle of its allocation follow the byte size, the
+ * offset counts from the start of that allocation, and nothing of it is
+ * in the region or the frame. The lease is the stub's number for a
+ * tensor it lends in a RESULT or RESPONSE (0 elsewhere): it keeps that
+ * memory alive until a RELEASE names the lease. GPU tensors of a BLS or
+ * BLS_CALL are held by the stub until the call's first answer instead;
+ * the server copies them before it starts the call.
  *
  * server -> stub
  *   INIT      JSON {"model_file", "args": {Triton's initialize args},
@@ -25,6 +39,11 @@
  *   AUTO_COMPLETE  JSON {"model_file", "model_repository", "config"}; the
  *             stub runs auto_complete_config, answers OK with what it
  *             added (python_complete.h) or ERROR, and exits
+ *   RELEASE   u32 count, u64 leases[count]: the server is done with the
+ *             GPU tensors the stub lent it under these leases (copied, or
+ *             given up on when the response failed), sent after it
+ *             handled the RESULT or RESPONSE that named them; the stub may
+ *             free them
  *   BLS_ANSWER  an answer to a BLS_CALL (python_bls_async.h): u64 the
  *             call's id, u32 flags (1 = final: the call's last answer), u64
  *             data size, one response as in RESULT with offsets into the
@@ -81,6 +100,7 @@
 #include <stdio.h>
 
 #include "osprey/datatype.h"
+#include "osprey/device.h"
 #include "osprey/error.h"
 #include "osprey/tensor.h"
 
@@ -96,6 +116,7 @@ enum {
     PYPROTO_BLS_RESULT = 5,
     PYPROTO_CANCEL = 6,
     PYPROTO_BLS_ANSWER = 7,
+    PYPROTO_RELEASE = 8,
     PYPROTO_OK = 10,
     PYPROTO_ERROR = 11,
     PYPROTO_RESULT = 12,
@@ -122,11 +143,25 @@ void pyproto_text_printf(pyproto_text *t, const char *fmt, ...)
 void pyproto_text_json_string(pyproto_text *t, const char *s);
 void pyproto_text_free(pyproto_text *t);
 
+/* The rank byte's flag of a tensor in GPU memory. */
+#define PYPROTO_RANK_ON_GPU 0x80u
+
+/* Where a GPU tensor lies: the allocation ipc_handle names on GPU
+ * device_id (the stub's and the server's CUDA ordinals agree: the stub
+ * inherits the server's environment), and the stub's lease (0: none). */
+typedef struct pyproto_gpu_ref {
+    int32_t device_id;
+    uint64_t lease;
+    uint8_t ipc_handle[OSP_DEVICE_IPC_HANDLE_BYTES];
+} pyproto_gpu_ref;
+
 typedef struct pyproto_output {
     char *name; /* owned */
     osp_datatype dtype;
     osp_shape shape;
-    uint64_t offset, byte_size; /* in the region */
+    uint64_t offset, byte_size; /* in the region, or in gpu's allocation */
+    bool on_gpu;
+    pyproto_gpu_ref gpu; /* when on_gpu */
 } pyproto_output;
 
 typedef struct pyproto_response {
@@ -207,6 +242,19 @@ void pyproto_stream_response_destroy(pyproto_stream_response *r);
 osp_error *pyproto_append_tensor(pyproto_text *t, const char *name,
                                  osp_datatype dtype, const osp_shape *shape,
                                  uint64_t offset, uint64_t byte_size);
+
+/* pyproto_append_tensor for a tensor in GPU memory (`gpu` borrowed;
+ * offset in its allocation). */
+osp_error *pyproto_append_gpu_tensor(pyproto_text *t, const char *name,
+                                     osp_datatype dtype, const osp_shape *shape,
+                                     const pyproto_gpu_ref *gpu,
+                                     uint64_t offset, uint64_t byte_size);
+
+/* Appends a RELEASE payload naming the lease of every GPU tensor of the
+ * `n` responses (borrowed) that has one; returns how many (0: nothing
+ * worth sending, and nothing is appended). */
+size_t pyproto_append_release(pyproto_text *t,
+                              const pyproto_response *responses, size_t n);
 
 /* Appends `n` raw bytes to a payload being built. */
 void pyproto_text_append(pyproto_text *t, const void *data, size_t n);

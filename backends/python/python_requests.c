@@ -124,6 +124,9 @@ static osp_error *append_input(pyproto_text *exec, const pyreq_input *in,
         }
         shape.dims[0] = req->rows;
     }
+    if (in->on_gpu)
+        return pyproto_append_gpu_tensor(exec, in->name, in->dtype, &shape,
+                                         &in->gpu, in->offset + start, size);
     return pyproto_append_tensor(exec, in->name, in->dtype, &shape,
                                  in->offset + start, size);
 }

@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,16 +17,19 @@
 extern "C" {
 #endif
 
-/* One input of a batch as placed in the region. */
+/* One input of a batch as placed in the region, or left in GPU memory. */
 typedef struct pyreq_input {
     const char *name; /* borrowed */
     osp_datatype dtype;
     osp_shape shape; /* the batch's: dim 0 is every request's rows */
-    size_t offset;   /* in the region */
+    size_t offset;   /* in the region, or in gpu's allocation */
     size_t byte_size;
     /* The placed bytes (borrowed), read for a BYTES input's row
-     * boundaries (4-byte length, then the element, per element). */
+     * boundaries (4-byte length, then the element, per element); NULL
+     * for an input on the GPU (never BYTES). */
     const uint8_t *bytes;
+    bool on_gpu; /* handed to the stub as a GPU tensor at gpu */
+    pyproto_gpu_ref gpu;
 } pyreq_input;
 
 /* Appends the EXEC's requests (binary, python_protocol.h) to `exec`: u32

@@ -209,6 +209,15 @@ osp_error *osp_device_ipc_open(osp_device *dev, const void *handle,
 /* Unmaps what osp_device_ipc_open mapped at ptr. The message of an error
  * is fit for a client ("failed to close CUDA IPC handle: ..."). */
 osp_error *osp_device_ipc_close(osp_device *dev, void *ptr);
+/* Exports device memory of `dev` for another process to open: writes
+ * the handle (handle_len bytes, OSP_DEVICE_IPC_HANDLE_BYTES; caller's
+ * buffer) of the allocation that holds ptr and *offset, ptr's offset in
+ * it; the other side opens the handle (osp_device_ipc_open there) and
+ * adds the offset. The memory stays this process's: it must outlive the
+ * other side's use. Errors: UNSUPPORTED when the device cannot,
+ * INVALID_ARG when ptr is not memory the device can export. */
+osp_error *osp_device_ipc_export(osp_device *dev, const void *ptr, void *handle,
+                                 size_t handle_len, uint64_t *offset);
 
 /* ---- compute ops -----------------------------------------------------------
  */

@@ -13,6 +13,7 @@
  *   memory_stats   -> all zero
  *   memcpy_sync    -> synchronous memmove (memory is host memory)
  *   ipc_open/ipc_close -> UNSUPPORTED (the device cannot share memory)
+ *   ipc_export     -> UNSUPPORTED
  *   graph_*       -> UNSUPPORTED (osp_stream_supports_graphs is false)
  */
 #pragma once
@@ -71,6 +72,11 @@ typedef struct osp_device_ops {
     osp_error *(*ipc_open)(osp_device *dev, const void *handle,
                            size_t handle_len, void **ptr, size_t *size);
     osp_error *(*ipc_close)(osp_device *dev, void *ptr);
+    /* (optional) The handle (handle_len bytes) of the allocation holding
+     * device memory ptr, for another process, and ptr's *offset in it.
+     * Messages are fit for clients. */
+    osp_error *(*ipc_export)(osp_device *dev, const void *ptr, void *handle,
+                             size_t handle_len, uint64_t *offset);
 
     /* (optional, all four or none) Graphs (osprey/device.h): begin and end
      * a recording of what the calling thread enqueues on a stream (end

@@ -390,6 +390,20 @@ osp_error *osp_device_ipc_close(osp_device *dev, void *ptr) {
     return dev->ops->ipc_close(dev, ptr);
 }
 
+osp_error *osp_device_ipc_export(osp_device *dev, const void *ptr, void *handle,
+                                 size_t handle_len, uint64_t *offset) {
+    if (dev == NULL || ptr == NULL || handle == NULL || offset == NULL)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "osp_device_ipc_export: dev, ptr, handle and "
+                             "offset are required");
+    if (dev->ops->ipc_export == NULL)
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "device %s cannot share its memory with other "
+                             "processes",
+                             dev->info.name);
+    return dev->ops->ipc_export(dev, ptr, handle, handle_len, offset);
+}
+
 /* ---- events ------------------------------------------------------------ */
 
 osp_error *osp_event_new(osp_device *dev, osp_event **out) {

@@ -35,9 +35,11 @@
  *   not capture. A launch whose captured device ranges were freed since
  *   the capture fails instead of writing into freed memory.
  *
- * - IPC handles (fake_ipc.c) name either an allocation of this process
- *   (cudaIpcGetMemHandle) or a POSIX shared memory object that a test
- *   made, which cudaIpcOpenMemHandle maps as device memory of the current
+ * - IPC handles (fake_ipc.c) name either an allocation of a process that
+ *   uses the fake (cudaIpcGetMemHandle: this process, or another one such
+ *   as a python stub that loaded the fake as a shared library,
+ *   libosprey_fake_cudart.so) or a POSIX shared memory object that a test
+ *   made; cudaIpcOpenMemHandle maps either as device memory of the current
  *   GPU: a test writes inputs into the object and reads outputs from it,
  *   and the server's copies to and from that "GPU memory" are checked like
  *   any other. Handles still open at exit are reported on stderr.
@@ -56,6 +58,7 @@
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -103,9 +106,15 @@ cudaError_t fake_check_launch(cudaStream_t stream);
 
 /* The fake IPC handle (64 bytes, cudaIpcMemHandle_t):
  *   bytes 0..15  FAKE_IPC_MAGIC, NUL-padded
- *   byte  16     FAKE_IPC_LOCAL: bytes 24..31 hold the address of an
- *                allocation of this process (what cudaIpcGetMemHandle
- *                makes); FAKE_IPC_SHM: bytes 24..63 hold the NUL-terminated
+ *   byte  16     FAKE_IPC_LOCAL (what cudaIpcGetMemHandle makes): bytes
+ *                24..31 hold the address of the allocation in the
+ *                exporting process, 32..35 that process's pid (u32; 0 in
+ *                handles of older tests: this process), 36..39 the fd of
+ *                the memfd behind it there (i32), 40..47 its size (u64),
+ *                48..55 its id (u64: a freed and reused address makes
+ *                another handle). Another process maps the memfd through
+ *                /proc/<pid>/fd/<fd>, as CUDA maps another process's memory.
+ *                FAKE_IPC_SHM: bytes 24..63 hold the NUL-terminated
  *                name of a POSIX shared memory object (shm_open) whose
  *                whole size is the allocation. */
 #define FAKE_IPC_MAGIC "osprey-fake-ipc"
@@ -114,6 +123,17 @@ cudaError_t fake_check_launch(cudaStream_t stream);
 
 /* The first byte of the allocation holding ptr (and its size), or NULL. */
 void *fake_allocation_base(const void *ptr, size_t *size);
+
+/* What another process needs to map an allocation of this one. */
+typedef struct fake_export {
+    void *base;
+    size_t size;
+    int fd; /* the memfd; stays this process's (closed by cudaFree) */
+    uint64_t id;
+} fake_export;
+/* Fills *out for the allocation (not an imported one) holding ptr; false
+ * when there is none. */
+bool fake_allocation_export(const void *ptr, fake_export *out);
 /* Maps size bytes of fd as device memory of gpu (the fake's usual two
  * mappings; fd may be closed afterwards). */
 cudaError_t fake_allocation_import(int fd, size_t size, int gpu, void **ptr);

@@ -23,6 +23,9 @@ typedef struct allocation {
     size_t size, mapped;
     int gpu;
     bool imported; /* mapped from another process's memory (fake_ipc.c) */
+    int fd;        /* the memfd behind both mappings, kept open so that
+                      another process can map it (fake_ipc.c); -1 when
+                      imported */
     uint64_t id;   /* unique for the process's life: a freed and reused
                       address is another allocation */
     struct allocation *next;
@@ -675,13 +678,14 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
     a->view =
         ok ? mmap(NULL, a->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
            : MAP_FAILED;
-    if (fd >= 0)
-        close(fd);
+    a->fd = fd;
     if (a->device == MAP_FAILED || a->view == MAP_FAILED) {
         if (a->device != MAP_FAILED)
             munmap(a->device, a->mapped);
         if (a->view != MAP_FAILED)
             munmap(a->view, a->mapped);
+        if (fd >= 0)
+            close(fd);
         pthread_mutex_lock(&g_lock);
         g_used[a->gpu] -= a->mapped;
         pthread_mutex_unlock(&g_lock);
@@ -723,6 +727,7 @@ cudaError_t cudaFree(void *ptr) {
     pthread_mutex_unlock(&g_lock);
     munmap(a->device, a->mapped);
     munmap(a->view, a->mapped);
+    close(a->fd);
     free(a);
     return cudaSuccess;
 }
@@ -1020,6 +1025,17 @@ void *fake_allocation_base(const void *ptr, size_t *size) {
     return base;
 }
 
+bool fake_allocation_export(const void *ptr, fake_export *out) {
+    pthread_mutex_lock(&g_lock);
+    allocation *a = allocation_of(ptr, 0);
+    bool ok = a != NULL && !a->imported;
+    if (ok)
+        *out = (fake_export){
+            .base = a->device, .size = a->size, .fd = a->fd, .id = a->id};
+    pthread_mutex_unlock(&g_lock);
+    return ok;
+}
+
 cudaError_t fake_allocation_import(int fd, size_t size, int gpu, void **ptr) {
     allocation *a = calloc(1, sizeof *a);
     if (a == NULL || size == 0) {
@@ -1031,6 +1047,7 @@ cudaError_t fake_allocation_import(int fd, size_t size, int gpu, void **ptr) {
     a->mapped = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
     a->gpu = gpu;
     a->imported = true;
+    a->fd = -1;
     pthread_mutex_lock(&g_lock);
     a->id = g_next_allocation_id++;
     pthread_mutex_unlock(&g_lock);

@@ -4,10 +4,13 @@
  * driver's cuMemGetAddressRange as the runtime hands it out
  * (cudaGetDriverEntryPointByVersion).
  *
- * Unlike CUDA, a process may open its own handles (the device's unit tests
- * do); such an open returns the allocation itself. Every open must be
- * closed once: handles left open at exit are reported on stderr, so that
- * a test of the server sees one it forgot.
+ * A handle of another process's allocation is mapped through that
+ * process's memfd (/proc/<pid>/fd/<fd>): the server opens what a python
+ * stub exported and the other way round, as two CUDA processes do. Unlike
+ * CUDA, a process may open its own handles (the device's unit tests do);
+ * such an open returns the allocation itself. Every open must be closed
+ * once: handles left open at exit are reported on stderr, so that a test
+ * of the server (or of a stub) sees one it forgot.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -41,13 +44,44 @@ static void write_magic(cudaIpcMemHandle_t *h, char kind) {
 
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *dev_ptr) {
     fake_enter(__func__);
-    void *base = dev_ptr != NULL ? fake_allocation_base(dev_ptr, NULL) : NULL;
-    if (handle == NULL || base == NULL)
+    fake_export e;
+    if (handle == NULL || dev_ptr == NULL ||
+        !fake_allocation_export(dev_ptr, &e))
         return fake_status(cudaErrorInvalidValue);
     write_magic(handle, FAKE_IPC_LOCAL);
-    uint64_t addr = (uint64_t)(uintptr_t)base;
+    uint64_t addr = (uint64_t)(uintptr_t)e.base, size = e.size;
+    uint32_t pid = (uint32_t)getpid();
+    int32_t fd = e.fd;
     memcpy(handle->reserved + 24, &addr, sizeof addr);
+    memcpy(handle->reserved + 32, &pid, sizeof pid);
+    memcpy(handle->reserved + 36, &fd, sizeof fd);
+    memcpy(handle->reserved + 40, &size, sizeof size);
+    memcpy(handle->reserved + 48, &e.id, sizeof e.id);
     return cudaSuccess;
+}
+
+/* Maps the allocation of another process that h names (FAKE_IPC_LOCAL)
+ * on the current GPU, through that process's memfd. */
+static cudaError_t open_process_handle(const cudaIpcMemHandle_t *h,
+                                       void **ptr) {
+    uint32_t pid;
+    int32_t fd;
+    uint64_t size;
+    memcpy(&pid, h->reserved + 32, sizeof pid);
+    memcpy(&fd, h->reserved + 36, sizeof fd);
+    memcpy(&size, h->reserved + 40, sizeof size);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%u/fd/%d", (unsigned)pid, (int)fd);
+    int mine = open(path, O_RDWR | O_CLOEXEC);
+    if (mine < 0)
+        return fake_status(cudaErrorInvalidValue);
+    struct stat st;
+    cudaError_t status = cudaErrorInvalidValue;
+    if (fstat(mine, &st) == 0 && size > 0 && (uint64_t)st.st_size >= size)
+        status = fake_allocation_import(mine, (size_t)size,
+                                        fake_current_device(), ptr);
+    close(mine);
+    return fake_status(status);
 }
 
 /* Maps the shared memory object named in h on the current GPU. */
@@ -78,7 +112,10 @@ cudaError_t cudaIpcOpenMemHandle(void **dev_ptr, cudaIpcMemHandle_t handle,
     if (o == NULL)
         return fake_status(cudaErrorMemoryAllocation);
     cudaError_t st = cudaErrorInvalidValue;
-    if (handle.reserved[16] == FAKE_IPC_LOCAL) {
+    uint32_t pid = 0;
+    memcpy(&pid, handle.reserved + 32, sizeof pid);
+    if (handle.reserved[16] == FAKE_IPC_LOCAL &&
+        (pid == 0 || pid == (uint32_t)getpid())) {
         uint64_t addr;
         memcpy(&addr, handle.reserved + 24, sizeof addr);
         void *p = (void *)(uintptr_t)addr;
@@ -86,6 +123,9 @@ cudaError_t cudaIpcOpenMemHandle(void **dev_ptr, cudaIpcMemHandle_t handle,
             o->ptr = p;
             st = cudaSuccess;
         }
+    } else if (handle.reserved[16] == FAKE_IPC_LOCAL) {
+        st = open_process_handle(&handle, &o->ptr);
+        o->imported = true;
     } else if (handle.reserved[16] == FAKE_IPC_SHM) {
         st = open_shm_handle(&handle, &o->ptr);
         o->imported = true;

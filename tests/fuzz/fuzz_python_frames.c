@@ -6,7 +6,9 @@
  * RESPONSE frame, or a decoupled model's BLS_CALL. A payload that decodes
  * must hold what the decoders promise: ranks within OSP_MAX_DIMS, and
  * every tensor inside the region (RESULT, BLS) or the frame (RESPONSE,
- * BLS_CALL) it names.
+ * BLS_CALL) it names, or, for a tensor in GPU memory, a device, a range
+ * that does not wrap and no BYTES (its CUDA allocation bounds it when the
+ * server opens it).
  * Build: see README.md.
  */
 #include <stddef.h>
@@ -17,11 +19,18 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* Aborts unless out lies inside [0, limit). */
+/* Aborts unless out lies inside [0, limit), or is a GPU tensor as the
+ * decoders promise one. */
 static void check_output(const pyproto_output *out, uint64_t limit) {
-    if (!out->name || out->shape.rank < 0 || out->shape.rank > OSP_MAX_DIMS ||
-        out->offset > limit || out->byte_size > limit - out->offset)
+    if (!out->name || out->shape.rank < 0 || out->shape.rank > OSP_MAX_DIMS)
         abort();
+    if (out->on_gpu) {
+        if (out->gpu.device_id < 0 || out->dtype == OSP_TYPE_BYTES ||
+            out->offset > UINT64_MAX - out->byte_size)
+            abort();
+    } else if (out->offset > limit || out->byte_size > limit - out->offset) {
+        abort();
+    }
 }
 
 static void check_response(const pyproto_response *r, uint64_t limit) {

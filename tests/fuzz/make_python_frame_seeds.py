@@ -3,7 +3,8 @@
 as backends/python/stub/osprey_python_stub.py builds them (a RESULT with
 outputs and an error, a BLS request, RESPONSE frames with data, an error
 and the final flag alone, BLS_CALL frames with inline tensors), each behind
-the target's selector byte (0 RESULT, 1 BLS, 2 RESPONSE, 3 BLS_CALL).
+the target's selector byte (0 RESULT, 1 BLS, 2 RESPONSE, 3 BLS_CALL),
+GPU tensors' descriptors (Tensor.from_dlpack) among them.
 
     python3 tests/fuzz/make_python_frame_seeds.py
 """
@@ -18,6 +19,15 @@ def tensor(name, dtype, shape, offset, nbytes):
     return (struct.pack("<H", len(name)) + name + struct.pack("<B", len(dtype)) + dtype +
             struct.pack("<B%dq" % len(shape), len(shape), *shape) +
             struct.pack("<QQ", offset, nbytes))
+
+
+def gpu_tensor(name, dtype, shape, offset, nbytes, device, lease):
+    """A GPU tensor's descriptor: rank byte with bit 7, then device id,
+    lease and a 64-byte CUDA IPC handle after the byte size."""
+    name, dtype = name.encode(), dtype.encode()
+    return (struct.pack("<H", len(name)) + name + struct.pack("<B", len(dtype)) + dtype +
+            struct.pack("<B%dq" % len(shape), len(shape) | 0x80, *shape) +
+            struct.pack("<QQiQ", offset, nbytes, device, lease) + bytes(range(64)))
 
 
 def error(code, message):
@@ -50,7 +60,15 @@ def main():
                       b"py_square" + struct.pack("<q", 1) + struct.pack("<H", 1) +
                       b"r" + struct.pack("<I", 1) + tensor("IN", "INT32", [1], 0, 4) +
                       struct.pack("<I", 0) + struct.pack("<i", 3))
+    result_gpu = (struct.pack("<QI", 4096, 1) + struct.pack("<II", 0, 2) +
+                  gpu_tensor("OUTPUT0", "FP32", [2, 2], 1 << 20, 16, 1, 5) +
+                  tensor("OUTPUT1", "INT8", [4], 0, 4))
+    call_gpu = (struct.pack("<QBQ", 9, 0, 4) + struct.pack("<H", 1) + b"m" +
+                struct.pack("<q", -1) + struct.pack("<H", 0) + struct.pack("<I", 2) +
+                gpu_tensor("G", "INT32", [2], 4096, 8, 0, 0) +
+                tensor("H", "INT8", [4], 0, 4) + struct.pack("<I", 0) + bytes(4))
     seeds = {"result": b"\x00" + result, "bls": b"\x01" + bls,
+             "result_gpu": b"\x00" + result_gpu, "bls_call_gpu": b"\x03" + call_gpu,
              "bls_call": b"\x03" + call, "bls_call_decoupled": b"\x03" + call_decoupled,
              "response": b"\x02" + response, "response_error": b"\x02" + response_error,
              "final_only": b"\x02" + final_only}

@@ -19,7 +19,10 @@
 # bandwidth pinned vs pageable (4 KiB..256 MiB) and GEMM TFLOP/s (FP32/TF32/
 # FP16 at 8192^3 and at digits_mlp-like shapes), then an end-to-end HTTP
 # run of a 4096-4096-4096-1000 dense model on the GPU vs the CPU
-# (e2e_dense.py: p50, infer/s, share of H2D/compute/D2H). Every step gets
+# (e2e_dense.py: p50, infer/s, share of H2D/compute/D2H), python models'
+# GPU tensors through DLPack and CUDA IPC (e2e_python_dlpack.py: the
+# checks of test_python_dlpack.py on the real GPU, 4 MiB outputs timed
+# against numpy ones). Every step gets
 # what is left of a 9-minute budget; the summary table is printed last.
 # Logs go to <dir>/gpu-check/. Exit status 0 when every step passed.
 #
@@ -328,6 +331,27 @@ if ((STEP_RC == 0)); then
         row "e2e dense_gpu b=$batch H2D/compute/D2H %" \
             "$(result "$E2E_LOG" e2e model=dense_gpu "batch=$batch" h2d_pct) / $(result "$E2E_LOG" e2e model=dense_gpu "batch=$batch" compute_pct) / $(result "$E2E_LOG" e2e model=dense_gpu "batch=$batch" d2h_pct)"
     done
+fi
+
+# ---- python models: GPU tensors through DLPack (CUDA IPC stub <-> server) -------
+# The stubs load the CUDA runtime the server's CUDA module links. A dry run
+# uses the fake GPUs where the build has them (osprey_fakegpu).
+DLPACK_LOG=$LOGS/e2e_python_dlpack.log
+DLPACK_ARGS=(--osprey "$BUILD/osprey")
+((DRY_RUN)) && DLPACK_ARGS=(--osprey "$BUILD/osprey_fakegpu"
+    --cuda-runtime "$BUILD/libosprey_fake_cudart.so" --repeat 5)
+if ((DRY_RUN)) && [[ ! -x $BUILD/osprey_fakegpu ]]; then
+    row "python DLPack GPU tensors" "NOT RUN (dry run without osprey_fakegpu)"
+else
+    STEP_CAP=90 step "python DLPack GPU tensors" "$DLPACK_LOG" "$PYTHON" \
+        "$ROOT/tests/gpu/e2e_python_dlpack.py" "${DLPACK_ARGS[@]}"
+    if ((STEP_RC == 0)); then
+        row "python DLPack GPU tensors" "PASS ($(grep -c '^CHECK python_dlpack .* ok=1' "$DLPACK_LOG") checks)"
+        row "python 4 MiB output p50 ms GPU tensor / numpy" \
+            "$(result "$DLPACK_LOG" python_dlpack mib=4 gpu_p50_ms) / $(result "$DLPACK_LOG" python_dlpack mib=4 numpy_p50_ms)"
+    elif [[ -f $DLPACK_LOG ]]; then
+        grep '^CHECK python_dlpack .* ok=0' "$DLPACK_LOG" | head -5 >&2
+    fi
 fi
 
 # ---- ONNX architectures end to end, with and without CUDA graphs ----------------

@@ -1,7 +1,8 @@
 """The Python parts of tests/gpu/check.sh, tried on a host without a GPU:
-check.sh parses (bash -n), and e2e_onnx.py's --dry-run (every model on the
+check.sh parses (bash -n), e2e_onnx.py's --dry-run (every model on the
 CPU) generates its models, checks the served outputs against onnxruntime
-and prints the throughput rows check.sh reads."""
+and prints the throughput rows check.sh reads, and e2e_python_dlpack.py
+passes its checks over the fake GPUs (as check.sh's dry run runs it)."""
 
 import pathlib
 import re
@@ -15,8 +16,11 @@ import harness
 
 sys.path.insert(0, str(harness.ROOT / "tests" / "gpu"))
 import e2e_onnx  # noqa: E402
+import e2e_python_dlpack  # noqa: E402
 
 LOAD_CLIENT = pathlib.Path(harness.osprey_bin()).parent / "tests" / "bench" / "load_client"
+FAKE_GPU_BIN = pathlib.Path(harness.osprey_bin()).parent / "osprey_fakegpu"
+FAKE_RUNTIME = pathlib.Path(harness.osprey_bin()).parent / "libosprey_fake_cudart.so"
 
 
 def test_check_sh_parses():
@@ -54,3 +58,16 @@ def test_e2e_onnx_dry_run(capsys):
     assert sorted((g, b) for g, b, _ in rows) == [("off", "1"), ("off", "2"),
                                                   ("on", "1"), ("on", "2")], out
     assert all(float(v) > 0 for _, _, v in rows)
+
+
+@pytest.mark.skipif(not FAKE_GPU_BIN.exists() or not FAKE_RUNTIME.exists(),
+                    reason="osprey_fakegpu is built only with the CUDA toolkit")
+def test_e2e_python_dlpack_over_the_fake_gpus(capsys):
+    rc = e2e_python_dlpack.main(["--osprey", str(FAKE_GPU_BIN), "--cuda-runtime",
+                                 str(FAKE_RUNTIME), "--repeat", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    checks = re.findall(r"^CHECK python_dlpack name=(\S+) ok=(\d)", out, re.M)
+    assert len(checks) == 10 and all(ok == "1" for _, ok in checks), out
+    assert re.search(r"^RESULT python_dlpack mib=4 gpu_p50_ms=\S+ numpy_p50_ms=\S+$",
+                     out, re.M), out

@@ -1014,9 +1014,18 @@ TEST_P(DeviceTest, IpcHandlesRefused) {
             OSP_ERROR_UNSUPPORTED);
         EXPECT_ERROR_CODE(osp_device_ipc_close(dev_, handle),
                           OSP_ERROR_UNSUPPORTED);
+        uint64_t offset = 0;
+        EXPECT_ERROR_CODE(
+            osp_device_ipc_export(dev_, handle, handle, sizeof handle, &offset),
+            OSP_ERROR_UNSUPPORTED);
         return;
     }
     EXPECT_TRUE(osp_device_supports_ipc(dev_));
+    uint64_t offset = 0;
+    // host memory is no device allocation to export
+    EXPECT_ERROR_CODE(
+        osp_device_ipc_export(dev_, handle, handle, sizeof handle, &offset),
+        OSP_ERROR_INVALID_ARG);
     EXPECT_ERROR_CODE(osp_device_ipc_open(dev_, handle, 10, &ptr, &size),
                       OSP_ERROR_INVALID_ARG);
     EXPECT_ERROR_CODE(
@@ -1080,6 +1089,36 @@ TEST_P(DeviceTest, FakeIpcRoundTrips) {
     ASSERT_OK(osp_device_ipc_close(dev_, ptr));
     munmap(host, n);
     shm_unlink(name.c_str());
+}
+
+// Exporting: the handle names the allocation that holds the pointer and
+// the offset says where in it, as the python backend hands a batch's
+// inputs (which lie inside a pool region) to its stubs.
+TEST_P(DeviceTest, FakeIpcExportsThePointersAllocation) {
+    if (IsCpu())
+        GTEST_SKIP() << "the CPU device exports nothing (IpcHandlesRefused)";
+    const size_t n = 2 * 4096;
+    BufferPtr buf = Alloc(n);
+    char *inside = static_cast<char *>(buf->data) + 100;
+    unsigned char handle[OSP_DEVICE_IPC_HANDLE_BYTES];
+    uint64_t offset = 0;
+    EXPECT_ERROR_CODE(osp_device_ipc_export(dev_, inside, handle, 10, &offset),
+                      OSP_ERROR_INVALID_ARG);
+    ASSERT_OK(
+        osp_device_ipc_export(dev_, inside, handle, sizeof handle, &offset));
+    void *base = nullptr;
+    size_t size = 0;
+    ASSERT_OK(osp_device_ipc_open(dev_, handle, sizeof handle, &base, &size));
+    EXPECT_EQ(static_cast<char *>(base) + offset, inside);
+    EXPECT_GE(size, offset + n - 100);
+    Bytes src = Rng().Data(OSP_TYPE_UINT8, 64), back(64, 0);
+    ASSERT_OK(osp_device_memcpy(dev_, inside, src.data(), 64,
+                                OSP_COPY_HOST_TO_DEVICE));
+    ASSERT_OK(osp_device_memcpy(dev_, back.data(),
+                                static_cast<char *>(base) + offset, 64,
+                                OSP_COPY_DEVICE_TO_HOST));
+    EXPECT_EQ(back, src);
+    ASSERT_OK(osp_device_ipc_close(dev_, base));
 }
 #endif
 

@@ -141,6 +141,21 @@ struct Payload {
             put<int64_t>(d);
         return put<uint64_t>(offset).put<uint64_t>(size);
     }
+    // A GPU tensor's descriptor: rank byte with bit 7, then after the byte
+    // size the device id, the lease and the 64-byte IPC handle.
+    Payload &gpu_output(const std::string &name, const std::string &dtype,
+                        std::vector<int64_t> dims, uint64_t offset,
+                        uint64_t size, int32_t device, uint64_t lease,
+                        uint8_t handle_fill) {
+        str(name, 2).str(dtype, 1).put<uint8_t>(
+            uint8_t(dims.size() | PYPROTO_RANK_ON_GPU));
+        for (int64_t d : dims)
+            put<int64_t>(d);
+        put<uint64_t>(offset).put<uint64_t>(size);
+        put<int32_t>(device).put<uint64_t>(lease);
+        bytes.insert(bytes.end(), OSP_DEVICE_IPC_HANDLE_BYTES, handle_fill);
+        return *this;
+    }
 };
 
 Payload ValidResult() {
@@ -229,6 +244,156 @@ TEST(PythonProtocol, RefusesHostileDescriptors) {
     Payload trailing = ValidResult();
     trailing.put<uint8_t>(0);
     EXPECT_ERROR_CODE(decode(trailing), OSP_ERROR_INTERNAL);
+}
+
+// ---- GPU tensors (Tensor.from_dlpack of a CUDA tensor) ----
+
+// One response: a GPU output far past the region (it lies in its CUDA
+// allocation, not in the region), then one in the region.
+Payload GpuResult() {
+    Payload p;
+    p.put<uint64_t>(4096).put<uint32_t>(1).put<uint32_t>(0).put<uint32_t>(2);
+    p.gpu_output("G", "FP32", {2, 2}, 1 << 20, 16, 1, 9, 0xab);
+    p.output("H", "INT8", {4}, 0, 4);
+    return p;
+}
+
+TEST(PythonProtocol, DecodesGpuTensorDescriptors) {
+    Payload p = GpuResult();
+    pyproto_result r;
+    ASSERT_OK(pyproto_result_decode(p.bytes.data(), p.bytes.size(), &r));
+    ASSERT_EQ(r.n_responses, 1u);
+    ASSERT_EQ(r.responses[0].n_outputs, 2u);
+    const pyproto_output &g = r.responses[0].outputs[0];
+    EXPECT_TRUE(g.on_gpu);
+    EXPECT_EQ(g.shape.rank, 2); // the flag is not part of the rank
+    EXPECT_EQ(g.offset, 1u << 20);
+    EXPECT_EQ(g.byte_size, 16u);
+    EXPECT_EQ(g.gpu.device_id, 1);
+    EXPECT_EQ(g.gpu.lease, 9u);
+    EXPECT_EQ(g.gpu.ipc_handle[0], 0xab);
+    EXPECT_EQ(g.gpu.ipc_handle[OSP_DEVICE_IPC_HANDLE_BYTES - 1], 0xab);
+    EXPECT_FALSE(r.responses[0].outputs[1].on_gpu);
+
+    // RELEASE names the leases the server is done with.
+    pyproto_text release = {};
+    ASSERT_EQ(pyproto_append_release(&release, r.responses, r.n_responses), 1u);
+    ASSERT_EQ(release.len, 12u);
+    uint32_t count;
+    uint64_t lease;
+    memcpy(&count, release.data, 4);
+    memcpy(&lease, release.data + 4, 8);
+    EXPECT_EQ(count, 1u);
+    EXPECT_EQ(lease, 9u);
+    pyproto_text_free(&release);
+    pyproto_result_destroy(&r);
+
+    for (size_t len = 0; len < p.bytes.size(); len++) {
+        std::vector<uint8_t> cut(p.bytes.begin(), p.bytes.begin() + len);
+        SCOPED_TRACE("length " + std::to_string(len));
+        EXPECT_ERROR_CODE(pyproto_result_decode(cut.data(), cut.size(), &r),
+                          OSP_ERROR_INTERNAL);
+    }
+}
+
+TEST(PythonProtocol, RefusesHostileGpuDescriptors) {
+    auto decode = [](auto fill) {
+        Payload p;
+        p.put<uint64_t>(4096).put<uint32_t>(1).put<uint32_t>(0).put<uint32_t>(
+            1);
+        fill(p);
+        pyproto_result r;
+        osp_error *err =
+            pyproto_result_decode(p.bytes.data(), p.bytes.size(), &r);
+        if (!err)
+            pyproto_result_destroy(&r);
+        return err;
+    };
+    ASSERT_OK(decode(
+        [](Payload &p) { p.gpu_output("X", "FP32", {1}, 0, 4, 0, 1, 0); }));
+    EXPECT_ERROR_CODE(decode([](Payload &p) { // a negative device
+                          p.gpu_output("X", "FP32", {1}, 0, 4, -1, 1, 0);
+                      }),
+                      OSP_ERROR_INTERNAL);
+    EXPECT_ERROR_CODE(decode([](Payload &p) { // offset + size wraps
+                          p.gpu_output("X", "FP32", {1}, UINT64_MAX - 1, 4, 0,
+                                       1, 0);
+                      }),
+                      OSP_ERROR_INTERNAL);
+    EXPECT_ERROR_CODE(decode([](Payload &p) { // BYTES never live on a GPU
+                          p.gpu_output("X", "BYTES", {1}, 0, 8, 0, 1, 0);
+                      }),
+                      OSP_ERROR_INTERNAL);
+    EXPECT_ERROR_CODE(decode([](Payload &p) { // size not the shape's
+                          p.gpu_output("X", "FP32", {3}, 0, 4, 0, 1, 0);
+                      }),
+                      OSP_ERROR_INTERNAL);
+    EXPECT_ERROR_CODE(decode([](Payload &p) { // rank over the limit
+                          p.gpu_output("X", "FP32", std::vector<int64_t>(17, 1),
+                                       0, 4, 0, 1, 0);
+                      }),
+                      OSP_ERROR_INTERNAL);
+}
+
+TEST(PythonProtocol, GpuInputsOfABlsCallTakeNoData) {
+    // The call's data holds only the host input; the GPU input's offset
+    // counts in its allocation, past the data.
+    Payload p;
+    p.put<uint64_t>(5).put<uint8_t>(0).put<uint64_t>(4);
+    p.str("m", 2).put<int64_t>(-1).str("", 2).put<uint32_t>(2);
+    p.gpu_output("G", "INT32", {2}, 4096, 8, 0, 0, 1);
+    p.output("H", "INT8", {4}, 0, 4);
+    p.put<uint32_t>(0);
+    p.put<int32_t>(0);
+    pyproto_bls_request req;
+    uint64_t id = 0;
+    ASSERT_OK(
+        pyproto_bls_call_decode(p.bytes.data(), p.bytes.size(), &req, &id));
+    ASSERT_EQ(req.n_inputs, 2u);
+    EXPECT_TRUE(req.inputs[0].on_gpu);
+    EXPECT_EQ(req.inputs[0].gpu.lease, 0u);
+    EXPECT_FALSE(req.inputs[1].on_gpu);
+    pyproto_bls_destroy(&req);
+}
+
+TEST(PythonProtocol, AppendsGpuDescriptorsTheDecoderReads) {
+    // What the server writes for an input it hands over in GPU memory
+    // (EXEC) reads back as written.
+    pyproto_gpu_ref ref = {};
+    ref.device_id = 1;
+    ref.lease = 0;
+    for (size_t i = 0; i < sizeof ref.ipc_handle; i++)
+        ref.ipc_handle[i] = (uint8_t)i;
+    osp_shape shape = {};
+    shape.rank = 2;
+    shape.dims[0] = 3;
+    shape.dims[1] = 2;
+    Payload p;
+    p.put<uint64_t>(0).put<uint32_t>(1).put<uint32_t>(0).put<uint32_t>(1);
+    pyproto_text t = {};
+    ASSERT_OK(pyproto_append_gpu_tensor(&t, "IN", OSP_TYPE_FP64, &shape, &ref,
+                                        256, 48));
+    p.bytes.insert(p.bytes.end(), t.data, t.data + t.len);
+    pyproto_text_free(&t);
+    pyproto_result r;
+    ASSERT_OK(pyproto_result_decode(p.bytes.data(), p.bytes.size(), &r));
+    const pyproto_output &o = r.responses[0].outputs[0];
+    EXPECT_TRUE(o.on_gpu);
+    EXPECT_STREQ(o.name, "IN");
+    EXPECT_EQ(o.dtype, OSP_TYPE_FP64);
+    EXPECT_EQ(o.shape.rank, 2);
+    EXPECT_EQ(o.shape.dims[0], 3);
+    EXPECT_EQ(o.offset, 256u);
+    EXPECT_EQ(o.byte_size, 48u);
+    EXPECT_EQ(o.gpu.device_id, 1);
+    EXPECT_EQ(memcmp(o.gpu.ipc_handle, ref.ipc_handle, sizeof ref.ipc_handle),
+              0);
+    // no lease: nothing to release
+    pyproto_text release = {};
+    EXPECT_EQ(pyproto_append_release(&release, r.responses, 1), 0u);
+    EXPECT_EQ(release.len, 0u);
+    pyproto_text_free(&release);
+    pyproto_result_destroy(&r);
 }
 
 TEST(PythonProtocol, DecodesBlsRequestsAndRefusesTruncatedOnes) {
@@ -416,10 +581,18 @@ class ExecReader {
                 s += (i ? "," : "") + String16() + ":";
                 s += Bytes(Take<uint8_t>()) + ":[";
                 uint8_t rank = Take<uint8_t>();
+                bool on_gpu = rank & PYPROTO_RANK_ON_GPU;
+                rank &= ~PYPROTO_RANK_ON_GPU;
                 for (uint8_t d = 0; d < rank; d++)
                     s += (d ? "," : "") + std::to_string(Take<int64_t>());
                 s += "]@" + std::to_string(Take<uint64_t>());
                 s += "+" + std::to_string(Take<uint64_t>());
+                if (on_gpu) { // device, lease, then the handle's first byte
+                    s += "@gpu" + std::to_string(Take<int32_t>());
+                    s += "/lease" + std::to_string(Take<uint64_t>());
+                    std::string handle = Bytes(OSP_DEVICE_IPC_HANDLE_BYTES);
+                    s += "/h" + std::to_string(handle.empty() ? -1 : handle[0]);
+                }
             }
             s += "}";
         }
@@ -480,7 +653,7 @@ osp_shape Shape(std::initializer_list<int64_t> dims) {
 TEST(PythonRequests, EachRequestViewsItsOwnRowsOfTheRegion) {
     // FP32 [3, 2] at offset 128: request 0 has row 0, request 1 rows 1-2.
     std::vector<pyreq_input> in = {
-        {"IN", OSP_TYPE_FP32, Shape({3, 2}), 128, 24, nullptr}};
+        {"IN", OSP_TYPE_FP32, Shape({3, 2}), 128, 24, nullptr, false, {}}};
     const bool both[] = {true, true}, second[] = {false, true};
     osp_batch_request a{}, b{};
     a.id = "a";
@@ -503,6 +676,26 @@ TEST(PythonRequests, EachRequestViewsItsOwnRowsOfTheRegion) {
               "{id=a corr=42 params={} out=OUT0,OUT1 in=IN:FP32:[3,2]@128+24}");
 }
 
+TEST(PythonRequests, GpuInputsNameTheirRowsInTheirAllocation) {
+    // FORCE_CPU_ONLY_INPUT_TENSORS "no": INT64 [2, 3] at offset 4096 of an
+    // allocation of GPU 1; each request's descriptor names its rows there.
+    pyproto_gpu_ref ref = {};
+    ref.device_id = 1;
+    ref.ipc_handle[0] = 7;
+    std::vector<pyreq_input> in = {
+        {"G", OSP_TYPE_INT64, Shape({2, 3}), 4096, 48, nullptr, true, ref}};
+    osp_batch_request a{}, b{};
+    a.id = b.id = "";
+    a.rows = 1;
+    b.first_row = 1;
+    b.rows = 1;
+    EXPECT_EQ(RequestsJson(in, {a, b}),
+              "{id= corr=0 params={} out=OUT0,OUT1 "
+              "in=G:INT64:[1,3]@4096+24@gpu1/lease0/h7},"
+              "{id= corr=0 params={} out=OUT0,OUT1 "
+              "in=G:INT64:[1,3]@4120+24@gpu1/lease0/h7}");
+}
+
 TEST(PythonRequests, BytesRowsEndWhereTheirElementsEnd) {
     // BYTES [3, 1]: "a", "bcd", "" (4-byte length, then the bytes).
     std::vector<uint8_t> bytes;
@@ -511,8 +704,14 @@ TEST(PythonRequests, BytesRowsEndWhereTheirElementsEnd) {
         bytes.insert(bytes.end(), (uint8_t *)&n, (uint8_t *)&n + 4);
         bytes.insert(bytes.end(), e.begin(), e.end());
     }
-    std::vector<pyreq_input> in = {
-        {"S", OSP_TYPE_BYTES, Shape({3, 1}), 64, bytes.size(), bytes.data()}};
+    std::vector<pyreq_input> in = {{"S",
+                                    OSP_TYPE_BYTES,
+                                    Shape({3, 1}),
+                                    64,
+                                    bytes.size(),
+                                    bytes.data(),
+                                    false,
+                                    {}}};
     osp_batch_request a{}, b{};
     a.id = b.id = "";
     a.rows = 2;

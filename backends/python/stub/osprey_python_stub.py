@@ -12,9 +12,15 @@ A decoupled model's stub reads the channel on a thread of its own once
 initialize has returned (DecoupledChannel): execute runs on the main thread
 while the model's threads send responses and make BLS calls, each call
 waiting for the answers that name it.
+
+GPU tensors (pb_utils.Tensor.from_dlpack of a CUDA tensor) never enter the
+region: their descriptors carry the CUDA IPC handle of their allocation
+(osprey_cuda), the server copies them from there, and the stub keeps each
+one it lent alive until the server's RELEASE names its lease.
 """
 
 import asyncio
+import atexit
 import collections
 import importlib.util
 import inspect
@@ -32,9 +38,11 @@ import traceback
 
 import numpy as np
 
+import osprey_cuda
 import triton_python_backend_utils as pb_utils
 
 INIT, EXEC, FINALIZE, AUTO_COMPLETE, BLS_RESULT, CANCEL, BLS_ANSWER = 1, 2, 3, 4, 5, 6, 7
+RELEASE = 8  # server -> stub: lent GPU tensors may go
 OK, ERROR, RESULT, LOG, BLS, RESPONSE, BLS_CALL = 10, 11, 12, 13, 14, 15, 16
 MAX_FRAME = 16 << 20  # the server's PYPROTO_MAX_FRAME
 HEADER = struct.Struct("<II")
@@ -235,9 +243,16 @@ NUMPY_TYPES = {name: np.dtype(t) for name, t in pb_utils._TRITON_TO_NUMPY.items(
 descriptor_heads = {}
 
 
-def read_descriptor(buf, pos):
+RANK_ON_GPU = 0x80  # python_protocol.h: a GPU tensor's rank byte
+GPU_REF = struct.Struct("<iQ")  # device id, lease; the 64-byte IPC handle follows
+IPC_HANDLE_BYTES = 64
+
+
+def read_any_descriptor(buf, pos):
     """A tensor descriptor of `buf` at `pos` (python_protocol.h): returns
-    (name, datatype, dims, offset, byte size, next pos)."""
+    (name, datatype, dims, offset, byte size, gpu, next pos), gpu None for
+    a tensor in the region or the frame, else (device id, IPC handle) of
+    its allocation, which offset counts into."""
     (n,) = U16.unpack_from(buf, pos)
     pos += 2
     name = buf[pos:pos + n].decode("utf-8")
@@ -245,9 +260,25 @@ def read_descriptor(buf, pos):
     n = buf[pos]
     dtype = buf[pos + 1:pos + 1 + n].decode("ascii")
     pos += 1 + n
-    rank = buf[pos]
+    rank = buf[pos] & ~RANK_ON_GPU
     fields = DIMS[rank].unpack_from(buf, pos + 1)
-    return name, dtype, fields[:rank], fields[rank], fields[rank + 1], pos + 17 + 8 * rank
+    gpu, end = None, pos + 17 + 8 * rank
+    if buf[pos] & RANK_ON_GPU:
+        device, _ = GPU_REF.unpack_from(buf, end)
+        end += GPU_REF.size
+        gpu, end = (device, bytes(buf[end:end + IPC_HANDLE_BYTES])), end + IPC_HANDLE_BYTES
+    return name, dtype, fields[:rank], fields[rank], fields[rank + 1], gpu, end
+
+
+def read_descriptor(buf, pos):
+    """A descriptor of a tensor in the region or the frame (what the
+    server's answers carry): (name, datatype, dims, offset, byte size,
+    next pos)."""
+    name, dtype, dims, offset, nbytes, gpu, pos = read_any_descriptor(buf, pos)
+    if gpu is not None:
+        raise pb_utils.TritonModelException(
+            "tensor '%s' came in GPU memory where only host tensors travel" % name)
+    return name, dtype, dims, offset, nbytes, pos
 
 
 def region_array(dtype, dims, offset, nbytes):
@@ -260,7 +291,8 @@ def region_array(dtype, dims, offset, nbytes):
 
 
 def tensor_source(tensor):
-    """(bytes of the tensor as the server reads them, datatype, shape)."""
+    """(bytes of the tensor as the server reads them, datatype, shape) of a
+    tensor in host memory."""
     array = tensor._data
     dtype = tensor._triton_dtype
     if dtype == "BYTES":
@@ -272,21 +304,152 @@ def tensor_source(tensor):
     return source, dtype, array.shape
 
 
-def describe_tensor(name, dtype, shape, offset, nbytes):
-    """A tensor's descriptor (python_protocol.h)."""
+def descriptor_head(name, dtype):
+    """The name and datatype part of a descriptor."""
     head = descriptor_heads.get((name, dtype))
     if head is None:
         raw_name, raw_type = name.encode("utf-8"), dtype.encode("ascii")
         head = U16.pack(len(raw_name)) + raw_name + U8.pack(len(raw_type)) + raw_type
         if len(descriptor_heads) < 1024:
             descriptor_heads[(name, dtype)] = head
+    return head
+
+
+def describe_tensor(name, dtype, shape, offset, nbytes):
+    """A tensor's descriptor (python_protocol.h)."""
     rank = len(shape)
-    return head + U8.pack(rank) + DIMS[rank].pack(*shape, offset, nbytes)
+    return descriptor_head(name, dtype) + U8.pack(rank) + DIMS[rank].pack(*shape, offset, nbytes)
 
 
-def write_tensor(tensor, cursor):
+# GPU tensors lent to the server (a RESULT's or RESPONSE's outputs), by
+# lease: each stays alive here until the server's RELEASE names its lease,
+# as the server reads it from this process's GPU memory until then.
+lent = {}
+lent_lock = threading.Lock()
+next_lease = itertools.count(1)
+
+
+def describe_gpu_tensor(tensor, leased):
+    """The descriptor of a GPU tensor (pb_utils.Tensor.from_dlpack): the
+    CUDA IPC handle of its allocation and its offset there; nothing of it
+    travels. With `leased` (a list), the tensor is lent under a new lease,
+    appended to it; without, the lease is 0 (a BLS input, which its call
+    holds until the first answer)."""
+    handle, offset = shareable(tensor)
+    memory = tensor._gpu
+    lease = 0
+    if leased is not None:
+        with lent_lock:
+            lease = next(next_lease)
+            lent[lease] = tensor
+        leased.append(lease)
+    shape = tensor._shape
+    rank = len(shape)
+    return (descriptor_head(tensor._name, tensor._triton_dtype) +
+            U8.pack(rank | RANK_ON_GPU) +
+            DIMS[rank].pack(*shape, offset, tensor._nbytes()) +
+            GPU_REF.pack(memory.device, lease) + handle)
+
+
+def shareable(tensor):
+    """(IPC handle, offset) that reaches a GPU tensor from the server,
+    kept on the tensor for its later sends. Memory CUDA cannot export (an
+    input the server lent, handed straight back; a stream-ordered pool's)
+    is first copied once, on the GPU, into an allocation of the stub's
+    that the tensor then keeps."""
+    if tensor._exported is not None:
+        return tensor._exported[:2]
+    memory = tensor._gpu
+    try:
+        try:
+            handle, offset = osprey_cuda.ipc_export(memory.device, memory.ptr)
+            tensor._exported = (handle, offset, None)
+        except osprey_cuda.CudaError:
+            nbytes = tensor._nbytes()
+            copy = osprey_cuda.Allocation(memory.device, nbytes)
+            osprey_cuda.copy(memory.device, copy.ptr, memory.ptr, nbytes,
+                             osprey_cuda.MEMCPY_DEVICE_TO_DEVICE)
+            handle, offset = osprey_cuda.ipc_export(memory.device, copy.ptr)
+            tensor._exported = (handle, offset, copy)
+    except osprey_cuda.CudaError as exc:
+        raise pb_utils.TritonModelException(
+            "GPU tensor '%s' cannot be shared with the server: %s" % (tensor._name, exc))
+    return tensor._exported[:2]
+
+
+def release(leases):
+    """The server is done with these lent tensors (a RELEASE frame's, or
+    ones of an answer that never went)."""
+    with lent_lock:
+        for lease in leases:
+            lent.pop(lease, None)
+
+
+def read_release(payload):
+    """A RELEASE frame: u32 count, u64 leases."""
+    (count,) = U32.unpack_from(payload, 0)
+    release(struct.unpack_from("<%dQ" % count, payload, 4))
+
+
+def inline_tensor(tensor, cursor, leased=None):
+    """(descriptor, bytes) of a tensor that travels inline at `cursor` of a
+    frame's data; a GPU tensor's bytes stay in GPU memory (None)."""
+    if tensor._gpu is not None:
+        return describe_gpu_tensor(tensor, leased), None
+    source, dtype, shape = tensor_source(tensor)
+    return (describe_tensor(tensor._name, dtype, shape, cursor, source.nbytes),
+            memoryview(source).cast("B"))
+
+
+# The server's allocations this stub mapped (GPU inputs), by IPC handle:
+# (device, first address). Kept open for later batches (the inputs of a
+# GPU instance come from a few pool regions) and closed at finalize.
+opened = {}
+
+
+def gpu_input(name, dtype, dims, offset, nbytes, gpu, copy):
+    """A GPU tensor over an input the server handed over in GPU memory
+    (FORCE_CPU_ONLY_INPUT_TENSORS "no"), valid while execute runs; with
+    `copy`, a copy in an allocation of the stub's own (a decoupled model's
+    threads may read it after execute returned)."""
+    device, handle = gpu
+    try:
+        base = opened.get(handle)
+        if base is None:
+            base = opened[handle] = (device, osprey_cuda.ipc_open(device, handle))
+        ptr = base[1] + offset
+        memory = pb_utils.GpuMemory(ptr, device, None)
+        if copy:
+            owned = osprey_cuda.Allocation(device, nbytes)
+            osprey_cuda.copy(device, owned.ptr, ptr, nbytes,
+                             osprey_cuda.MEMCPY_DEVICE_TO_DEVICE)
+            memory = pb_utils.GpuMemory(owned.ptr, device, owned)
+    except osprey_cuda.CudaError as exc:
+        raise pb_utils.TritonModelException(
+            "input '%s' is in GPU memory the stub cannot reach: %s" % (name, exc))
+    return pb_utils.Tensor._on_gpu(name, dtype, dims, memory)
+
+
+def close_opened():
+    """Unmaps the server's allocations (finalize, or the stub's exit)."""
+    while opened:
+        _, (device, ptr) = opened.popitem()
+        try:
+            osprey_cuda.ipc_close(device, ptr)
+        except osprey_cuda.CudaError:
+            pass
+
+
+atexit.register(close_opened)
+
+
+def write_tensor(tensor, cursor, leased=None):
     """Writes one tensor into the region at `cursor`; returns its descriptor
-    and the next aligned cursor."""
+    and the next aligned cursor. A GPU tensor stays where it is: its
+    descriptor names it (lent under a lease appended to `leased`, when
+    given)."""
+    if tensor._gpu is not None:
+        return describe_gpu_tensor(tensor, leased), cursor
     source, dtype, shape = tensor_source(tensor)
     nbytes = source.nbytes
     end = cursor + nbytes
@@ -303,40 +466,45 @@ def send_decoupled_response(request, response, flags):
     thread: one RESPONSE frame with the tensors inline, since the region
     may be in use by the thread running execute."""
     final = 1 if flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL else 0
-    parts, data, cursor = [], [], 0
-    if response is not None:
-        if response.has_error():
-            err = response.error()
-            message = err.message().encode("utf-8", "replace")
-            parts.append(struct.pack("<III", 1, err.code(), len(message)) + message)
-        else:
-            wanted = set(request.requested_output_names())
-            tensors = [t for t in response.output_tensors() if t.name() in wanted]
-            parts.append(struct.pack("<II", 0, len(tensors)))
-            for tensor in tensors:
-                source, dtype, shape = tensor_source(tensor)
-                parts.append(describe_tensor(tensor.name(), dtype, shape, cursor,
-                                             source.nbytes))
-                data.append(memoryview(source).cast("B"))
-                cursor += source.nbytes
-    head = struct.pack("<QIIQ", request._batch, final, response is not None, cursor)
-    size = len(head) + sum(len(p) for p in parts) + cursor
-    if size > MAX_FRAME:
-        raise pb_utils.TritonModelException(
-            "a response of a decoupled model carries at most %d bytes, this one "
-            "has %d" % (MAX_FRAME, size))
-    send_frame(RESPONSE, head + b"".join(parts) + b"".join(bytes(d) for d in data))
+    parts, data, cursor, leased = [], [], 0, []
+    try:
+        if response is not None:
+            if response.has_error():
+                err = response.error()
+                message = err.message().encode("utf-8", "replace")
+                parts.append(struct.pack("<III", 1, err.code(), len(message)) + message)
+            else:
+                wanted = set(request.requested_output_names())
+                tensors = [t for t in response.output_tensors() if t.name() in wanted]
+                parts.append(struct.pack("<II", 0, len(tensors)))
+                for tensor in tensors:
+                    desc, view = inline_tensor(tensor, cursor, leased)
+                    parts.append(desc)
+                    if view is not None:
+                        data.append(view)
+                        cursor += len(view)
+        head = struct.pack("<QIIQ", request._batch, final, response is not None, cursor)
+        size = len(head) + sum(len(p) for p in parts) + cursor
+        if size > MAX_FRAME:
+            raise pb_utils.TritonModelException(
+                "a response of a decoupled model carries at most %d bytes, this one "
+                "has %d" % (MAX_FRAME, size))
+        send_frame(RESPONSE, head + b"".join(parts) + b"".join(bytes(d) for d in data))
+    except BaseException:
+        release(leased)  # never sent: the server will not name them
+        raise
     if final:
         open_requests.pop(request._batch, None)
 
 
-def write_outputs(response, wanted, cursor, out):
+def write_outputs(response, wanted, cursor, out, leased):
     """Appends one response's outputs to `out` (bytes parts), writing each
-    tensor into the region; returns the next cursor."""
+    tensor into the region (GPU tensors lent, their leases appended to
+    `leased`); returns the next cursor."""
     tensors = [t for t in response._output_tensors if t._name in wanted]
     out.append(OUTPUTS_HEAD.pack(0, len(tensors)))
     for tensor in tensors:
-        desc, cursor = write_tensor(tensor, cursor)
+        desc, cursor = write_tensor(tensor, cursor, leased)
         out.append(desc)
     return cursor
 
@@ -377,6 +545,12 @@ def read_bls_response(reply, pos):
         tensor, pos = read_tensor(reply, pos)
         tensors.append(tensor)
     return pb_utils.InferenceResponse(tensors), pos
+
+
+def gpu_tensors(request):
+    """A BLS request's GPU inputs: its call holds them (BlsCall.held) until
+    the call is answered, by when the server has copied them."""
+    return [t for t in request.inputs() if t._gpu is not None]
 
 
 def region_call_payload(request, decoupled):
@@ -434,6 +608,7 @@ class ExecCalls:
                 raise pb_utils.TritonModelException(
                     "BLS is only supported during the 'execute' function.")
             call = BlsCall(self)
+            call.held = gpu_tensors(request)
             call.region = 0 not in self.calls
             call_id = 0 if call.region else next(self.ids)
             self.calls[call_id] = call
@@ -641,6 +816,8 @@ class DecoupledChannel:
                     self.deliver(payload)
                 elif kind == CANCEL:
                     mark_cancelled(payload)
+                elif kind == RELEASE:
+                    read_release(payload)
                 else:
                     self.inbox.put((kind, payload))
         except (EOFError, ConnectionError, OSError):
@@ -678,6 +855,7 @@ class DecoupledChannel:
             raise pb_utils.TritonModelException(
                 "BLS is only supported during the 'execute' function.")
         call, call_id = BlsCall(), next(self.ids)
+        call.held = gpu_tensors(request)
         payload = inline_call_payload(request, decoupled, call_id)
         with self.lock:
             if self.gone is not None:
@@ -691,11 +869,11 @@ def inline_call_payload(request, decoupled, call_id):
     """A BLS_CALL frame: the call's id and the request, tensors inline."""
     parts, data, cursor = [], [], 0
     for tensor in request.inputs():
-        source, dtype, shape = tensor_source(tensor)
-        parts.append(describe_tensor(tensor.name(), dtype, shape, cursor,
-                                     source.nbytes))
-        data.append(memoryview(source).cast("B"))
-        cursor += source.nbytes
+        desc, view = inline_tensor(tensor, cursor)
+        parts.append(desc)
+        if view is not None:
+            data.append(view)
+            cursor += len(view)
     model = request.model_name() or ""
     if isinstance(model, str):  # Triton takes str or bytes
         model = model.encode("utf-8")
@@ -785,7 +963,10 @@ def decode_requests(payload):
         pos += 2
         inputs = []
         for _ in range(n):
-            name, dtype, dims, offset, nbytes, pos = read_descriptor(payload, pos)
+            name, dtype, dims, offset, nbytes, gpu, pos = read_any_descriptor(payload, pos)
+            if gpu is not None:
+                inputs.append(gpu_input(name, dtype, dims, offset, nbytes, gpu, decoupled))
+                continue
             array = region_array(dtype, dims, offset, nbytes)
             if decoupled and dtype != "BYTES":
                 # The model's threads may read it after execute returned,
@@ -804,7 +985,10 @@ def decode_requests(payload):
 
 def execute(payload):
     global bls_base
-    out_offset, batch, requests = decode_requests(payload)
+    try:
+        out_offset, batch, requests = decode_requests(payload)
+    except pb_utils.TritonModelException as exc:  # a GPU input out of reach
+        return batch_failure(exc)
     bls_base = out_offset
     if not decoupled:
         exec_calls.open = True  # no call is in flight: no lock needed
@@ -842,6 +1026,7 @@ def execute(payload):
     # after the batch's inputs.
     out = []
     cursor = out_offset
+    leased = []  # GPU outputs lent: the server's RELEASE gives them back
     try:
         for request, response in zip(requests, responses):
             if response._error is not None:
@@ -852,8 +1037,9 @@ def execute(payload):
                 wanted = request._requested_output_names
                 if state_outputs:
                     wanted = set(wanted) | state_outputs
-                cursor = write_outputs(response, wanted, cursor, out)
+                cursor = write_outputs(response, wanted, cursor, out, leased)
     except Exception as exc:
+        release(leased)  # the RESULT that would name them never goes
         return batch_failure(exc)
     return RESULT, RESULT_HEAD.pack(region.size, len(responses)) + b"".join(out)
 
@@ -886,6 +1072,8 @@ def main():
             send_frame(*execute(payload))
         elif kind == CANCEL:
             mark_cancelled(payload)
+        elif kind == RELEASE:
+            read_release(payload)
         elif kind == FINALIZE:
             if channel is not None:
                 channel.bls_open = False  # Triton refuses BLS in finalize
@@ -895,6 +1083,7 @@ def main():
             except Exception as exc:
                 log_to_server(2, "finalize of '%s' failed: %s"
                               % (instance_name, describe_exception(exc)))
+            close_opened()
             send_frame(OK)
             return 0
         else:

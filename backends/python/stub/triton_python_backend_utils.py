@@ -6,11 +6,15 @@ parts that talk to the server: tensors viewing the shared-memory region,
 the request list handed to execute(), and the log channel.
 """
 
+import ctypes
 import json
 import threading
 import struct
 
 import numpy as np
+
+import osprey_cuda
+import osprey_dlpack
 
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 
@@ -112,8 +116,27 @@ class TritonError:
         return self._message
 
 
+class GpuMemory:
+    """Where a GPU tensor's bytes are: `ptr` (an int device address) on
+    CUDA device `device`, kept valid by `owner` (what made the memory:
+    the producer's DLPack tensor, an allocation of the stub's own, or
+    None for an input the server lends for the length of execute)."""
+
+    __slots__ = ("ptr", "device", "owner")
+
+    def __init__(self, ptr, device, owner):
+        self.ptr, self.device, self.owner = ptr, device, owner
+
+
 class Tensor:
-    """A named tensor; BYTES tensors are numpy object arrays of bytes."""
+    """A named tensor; BYTES tensors are numpy object arrays of bytes. A
+    tensor in GPU memory (from_dlpack of a CUDA tensor, or an input under
+    FORCE_CPU_ONLY_INPUT_TENSORS "no") has no numpy array: is_cpu() is
+    False and to_dlpack() hands it on."""
+
+    _gpu = None  # GpuMemory of a GPU tensor
+    _shape = None  # a GPU tensor's shape
+    _exported = None  # the stub's (IPC handle, offset, copy) of a GPU tensor
 
     def __init__(self, name, data, dtype=None):
         if not isinstance(data, np.ndarray):
@@ -133,27 +156,126 @@ class Tensor:
         tensor._name, tensor._data, tensor._triton_dtype = name, data, dtype
         return tensor
 
+    @classmethod
+    def _on_gpu(cls, name, dtype, shape, memory):
+        """A Tensor over GPU memory (a GpuMemory) of `shape`, C order."""
+        tensor = cls.__new__(cls)
+        tensor._name, tensor._data, tensor._triton_dtype = name, None, dtype
+        tensor._shape, tensor._gpu = [int(d) for d in shape], memory
+        return tensor
+
     def name(self):
         return self._name
 
     def as_numpy(self):
+        if self._gpu is not None:
+            raise TritonModelException(
+                "Tensor is stored in GPU and cannot be converted to NumPy.")
         return self._data
 
     def triton_dtype(self):
         return self._triton_dtype
 
     def shape(self):
+        if self._gpu is not None:
+            return list(self._shape)
         return list(self._data.shape)
 
     def is_cpu(self):
-        return True
+        return self._gpu is None
+
+    def _nbytes(self):
+        """Bytes of a GPU tensor."""
+        count = 1
+        for d in self._shape:
+            count *= d
+        return count * osprey_dlpack.ITEM_BYTES[self._triton_dtype]
 
     def to_dlpack(self):
-        return self._data.__dlpack__()
+        """A DLPack capsule of the tensor, without a copy: a CUDA one for a
+        GPU tensor (torch.utils.dlpack.from_dlpack and cupy take it), a CPU
+        one otherwise. The tensor's memory stays alive while the consumer
+        holds it."""
+        try:
+            if self._gpu is not None:
+                return osprey_dlpack.export_capsule(
+                    self._gpu.ptr, self._shape, self._triton_dtype,
+                    osprey_dlpack.KDL_CUDA, self._gpu.device, self)
+            if self._triton_dtype == "BYTES":
+                osprey_dlpack.dlpack_dtype("BYTES")  # raises Triton's error
+            return self._data.__dlpack__()
+        except osprey_dlpack.DLPackError as exc:
+            raise TritonModelException(str(exc)) from None
+
+    def __dlpack__(self, stream=None, **kwargs):
+        # All work on a stub's GPU tensor has finished when it becomes one
+        # (from_dlpack synchronizes), so any stream may read it at once.
+        return self.to_dlpack()
+
+    def __dlpack_device__(self):
+        if self._gpu is not None:
+            return (osprey_dlpack.KDL_CUDA, self._gpu.device)
+        return (osprey_dlpack.KDL_CPU, 0)
 
     @staticmethod
-    def from_dlpack(name, capsule):
-        return Tensor(name, np.from_dlpack(capsule))
+    def from_dlpack(name, tensor):
+        """A Tensor of a DLPack capsule or of an object with __dlpack__ and
+        __dlpack_device__ (torch, cupy, numpy, ...), without a copy. A CUDA
+        tensor stays in GPU memory: returned from execute, sent through a
+        response sender or given to a BLS request, it reaches the server
+        through CUDA IPC. Only C-contiguous tensors are taken."""
+        if name == "":
+            raise TritonModelException("Tensor name cannot be an empty string.")
+        try:
+            if osprey_dlpack.is_capsule(tensor):
+                return Tensor._of_imported(name, osprey_dlpack.import_capsule(tensor))
+            if not hasattr(tensor, "__dlpack__") or not hasattr(tensor, "__dlpack_device__"):
+                raise osprey_dlpack.DLPackError(
+                    "Provided tensor is not supported. Tensor must be a DLPack "
+                    "capsule or have `__dlpack__` and `__dlpack_device__` attributes")
+            device_type, _ = tensor.__dlpack_device__()
+            if device_type == osprey_dlpack.KDL_CUDA:
+                # stream None: the producer's legacy default stream; the
+                # device is synchronized after anyway (_of_imported).
+                return Tensor._of_imported(
+                    name, osprey_dlpack.import_capsule(tensor.__dlpack__()))
+            if device_type not in (osprey_dlpack.KDL_CPU, osprey_dlpack.KDL_CUDA_HOST):
+                raise osprey_dlpack.DLPackError(
+                    "DLDevice type %d is not support by Python backend." % device_type)
+            array = np.from_dlpack(tensor)
+        except osprey_dlpack.DLPackError as exc:
+            raise TritonModelException(str(exc)) from None
+        except osprey_cuda.CudaError as exc:
+            raise TritonModelException(str(exc)) from None
+        if not array.flags.c_contiguous:
+            raise TritonModelException(
+                "DLPack tensor is not contiguous. Only contiguous DLPack "
+                "tensors that are stored in C-Order are supported.")
+        return Tensor(name, array)
+
+    @staticmethod
+    def _of_imported(name, imported):
+        """A Tensor of a DLPack tensor taken over (osprey_dlpack.Imported):
+        a GPU tensor, or a numpy array over the CPU memory."""
+        if imported.device_type == osprey_dlpack.KDL_CUDA:
+            # Whatever the producer queued for it has run when the tensor
+            # leaves the stub: the server reads it from another process,
+            # on no stream of the producer's.
+            osprey_cuda.synchronize(imported.device_id)
+            return Tensor._on_gpu(name, imported.triton_dtype, imported.shape,
+                                  GpuMemory(imported.ptr, imported.device_id, imported))
+        if imported.device_type not in (osprey_dlpack.KDL_CPU, osprey_dlpack.KDL_CUDA_HOST):
+            raise osprey_dlpack.DLPackError(
+                "DLDevice type %d is not support by Python backend." % imported.device_type)
+        if imported.triton_dtype == "BF16":
+            raise osprey_dlpack.DLPackError(
+                "Tensor dtype is BF16 and cannot be converted to NumPy. Use "
+                "to_dlpack() and from_dlpack() instead.")
+        raw = (ctypes.c_uint8 * imported.nbytes).from_address(imported.ptr) \
+            if imported.nbytes else (ctypes.c_uint8 * 0)()
+        raw._owner = imported  # the array's base keeps the producer's memory
+        array = np.frombuffer(raw, _TRITON_TO_NUMPY[imported.triton_dtype])
+        return Tensor(name, array.reshape(imported.shape), imported.triton_dtype)
 
 
 _bls_exec = None  # set by the stub
