@@ -640,16 +640,17 @@ def test_flag_id_names_the_server(start_server, example_repo_copy, tmp_path):
 
 def test_flags_without_effect_warn_once_and_the_server_runs(start_server,
                                                             example_repo_copy):
-    """Triton flags that mean nothing to Osprey (header forwarding, caches,
-    ...) are accepted in both value forms, one warning per flag."""
+    """Triton flags that mean nothing to Osprey (response pools, cache
+    directories, ...) are accepted in both value forms, one warning per
+    flag."""
     srv = start_server(example_repo_copy, [
-        "--grpc-header-forward-pattern", "x-.*", "--grpc-header-forward-pattern=y",
+        "--grpc-max-response-pool-size", "4", "--grpc-max-response-pool-size=8",
         "--backend-config=tensorflow,version=2", "--backend-config=onnxruntime,x=y",
-        "--http-header-forward-pattern=.*", "--metrics-interval-ms=500",
+        "--cache-directory=/tmp", "--metrics-interval-ms=500",
         "--model-load-thread-count=2", "--allow-grpc=false"])
     log = srv.log()
-    for flag in ("--grpc-header-forward-pattern",
-                 "--http-header-forward-pattern", "--metrics-interval-ms"):
+    for flag in ("--grpc-max-response-pool-size",
+                 "--cache-directory", "--metrics-interval-ms"):
         assert log.count(f"{flag} has no effect in Osprey") == 1, (flag, log)
     # Backend settings are real (test_onnx_config_contract.py).
     assert "--backend-config has no effect" not in log
