@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <unistd.h>
 
 #include "osprey/clock.h"
@@ -291,6 +293,35 @@ TEST_F(RedisCache, NothingListeningIsAMissFromTheStart) {
     EXPECT_LT(SecondsSince(start), 2.0);
     EXPECT_EQ(LogCount("is unavailable"), 1);
     EXPECT_EQ(LogCount("Failed to insert key"), 0); // the outage line says it
+}
+
+// More threads than connections: each command waits for a free one, and
+// every hit is a whole value.
+TEST_F(RedisCache, ThreadsShareAPoolSmallerThanThem) {
+    opts_.pool_size = 2;
+    a_ = Open();
+    std::vector<std::thread> threads;
+    std::atomic<int> wrong{0};
+    for (int t = 0; t < 8; t++)
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 100; i++) {
+                int v = (t * 100 + i) % 10;
+                cache_key k = KeyOf(a_, static_cast<float>(v));
+                int got = Lookup(a_, k);
+                if (got == -1)
+                    Insert(a_, k, v * 10);
+                else if (got != v * 10)
+                    wrong++;
+            }
+        });
+    for (auto &th : threads)
+        th.join();
+    EXPECT_EQ(wrong.load(), 0);
+    response_cache_stats s;
+    response_cache_get_stats(a_, &s);
+    EXPECT_EQ(s.lookups, 800u);
+    EXPECT_GE(s.hits, 700u); // ten keys, each missed at most once per thread
+    EXPECT_EQ(LogCount("unavailable"), 0);
 }
 
 TEST_F(RedisCache, SettingsOutOfRangeAreRefused) {
