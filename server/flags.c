@@ -37,6 +37,9 @@ typedef struct flag_def {
     const char *default_value; /* applied before argv; NULL: none */
     const char *help;          /* lines after the first are indented */
     bool value_optional;       /* FLAG_BOOL given alone means true */
+    /* The value may hold a password: an invalid one is not echoed (the
+     * apply function prints what is wrong). */
+    bool secret;
 } flag_def;
 
 #define FIELD(field) offsetof(osprey_flags, field)
@@ -267,9 +270,10 @@ static bool apply_backend_config(osprey_flags *f, const char *value) {
     return true;
 }
 
-/* Triton's --cache-config=<cache>,<key>=<value> for its "local" cache:
- * local,size=BYTES. A cache of 0 bytes is refused, and so, in Triton's
- * words, is a second cache type. */
+/* Triton's --cache-config=<cache>,<key>=<value>, repeatable: its "local"
+ * cache as local,size=BYTES (0 bytes refused), its "redis" cache as
+ * redis,KEY=VALUE (cache_config.h). A second cache type is refused in
+ * Triton's words. */
 static bool apply_cache_config(osprey_flags *f, const char *value) {
     static const char prefix[] = "local,size=";
     char *end = NULL;
@@ -285,11 +289,19 @@ static bool apply_cache_config(osprey_flags *f, const char *value) {
         return false;
     }
     f->cache_config_given = true;
+    if (type_len == 5 && strncmp(value, "redis", 5) == 0) {
+        if (value[type_len] != ',') {
+            fprintf(stderr, "Error: --cache-config: expected "
+                            "redis,<key>=<value>\n");
+            return false;
+        }
+        return redis_cache_config_apply(&f->redis_cache, value + type_len + 1);
+    }
     if (strncmp(value, prefix, sizeof prefix - 1) != 0) {
         fprintf(stderr,
-                "Error: --cache-config: only the local cache is supported, "
-                "as local,size=<bytes>. Got %s\n",
-                value);
+                "Error: --cache-config: the caches are local (local,size="
+                "<bytes>) and redis (redis,<key>=<value>). Got %.*s\n",
+                (int)type_len, value);
         return false;
     }
     const char *number = value + sizeof prefix - 1;
@@ -871,11 +883,20 @@ static const flag_def flag_table[] = {
      .help = "device memory pool of one GPU (default 67108864);\n"
              "repeatable"},
     {.name = "cache-config",
-     .arg = "local,size=BYTES",
+     .arg = "CACHE,KEY=VALUE",
      .kind = FLAG_APPLY,
      .apply = apply_cache_config,
-     .help = "a response cache of BYTES for the models whose config\n"
-             "enables response_cache (Triton's local cache)"},
+     .secret = true,
+     .help = "the response cache of the models whose config\n"
+             "enables response_cache; repeatable, one cache.\n"
+             "local,size=BYTES: in memory (Triton's local cache).\n"
+             "redis,KEY=VALUE: in a Redis that replicas share\n"
+             "(Triton's redis cache); keys host, port (required),\n"
+             "user, password, db, connect_timeout, socket_timeout\n"
+             "(ms, 0: no limit), pool_size (1), wait_timeout (ms,\n"
+             "1000), tls_enabled (true is refused: no TLS in this\n"
+             "hiredis), cert, key, cacert, cacert_dir, sni;\n"
+             "redis,host=H,port=P,... sets several at once"},
     {.name = "response-cache-byte-size",
      .arg = "BYTES",
      .kind = FLAG_APPLY,
@@ -1233,6 +1254,7 @@ static void warn_ignored(const bool seen[N_IGNORED]) {
 
 int flags_parse(int argc, char **argv, osprey_flags *f) {
     memset(f, 0, sizeof *f);
+    redis_cache_config_init(&f->redis_cache);
     osp_device_options_init(&f->devices);
     osp_tracer_options_init(&f->trace);
     for (size_t i = 0; i < N_FLAGS; i++)
@@ -1298,8 +1320,11 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
             value = argv[++i];
         }
         if (!apply_flag(f, def, value)) {
-            fprintf(stderr, "Error: invalid value '%s' for --%s\n", value,
-                    def->name);
+            if (def->secret)
+                fprintf(stderr, "Error: invalid value for --%s\n", def->name);
+            else
+                fprintf(stderr, "Error: invalid value '%s' for --%s\n", value,
+                        def->name);
             return 2;
         }
     }
@@ -1309,12 +1334,16 @@ int flags_parse(int argc, char **argv, osprey_flags *f) {
                         "or the other.\n");
         return 2;
     }
+    if (f->cache_config_given && strcmp(f->cache_config_type, "redis") == 0 &&
+        !redis_cache_config_finish(&f->redis_cache))
+        return 2;
     warn_ignored(seen_ignored);
     return -1;
 }
 
 void flags_free(osprey_flags *f) {
     osp_log_close_file();
+    redis_cache_config_destroy(&f->redis_cache);
     free(f->queue_store_password);
     f->queue_store_password = NULL;
     kserve_restrictions_free(f->restricted_apis);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "cache_config.h"
 #include "kserve_restrict.h"
 #include "osprey/device_impl.h"
 #include "osprey/queue.h"
@@ -53,6 +54,8 @@ typedef struct osprey_flags {
      * first --cache-config (Triton refuses a mix of either) */
     bool cache_config_given, cache_byte_size_given;
     char cache_config_type[16];
+    /* --cache-config=redis,...; used when cache_config_type is "redis" */
+    redis_cache_config redis_cache;
     osp_tracer_options trace;
     bool allow_metrics;
     bool allow_gpu_metrics;

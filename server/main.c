@@ -153,6 +153,8 @@ static osp_error *core_start(app *a) {
     opts.n_backend_settings = f->n_backend_settings;
     opts.devices = f->devices;
     opts.response_cache_bytes = f->response_cache_bytes;
+    if (f->cache_config_given && strcmp(f->cache_config_type, "redis") == 0)
+        opts.redis_cache = &f->redis_cache.opts;
     opts.backends = backends_builtin;
     opts.n_backends = backends_builtin_count;
     static const osp_device_provider *providers[1];

@@ -68,6 +68,20 @@ typedef struct osp_repository_source {
     osp_error *(*model_dir)(void *self, const char *name, char **dir);
 } osp_repository_source;
 
+/* Triton's redis cache settings (--cache-config=redis,KEY=VALUE); times
+ * in milliseconds, 0 meaning no limit as in Triton. Strings borrowed. */
+typedef struct osp_redis_cache_options {
+    const char *host; /* required */
+    int port;         /* required, 1..65535 */
+    const char *user; /* NULL or "default": AUTH with the password alone */
+    const char *password; /* NULL: no AUTH; never logged */
+    int db;               /* SELECT db when not 0 */
+    uint64_t connect_timeout_ms; /* per connect */
+    uint64_t socket_timeout_ms;  /* per command */
+    int pool_size;               /* connections, >= 1 */
+    uint64_t wait_timeout_ms;    /* for a free connection of the pool */
+} osp_redis_cache_options;
+
 typedef struct osp_server_options {
     /* A local folder; borrowed during osp_server_new. With a
      * repository_source, only named in messages. */
@@ -125,8 +139,13 @@ typedef struct osp_server_options {
     size_t n_backend_settings;
     osp_device_options devices; /* device providers included */
     /* Bytes of the response cache (Triton's --cache-config=local,size=N);
-     * 0: no cache. Models opt in with response_cache { enable: true }. */
+     * 0: no local cache. Models opt in with response_cache { enable: true }. */
     size_t response_cache_bytes;
+    /* The response cache in a Redis server instead (Triton's
+     * --cache-config=redis,...), shared by every replica that names the
+     * same Redis; NULL: none. Not together with response_cache_bytes.
+     * Borrowed during osp_server_new (copied). */
+    const struct osp_redis_cache_options *redis_cache;
 } osp_server_options;
 
 void osp_server_options_init(osp_server_options *opts);

@@ -78,7 +78,7 @@ struct osp_server {
     bool poll_stop; /* under poll_mutex */
     pthread_mutex_t poll_mutex;
     pthread_cond_t poll_cond;
-    response_cache *cache; /* NULL: none (response_cache_bytes 0) */
+    response_cache *cache; /* NULL: none (see open_response_cache) */
 };
 
 /* The registered backend a config names (borrowed), or INVALID_ARG naming
@@ -1122,6 +1122,23 @@ static osp_error *copy_backend_settings(osp_server *server,
     return NULL;
 }
 
+/* The response cache the options ask for: local (response_cache_bytes),
+ * redis (redis_cache), or none (*out NULL). Both at once is Triton's
+ * "multiple cache configurations" error. */
+static osp_error *open_response_cache(const osp_server_options *opts,
+                                      response_cache **out) {
+    *out = NULL;
+    if (opts->response_cache_bytes && opts->redis_cache)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "found multiple cache configurations, but only "
+                             "a single cache is currently supported");
+    if (opts->response_cache_bytes)
+        return response_cache_local_new(opts->response_cache_bytes, out);
+    if (opts->redis_cache)
+        return response_cache_redis_new(opts->redis_cache, out);
+    return NULL;
+}
+
 osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
     const char *path = opts->model_repository;
     const osp_repository_source *source = opts->repository_source;
@@ -1159,9 +1176,7 @@ osp_error *osp_server_new(const osp_server_options *opts, osp_server **out) {
         return err;
     }
     if ((err = copy_backend_settings(server, opts)) ||
-        (opts->response_cache_bytes &&
-         (err = response_cache_new(opts->response_cache_bytes,
-                                   &server->cache))) ||
+        (err = open_response_cache(opts, &server->cache)) ||
         (opts->load_override_dir &&
          !(server->load_override_dir = strdup(opts->load_override_dir)) &&
          (err = osp_error_out_of_memory()))) {
@@ -1654,7 +1669,7 @@ bool osp_server_cache_statistics(osp_server *server, osp_cache_stats *out) {
         .evictions = s.evictions,
         .lookup_us = s.lookup_ns / 1000,
         .insertion_us = s.insertion_ns / 1000,
-        .util = (double)s.bytes / (double)s.capacity,
+        .util = s.capacity ? (double)s.bytes / (double)s.capacity : 0.0,
     };
     return true;
 }

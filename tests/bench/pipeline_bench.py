@@ -24,6 +24,12 @@ nvidia-pytriton wheel, e.g. the one peer_bench.py makes), a third pair:
              whose steps are python-backend identity models, one CPU
              instance each (goal: Osprey / Triton >= 2)
 
+With --redis (redis-server on the PATH), the response cache's hit latency:
+a second Osprey with --cache-config=redis,... on a redis-server started on
+a free loopback port, and three sides alternated at --redis-concurrency
+(default 1, so p50 is one request's latency): "simple" run by the model,
+"simple_cached" hit in the local cache, "simple_cached" hit in Redis.
+
 The server time of a hit is read from the statistics endpoint: the mean
 request duration (success.ns / success.count) over the measured runs of the
 cached model, all of them hits after the first. Nothing is asserted; the
@@ -36,6 +42,7 @@ import array
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 import tempfile
@@ -216,12 +223,75 @@ def parse_args():
     p.add_argument("--steps", type=int, default=4, help="steps of the chain against Triton")
     p.add_argument("--triton-python",
                    help="python of a venv with nvidia-pytriton: compare with Triton")
+    p.add_argument("--redis", action="store_true",
+                   help="also the redis cache's hits against the local cache's")
+    p.add_argument("--redis-concurrency", type=int, default=1)
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args()
     args.osprey = args.osprey or os.path.join(args.build_dir, "osprey")
     args.load_client = args.load_client or os.path.join(
         args.build_dir, "tests", "bench", "load_client")
     return args
+
+
+def start_redis(work):
+    """redis-server on a free loopback port, no persistence; (proc, port)."""
+    port = peer_bench.free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", work], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.2) as c:
+                c.sendall(b"PING\r\n")
+                if c.recv(16).startswith(b"+PONG"):
+                    return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("redis-server did not start")
+
+
+def redis_rows(args, work, repo, local, body, ihcl):
+    """The hit latency of the redis cache against the local cache's and
+    against running the model: rows (label, run, mean server µs)."""
+    redis, port = start_redis(work)
+    server = Server("osprey-redis", [
+        args.osprey, "--model-repository=" + repo, "--http-port=0",
+        "--http-address=127.0.0.1", "--metrics-port=0", "--grpc-port=0",
+        "--cache-config=redis,host=127.0.0.1,port=%d,connect_timeout=1000,"
+        "socket_timeout=1000,pool_size=%d" % (port, max(1, args.redis_concurrency)),
+        "--http-thread-count=%d" % args.http_threads], work)
+    try:
+        server.wait_started(60)
+        wait_ready(server.address, ["/v2/health/ready"], 60)
+        sides = [("running `simple` (no cache)", local, "simple"),
+                 ("local cache hit", local, "simple_cached"),
+                 ("redis cache hit", server, "simple_cached")]
+        runs = {label: [] for label, _, _ in sides}
+        before = {label: model_stats(srv.address, m)["inference_stats"]["success"]
+                  for label, srv, m in sides}
+        for _ in range(args.repeat):
+            for label, srv, model in sides:
+                r = run_load(args, srv.address, model, body, ihcl,
+                             args.redis_concurrency, srv.proc.pid)
+                if r["errors"] or r["requests"] == 0:
+                    raise RuntimeError("errors in %s: %s" % (label, r.get("first_error")))
+                runs[label].append(r)
+        rows = []
+        for label, srv, model in sides:
+            after = model_stats(srv.address, model)["inference_stats"]["success"]
+            b = before[label]
+            server_us = (after["ns"] - b["ns"]) / max(1, after["count"] - b["count"]) / 1e3
+            rows.append((label, median_run(runs[label]), server_us))
+        hits = model_stats(server.address, "simple_cached")["inference_stats"]
+        return rows, hits
+    finally:
+        server.stop()
+        redis.terminate()
+        redis.wait(10)
 
 
 def main():
@@ -314,6 +384,20 @@ def main():
               "per side (median run shown); cache hits %d, misses %d; %d CPUs"
               % (args.concurrency, args.elements, args.repeat, args.duration,
                  hits["cache_hit"]["count"], hits["cache_miss"]["count"], os.cpu_count()))
+        if args.redis:
+            rows, rhits = redis_rows(args, work, repo, server, simple_body, simple_ihcl)
+            print()
+            print("| side | infer/s | p50 / p99 ms | mean server time |")
+            print("|---|---:|---:|---:|")
+            for label, r, server_us in rows:
+                print("| %s | %.0f | %.3f / %.3f | %.1f µs |"
+                      % (label, r["requests_per_s"], r["latency_ms"]["p50"],
+                         r["latency_ms"]["p99"], server_us))
+            print()
+            print("`simple` (add_sub, INT32 [1, 16] x2), c=%d, %d alternating runs of "
+                  "%.1f s per side (median run shown); redis cache hits %d, misses %d"
+                  % (args.redis_concurrency, args.repeat, args.duration,
+                     rhits["cache_hit"]["count"], rhits["cache_miss"]["count"]))
     finally:
         rc = server.stop()
         if rc not in (0, None):

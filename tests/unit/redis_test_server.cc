@@ -149,6 +149,16 @@ void RedisTestServer::Stop() {
     pid_ = -1;
 }
 
+void RedisTestServer::Pause() {
+    if (pid_ > 0)
+        kill(pid_, SIGSTOP);
+}
+
+void RedisTestServer::Resume() {
+    if (pid_ > 0)
+        kill(pid_, SIGCONT);
+}
+
 RedisTestServer *SharedRedisTestServer(std::string *why) {
     static std::mutex mu;
     static std::unique_ptr<RedisTestServer> server;

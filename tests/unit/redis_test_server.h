@@ -21,6 +21,11 @@ class RedisTestServer {
     // Kills the server (SIGKILL: as if it crashed or the network went)
     // and waits for it; a no-op when it is not running.
     void Stop();
+    // Freezes the server (SIGSTOP): its sockets stay open and nothing is
+    // answered, as a Redis stuck or a network that drops packets. Resume
+    // lets it go on.
+    void Pause();
+    void Resume();
     bool running() const {
         return pid_ > 0;
     }

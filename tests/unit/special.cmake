@@ -274,3 +274,11 @@ osprey_add_unit_test(test_kserve_header_forward
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_kserve_header_forward.cc)
 target_link_libraries(test_kserve_header_forward PRIVATE osprey_kserve)
 list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_kserve_header_forward)
+
+# The redis response cache against a real redis-server started by the test
+# on a free loopback port (tests/unit/redis_test_server.cc).
+osprey_add_unit_test(test_cache_redis
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cache_redis.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/redis_test_server.cc)
+target_link_libraries(test_cache_redis PRIVATE PkgConfig::HIREDIS)
+list(APPEND OSPREY_SPECIAL_UNIT_TESTS test_cache_redis)

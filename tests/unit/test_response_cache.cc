@@ -1,12 +1,15 @@
-// The response cache (server/core/cache/response_cache.h): what the key
-// covers, byte-identical copies on a hit, least-recently-used eviction by
-// size, entries larger than the cache, and a 0-byte cache refused.
+// The local response cache (server/core/cache/cache_local.c, behind
+// response_cache.h): what the key covers (and the same for the redis
+// cache's SHA-256 key, cache_request_key.c), byte-identical copies on a
+// hit, least-recently-used eviction by size, entries larger than the
+// cache, and a 0-byte cache refused.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "cache_request_key.h"
 #include "response_cache.h"
 
 namespace {
@@ -48,7 +51,7 @@ osp_infer_response *Response(size_t bytes, unsigned char fill) {
 class ResponseCache : public ::testing::Test {
   protected:
     void Make(size_t capacity) {
-        ASSERT_EQ(response_cache_new(capacity, &cache_), nullptr);
+        ASSERT_EQ(response_cache_local_new(capacity, &cache_), nullptr);
     }
     void TearDown() override {
         response_cache_free(cache_);
@@ -56,7 +59,8 @@ class ResponseCache : public ::testing::Test {
 
     cache_key Key(osp_infer_request *req, int64_t version = 1,
                   const char *model = "m") {
-        cache_key k = response_cache_key(cache_, model, version, req);
+        cache_key k = sha256_ ? cache_key_sha256(model, version, req)
+                              : response_cache_key(cache_, model, version, req);
         osp_infer_request_free(req);
         return k;
     }
@@ -77,14 +81,21 @@ class ResponseCache : public ::testing::Test {
     }
 
     response_cache *cache_ = nullptr;
+    bool sha256_ = false; // Key() makes the redis cache's keys
 };
 
 bool Same(cache_key a, cache_key b) {
-    return a.lo == b.lo && a.hi == b.hi;
+    return a.len == b.len && memcmp(a.bytes, b.bytes, a.len) == 0;
 }
 
-TEST_F(ResponseCache, TheKeyCoversModelVersionInputsAndOutputs) {
+// The key's coverage, for the local cache's keyed hash and for the redis
+// cache's SHA-256 alike (both walk cache_key_walk).
+class ResponseCacheKey : public ResponseCache,
+                         public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ResponseCacheKey, TheKeyCoversModelVersionInputsAndOutputs) {
     Make(1 << 20);
+    sha256_ = GetParam();
     cache_key base = Key(Request({"A", "B"}, {1, 2, 3}));
     EXPECT_TRUE(Same(base, Key(Request({"A", "B"}, {1, 2, 3}))));
     // Inputs count by name, not by their order in the request.
@@ -98,6 +109,40 @@ TEST_F(ResponseCache, TheKeyCoversModelVersionInputsAndOutputs) {
     osp_infer_request *flat = Request({"A", "B"}, {1, 2, 3});
     flat->inputs[0].shape = {1, {3}};
     EXPECT_FALSE(Same(base, Key(flat)));
+    // The same bytes under another datatype.
+    osp_infer_request *ints = Request({"A", "B"}, {1, 2, 3});
+    ints->inputs[1].dtype = OSP_TYPE_INT32;
+    EXPECT_FALSE(Same(base, Key(ints)));
+    // Another class count of the same output.
+    cache_key top = Key(Request({"A", "B"}, {1, 2, 3}, {"OUT"}));
+    osp_infer_request *top3 = Request({"A", "B"}, {1, 2, 3});
+    ASSERT_EQ(osp_infer_request_add_output_classified(top3, "OUT", 3), nullptr);
+    EXPECT_FALSE(Same(top, Key(top3)));
+}
+
+INSTANTIATE_TEST_SUITE_P(LocalAndSha256, ResponseCacheKey,
+                         ::testing::Values(false, true));
+
+// Replicas share the redis cache only if each computes the same key for
+// the same request: a fixed SHA-256, whatever the process, where the
+// local cache's keys are seeded per cache.
+TEST_F(ResponseCache, Sha256KeysAreTheSameInEveryProcess) {
+    Make(1 << 20);
+    osp_infer_request *req = Request({"A", "B"}, {1, 2, 3}, {"OUT"});
+    cache_key k = cache_key_sha256("m", 1, req);
+    char hex[65];
+    cache_key_hex(&k, hex);
+    // The layout of cache_request_key.h, recomputed by hand (hashlib):
+    // a change here strands every value already in a shared Redis.
+    EXPECT_STREQ(
+        hex,
+        "42a3024e2181fb7ae750383d428a879aafc22c7339aac4d71656016579abd86d");
+    response_cache *other = nullptr;
+    ASSERT_EQ(response_cache_local_new(1 << 20, &other), nullptr);
+    EXPECT_FALSE(Same(response_cache_key(cache_, "m", 1, req),
+                      response_cache_key(other, "m", 1, req)));
+    response_cache_free(other);
+    osp_infer_request_free(req);
 }
 
 TEST_F(ResponseCache, AHitCopiesTheOutputsExactly) {
@@ -167,7 +212,7 @@ TEST_F(ResponseCache, TheFirstOfTwoIdenticalInsertsStays) {
 
 TEST(ResponseCacheNew, AZeroByteCacheIsRefused) {
     response_cache *c = nullptr;
-    osp_error *err = response_cache_new(0, &c);
+    osp_error *err = response_cache_local_new(0, &c);
     ASSERT_NE(err, nullptr);
     EXPECT_EQ(osp_error_get_code(err), OSP_ERROR_INVALID_ARG);
     EXPECT_EQ(c, nullptr);
