@@ -471,12 +471,30 @@ static osp_error *read_bool(const osp_model_config *config, const char *key,
     return NULL;
 }
 
+/* Whether an instance of the model may land on a GPU: a GPU is there and
+ * a group asks for KIND_GPU or KIND_AUTO (no group at all is KIND_AUTO). */
+static bool may_run_on_gpu(const osp_model_config *config) {
+    if (osp_device_cuda_count() == 0)
+        return false;
+    if (config->n_instance_groups == 0)
+        return true;
+    for (size_t i = 0; i < config->n_instance_groups; i++) {
+        osp_instance_kind kind = config->instance_groups[i].kind;
+        if (kind == OSP_INSTANCE_KIND_GPU || kind == OSP_INSTANCE_KIND_AUTO)
+            return true;
+    }
+    return false;
+}
+
 /* The GPU options (docs/gpu.md): cuda_graphs (default: Triton's
- * optimization { cuda { graphs } }, false), cuda_graph_max_shapes (input shapes an
- * instance keeps graphs for, 1..1024, default 16), allow_tf32 (or
- * --backend-config=onnxruntime,allow-tf32=...; default false) and
- * precision (fp32, the default, or fp16: MatMul weights in FP16, with the
- * fusion passes off so that MatMul stays apart from its bias). */
+ * optimization { cuda { graphs } }, false), cuda_graph_max_shapes (input
+ * shapes an instance keeps graphs for, 1..1024, default 16), allow_tf32
+ * (or --backend-config=onnxruntime,allow-tf32=...; default false) and
+ * precision (fp32, the default, or fp16: every FP32 matrix product in
+ * FP16 with FP32 accumulation, constant weights held in FP16). allow_tf32
+ * and precision are checked everywhere but only kept for a model that may
+ * run on a GPU: on the CPU they change nothing, and the plan would still
+ * reserve workspace for them. */
 static osp_error *read_gpu_options(const osp_model_config *config,
                                    onnx_rt_options *opts) {
     osp_error *err = NULL;
@@ -491,10 +509,9 @@ static osp_error *read_gpu_options(const osp_model_config *config,
                              "unable to load model '%s': parameter "
                              "'precision' must be fp32 or fp16, got '%s'",
                              config->name, v);
-    if (v && strcmp(v, "fp16") == 0) {
-        opts->fp16_weights = true;
-        opts->fuse = false;
-    }
+    opts->fp16_weights = v && strcmp(v, "fp16") == 0;
+    if (!may_run_on_gpu(config))
+        opts->allow_tf32 = opts->fp16_weights = false;
     v = osp_model_config_parameter(config, "cuda_graph_max_shapes");
     if (!v)
         return NULL;
