@@ -69,6 +69,10 @@ void onnx_rt_model_free(onnx_rt_model *m);
 /* The graph's inputs and outputs as the file declares them (borrowed). */
 const onnx_graph *onnx_rt_model_graph(const onnx_rt_model *m);
 
+/* Whether the model has STRING tensors, which its sessions run on the CPU
+ * device only (onnx_session_new refuses another device). */
+bool onnx_rt_model_has_strings(const onnx_rt_model *m);
+
 /* Checks that `dev` has every device op the model's nodes use;
  * UNSUPPORTED naming the first node and op it lacks. */
 osp_error *onnx_rt_model_check_device(const onnx_rt_model *m,
