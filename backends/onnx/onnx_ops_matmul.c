@@ -245,18 +245,17 @@ void onnx_math__matmul_free(void *state) {
 
 /* ---- FP16 operands (precision fp16) ------------------------------------ */
 
-/* The workspace of a product's FP16 operands, after `base` bytes (what
- * the FP32 path uses): A's cast, then B's unless B is a constant (the
- * session holds those in FP16). */
+/* The workspace of a product's FP16 operands (the FP32 path uses none):
+ * A's cast, then B's unless B is a constant (the session holds those in
+ * FP16). */
 typedef struct fp16_operands {
     size_t off_a, off_b, end;
 } fp16_operands;
 
-static fp16_operands fp16_layout(size_t base, const onnx_desc *a,
-                                 const onnx_desc *b) {
+static fp16_operands fp16_layout(const onnx_desc *a, const onnx_desc *b) {
     fp16_operands o;
-    o.off_a = base;
-    o.off_b = o.off_a + onnx_align64((size_t)onnx_shape_count(&a->shape) * 2);
+    o.off_a = 0;
+    o.off_b = onnx_align64((size_t)onnx_shape_count(&a->shape) * 2);
     o.end =
         o.off_b +
         (b->host ? 0 : onnx_align64((size_t)onnx_shape_count(&b->shape) * 2));
@@ -351,7 +350,7 @@ osp_error *onnx_math__matmul_infer(onnx_infer_ctx *ctx) {
     ctx->outputs[0].dtype = a->dtype;
     ctx->outputs[0].shape = g.out;
     if (ctx->fp16_weights && a->dtype == OSP_TYPE_FP32 && g.k > 0) {
-        ctx->workspace_bytes = fp16_layout(0, a, b).end;
+        ctx->workspace_bytes = fp16_layout(a, b).end;
         ctx->fp16_inputs = b->host ? 1u << 1 : 0;
     }
     return NULL;
@@ -400,7 +399,7 @@ osp_error *onnx_math__matmul_run(onnx_run_ctx *ctx) {
     }
     size_t elem = osp_datatype_byte_size(a->dtype), c_size = elem;
     if (fp16_product(ctx, g.k)) {
-        fp16_operands o = fp16_layout(0, a, b);
+        fp16_operands o = fp16_layout(a, b);
         if ((err = fp16_operands_of(ctx, &o, &x)) != NULL)
             return err;
         elem = 2;
@@ -526,7 +525,7 @@ osp_error *onnx_math__gemm_infer(onnx_infer_ctx *ctx) {
     ctx->outputs[0].shape.dims[0] = m;
     ctx->outputs[0].shape.dims[1] = n;
     if (ctx->fp16_weights && a->dtype == OSP_TYPE_FP32 && k > 0) {
-        ctx->workspace_bytes = fp16_layout(0, a, b).end;
+        ctx->workspace_bytes = fp16_layout(a, b).end;
         ctx->fp16_inputs = b->host ? 1u << 1 : 0;
     }
     return onnx_check_shape(node, &ctx->outputs[0].shape, a->dtype);
@@ -601,7 +600,7 @@ osp_error *onnx_math__gemm_run(onnx_run_ctx *ctx) {
         }
     }
     if (fp16_product(ctx, k)) {
-        fp16_operands o = fp16_layout(0, a, b);
+        fp16_operands o = fp16_layout(a, b);
         err = fp16_operands_of(ctx, &o, &x);
     } else {
         err = use_packed_b(&st->pack, ctx->stream, b, &x);
