@@ -55,6 +55,8 @@ osp_error *cuda_gemm_batched(cuda_stream *s, const osp_gemm_args *g,
                              int64_t stride_c) {
     bool fp16 = g->dtype == OSP_TYPE_FP16;
     cudaDataType type = fp16 ? CUDA_R_16F : CUDA_R_32F;
+    bool c_fp32 = osp_gemm_c_dtype(g) == OSP_TYPE_FP32;
+    cudaDataType c_type = c_fp32 ? CUDA_R_32F : CUDA_R_16F;
     /* TF32 only when the model asked; FP16 accumulates in FP32 (see
      * cuda_gemm for DISALLOW_REDUCED_PRECISION_REDUCTION). */
     cublasComputeType_t compute = !fp16 && g->allow_tf32
@@ -69,8 +71,10 @@ osp_error *cuda_gemm_batched(cuda_stream *s, const osp_gemm_args *g,
     if (err != NULL)
         return err;
     /* Column-major: the operands swap (see the top of the file). cuBLAS
-     * counts the batch in an int: larger batches go in parts. */
-    size_t elem = fp16 ? 2 : 4;
+     * counts the batch in an int: larger batches go in parts. An FP32 C
+     * of FP16 operands is one of cuBLAS's own mixes (16F A and B, 32F C,
+     * compute 32F). */
+    size_t elem = fp16 ? 2 : 4, c_elem = c_fp32 ? 4 : 2;
     for (int64_t b0 = 0; b0 < batch && err == NULL; b0 += INT_MAX) {
         int part = batch - b0 < INT_MAX ? (int)(batch - b0) : INT_MAX;
         err = OSP_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
@@ -81,24 +85,27 @@ osp_error *cuda_gemm_batched(cuda_stream *s, const osp_gemm_args *g,
             (int)g->ldb, stride_b,
             (const char *)g->a + (size_t)(b0 * stride_a) * elem, type,
             (int)g->lda, stride_a, &g->beta,
-            (char *)g->c + (size_t)(b0 * stride_c) * elem, type, (int)g->ldc,
-            stride_c, part, compute, CUBLAS_GEMM_DEFAULT));
+            (char *)g->c + (size_t)(b0 * stride_c) * c_elem, c_type,
+            (int)g->ldc, stride_c, part, compute, CUBLAS_GEMM_DEFAULT));
     }
     return err;
 }
 
 /* ---- cuBLASLt: the epilogue inside the GEMM ---------------------------- */
 
-/* cuBLASLt's epilogue for x, when it has one that is x's exactly: FP32
- * (its bias takes D's type, and x's bias is FP32 whatever C's), an
- * activation it knows (ReLU, GELU's tanh form), and a residual only where
- * C is not read (the residual then is Lt's C, D = act(AB + 1 * residual +
- * bias)). Kept to plain cases: k >= 1, and a batch (within its int32
- * count) of distinct operands (the broadcast ones take cuBLAS's
- * strided-batched call, where a stride of 0 is known to work). */
+/* cuBLASLt's epilogue for x, when it has one that is x's exactly: an FP32
+ * C (its bias takes D's type, and x's bias is FP32 whatever C's), of FP32
+ * operands or of FP16 ones (cuBLASLt's 16F A and B, 32F C and D mix, so
+ * precision fp16 keeps its fused epilogues), an activation it knows
+ * (ReLU, GELU's tanh form), and a residual only where C is not read (the
+ * residual then is Lt's C, D = act(AB + 1 * residual + bias)). Kept to
+ * plain cases: k >= 1, and a batch (within its int32 count) of distinct
+ * operands (the broadcast ones take cuBLAS's strided-batched call, where
+ * a stride of 0 is known to work). */
 static bool lt_epilogue_of(const osp_gemm_ex_args *x, cublasLtEpilogue_t *out) {
     const osp_gemm_args *g = &x->gemm;
-    if (g->dtype != OSP_TYPE_FP32 || g->k == 0 || x->batch_count > INT_MAX ||
+    if (osp_gemm_c_dtype(g) != OSP_TYPE_FP32 || g->k == 0 ||
+        x->batch_count > INT_MAX ||
         (x->batch_count > 1 && (x->stride_a == 0 || x->stride_b == 0)) ||
         (x->residual != NULL && g->beta != 0.0f))
         return false;
@@ -118,13 +125,13 @@ static bool lt_epilogue_of(const osp_gemm_ex_args *x, cublasLtEpilogue_t *out) {
     }
 }
 
-/* A column-major layout of rows x cols (leading dimension ld) repeated
- * batch times, stride elements apart. */
-static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *l, int64_t rows,
-                                int64_t cols, int64_t ld, int32_t batch,
-                                int64_t stride) {
-    cublasStatus_t st = cublasLtMatrixLayoutCreate(
-        l, CUDA_R_32F, (uint64_t)rows, (uint64_t)cols, ld);
+/* A column-major layout of rows x cols (leading dimension ld) of `type`
+ * repeated batch times, stride elements apart. */
+static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *l, cudaDataType type,
+                                int64_t rows, int64_t cols, int64_t ld,
+                                int32_t batch, int64_t stride) {
+    cublasStatus_t st =
+        cublasLtMatrixLayoutCreate(l, type, (uint64_t)rows, (uint64_t)cols, ld);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatrixLayoutSetAttribute(
             *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
@@ -146,8 +153,11 @@ static osp_error *gemm_ex_lt(cuda_stream *s, const osp_gemm_ex_args *x,
     const osp_gemm_args *g = &x->gemm;
     bool batched = x->batch_count > 1;
     int32_t batch = batched ? (int32_t)x->batch_count : 1;
-    cublasComputeType_t compute =
-        g->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    bool fp16 = g->dtype == OSP_TYPE_FP16;
+    cudaDataType ab_type = fp16 ? CUDA_R_16F : CUDA_R_32F;
+    cublasComputeType_t compute = !fp16 && g->allow_tf32
+                                      ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                      : CUBLAS_COMPUTE_32F;
     int32_t op_a = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     int32_t op_b = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     uint32_t epi = (uint32_t)epilogue;
@@ -171,13 +181,15 @@ static osp_error *gemm_ex_lt(cuda_stream *s, const osp_gemm_ex_args *x,
             desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
     /* Lt's A is our B (n x k after op), its B our A, C and D ours. */
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = lt_layout(&la, g->trans_b ? g->k : g->n, g->trans_b ? g->n : g->k,
-                       g->ldb, batch, batched ? x->stride_b : 0);
+        st = lt_layout(&la, ab_type, g->trans_b ? g->k : g->n,
+                       g->trans_b ? g->n : g->k, g->ldb, batch,
+                       batched ? x->stride_b : 0);
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = lt_layout(&lb, g->trans_a ? g->m : g->k, g->trans_a ? g->k : g->m,
-                       g->lda, batch, batched ? x->stride_a : 0);
+        st = lt_layout(&lb, ab_type, g->trans_a ? g->m : g->k,
+                       g->trans_a ? g->k : g->m, g->lda, batch,
+                       batched ? x->stride_a : 0);
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = lt_layout(&lc, g->n, g->m, g->ldc, batch,
+        st = lt_layout(&lc, CUDA_R_32F, g->n, g->m, g->ldc, batch,
                        batched ? x->stride_c : 0);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmul((cublasLtHandle_t)s->blas, desc, &g->alpha, g->b,
@@ -195,8 +207,8 @@ static osp_error *gemm_ex_lt(cuda_stream *s, const osp_gemm_ex_args *x,
     return *done ? OSP_CUBLAS_CHECK(st) : NULL;
 }
 
-/* FP32 with an epilogue cuBLASLt has: one cublasLtMatmul. Otherwise one
- * strided-batched cuBLAS call for the whole batch (a stride of 0
+/* An FP32 C with an epilogue cuBLASLt has: one cublasLtMatmul. Otherwise
+ * one strided-batched cuBLAS call for the whole batch (a stride of 0
  * broadcasts an operand), then, when there is an epilogue, one kernel
  * over C. FP16 C is then rounded by the GEMM and again after the
  * epilogue (computed in FP32), where the CPU device rounds once. */

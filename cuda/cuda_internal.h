@@ -73,6 +73,13 @@ osp_error *cuda_gemm_batched(cuda_stream *s, const osp_gemm_args *g,
                              int64_t batch, int64_t stride_a, int64_t stride_b,
                              int64_t stride_c);
 
+/* conv a through im2col and cuBLAS (cuda_conv_gemm.c): TF32 when a
+ * allows it, FP16 operands under w_fp16, in a's workspace. *done false
+ * (nothing enqueued) when the workspace cannot hold one position's
+ * column or a size is past cuBLAS's ints: the caller then runs the
+ * device's own kernel (or fails, without FP32 weights). */
+osp_error *cuda_conv_gemm(cuda_stream *s, const osp_conv_args *a, bool *done);
+
 /* The neural-network tensor-op slots (osprey/tensor_ops.h): gemm_ex in
  * cuda_gemm.c, the others in cuda_ops_nn.c. */
 osp_error *cuda_gemm_ex(osp_device *dev, void *stream_impl,

@@ -62,14 +62,32 @@ static osp_error *conv_pointwise(cuda_stream *s, const osp_conv_args *a) {
     return OSP_CUDA_CHECK(cuda_launch_conv_epilogue(s->stream, a));
 }
 
+/* The route of a conv: FP32 on the device's own kernels (depthwise,
+ * implicit GEMM), except the products its kernels cannot make: FP16
+ * operands (w_fp16) and TF32 (allow_tf32) go through cuBLAS, the 1x1
+ * convs of stride 1 directly on x, the others through im2col in the
+ * workspace (cuda_conv_gemm.c). Without room for that, TF32 falls back
+ * to FP32. Depthwise convs stay FP32: they are bound by memory, not by
+ * multiplications, and the dispatcher keeps w_fp16 from them. */
 osp_error *cuda_conv(osp_device *dev, void *stream_impl,
                      const osp_conv_args *args) {
     cuda_stream *s = stream_impl;
     osp_error *err = cuda_device_make_current(dev);
     if (err != NULL)
         return err;
-    if (conv_is_pointwise(args))
+    if (args->w_fp16 == NULL && conv_is_pointwise(args))
         return conv_pointwise(s, args);
+    bool depthwise = args->group > 1 && args->in_channels == args->group;
+    if (args->w_fp16 != NULL || (args->allow_tf32 && !depthwise)) {
+        bool done;
+        err = cuda_conv_gemm(s, args, &done);
+        if (err != NULL || done)
+            return err;
+        if (args->w == NULL)
+            return osp_error_new(OSP_ERROR_INVALID_ARG,
+                                 "conv: FP16 weights need the GEMM route, "
+                                 "which these sizes exceed");
+    }
     return OSP_CUDA_CHECK(cuda_launch_conv(s->stream, args));
 }
 

@@ -11,11 +11,15 @@
  *   epilogue (bias, residual, activation) is applied in registers;
  * - depthwise conv (one input channel per group): a thread per output
  *   walking its taps, neighbouring threads on neighbouring positions;
- * - conv_epilogue: the epilogue alone, after the pointwise route's cuBLAS
- *   GEMM (cuda_ops_nn.c);
+ * - conv_epilogue: the epilogue alone, after the cuBLAS routes' GEMMs
+ *   (pointwise in cuda_ops_nn.c, im2col in cuda_conv_gemm.c);
+ * - conv_im2col: the im2col matrix of a chunk of images or output
+ *   positions, FP32 or rounded to FP16, for cuda_conv_gemm.c's cuBLAS
+ *   route (TF32, FP16 operands);
  * - conv_transpose: a thread per output gathering the inputs and taps
  *   that land on it (no atomics, deterministic).
  */
+#include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -198,6 +202,62 @@ __global__ void conv_depthwise_kernel(conv_geom g, const float *x,
     }
 }
 
+/* ---- im2col -------------------------------------------------------------- */
+
+/* The images [b0, b0 + nb) and output positions [p0, p0 + np) of a chunk
+ * of the GEMM route. */
+typedef struct im2col_chunk {
+    int64_t b0, nb, p0, np;
+} im2col_chunk;
+
+/* Element (row k, position q) of image b's im2col matrix for group gi:
+ * row k is the group's input channel k / taps at tap k % taps, which
+ * reads x at output position q's window shifted by the dilated tap, or
+ * 0 in the padding. */
+__device__ float im2col_value(const conv_geom &g, const float *x, int64_t b,
+                              int64_t gi, int64_t k, int64_t q) {
+    int64_t cg = g.in_channels / g.group;
+    int64_t ch = gi * cg + k / g.kernel_size, t = k % g.kernel_size;
+    int64_t ow = q % g.out[2], oh = q / g.out[2] % g.out[1],
+            od = q / g.out[2] / g.out[1];
+    int64_t kw = t % g.kernel[2], kh = t / g.kernel[2] % g.kernel[1],
+            kd = t / g.kernel[2] / g.kernel[1];
+    int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0],
+            ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1],
+            iw = ow * g.stride[2] - g.pad[2] + kw * g.dilation[2];
+    if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 ||
+        iw >= g.in[2])
+        return 0.0f;
+    return x[(b * g.in_channels + ch) * g.in_size +
+             (id * g.in[1] + ih) * g.in[2] + iw];
+}
+
+__device__ void im2col_store(float *col, size_t i, float v) {
+    col[i] = v;
+}
+__device__ void im2col_store(__half *col, size_t i, float v) {
+    col[i] = __float2half_rn(v);
+}
+
+/* col[img][gi][k][p] (row-major, np positions a row) = the value of image
+ * b0 + img, group gi, row k at position p0 + p; neighbouring threads take
+ * neighbouring positions, so that they read neighbouring inputs. */
+template <typename T>
+__global__ void conv_im2col_kernel(conv_geom g, const float *x, T *col,
+                                   im2col_chunk c) {
+    const int64_t rows = g.in_channels / g.group * g.kernel_size;
+    size_t count = (size_t)(c.nb * g.group * rows) * (size_t)c.np;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int64_t p = (int64_t)(i % (size_t)c.np);
+        int64_t row = (int64_t)(i / (size_t)c.np);
+        int64_t k = row % rows, ig = row / rows;
+        im2col_store(
+            col, i,
+            im2col_value(g, x, c.b0 + ig / g.group, ig % g.group, k, c.p0 + p));
+    }
+}
+
 /* ---- the epilogue alone -------------------------------------------------- */
 
 __global__ void conv_epilogue_kernel(float *y, size_t count, int64_t out_size,
@@ -311,6 +371,30 @@ extern "C" cudaError_t cuda_launch_conv(cudaStream_t stream,
               z > 65535 ? 65535u : (unsigned)z);
     return OSP_LAUNCH_BLOCK_SYNC(conv_implicit_gemm_kernel, grid,
                                  OSP_CUDA_BLOCK, 0, stream, g, x, w, y, e);
+}
+
+extern "C" cudaError_t cuda_launch_conv_im2col(cudaStream_t stream,
+                                               const osp_conv_args *a,
+                                               int64_t b0, int64_t nb,
+                                               int64_t p0, int64_t np,
+                                               bool fp16, void *col) {
+    conv_geom g = geom_of(a);
+    size_t x_count = (size_t)(g.batch * g.in_channels) * (size_t)g.in_size;
+    size_t count = (size_t)(nb * g.in_channels * g.kernel_size) * (size_t)np;
+    const float *x = OSP_DEVICE_ARG(stream, a->x, x_count * sizeof(float));
+    im2col_chunk c;
+    c.b0 = b0;
+    c.nb = nb;
+    c.p0 = p0;
+    c.np = np;
+    if (fp16) {
+        __half *h = OSP_DEVICE_ARG(stream, (__half *)col, count * 2);
+        return OSP_LAUNCH(conv_im2col_kernel<__half>, cuda_grid_for(count),
+                          OSP_CUDA_BLOCK, 0, stream, g, x, h, c);
+    }
+    float *f = OSP_DEVICE_ARG(stream, (float *)col, count * 4);
+    return OSP_LAUNCH(conv_im2col_kernel<float>, cuda_grid_for(count),
+                      OSP_CUDA_BLOCK, 0, stream, g, x, f, c);
 }
 
 extern "C" cudaError_t cuda_launch_conv_epilogue(cudaStream_t stream,

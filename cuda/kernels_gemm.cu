@@ -1,7 +1,8 @@
 /*
  * gemm_ex's epilogue (osprey/tensor_ops.h) after cuBLAS's GEMM: C_b =
  * act(C_b + bias[col] + residual_b), bias and residual FP32 and each
- * optional, C FP32 or FP16 (computed in FP32, rounded once here). C and
+ * optional, C (its c_dtype) FP32 or FP16 (computed in FP32, rounded once
+ * here). C and
  * the residual are addressed through ldc and stride_c.
  */
 #include <cuda_fp16.h>
@@ -77,7 +78,7 @@ extern "C" cudaError_t cuda_launch_gemm_epilogue(cudaStream_t stream,
     e.residual = args->residual != NULL ? OSP_DEVICE_ARG(stream, args->residual,
                                                          span * sizeof(float))
                                         : NULL;
-    if (g->dtype == OSP_TYPE_FP16) {
+    if (osp_gemm_c_dtype(g) == OSP_TYPE_FP16) {
         __half *c = OSP_DEVICE_ARG(stream, (__half *)g->c, span * 2);
         return OSP_LAUNCH(gemm_epilogue_kernel<__half>, cuda_grid_for(count),
                           OSP_CUDA_BLOCK, 0, stream, c, e);

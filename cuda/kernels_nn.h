@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "osprey/tensor_ops.h"
 
@@ -27,8 +29,18 @@ cudaError_t cuda_launch_gemm_epilogue(cudaStream_t stream,
  * depthwise kernel (in_channels == group > 1), epilogue fused. */
 cudaError_t cuda_launch_conv(cudaStream_t stream, const osp_conv_args *a);
 
+/* The im2col matrix of conv a's images [b0, b0 + nb) and output
+ * positions [p0, p0 + np) into col: col[img][group][k][p], k over the
+ * group's input channels x taps (channel-major, as w's rows), np
+ * positions a row; FP16 (rounded to nearest even) when fp16, else FP32;
+ * zeros where a tap falls in the padding. col (device memory of nb *
+ * in_channels * taps * np elements) is the caller's. */
+cudaError_t cuda_launch_conv_im2col(cudaStream_t stream, const osp_conv_args *a,
+                                    int64_t b0, int64_t nb, int64_t p0,
+                                    int64_t np, bool fp16, void *col);
+
 /* conv's epilogue alone, on y already holding the convolution (the
- * pointwise route, whose GEMM is cuBLAS's). */
+ * cuBLAS routes: pointwise, im2col). */
 cudaError_t cuda_launch_conv_epilogue(cudaStream_t stream,
                                       const osp_conv_args *a);
 

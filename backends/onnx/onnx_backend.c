@@ -9,7 +9,12 @@
  *                  Triton's onnxruntime backend.
  *   instance_new   a session (arena) on the instance's device; the
  *                  weights are the model's on the CPU, one device copy per
- *                  GPU shared by the instances on it.
+ *                  GPU shared by the instances on it. A model with STRING
+ *                  tensors runs its graph on the CPU device also for a GPU
+ *                  instance (as onnxruntime's CUDA provider runs string
+ *                  nodes on the CPU): inputs come to the host, outputs go
+ *                  back to the instance's GPU, and the model says so once
+ *                  in the log.
  *   execute        the batch's inputs go in where the core put them; the
  *                  outputs the requests asked for are written straight
  *                  into the core's buffers.
@@ -24,6 +29,7 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <limits.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +60,7 @@ typedef struct onnx_backend_model {
      * is (borrowed from the config), or NULL */
     const char **state_output;
     size_t n_graph_outputs;
+    atomic_bool host_run_logged; /* a GPU instance said it runs on the CPU */
 } onnx_backend_model;
 
 /* A STRING tensor's runtime form (onnx_strings.h): its elements as
@@ -73,12 +80,28 @@ typedef struct string_output {
     string_refs buf;
 } string_output;
 
+/* A GPU instance whose graph runs on the CPU device (a model with STRING
+ * tensors): its own CPU stream, and host buffers (grown, kept) for the
+ * inputs that have no host copy and for every output, copied to and
+ * from the GPU on the instance's stream. */
+typedef struct host_run {
+    osp_device *device;   /* the instance's GPU (borrowed) */
+    osp_stream *stream;   /* the instance's GPU stream (borrowed) */
+    osp_stream *cpu;      /* owned: where the session runs */
+    osp_buffer **inputs;  /* per graph input */
+    osp_buffer **outputs; /* per graph output */
+    void **output_dst;    /* per graph output: the core's GPU buffer, or
+                             NULL when this run has none to fill */
+    size_t *output_bytes;
+} host_run;
+
 typedef struct onnx_backend_instance {
     onnx_backend_model *model;
     onnx_session *session;
-    onnx_io *inputs; /* per graph input, filled each execute */
-    string_refs *string_inputs;     /* per graph input */
-    string_output *string_outputs;  /* per graph output */
+    onnx_io *inputs;               /* per graph input, filled each execute */
+    string_refs *string_inputs;    /* per graph input */
+    string_output *string_outputs; /* per graph output */
+    host_run *host;                /* NULL: the session is on the device */
 } onnx_backend_instance;
 
 /* The model file of a version folder: default_model_filename, or
@@ -471,12 +494,30 @@ static osp_error *read_bool(const osp_model_config *config, const char *key,
     return NULL;
 }
 
+/* Whether an instance of the model may land on a GPU: a GPU is there and
+ * a group asks for KIND_GPU or KIND_AUTO (no group at all is KIND_AUTO). */
+static bool may_run_on_gpu(const osp_model_config *config) {
+    if (osp_device_cuda_count() == 0)
+        return false;
+    if (config->n_instance_groups == 0)
+        return true;
+    for (size_t i = 0; i < config->n_instance_groups; i++) {
+        osp_instance_kind kind = config->instance_groups[i].kind;
+        if (kind == OSP_INSTANCE_KIND_GPU || kind == OSP_INSTANCE_KIND_AUTO)
+            return true;
+    }
+    return false;
+}
+
 /* The GPU options (docs/gpu.md): cuda_graphs (default: Triton's
- * optimization { cuda { graphs } }, false), cuda_graph_max_shapes (input shapes an
- * instance keeps graphs for, 1..1024, default 16), allow_tf32 (or
- * --backend-config=onnxruntime,allow-tf32=...; default false) and
- * precision (fp32, the default, or fp16: MatMul weights in FP16, with the
- * fusion passes off so that MatMul stays apart from its bias). */
+ * optimization { cuda { graphs } }, false), cuda_graph_max_shapes (input
+ * shapes an instance keeps graphs for, 1..1024, default 16), allow_tf32
+ * (or --backend-config=onnxruntime,allow-tf32=...; default false) and
+ * precision (fp32, the default, or fp16: every FP32 matrix product in
+ * FP16 with FP32 accumulation, constant weights held in FP16). allow_tf32
+ * and precision are checked everywhere but only kept for a model that may
+ * run on a GPU: on the CPU they change nothing, and the plan would still
+ * reserve workspace for them. */
 static osp_error *read_gpu_options(const osp_model_config *config,
                                    onnx_rt_options *opts) {
     osp_error *err = NULL;
@@ -491,10 +532,9 @@ static osp_error *read_gpu_options(const osp_model_config *config,
                              "unable to load model '%s': parameter "
                              "'precision' must be fp32 or fp16, got '%s'",
                              config->name, v);
-    if (v && strcmp(v, "fp16") == 0) {
-        opts->fp16_weights = true;
-        opts->fuse = false;
-    }
+    opts->fp16_weights = v && strcmp(v, "fp16") == 0;
+    if (!may_run_on_gpu(config))
+        opts->allow_tf32 = opts->fp16_weights = false;
     v = osp_model_config_parameter(config, "cuda_graph_max_shapes");
     if (!v)
         return NULL;
@@ -619,11 +659,139 @@ out:
     return NULL;
 }
 
+/* ---- GPU instances of models with STRING tensors ------------------------
+ */
+
+static void host_run_free(host_run *h, size_t n_inputs, size_t n_outputs) {
+    if (!h)
+        return;
+    /* the last copies from the host buffers may still be queued */
+    osp_error_free(osp_stream_synchronize(h->stream));
+    for (size_t i = 0; h->inputs && i < n_inputs; i++)
+        osp_buffer_free(h->inputs[i]);
+    for (size_t k = 0; h->outputs && k < n_outputs; k++)
+        osp_buffer_free(h->outputs[k]);
+    free(h->inputs);
+    free(h->outputs);
+    free(h->output_dst);
+    free(h->output_bytes);
+    osp_stream_free(h->cpu);
+    free(h);
+}
+
+/* The host side of a GPU instance of model m (see host_run); *out owned
+ * by the caller (host_run_free). */
+static osp_error *host_run_new(const onnx_backend_model *m, osp_device *device,
+                               osp_stream *stream, host_run **out) {
+    host_run *h = calloc(1, sizeof *h);
+    if (!h)
+        return osp_error_out_of_memory();
+    h->device = device;
+    h->stream = stream;
+    h->inputs = calloc(m->n_inputs + 1, sizeof *h->inputs);
+    h->outputs = calloc(m->n_graph_outputs + 1, sizeof *h->outputs);
+    h->output_dst = calloc(m->n_graph_outputs + 1, sizeof *h->output_dst);
+    h->output_bytes = calloc(m->n_graph_outputs + 1, sizeof *h->output_bytes);
+    osp_error *err = h->inputs && h->outputs && h->output_dst && h->output_bytes
+                         ? osp_stream_new(osp_device_cpu(), &h->cpu)
+                         : osp_error_out_of_memory();
+    if (err) {
+        host_run_free(h, m->n_inputs, m->n_graph_outputs);
+        return err;
+    }
+    *out = h;
+    return NULL;
+}
+
+/* *buf with room for `bytes` (host memory for copies to and from h's GPU,
+ * pinned where the pool has room), grown as needed. */
+static osp_error *host_buffer_reserve(host_run *h, osp_buffer **buf,
+                                      size_t bytes) {
+    if (*buf && (*buf)->size >= bytes)
+        return NULL;
+    osp_buffer_free(*buf);
+    *buf = NULL;
+    return osp_device_alloc_host(h->device, bytes ? bytes : 1, buf);
+}
+
+/* Host copies of the batch's inputs for the CPU session: each input's own
+ * host bytes where the core has them, else a copy from the GPU (one
+ * synchronisation for all). io[gi].data and host_data point at them. */
+static osp_error *host_run_inputs(onnx_backend_instance *inst,
+                                  osp_execute_ctx *ctx) {
+    onnx_backend_model *m = inst->model;
+    host_run *h = inst->host;
+    bool copied = false;
+    osp_error *err = NULL;
+    for (size_t i = 0; i < m->n_inputs && !err; i++) {
+        const osp_backend_tensor *t = osp_execute_input(ctx, i);
+        onnx_io *io = &inst->inputs[m->input_map[i]];
+        static const char nothing; /* where an empty input points */
+        if (!t->data || t->host_data || t->byte_size == 0) {
+            io->data = io->host_data =
+                t->data && !t->host_data ? &nothing : t->host_data;
+            continue;
+        }
+        osp_buffer **buf = &h->inputs[m->input_map[i]];
+        if (!(err = host_buffer_reserve(h, buf, t->byte_size)))
+            err = osp_memcpy_async(h->stream, (*buf)->data, t->data,
+                                   t->byte_size, OSP_COPY_DEVICE_TO_HOST);
+        io->data = io->host_data = *buf ? (*buf)->data : NULL;
+        copied = true;
+    }
+    return !err && copied ? osp_stream_synchronize(h->stream) : err;
+}
+
+/* Graph output `index` of a host run: the core's GPU buffer for it, and a
+ * host buffer the CPU session writes, copied into it after the run. */
+static osp_error *host_run_output(host_run *h, osp_execute_ctx *ctx,
+                                  size_t index, size_t core_index,
+                                  const osp_shape *shape, size_t byte_size,
+                                  void **data) {
+    void *dst = NULL;
+    osp_error *err =
+        osp_execute_output_alloc(ctx, core_index, shape, byte_size, &dst);
+    if (!err)
+        err = host_buffer_reserve(h, &h->outputs[index], byte_size);
+    if (err)
+        return err;
+    h->output_dst[index] = dst;
+    h->output_bytes[index] = byte_size;
+    *data = h->outputs[index]->data;
+    return NULL;
+}
+
+/* After a host run that succeeded (copy): every output the core wants
+ * copied to its GPU buffer on the instance's stream, which is waited for
+ * (the host buffers are reused by the next batch). After a failed one,
+ * only forgets the outputs. */
+static osp_error *host_run_finish(onnx_backend_instance *inst, bool copy) {
+    host_run *h = inst->host;
+    osp_error *err = NULL;
+    for (size_t k = 0; k < inst->model->n_graph_outputs; k++) {
+        void *dst = h->output_dst[k];
+        h->output_dst[k] = NULL;
+        if (copy && !err && dst && h->output_bytes[k])
+            err = osp_memcpy_async(h->stream, dst, h->outputs[k]->data,
+                                   h->output_bytes[k], OSP_COPY_HOST_TO_DEVICE);
+    }
+    if (!copy)
+        return NULL;
+    osp_error *sync = osp_stream_synchronize(h->stream);
+    if (err) {
+        osp_error_free(sync);
+        return err;
+    }
+    return sync;
+}
+
 static void backend_instance_free(void *instance) {
     onnx_backend_instance *inst = instance;
     if (!inst)
         return;
     onnx_session_free(inst->session);
+    host_run_free(inst->host, inst->model->n_inputs,
+                  inst->model->n_graph_outputs);
     for (size_t i = 0; inst->string_inputs && i < inst->model->n_inputs; i++)
         free(inst->string_inputs[i].refs);
     for (size_t k = 0;
@@ -646,16 +814,29 @@ static osp_error *backend_instance_new(void *model, osp_device *device,
     inst->string_inputs = calloc(m->n_inputs + 1, sizeof *inst->string_inputs);
     inst->string_outputs =
         calloc(m->n_graph_outputs + 1, sizeof *inst->string_outputs);
-    osp_error *err = inst->inputs && inst->string_inputs &&
-                             inst->string_outputs
-                         ? onnx_session_new(m->rt, device, stream,
-                                            &inst->session)
-                         : osp_error_out_of_memory();
     osp_device_info info;
     osp_device_get_info(device, &info);
-    int threads = instance_threads(m, info.type == OSP_DEVICE_CPU);
+    osp_error *err = inst->inputs && inst->string_inputs && inst->string_outputs
+                         ? NULL
+                         : osp_error_out_of_memory();
+    osp_device *run_on = device;
+    osp_stream *run_stream = stream;
+    if (!err && info.type != OSP_DEVICE_CPU &&
+        onnx_rt_model_has_strings(m->rt)) {
+        err = host_run_new(m, device, stream, &inst->host);
+        run_on = osp_device_cpu();
+        run_stream = inst->host ? inst->host->cpu : NULL;
+        if (!err && !atomic_exchange(&m->host_run_logged, true))
+            OSP_LOG_INFO("model '%s' has STRING tensors: its instances on "
+                         "GPUs run the graph on the CPU device, inputs and "
+                         "outputs copied to and from the GPU",
+                         m->name);
+    }
+    if (!err)
+        err = onnx_session_new(m->rt, run_on, run_stream, &inst->session);
+    int threads = instance_threads(m, run_on == osp_device_cpu());
     if (!err && threads > 0)
-        err = osp_stream_set_threads(stream, threads);
+        err = osp_stream_set_threads(run_stream, threads);
     if (err) {
         backend_instance_free(inst);
         return osp_error_wrap(err, "unable to load model '%s'", m->name);
@@ -719,9 +900,12 @@ static osp_error *alloc_output(void *arg, size_t index, osp_datatype dtype,
     osp_error *err = output_target(b, index, &wanted, &core_index);
     if (err || !wanted)
         return err;
-    if (dtype != OSP_TYPE_BYTES)
+    if (dtype != OSP_TYPE_BYTES && !b->inst->host)
         return osp_execute_output_alloc(b->ctx, core_index, shape, byte_size,
                                         data);
+    if (dtype != OSP_TYPE_BYTES)
+        return host_run_output(b->inst->host, b->ctx, index, core_index, shape,
+                               byte_size, data);
     string_output *so = &b->inst->string_outputs[index];
     size_t count = byte_size / ONNX_STRING_BYTES;
     if ((err = string_refs_reserve(&so->buf, count ? count : 1)))
@@ -733,11 +917,13 @@ static osp_error *alloc_output(void *arg, size_t index, osp_datatype dtype,
     return NULL;
 }
 
-/* A STRING input's references into its wire bytes (the core's, valid
- * during execute). At least 4 bytes per element, so the references take
- * at most 4 times the request's bytes. */
+/* A STRING input's references into its wire bytes `wire` (t's bytes in
+ * host memory: the core's, valid during execute, or a host run's copy).
+ * At least 4 bytes per element, so the references take at most 4 times
+ * the request's bytes. */
 static osp_error *string_input(onnx_backend_instance *inst, size_t gi,
-                               const osp_backend_tensor *t, onnx_io *io) {
+                               const osp_backend_tensor *t, const void *wire,
+                               onnx_io *io) {
     int64_t count = 0;
     if (!osp_shape_element_count(&t->shape, &count) || count < 0 ||
         (uint64_t)count > t->byte_size / 4)
@@ -753,8 +939,8 @@ static osp_error *string_input(onnx_backend_instance *inst, size_t gi,
     char what[256];
     snprintf(what, sizeof what, "model '%s', input '%s'", inst->model->name,
              t->name);
-    if ((err = onnx_strings_from_wire(t->data, t->byte_size, count, r->refs,
-                                      what)))
+    if ((err =
+             onnx_strings_from_wire(wire, t->byte_size, count, r->refs, what)))
         return err;
     io->data = r->refs;
     io->byte_size = (size_t)count * ONNX_STRING_BYTES;
@@ -763,10 +949,13 @@ static osp_error *string_input(onnx_backend_instance *inst, size_t gi,
 }
 
 /* After the run: each wanted STRING output's references become the wire
- * form in the core's buffer for it. */
+ * form in the core's buffer for it (through a host buffer of a host run,
+ * copied to the GPU by host_run_finish). */
 static osp_error *finish_string_outputs(onnx_backend_instance *inst,
                                         osp_execute_ctx *ctx) {
-    osp_error *err = osp_stream_synchronize(osp_execute_stream(ctx));
+    host_run *h = inst->host;
+    osp_error *err =
+        osp_stream_synchronize(h ? h->cpu : osp_execute_stream(ctx));
     for (size_t k = 0; !err && k < inst->model->n_graph_outputs; k++) {
         string_output *so = &inst->string_outputs[k];
         if (!so->wanted)
@@ -776,9 +965,15 @@ static osp_error *finish_string_outputs(onnx_backend_instance *inst,
         osp_shape_element_count(&so->shape, &count);
         size_t bytes = 0;
         void *data = NULL;
-        if ((err = onnx_strings_wire_size(so->buf.refs, count, &bytes)) ||
-            (err = osp_execute_output_alloc(ctx, so->core_index, &so->shape,
-                                            bytes, &data)))
+        if ((err = onnx_strings_wire_size(so->buf.refs, count, &bytes)))
+            break;
+        if (h)
+            err = host_run_output(h, ctx, k, so->core_index, &so->shape, bytes,
+                                  &data);
+        else
+            err = osp_execute_output_alloc(ctx, so->core_index, &so->shape,
+                                           bytes, &data);
+        if (err)
             break;
         if (data)
             onnx_strings_to_wire(so->buf.refs, count, data);
@@ -804,8 +999,16 @@ static osp_error *backend_execute(void *instance, osp_execute_ctx *ctx) {
         io->data = t->data;
         io->byte_size = t->byte_size;
         io->host_data = t->host_data;
+    }
+    /* a host run reads every input on the host */
+    if (inst->host && (err = host_run_inputs(inst, ctx)))
+        return err;
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        const osp_backend_tensor *t = osp_execute_input(ctx, i);
+        onnx_io *io = &inst->inputs[m->input_map[i]];
         if (t->dtype == OSP_TYPE_BYTES &&
-            (err = string_input(inst, m->input_map[i], t, io)))
+            (err = string_input(inst, m->input_map[i], t,
+                                inst->host ? io->data : t->data, io)))
             return err;
     }
     for (size_t k = 0; k < m->n_graph_outputs; k++)
@@ -813,7 +1016,13 @@ static osp_error *backend_execute(void *instance, osp_execute_ctx *ctx) {
     output_binding b = {.inst = inst, .ctx = ctx};
     err = onnx_session_run(inst->session, inst->inputs, m->n_inputs,
                            alloc_output, &b);
-    return err ? err : finish_string_outputs(inst, ctx);
+    if (!err)
+        err = finish_string_outputs(inst, ctx);
+    if (inst->host) {
+        osp_error *done = host_run_finish(inst, err == NULL);
+        err = err ? err : done;
+    }
+    return err;
 }
 
 /* ---- auto-complete -----------------------------------------------------

@@ -61,12 +61,19 @@ typedef struct onnx_infer_ctx {
     /* Bytes of scratch device memory run needs (0 by default); the planner
      * gives run that much, 64-byte aligned, in ctx->workspace. */
     size_t workspace_bytes;
-    /* In: the model's weights may be held in FP16 (precision fp16). Out:
-     * bit j set when run reads constant FP32 input j as FP16 from
-     * ctx->in_fp16 where the session gives it (devices other than the
-     * CPU), and as FP32 from ctx->in otherwise. */
+    /* In: the model's precision is fp16: FP32 matrix products (MatMul,
+     * Gemm, Einsum, Conv) may multiply FP16 operands on devices other
+     * than the CPU (run's ctx->fp16), so infer reserves the workspace
+     * their FP16 casts need, after what the FP32 path uses (the plan
+     * serves every device, and a run on the CPU reads only the FP32
+     * part). Out: bit j set when run reads constant FP32 input j as FP16
+     * from ctx->in_fp16 where the session gives it, and as FP32 from
+     * ctx->in otherwise. */
     bool fp16_weights;
     uint32_t fp16_inputs;
+    /* In: the model's allow_tf32 (Conv reserves its GEMM route's
+     * workspace for it, osp_conv_workspace_bytes). */
+    bool allow_tf32;
 } onnx_infer_ctx;
 
 typedef struct onnx_run_ctx {
@@ -83,6 +90,11 @@ typedef struct onnx_run_ctx {
     void *workspace;  /* infer's workspace_bytes of device memory */
     bool allow_tf32;  /* FP32 matrix products may use TF32 (the model's
                          allow_tf32) */
+    /* FP32 matrix products multiply FP16 operands with FP32 accumulation
+     * (the model's precision fp16, on a device other than the CPU):
+     * constants from in_fp16, other operands cast into the workspace
+     * infer reserved under fp16_weights. */
+    bool fp16;
     /* NULL, or per input: an FP16 device copy of constant input j for each
      * bit j infer set in fp16_inputs (ctx->in[j] is then NULL). */
     const void *const *in_fp16;

@@ -2,10 +2,17 @@
  * Convolutions: Conv (opset 1 on; 11 only relaxed defaults), osprey
  * FusedConv (Conv plus a residual input Z and an epilogue activation, made
  * by the fusion passes; Z normally has Y's shape and rides in the conv's
- * epilogue) and ConvTranspose (1 on). All FP32, 1 to 3
+ * epilogue) and ConvTranspose (1 on). FP32 or FP16 tensors, 1 to 3
  * spatial dimensions, through osp_op_conv and osp_op_conv_transpose; the
  * ONNX shape rules (auto_pad, pads, output_padding, output_shape) are
  * resolved here into out_dims and leading pads.
+ *
+ * The products (see conv_plan): FP32; TF32 under allow_tf32 and FP16
+ * operands under precision fp16 where the device has a GEMM route for
+ * them (the CUDA device; the workspace for it reserved here); FP16 tensors
+ * multiply their FP16 values with FP32 accumulation on every device,
+ * through FP32 activations in the workspace, Y rounded to FP16 once.
+ * Depthwise convs keep FP32 products.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -82,9 +89,9 @@ static osp_error *conv_prepack(osp_stream *stream, const void *args,
     return osp_op_conv_prepack(stream, args, out);
 }
 
-/* Checks X and W (inputs 0 and 1) of either convolution: FP32, W of X's
- * rank, 1 to 3 spatial dimensions, kernel_shape (when given) matching W.
- * Sets *rank to the spatial rank and kernel[] from W. */
+/* Checks X and W (inputs 0 and 1) of either convolution: FP32, or FP16
+ * for both, W of X's rank, 1 to 3 spatial dimensions, kernel_shape (when
+ * given) matching W. Sets *rank to the spatial rank and kernel[] from W. */
 static osp_error *conv_check_xw(const onnx_node *node, const conv_state *st,
                                 size_t n_in, const onnx_desc *in, int *rank,
                                 int64_t kernel[OSP_CONV_MAX_SPATIAL]) {
@@ -92,9 +99,13 @@ static osp_error *conv_check_xw(const onnx_node *node, const conv_state *st,
     if (!onnx_present(n_in, in, 0) || !onnx_present(n_in, in, 1))
         return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
                                "inputs X and W are required");
-    if ((err = onnx_want_fp32(node, &in[0], 0)) ||
-        (err = onnx_want_fp32(node, &in[1], 1)))
+    if (in[0].dtype != OSP_TYPE_FP16 && (err = onnx_want_fp32(node, &in[0], 0)))
         return err;
+    if (in[1].dtype != in[0].dtype)
+        return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
+                               "X is %s but W is %s",
+                               osp_datatype_wire_name(in[0].dtype),
+                               osp_datatype_wire_name(in[1].dtype));
     const osp_shape *x = &in[0].shape, *w = &in[1].shape;
     if (x->rank < 3)
         return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
@@ -132,12 +143,23 @@ static osp_error *conv_check_xw(const onnx_node *node, const conv_state *st,
     return NULL;
 }
 
-/* Checks the optional bias B (input 2): FP32 [channels]. */
+/* Checks an optional input of X's dtype (the bias B, FusedConv's Z). */
+static osp_error *conv_check_like_x(const onnx_node *node, size_t n_in,
+                                    const onnx_desc *in, size_t j) {
+    if (!onnx_present(n_in, in, j) || in[j].dtype == in[0].dtype)
+        return NULL;
+    return onnx_node_error(node, OSP_ERROR_INVALID_ARG,
+                           "input %zu is %s, X %s; they must match", j,
+                           osp_datatype_wire_name(in[j].dtype),
+                           osp_datatype_wire_name(in[0].dtype));
+}
+
+/* Checks the optional bias B (input 2): X's dtype, [channels]. */
 static osp_error *conv_check_bias(const onnx_node *node, size_t n_in,
                                   const onnx_desc *in, int64_t channels) {
     if (!onnx_present(n_in, in, 2))
         return NULL;
-    osp_error *err = onnx_want_fp32(node, &in[2], 2);
+    osp_error *err = conv_check_like_x(node, n_in, in, 2);
     if (err)
         return err;
     if (in[2].shape.rank != 1 || in[2].shape.dims[0] != channels)
@@ -214,96 +236,146 @@ typedef enum residual_kind {
                         activation there */
 } residual_kind;
 
+/* A conv's plan, the same at infer and run. The device conv is FP32
+ * (x, bias, residual, y); its products are FP32, TF32 (allow_tf32) or
+ * FP16 (w_fp16: precision fp16 on a GPU, or FP16 tensors on any device).
+ * FP16 tensors ("half") are computed through FP32 copies in the
+ * workspace, W passed as it is as the FP16 weights (widened for a
+ * depthwise conv, which has no FP16 form), Y rounded back at the end.
+ * Workspace, in this order (the FP32 path's part first, so that a run
+ * that multiplies in FP32 finds its blocks where infer put them):
+ *   res    the residual's expansion, or the conv's output to widen
+ *   x, b, z, y   FP32 copies of X, B, Z and Y (half)
+ *   w      W widened (half, depthwise), or cast to FP16 (precision fp16
+ *          with a W that is not a constant)
+ *   gemm   the device conv's own workspace (its GEMM route) */
 typedef struct conv_plan {
     osp_conv_args conv; /* pointers unset */
     osp_shape y_conv;   /* what the conv computes */
     osp_shape y;        /* the node's output */
     residual_kind residual;
     int64_t z_strides[OSP_MAX_DIMS], c_strides[OSP_MAX_DIMS];
-    size_t ws_bytes;
+    bool half, depthwise;
+    bool w16; /* the conv multiplies FP16 operands (w_fp16) */
+    size_t off_x, off_b, off_z, off_y, off_w, off_gemm, gemm_bytes, ws_bytes;
 } conv_plan;
 
+static size_t conv_count(const onnx_desc *in, size_t n_in, size_t j) {
+    return onnx_present(n_in, in, j) ? (size_t)onnx_shape_count(&in[j].shape)
+                                     : 0;
+}
+
+/* fp16: the precision fp16 of the model (infer) or of the device (run);
+ * tf32: the model's allow_tf32. */
 static osp_error *conv_plan_make(const onnx_node *node, const conv_state *st,
-                                 size_t n_in, const onnx_desc *in,
-                                 conv_plan *p) {
+                                 size_t n_in, const onnx_desc *in, bool fp16,
+                                 bool tf32, conv_plan *p) {
     memset(p, 0, sizeof *p);
     osp_error *err = conv_geometry(node, st, n_in, in, &p->conv, &p->y_conv);
     if (err)
         return err;
     p->y = p->y_conv;
-    if (!st->fused || !onnx_present(n_in, in, 3))
-        return NULL;
-    if ((err = onnx_want_fp32(node, &in[3], 3)))
-        return err;
-    const osp_shape *z = &in[3].shape;
-    if (osp_shape_equal(z, &p->y_conv)) {
-        p->residual = RESIDUAL_DIRECT;
-        return NULL;
+    p->half = in[0].dtype == OSP_TYPE_FP16;
+    p->depthwise = p->conv.group > 1 && p->conv.in_channels == p->conv.group;
+    if (st->fused && onnx_present(n_in, in, 3)) {
+        if ((err = conv_check_like_x(node, n_in, in, 3)))
+            return err;
+        const osp_shape *z = &in[3].shape;
+        if (osp_shape_equal(z, &p->y_conv)) {
+            p->residual = RESIDUAL_DIRECT;
+        } else {
+            if ((err = onnx_broadcast_shape(node, &p->y_conv, z, &p->y)))
+                return err;
+            onnx_broadcast_strides(z, &p->y, p->z_strides);
+            if (osp_shape_equal(&p->y, &p->y_conv)) {
+                p->residual = RESIDUAL_EXPAND;
+            } else {
+                p->residual = RESIDUAL_WIDEN;
+                onnx_broadcast_strides(&p->y_conv, &p->y, p->c_strides);
+            }
+            p->ws_bytes = onnx_align64((size_t)onnx_shape_count(&p->y_conv) *
+                                       sizeof(float));
+        }
     }
-    if ((err = onnx_broadcast_shape(node, &p->y_conv, z, &p->y)))
-        return err;
-    onnx_broadcast_strides(z, &p->y, p->z_strides);
-    int64_t count = onnx_shape_count(&p->y_conv);
-    if (osp_shape_equal(&p->y, &p->y_conv)) {
-        p->residual = RESIDUAL_EXPAND;
-    } else {
-        p->residual = RESIDUAL_WIDEN;
-        onnx_broadcast_strides(&p->y_conv, &p->y, p->c_strides);
+    if (p->half) {
+        p->off_x = p->ws_bytes;
+        p->off_b = p->off_x + onnx_align64(conv_count(in, n_in, 0) * 4);
+        p->off_z = p->off_b + onnx_align64(conv_count(in, n_in, 2) * 4);
+        p->off_y = p->off_z +
+                   onnx_align64((st->fused ? conv_count(in, n_in, 3) : 0) * 4);
+        p->ws_bytes =
+            p->off_y + onnx_align64((size_t)onnx_shape_count(&p->y) * 4);
     }
-    p->ws_bytes = onnx_align64((size_t)count * sizeof(float));
+    p->w16 =
+        !p->depthwise && (p->half || (fp16 && in[0].dtype == OSP_TYPE_FP32));
+    p->off_w = p->ws_bytes;
+    size_t w_count = conv_count(in, n_in, 1);
+    if (p->half && p->depthwise)
+        p->ws_bytes += onnx_align64(w_count * 4);
+    else if (p->w16 && !p->half && in[1].host == NULL)
+        p->ws_bytes += onnx_align64(w_count * 2);
+    p->off_gemm = p->ws_bytes;
+    osp_conv_args shape = p->conv;
+    shape.allow_tf32 = tf32 && !p->half;
+    size_t ws32 = osp_conv_workspace_bytes(&shape, false);
+    p->gemm_bytes = p->w16 ? osp_conv_workspace_bytes(&shape, true) : 0;
+    if (ws32 > p->gemm_bytes)
+        p->gemm_bytes = ws32;
+    p->ws_bytes += onnx_align64(p->gemm_bytes);
     return NULL;
 }
 
 osp_error *onnx_nn__conv_infer(onnx_infer_ctx *ctx) {
     conv_plan p;
     osp_error *err =
-        conv_plan_make(ctx->node, ctx->state, ctx->n_inputs, ctx->inputs, &p);
+        conv_plan_make(ctx->node, ctx->state, ctx->n_inputs, ctx->inputs,
+                       ctx->fp16_weights, ctx->allow_tf32, &p);
     if (err)
         return err;
-    if ((err = onnx_check_shape(ctx->node, &p.y, OSP_TYPE_FP32)))
+    osp_datatype dt = ctx->inputs[0].dtype;
+    if ((err = onnx_check_shape(ctx->node, &p.y, dt)))
         return err;
-    ctx->outputs[0].dtype = OSP_TYPE_FP32;
+    ctx->outputs[0].dtype = dt;
     ctx->outputs[0].shape = p.y;
     ctx->workspace_bytes = p.ws_bytes;
+    if (p.w16 && !p.half && ctx->inputs[1].host)
+        ctx->fp16_inputs = 1u << 1;
     return NULL;
 }
 
-osp_error *onnx_nn__conv_run(onnx_run_ctx *ctx) {
-    conv_plan p;
-    osp_error *err =
-        conv_plan_make(ctx->node, ctx->state, ctx->n_inputs, ctx->in_desc, &p);
-    if (err)
-        return err;
-    osp_conv_args *a = &p.conv;
-    a->x = ctx->in[0];
-    a->w = ctx->in[1];
-    a->bias = onnx_present(ctx->n_inputs, ctx->in_desc, 2) ? ctx->in[2] : NULL;
-    a->y = ctx->out[0];
-    a->allow_tf32 = ctx->allow_tf32;
-    /* a constant W (its values known while planning) is packed once */
-    conv_state *st = ctx->state;
-    if (ctx->in_desc[1].host != NULL &&
-        (err = onnx_packed_get(&st->pack, ctx->stream, a->w, conv_prepack, a,
-                               &a->packed_w)))
-        return err;
+/* Casts n elements from -> to (nothing for n == 0). */
+static osp_error *conv_cast(osp_stream *stream, const void *src,
+                            osp_datatype from, void *dst, osp_datatype to,
+                            size_t n) {
+    return n ? osp_op_cast(stream, src, from, dst, to, n) : NULL;
+}
+
+/* The conv of a (its x, w or w_fp16, bias and y set) with FusedConv's
+ * residual z (FP32, or NULL) into y (FP32, the node's output shape). */
+static osp_error *conv_with_residual(onnx_run_ctx *ctx, const conv_plan *p,
+                                     osp_conv_args *a, const float *z,
+                                     float *y) {
+    const conv_state *st = ctx->state;
     float *ws = ctx->workspace;
+    osp_error *err;
     osp_copy_strided_args expand = {
         .elem_size = sizeof(float),
-        .rank = p.y.rank,
+        .rank = p->y.rank,
         .dst = ws,
     };
-    switch (p.residual) {
+    a->y = y;
+    switch (p->residual) {
     case RESIDUAL_NONE:
         break;
     case RESIDUAL_DIRECT:
-        a->residual = ctx->in[3];
+        a->residual = z;
         break;
     case RESIDUAL_EXPAND:
-        expand.src = ctx->in[3];
-        memcpy(expand.dims, p.y.dims, sizeof expand.dims);
-        memcpy(expand.src_strides, p.z_strides, sizeof expand.src_strides);
-        onnx_contiguous_strides(&p.y, expand.dst_strides);
-        if (onnx_shape_count(&p.y) > 0 &&
+        expand.src = z;
+        memcpy(expand.dims, p->y.dims, sizeof expand.dims);
+        memcpy(expand.src_strides, p->z_strides, sizeof expand.src_strides);
+        onnx_contiguous_strides(&p->y, expand.dst_strides);
+        if (onnx_shape_count(&p->y) > 0 &&
             (err = osp_op_copy_strided(ctx->stream, &expand)))
             return err;
         a->residual = ws;
@@ -313,19 +385,19 @@ osp_error *onnx_nn__conv_run(onnx_run_ctx *ctx) {
         a->act = OSP_UNARY_IDENTITY;
         if ((err = osp_op_conv(ctx->stream, a)))
             return err;
-        if (onnx_shape_count(&p.y) == 0)
+        if (onnx_shape_count(&p->y) == 0)
             return NULL;
         osp_binary_nd_args add = {
             .op = OSP_BINARY_ND_ADD,
             .dtype = OSP_TYPE_FP32,
-            .rank = p.y.rank,
+            .rank = p->y.rank,
             .a = ws,
-            .b = ctx->in[3],
-            .out = ctx->out[0],
+            .b = z,
+            .out = y,
         };
-        memcpy(add.dims, p.y.dims, sizeof add.dims);
-        memcpy(add.a_strides, p.c_strides, sizeof add.a_strides);
-        memcpy(add.b_strides, p.z_strides, sizeof add.b_strides);
+        memcpy(add.dims, p->y.dims, sizeof add.dims);
+        memcpy(add.a_strides, p->c_strides, sizeof add.a_strides);
+        memcpy(add.b_strides, p->z_strides, sizeof add.b_strides);
         if ((err = osp_op_binary_nd(ctx->stream, &add)))
             return err;
         if (st->act == OSP_UNARY_IDENTITY)
@@ -333,9 +405,9 @@ osp_error *onnx_nn__conv_run(onnx_run_ctx *ctx) {
         osp_unary_args act = {
             .op = st->act,
             .dtype = OSP_TYPE_FP32,
-            .x = ctx->out[0],
-            .y = ctx->out[0],
-            .n = (size_t)onnx_shape_count(&p.y),
+            .x = y,
+            .y = y,
+            .n = (size_t)onnx_shape_count(&p->y),
             .alpha = st->act_alpha,
             .beta = st->act_beta,
         };
@@ -343,6 +415,72 @@ osp_error *onnx_nn__conv_run(onnx_run_ctx *ctx) {
     }
     }
     return osp_op_conv(ctx->stream, a);
+}
+
+osp_error *onnx_nn__conv_run(onnx_run_ctx *ctx) {
+    conv_state *st = ctx->state;
+    const onnx_desc *in = ctx->in_desc;
+    size_t n_in = ctx->n_inputs;
+    conv_plan p;
+    osp_error *err =
+        conv_plan_make(ctx->node, st, n_in, in, ctx->fp16, ctx->allow_tf32, &p);
+    if (err)
+        return err;
+    char *ws = ctx->workspace;
+    osp_conv_args *a = &p.conv;
+    const float *z = st->fused && onnx_present(n_in, in, 3) ? ctx->in[3] : NULL;
+    float *y = ctx->out[0];
+    a->x = ctx->in[0];
+    a->w = ctx->in[1];
+    a->bias = onnx_present(n_in, in, 2) ? ctx->in[2] : NULL;
+    a->allow_tf32 = ctx->allow_tf32 && !p.half;
+    a->workspace = p.gemm_bytes ? ws + p.off_gemm : NULL;
+    a->workspace_bytes = p.gemm_bytes;
+    const osp_datatype f16 = OSP_TYPE_FP16, f32 = OSP_TYPE_FP32;
+    if (p.half) {
+        /* FP16 tensors: FP32 copies, W as the FP16 weights it is */
+        float *x32 = (float *)(ws + p.off_x), *b32 = (float *)(ws + p.off_b),
+              *z32 = (float *)(ws + p.off_z);
+        if ((err = conv_cast(ctx->stream, a->x, f16, x32, f32,
+                             conv_count(in, n_in, 0))) ||
+            (a->bias && (err = conv_cast(ctx->stream, a->bias, f16, b32, f32,
+                                         conv_count(in, n_in, 2)))) ||
+            (z && (err = conv_cast(ctx->stream, z, f16, z32, f32,
+                                   conv_count(in, n_in, 3)))))
+            return err;
+        a->x = x32;
+        a->bias = a->bias ? b32 : NULL;
+        z = z ? z32 : NULL;
+        y = (float *)(ws + p.off_y);
+        if (p.depthwise) {
+            float *w32 = (float *)(ws + p.off_w);
+            if ((err = conv_cast(ctx->stream, ctx->in[1], f16, w32, f32,
+                                 conv_count(in, n_in, 1))))
+                return err;
+            a->w = w32;
+        } else {
+            a->w_fp16 = ctx->in[1];
+            a->w = NULL;
+        }
+    } else if (p.w16 &&
+               (in[1].host == NULL || (ctx->in_fp16 && ctx->in_fp16[1]))) {
+        /* precision fp16: a constant's FP16 copy, or W cast here */
+        a->w_fp16 = in[1].host ? ctx->in_fp16[1] : ws + p.off_w;
+        if (in[1].host == NULL &&
+            (err = conv_cast(ctx->stream, ctx->in[1], f32, ws + p.off_w, f16,
+                             conv_count(in, n_in, 1))))
+            return err;
+        a->w = NULL;
+    } else if (in[1].host != NULL &&
+               (err = onnx_packed_get(&st->pack, ctx->stream, a->w,
+                                      conv_prepack, a, &a->packed_w))) {
+        /* a constant W (its values known while planning) is packed once */
+        return err;
+    }
+    if ((err = conv_with_residual(ctx, &p, a, z, y)) || !p.half)
+        return err;
+    return conv_cast(ctx->stream, y, f32, ctx->out[0], f16,
+                     (size_t)onnx_shape_count(&p.y));
 }
 
 /* ---- ConvTranspose -------------------------------------------------------
@@ -517,6 +655,24 @@ static osp_error *conv_transpose_geometry(const onnx_node *node,
     return NULL;
 }
 
+/* FP16 tensors of a ConvTranspose: FP32 copies of X, W, B and Y in the
+ * workspace, at these offsets (the conv_transpose slot is FP32). */
+typedef struct conv_transpose_half {
+    size_t off_w, off_b, off_y, bytes;
+} conv_transpose_half;
+
+static conv_transpose_half
+conv_transpose_layout(size_t n_in, const onnx_desc *in, const osp_shape *y) {
+    conv_transpose_half h = {0};
+    if (in[0].dtype != OSP_TYPE_FP16)
+        return h;
+    h.off_w = onnx_align64(conv_count(in, n_in, 0) * 4);
+    h.off_b = h.off_w + onnx_align64(conv_count(in, n_in, 1) * 4);
+    h.off_y = h.off_b + onnx_align64(conv_count(in, n_in, 2) * 4);
+    h.bytes = h.off_y + onnx_align64((size_t)onnx_shape_count(y) * 4);
+    return h;
+}
+
 osp_error *onnx_nn__conv_transpose_infer(onnx_infer_ctx *ctx) {
     osp_conv_transpose_args a;
     osp_shape y;
@@ -524,23 +680,48 @@ osp_error *onnx_nn__conv_transpose_infer(onnx_infer_ctx *ctx) {
         ctx->node, ctx->state, ctx->n_inputs, ctx->inputs, &a, &y);
     if (err)
         return err;
-    if ((err = onnx_check_shape(ctx->node, &y, OSP_TYPE_FP32)))
+    osp_datatype dt = ctx->inputs[0].dtype;
+    if ((err = onnx_check_shape(ctx->node, &y, dt)))
         return err;
-    ctx->outputs[0].dtype = OSP_TYPE_FP32;
+    ctx->outputs[0].dtype = dt;
     ctx->outputs[0].shape = y;
+    ctx->workspace_bytes =
+        conv_transpose_layout(ctx->n_inputs, ctx->inputs, &y).bytes;
     return NULL;
 }
 
 osp_error *onnx_nn__conv_transpose_run(onnx_run_ctx *ctx) {
     osp_conv_transpose_args a;
     osp_shape y;
-    osp_error *err = conv_transpose_geometry(
-        ctx->node, ctx->state, ctx->n_inputs, ctx->in_desc, &a, &y);
+    const onnx_desc *in = ctx->in_desc;
+    size_t n_in = ctx->n_inputs;
+    osp_error *err =
+        conv_transpose_geometry(ctx->node, ctx->state, n_in, in, &a, &y);
     if (err)
         return err;
     a.x = ctx->in[0];
     a.w = ctx->in[1];
-    a.bias = onnx_present(ctx->n_inputs, ctx->in_desc, 2) ? ctx->in[2] : NULL;
+    a.bias = onnx_present(n_in, in, 2) ? ctx->in[2] : NULL;
     a.y = ctx->out[0];
-    return osp_op_conv_transpose(ctx->stream, &a);
+    if (in[0].dtype != OSP_TYPE_FP16)
+        return osp_op_conv_transpose(ctx->stream, &a);
+    /* FP16 tensors: computed in FP32, Y rounded once */
+    conv_transpose_half h = conv_transpose_layout(n_in, in, &y);
+    char *ws = ctx->workspace;
+    const osp_datatype f16 = OSP_TYPE_FP16, f32 = OSP_TYPE_FP32;
+    if ((err = conv_cast(ctx->stream, a.x, f16, ws, f32,
+                         conv_count(in, n_in, 0))) ||
+        (err = conv_cast(ctx->stream, a.w, f16, ws + h.off_w, f32,
+                         conv_count(in, n_in, 1))) ||
+        (a.bias && (err = conv_cast(ctx->stream, a.bias, f16, ws + h.off_b, f32,
+                                    conv_count(in, n_in, 2)))))
+        return err;
+    a.x = (const float *)ws;
+    a.w = (const float *)(ws + h.off_w);
+    a.bias = a.bias ? (const float *)(ws + h.off_b) : NULL;
+    a.y = (float *)(ws + h.off_y);
+    if ((err = osp_op_conv_transpose(ctx->stream, &a)))
+        return err;
+    return conv_cast(ctx->stream, a.y, f32, ctx->out[0], f16,
+                     (size_t)onnx_shape_count(&y));
 }

@@ -9,6 +9,12 @@
  * of the K labels are chosen to copy the fewest elements. A label summed
  * within one input, or more than two inputs, is UNSUPPORTED naming the
  * equation.
+ *
+ * Precision fp16 (ctx->fp16, FP32 inputs on a GPU): each input is cast to
+ * FP16 whole (a constant comes from the session's FP16 copy instead),
+ * an operand's layout copy then moves FP16 elements (in the FP32 copy's
+ * block, which has room for it), and the GEMM multiplies them with FP32
+ * accumulation into its FP32 C, so the output side is as in FP32.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +158,10 @@ typedef struct ein_plan {
     bool copy_a, copy_b, trans_a, trans_b, copy_out;
     size_t off_a, off_b, off_c;
     size_t workspace;
+    /* precision fp16: each input's FP16 cast (none for a constant), after
+     * the FP32 layout's blocks, and the bytes of the whole */
+    size_t off_cast[EIN_MAX_INPUTS];
+    size_t workspace_fp16;
 } ein_plan;
 
 /* Labels of the (possibly ellipsis) term for an input of `rank` dims;
@@ -460,6 +470,12 @@ static osp_error *ein_plan_build(const onnx_node *node, const einsum_state *st,
         ws += onnx_align64((size_t)(p->batch_size * p->m * p->n) * esize);
     }
     p->workspace = ws;
+    for (int i = 0; i < 2; i++) {
+        p->off_cast[i] = ws;
+        if (inputs[i].host == NULL)
+            ws += onnx_align64((size_t)onnx_shape_count(&inputs[i].shape) * 2);
+    }
+    p->workspace_fp16 = ws;
     return NULL;
 }
 
@@ -472,7 +488,26 @@ osp_error *onnx_math__einsum_infer(onnx_infer_ctx *ctx) {
     ctx->outputs[0].dtype = ctx->inputs[0].dtype;
     ctx->outputs[0].shape = p.out;
     ctx->workspace_bytes = p.workspace;
+    if (ctx->fp16_weights && ctx->n_inputs == 2 &&
+        ctx->inputs[0].dtype == OSP_TYPE_FP32 && p.k > 0) {
+        ctx->workspace_bytes = p.workspace_fp16;
+        ctx->fp16_inputs =
+            (ctx->inputs[0].host ? 1u : 0u) | (ctx->inputs[1].host ? 2u : 0u);
+    }
     return NULL;
+}
+
+/* Whether run multiplies in FP16 (see the top of the file): two FP32
+ * inputs on a device that does, each an activation or a constant the
+ * session holds in FP16. */
+static bool ein_fp16(const onnx_run_ctx *ctx, const ein_plan *p) {
+    if (!ctx->fp16 || ctx->n_inputs != 2 ||
+        ctx->in_desc[0].dtype != OSP_TYPE_FP32 || p->k == 0)
+        return false;
+    for (int i = 0; i < 2; i++)
+        if (ctx->in_desc[i].host && !(ctx->in_fp16 && ctx->in_fp16[i]))
+            return false;
+    return true;
 }
 
 /* Copies input view v into dst contiguous in the order of the label
@@ -545,6 +580,25 @@ osp_error *onnx_math__einsum_run(onnx_run_ctx *ctx) {
     }
     int ia = p.first, ib = 1 - p.first;
     const void *a = ctx->in[ia], *b = ctx->in[ib];
+    bool fp16 = ein_fp16(ctx, &p);
+    if (fp16) {
+        const void *in16[2];
+        for (int i = 0; i < 2; i++) {
+            if (ctx->in_desc[i].host) {
+                in16[i] = ctx->in_fp16[i];
+                continue;
+            }
+            in16[i] = ws + p.off_cast[i];
+            if ((err = osp_op_cast(
+                     ctx->stream, ctx->in[i], OSP_TYPE_FP32, ws + p.off_cast[i],
+                     OSP_TYPE_FP16,
+                     (size_t)onnx_shape_count(&ctx->in_desc[i].shape))) != NULL)
+                return err;
+        }
+        a = in16[ia];
+        b = in16[ib];
+        esize = 2;
+    }
     if (p.copy_a) {
         if ((err = ein_copy_view(ctx->stream, &p, &p.view[ia], a, ws + p.off_a,
                                  esize, p.batch, p.n_batch, p.ml, p.n_m, p.kl,
@@ -570,8 +624,9 @@ osp_error *onnx_math__einsum_run(onnx_run_ctx *ctx) {
                 .k = p.k,
                 .alpha = 1.0f,
                 .beta = 0.0f,
-                .dtype = dtype,
+                .dtype = fp16 ? OSP_TYPE_FP16 : dtype,
                 .allow_tf32 = ctx->allow_tf32,
+                .c_dtype = fp16 ? OSP_TYPE_FP32 : OSP_TYPE_INVALID,
                 .a = a,
                 .lda = at_least_1(p.trans_a ? p.m : p.k),
                 .b = b,
@@ -591,7 +646,7 @@ osp_error *onnx_math__einsum_run(onnx_run_ctx *ctx) {
         return NULL;
     /* C is [batch, M, N]; read it in the output's label order. */
     osp_copy_strided_args cp = {
-        .elem_size = esize,
+        .elem_size = osp_datatype_byte_size(dtype),
         .rank = p.n_out,
         .src = c,
         .dst = ctx->out[0],

@@ -37,15 +37,16 @@
     }
 
 static const onnx_op math_ops[] = {
-    /* the cast is precision fp16's (onnx_ops_matmul.c) */
+    /* the casts are precision fp16's (onnx_ops_matmul.c) */
     PRODUCT_OP("MatMul", "", matmul, OSP_OP_GEMM_EX, OSP_OP_CAST),
     PRODUCT_OP("FusedMatMul", "osprey", matmul, OSP_OP_GEMM_EX, OSP_OP_CAST),
-    PRODUCT_OP("Gemm", "", gemm, OSP_OP_GEMM_EX, OSP_OP_COPY_STRIDED),
-    PRODUCT_OP("FusedGemm", "osprey", gemm, OSP_OP_GEMM_EX,
-               OSP_OP_COPY_STRIDED),
+    PRODUCT_OP("Gemm", "", gemm, OSP_OP_GEMM_EX, OSP_OP_COPY_STRIDED,
+               OSP_OP_CAST),
+    PRODUCT_OP("FusedGemm", "osprey", gemm, OSP_OP_GEMM_EX, OSP_OP_COPY_STRIDED,
+               OSP_OP_CAST),
     MATH_OP("Einsum", "", 12, onnx_math__einsum_prepare,
             onnx_math__einsum_infer, onnx_math__einsum_run, OSP_OP_GEMM_EX,
-            OSP_OP_COPY_STRIDED, OSP_OP_REDUCE, OSP_OP_FILL),
+            OSP_OP_COPY_STRIDED, OSP_OP_REDUCE, OSP_OP_FILL, OSP_OP_CAST),
     REDUCE_OP("ReduceSum"),
     REDUCE_OP("ReduceMean"),
     REDUCE_OP("ReduceMax"),

@@ -6,6 +6,13 @@
  * cannot describe is split into an outer loop of gemm_ex calls, and the
  * 2-D-weight case ([..., M, K] x [K, N], BERT's projections) folds its
  * batch into M so that it is a single plain GEMM.
+ *
+ * Precision fp16 (ctx->fp16, FP32 tensors on a GPU): A and B are
+ * multiplied as FP16 with FP32 accumulation straight into the FP32
+ * output (gemm_ex's c_dtype), epilogues included: a constant operand
+ * comes from the session's FP16 copy (converted once per device), any
+ * other is cast into the workspace. A constant the session does not
+ * hold in FP16 (a value computed per plan) keeps the product FP32.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -71,10 +78,12 @@ static void mm_split_batches(int rank, const int64_t *dims, const int64_t *sa,
 
 /* Enqueues `base` (its pointers at batch element 0; residual, when set,
  * laid out as C) once per index of the outer loop of `bt`, with bt's
- * count and strides. elem_size is A's, B's and C's; the residual is FP32. */
+ * count and strides. elem_size is A's and B's, c_size C's; the residual
+ * is FP32. */
 static osp_error *mm_run_batches(osp_stream *stream,
                                  const osp_gemm_ex_args *base,
-                                 const mm_batches *bt, size_t elem_size) {
+                                 const mm_batches *bt, size_t elem_size,
+                                 size_t c_size) {
     osp_gemm_ex_args x = *base;
     x.batch_count = bt->count;
     x.stride_a = bt->stride_a;
@@ -92,7 +101,7 @@ static osp_error *mm_run_batches(osp_stream *stream,
         }
         x.gemm.a = (const char *)base->gemm.a + (size_t)oa * elem_size;
         x.gemm.b = (const char *)base->gemm.b + (size_t)ob * elem_size;
-        x.gemm.c = (char *)base->gemm.c + (size_t)oc * elem_size;
+        x.gemm.c = (char *)base->gemm.c + (size_t)oc * c_size;
         if (base->residual)
             x.residual = base->residual + oc;
         osp_error *err = osp_op_gemm_ex(stream, &x);
@@ -234,9 +243,57 @@ void onnx_math__matmul_free(void *state) {
     free(st);
 }
 
-/* FP16 A, then the FP16 product, of the fp16 path: bytes of A's block. */
-static size_t fp16_a_bytes(const mm_geom *g) {
-    return ((size_t)(g->m * g->k) * 2 + 63) / 64 * 64;
+/* ---- FP16 operands (precision fp16) ------------------------------------ */
+
+/* The workspace of a product's FP16 operands (the FP32 path uses none):
+ * A's cast, then B's unless B is a constant (the session holds those in
+ * FP16). */
+typedef struct fp16_operands {
+    size_t off_a, off_b, end;
+} fp16_operands;
+
+static fp16_operands fp16_layout(const onnx_desc *a, const onnx_desc *b) {
+    fp16_operands o;
+    o.off_a = 0;
+    o.off_b = onnx_align64((size_t)onnx_shape_count(&a->shape) * 2);
+    o.end =
+        o.off_b +
+        (b->host ? 0 : onnx_align64((size_t)onnx_shape_count(&b->shape) * 2));
+    return o;
+}
+
+/* Whether run multiplies in FP16: the device does (ctx->fp16), the
+ * tensors are FP32, there is a k to sum over, and B is either an
+ * activation (cast in the workspace) or a constant with an FP16 copy. */
+static bool fp16_product(const onnx_run_ctx *ctx, int64_t k) {
+    const onnx_desc *a = &ctx->in_desc[0], *b = &ctx->in_desc[1];
+    return ctx->fp16 && a->dtype == OSP_TYPE_FP32 && k > 0 &&
+           (b->host == NULL || (ctx->in_fp16 && ctx->in_fp16[1]));
+}
+
+/* Points x's A and B at FP16 forms of inputs 0 and 1 (cast into the
+ * workspace at o, or the session's copy of a constant B) and makes x an
+ * FP16 product into its FP32 C. */
+static osp_error *fp16_operands_of(onnx_run_ctx *ctx, const fp16_operands *o,
+                                   osp_gemm_ex_args *x) {
+    char *ws = ctx->workspace;
+    const onnx_desc *a = &ctx->in_desc[0], *b = &ctx->in_desc[1];
+    osp_error *err =
+        osp_op_cast(ctx->stream, ctx->in[0], OSP_TYPE_FP32, ws + o->off_a,
+                    OSP_TYPE_FP16, (size_t)onnx_shape_count(&a->shape));
+    x->gemm.a = ws + o->off_a;
+    if (!err && b->host == NULL) {
+        err = osp_op_cast(ctx->stream, ctx->in[1], OSP_TYPE_FP32, ws + o->off_b,
+                          OSP_TYPE_FP16, (size_t)onnx_shape_count(&b->shape));
+        x->gemm.b = ws + o->off_b;
+    } else {
+        x->gemm.b = ctx->in_fp16[1];
+    }
+    x->gemm.dtype = OSP_TYPE_FP16;
+    x->gemm.c_dtype = OSP_TYPE_FP32;
+    x->gemm.allow_tf32 = false;
+    x->packed_b = NULL;
+    return err;
 }
 
 osp_error *onnx_math__matmul_infer(onnx_infer_ctx *ctx) {
@@ -292,50 +349,11 @@ osp_error *onnx_math__matmul_infer(onnx_infer_ctx *ctx) {
     }
     ctx->outputs[0].dtype = a->dtype;
     ctx->outputs[0].shape = g.out;
-    /* precision fp16: a constant 2-D B read as FP16, A and the product
-     * converted in the workspace (one GEMM, no epilogue) */
-    if (ctx->fp16_weights && a->dtype == OSP_TYPE_FP32 && b->host &&
-        b->shape.rank == 2 && !fused_extras && g.k > 0 &&
-        g.batches.n_loop == 0 && g.batches.count == 1) {
-        ctx->workspace_bytes = fp16_a_bytes(&g) + (size_t)(g.m * g.n) * 2;
-        ctx->fp16_inputs = 1u << 1;
+    if (ctx->fp16_weights && a->dtype == OSP_TYPE_FP32 && g.k > 0) {
+        ctx->workspace_bytes = fp16_layout(a, b).end;
+        ctx->fp16_inputs = b->host ? 1u << 1 : 0;
     }
     return NULL;
-}
-
-/* C = A B with B given as FP16 (ctx->in_fp16[1]): A cast to FP16 in the
- * workspace, an FP16 GEMM accumulating in FP32, the product cast back
- * into the FP32 output. */
-static osp_error *matmul_run_fp16(onnx_run_ctx *ctx, const mm_geom *g) {
-    char *ws = ctx->workspace;
-    void *a16 = ws, *c16 = ws + fp16_a_bytes(g);
-    size_t a_count = (size_t)(g->m * g->k), c_count = (size_t)(g->m * g->n);
-    osp_gemm_ex_args x = {
-        .gemm =
-            {
-                .m = g->m,
-                .n = g->n,
-                .k = g->k,
-                .alpha = 1.0f,
-                .beta = 0.0f,
-                .dtype = OSP_TYPE_FP16,
-                .a = a16,
-                .lda = g->k,
-                .b = ctx->in_fp16[1],
-                .ldb = g->n,
-                .c = c16,
-                .ldc = g->n,
-            },
-        .act = OSP_UNARY_IDENTITY,
-    };
-    osp_error *err = osp_op_cast(ctx->stream, ctx->in[0], OSP_TYPE_FP32, a16,
-                                 OSP_TYPE_FP16, a_count);
-    if (!err)
-        err = osp_op_gemm_ex(ctx->stream, &x);
-    if (!err)
-        err = osp_op_cast(ctx->stream, c16, OSP_TYPE_FP16, ctx->out[0],
-                          OSP_TYPE_FP32, c_count);
-    return err;
 }
 
 osp_error *onnx_math__matmul_run(onnx_run_ctx *ctx) {
@@ -347,8 +365,6 @@ osp_error *onnx_math__matmul_run(onnx_run_ctx *ctx) {
         return err;
     if (onnx_shape_count(&g.out) == 0)
         return NULL;
-    if (ctx->in_fp16 && ctx->in_fp16[1])
-        return matmul_run_fp16(ctx, &g);
     void *y = ctx->out[0];
     /* K == 0: the product is zeros (beta 0); A and B hold nothing, so any
      * valid pointer stands in for them. */
@@ -381,12 +397,17 @@ osp_error *onnx_math__matmul_run(onnx_run_ctx *ctx) {
         if (onnx_present(ctx->n_inputs, ctx->in_desc, 3))
             x.residual = ctx->in[3];
     }
-    /* one B for every batch element: a 2-D B */
-    if (b->shape.rank == 2 &&
-        (err = use_packed_b(&st->pack, ctx->stream, b, &x)) != NULL)
+    size_t elem = osp_datatype_byte_size(a->dtype), c_size = elem;
+    if (fp16_product(ctx, g.k)) {
+        fp16_operands o = fp16_layout(a, b);
+        if ((err = fp16_operands_of(ctx, &o, &x)) != NULL)
+            return err;
+        elem = 2;
+    } else if (b->shape.rank == 2 && /* one B for every batch element */
+               (err = use_packed_b(&st->pack, ctx->stream, b, &x)) != NULL) {
         return err;
-    return mm_run_batches(ctx->stream, &x, &g.batches,
-                          osp_datatype_byte_size(a->dtype));
+    }
+    return mm_run_batches(ctx->stream, &x, &g.batches, elem, c_size);
 }
 
 /* ---- Gemm, FusedGemm ---------------------------------------------------- */
@@ -503,13 +524,19 @@ osp_error *onnx_math__gemm_infer(onnx_infer_ctx *ctx) {
     ctx->outputs[0].shape.rank = 2;
     ctx->outputs[0].shape.dims[0] = m;
     ctx->outputs[0].shape.dims[1] = n;
+    if (ctx->fp16_weights && a->dtype == OSP_TYPE_FP32 && k > 0) {
+        ctx->workspace_bytes = fp16_layout(a, b).end;
+        ctx->fp16_inputs = b->host ? 1u << 1 : 0;
+    }
     return onnx_check_shape(node, &ctx->outputs[0].shape, a->dtype);
 }
 
 /* C joins the product in one of three ways: as gemm_ex's bias when it is
  * one row ([N], [1, N]) and beta is 1, as its residual when it is the
  * whole [M, N] and beta is 1 (neither copies anything), else copied,
- * broadcast, into Y for the GEMM to scale by beta and accumulate onto. */
+ * broadcast, into Y for the GEMM to scale by beta and accumulate onto.
+ * Under precision fp16 only A and B change (FP16, transposes as they
+ * lie); C, Y and the epilogue stay FP32. */
 osp_error *onnx_math__gemm_run(onnx_run_ctx *ctx) {
     gemm_state *st = ctx->state;
     const onnx_desc *a = &ctx->in_desc[0], *b = &ctx->in_desc[1];
@@ -572,7 +599,11 @@ osp_error *onnx_math__gemm_run(onnx_run_ctx *ctx) {
             x.gemm.beta = st->beta;
         }
     }
-    if ((err = use_packed_b(&st->pack, ctx->stream, b, &x)) != NULL)
-        return err;
-    return osp_op_gemm_ex(ctx->stream, &x);
+    if (fp16_product(ctx, k)) {
+        fp16_operands o = fp16_layout(a, b);
+        err = fp16_operands_of(ctx, &o, &x);
+    } else {
+        err = use_packed_b(&st->pack, ctx->stream, b, &x);
+    }
+    return err ? err : osp_op_gemm_ex(ctx->stream, &x);
 }

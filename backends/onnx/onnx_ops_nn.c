@@ -242,14 +242,15 @@ osp_error *onnx_nn__window_geom(const onnx_node *node, const onnx_nn_window *w,
     }
 
 static const onnx_op nn_ops[] = {
-    CONV_OP("Conv", "", OSP_OP_CONV),
+    /* the cast: FP16 tensors, and precision fp16's weights */
+    CONV_OP("Conv", "", OSP_OP_CONV, OSP_OP_CAST),
     /* Conv + optional residual Z (input 3) + activation, made by the fusion
      * passes. */
     CONV_OP("FusedConv", "osprey", OSP_OP_CONV, OSP_OP_COPY_STRIDED,
-            OSP_OP_BINARY_ND, OSP_OP_UNARY),
+            OSP_OP_BINARY_ND, OSP_OP_UNARY, OSP_OP_CAST),
     NN_OP("ConvTranspose", "", 1, onnx_nn__conv_transpose_prepare,
           onnx_nn__conv_transpose_infer, onnx_nn__conv_transpose_run,
-          OSP_OP_CONV_TRANSPOSE),
+          OSP_OP_CONV_TRANSPOSE, OSP_OP_CAST),
     POOL_OP("MaxPool"),
     POOL_OP("AveragePool"),
     POOL_OP("LpPool"),

@@ -197,7 +197,8 @@ static osp_error *bind_node(onnx_rt_model *m, onnx_plan *p, int index) {
                            .inputs = in_desc,
                            .n_outputs = n->n_out,
                            .outputs = out_desc,
-                           .fp16_weights = m->opts.fp16_weights};
+                           .fp16_weights = m->opts.fp16_weights,
+                           .allow_tf32 = m->opts.allow_tf32};
     if ((err = rt_check_strings(n, in_desc, n->n_in, "input")) ||
         (err = rt_node_error(n->node, n->op->infer(&ictx))) ||
         (err = rt_check_strings(n, out_desc, n->n_out, "output")))

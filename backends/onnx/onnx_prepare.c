@@ -473,6 +473,10 @@ static bool node_makes_strings(const onnx_node *n) {
            onnx_node_attr(n, "value_strings");
 }
 
+bool onnx_rt_model_has_strings(const onnx_rt_model *m) {
+    return m->has_strings;
+}
+
 /* Whether the graph has STRING tensors: inputs, outputs, value_infos,
  * initializers, or a node that makes strings (what a model needs strings
  * for). */

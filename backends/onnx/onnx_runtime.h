@@ -45,9 +45,11 @@ typedef struct onnx_rt_options {
     size_t max_graphs;  /* input shapes a session keeps graphs for (LRU,
                            default 16) */
     bool allow_tf32;    /* FP32 matrix products may use TF32 tensor cores */
-    /* On devices other than the CPU: MatMul's constant FP32 weights held
-     * in FP16, products in FP16 with FP32 accumulation, activations FP32
-     * between ops (docs/gpu.md). */
+    /* On devices other than the CPU (precision fp16): every FP32 matrix
+     * product (MatMul, Gemm, Einsum, Conv but depthwise) multiplies FP16
+     * operands with FP32 accumulation into an FP32 result, constant
+     * weights held in FP16 once per device, activations FP32 between ops
+     * (docs/gpu.md). */
     bool fp16_weights;
     /* On the CPU device: a batch of a graph whose nodes keep samples apart
      * (CNNs) runs in chunks whose arena fits in this many bytes, so that
@@ -66,6 +68,10 @@ void onnx_rt_model_free(onnx_rt_model *m);
 
 /* The graph's inputs and outputs as the file declares them (borrowed). */
 const onnx_graph *onnx_rt_model_graph(const onnx_rt_model *m);
+
+/* Whether the model has STRING tensors, which its sessions run on the CPU
+ * device only (onnx_session_new refuses another device). */
+bool onnx_rt_model_has_strings(const onnx_rt_model *m);
 
 /* Checks that `dev` has every device op the model's nodes use;
  * UNSUPPORTED naming the first node and op it lacks. */

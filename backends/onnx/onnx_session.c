@@ -365,6 +365,7 @@ static osp_error *run_step(onnx_session *s, const onnx_plan *p,
                          ? (char *)s->arena->data + st->ws_offset
                          : NULL,
         .allow_tf32 = s->model->opts.allow_tf32,
+        .fp16 = s->model->opts.fp16_weights && !s->host_memory,
         .in_fp16 = fp16 ? s->in_fp16 : NULL,
         .strings = &s->strings,
     };

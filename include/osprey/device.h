@@ -74,9 +74,12 @@ typedef enum osp_activation {
 
 /* Row-major GEMM: C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C.
  * op(X) is X or X^T. lda/ldb/ldc are row strides in elements of the
- * matrices as stored. dtype is FP32 or FP16 (A, B and C all of it; FP16
- * accumulates in FP32). allow_tf32 lets FP32 use TF32 tensor cores where
- * the device has them; ignored elsewhere. */
+ * matrices as stored. dtype is FP32 or FP16 (A and B of it, and C unless
+ * c_dtype says otherwise; FP16 accumulates in FP32). allow_tf32 lets FP32
+ * use TF32 tensor cores where the device has them; ignored elsewhere.
+ * c_dtype (osp_op_gemm_ex only; 0 means dtype): OSP_TYPE_FP32 with FP16
+ * A and B keeps the FP32 sum as it is (C, beta's C and the epilogue in
+ * FP32), where an FP16 C would round it to FP16. */
 typedef struct osp_gemm_args {
     bool trans_a, trans_b;
     int64_t m, n, k;
@@ -89,7 +92,13 @@ typedef struct osp_gemm_args {
     void *c;
     int64_t ldc;
     bool allow_tf32;
+    osp_datatype c_dtype;
 } osp_gemm_args;
+
+/* C's dtype in g: c_dtype, or dtype when c_dtype is 0. */
+static inline osp_datatype osp_gemm_c_dtype(const osp_gemm_args *g) {
+    return g->c_dtype != OSP_TYPE_INVALID ? g->c_dtype : g->dtype;
+}
 
 /* ---- discovery ---------------------------------------------------------- */
 

@@ -401,7 +401,13 @@ osp_error *osp_op_gemm_prepack(osp_stream *stream, const osp_gemm_ex_args *args,
 
 #define OSP_CONV_MAX_SPATIAL 3
 
-/* FP32 only, NCHW-style layouts, spatial_rank 1 to 3:
+/* The most scratch a conv's GEMM route asks for (osp_conv_workspace_bytes):
+ * a device that multiplies through its GEMM library lays the im2col
+ * matrix of as many images (or, for one large image, output positions)
+ * as fit in it, and goes through the batch a part at a time. */
+#define OSP_CONV_WORKSPACE_MAX_BYTES ((size_t)64 << 20)
+
+/* FP32 tensors, NCHW-style layouts, spatial_rank 1 to 3:
  * x [batch, in_channels, in_dims...], w [out_channels, in_channels / group,
  * kernel...], bias [out_channels] (optional), y [batch, out_channels,
  * out_dims...]; out_dims are the caller's (the ONNX rules, ceil mode and
@@ -428,12 +434,41 @@ typedef struct osp_conv_args {
      * shapes on this stream's device; NULL: the device reads w. */
     const osp_packed_weights *packed_w;
     /* FP32 products may use TF32 tensor cores where the device's conv
-     * goes through its GEMM library (the CUDA device's 1x1 convs);
-     * ignored elsewhere (its own kernels, the CPU device). Default off. */
+     * goes through its GEMM library (the CUDA device: 1x1 convs always,
+     * others given a workspace); ignored elsewhere (depthwise convs, the
+     * CPU device). Default off. */
     bool allow_tf32;
+    /* (optional, borrowed) w rounded to FP16, in w's layout (the caller's
+     * one-time conversion). When set, the conv is computed from x and w
+     * rounded to FP16 with FP32 accumulation, y FP32 (the epilogue in
+     * FP32), on every device (the CPU widens them and runs its FP32
+     * conv), and w is not read (it may be NULL). Not for depthwise convs
+     * (in_channels == group > 1): INVALID_ARG. It needs a workspace of
+     * at least one output position's im2col column (in_channels x taps
+     * x 2 bytes; INVALID_ARG otherwise); osp_conv_workspace_bytes(args,
+     * true) is what runs in the fewest chunks. */
+    const void *w_fp16;
+    /* (optional) scratch device memory of workspace_bytes, 64-byte
+     * aligned, that the conv may overwrite: the CUDA device's GEMM route
+     * (allow_tf32, w_fp16) lays the im2col matrix there, chunk by chunk
+     * (osp_conv_workspace_bytes is what runs in the fewest chunks). Under
+     * allow_tf32, a conv with no workspace, or too little for one output
+     * position's column, runs in FP32 on the device's own kernels. */
+    void *workspace;
+    size_t workspace_bytes;
 } osp_conv_args;
 
 osp_error *osp_op_conv(osp_stream *stream, const osp_conv_args *args);
+
+/* Bytes of scratch args' conv uses (only its shapes and allow_tf32 are
+ * read): 0 when no device takes a GEMM route for it (FP32 without
+ * allow_tf32, depthwise convs, a 1x1 conv of stride 1 without padding
+ * under allow_tf32, which multiplies x in place); with fp16 (the
+ * w_fp16 form) or allow_tf32, the im2col matrix of the whole batch
+ * (FP16 or FP32 elements), at most OSP_CONV_WORKSPACE_MAX_BYTES, and at
+ * least one output position's column over every group. Saturates at
+ * SIZE_MAX (the dispatcher refuses such shapes anyway). */
+size_t osp_conv_workspace_bytes(const osp_conv_args *args, bool fp16);
 
 /* Lays args->w out for the device's conv kernel, once (at plan time), so
  * that later osp_op_conv calls with the same w, group, channels and

@@ -50,6 +50,7 @@
 #include "cpu_packed_gemm.h"
 #include "cpu_sgemm.h"
 #include "cpu_threads.h"
+#include "half.h"
 #include "osprey/error.h"
 
 /* The scratch a thread keeps between calls, and the im2col / col2im tile:
@@ -740,6 +741,42 @@ static bool is_depthwise(const osp_conv_args *a) {
     return a->group > 1 && a->in_channels == a->group;
 }
 
+/* The w_fp16 form (osprey/tensor_ops.h; never depthwise, the dispatcher
+ * checked): x rounded to FP16 and w_fp16 widened, into temporaries, then
+ * the FP32 conv on them. The reference for the devices that multiply in
+ * FP16; the ONNX runtime never asks the CPU for it. */
+static osp_error *conv_fp16(const osp_conv_args *a, const cpu_nn_geom *g,
+                            int threads) {
+    size_t in_size = 1, kernel_size = 1;
+    for (int d = 0; d < a->spatial_rank; d++) {
+        in_size *= (size_t)a->in_dims[d];
+        kernel_size *= (size_t)a->kernel[d];
+    }
+    size_t x_count = (size_t)(a->batch * a->in_channels) * in_size;
+    size_t w_count = (size_t)a->out_channels *
+                     (size_t)(a->in_channels / a->group) * kernel_size;
+    float *x = malloc(x_count * sizeof *x), *w = malloc(w_count * sizeof *w);
+    osp_error *err = NULL;
+    if (x == NULL || w == NULL) {
+        err = osp_error_out_of_memory();
+        goto out;
+    }
+    for (size_t i = 0; i < x_count; i++)
+        x[i] = fp16_to_fp32(fp32_to_fp16(a->x[i]));
+    for (size_t i = 0; i < w_count; i++)
+        w[i] = fp16_to_fp32(((const uint16_t *)a->w_fp16)[i]);
+    osp_conv_args b = *a;
+    b.x = x;
+    b.w = w;
+    b.w_fp16 = NULL;
+    b.packed_w = NULL;
+    err = conv_gemm(&b, g, is_pointwise(g), threads);
+out:
+    free(x);
+    free(w);
+    return err;
+}
+
 /* Picks the route (see the top of the file); group > 1 keeps a single
  * channel group out of the depthwise route (that is a plain conv). */
 osp_error *cpu_op_conv(osp_device *dev, void *stream,
@@ -752,6 +789,8 @@ osp_error *cpu_op_conv(osp_device *dev, void *stream,
                      args->dilation);
     if (is_depthwise(args))
         return conv_depthwise(args, &g, threads);
+    if (args->w_fp16 != NULL)
+        return conv_fp16(args, &g, threads);
     return conv_gemm(args, &g, is_pointwise(&g), threads);
 }
 

@@ -281,7 +281,8 @@ static float *alloc_matrix(int64_t rows, int64_t cols) {
 
 /* FP16 with FP32 accumulation: each batch element's A and B widened into
  * packed FP32 (once only when the stride is 0), C widened when beta reads
- * it, sgemm, the epilogue in FP32, then C rounded back. */
+ * it, sgemm, the epilogue in FP32, then C rounded back; an FP32 C
+ * (c_dtype) is the sgemm's own, never rounded. */
 static osp_error *gemm_ex_fp16(const osp_gemm_ex_args *x, int64_t batch,
                                int threads) {
     const osp_gemm_args *g = &x->gemm;
@@ -292,8 +293,9 @@ static osp_error *gemm_ex_fp16(const osp_gemm_ex_args *x, int64_t batch,
     osp_error *err = NULL;
     float *a = alloc_matrix(a_rows, a_cols);
     float *b = alloc_matrix(b_rows, b_cols);
-    float *c = alloc_matrix(g->m, g->n);
-    if (a == NULL || b == NULL || c == NULL) {
+    bool c_fp32 = osp_gemm_c_dtype(g) == OSP_TYPE_FP32;
+    float *c = c_fp32 ? NULL : alloc_matrix(g->m, g->n);
+    if (a == NULL || b == NULL || (c == NULL && !c_fp32)) {
         err = osp_error_out_of_memory();
         goto out;
     }
@@ -304,14 +306,19 @@ static osp_error *gemm_ex_fp16(const osp_gemm_ex_args *x, int64_t batch,
             widen(a16 + i * x->stride_a, g->lda, a_rows, a_cols, a);
         if (i == 0 || x->stride_b != 0)
             widen(b16 + i * x->stride_b, g->ldb, b_rows, b_cols, b);
+        /* BLAS wants ld >= 1 even for the empty matrices of k == 0. */
+        int64_t lda = a_cols > 1 ? a_cols : 1, ldb = b_cols > 1 ? b_cols : 1;
+        if (c_fp32) {
+            gemm_one(x, i, a, lda, b, ldb, (float *)g->c + i * x->stride_c,
+                     g->ldc, threads);
+            continue;
+        }
         uint16_t *ci = c16 + i * x->stride_c;
         if (g->beta != 0.0f)
             widen(ci, g->ldc, g->m, g->n, c);
         else
             memset(c, 0, (size_t)g->m * (size_t)g->n * sizeof(float));
-        /* BLAS wants ld >= 1 even for the empty matrices of k == 0. */
-        gemm_one(x, i, a, a_cols > 1 ? a_cols : 1, b, b_cols > 1 ? b_cols : 1,
-                 c, g->n, threads);
+        gemm_one(x, i, a, lda, b, ldb, c, g->n, threads);
         for (int64_t r = 0; r < g->m; r++)
             for (int64_t col = 0; col < g->n; col++)
                 ci[r * g->ldc + col] = fp32_to_fp16(c[r * g->n + col]);

@@ -518,6 +518,11 @@ osp_error *osp_op_gemm(osp_stream *stream, const osp_gemm_args *args) {
         return osp_error_new(OSP_ERROR_UNSUPPORTED,
                              "gemm: datatype %s is not FP32 or FP16",
                              osp_datatype_wire_name(g->dtype));
+    if (osp_gemm_c_dtype(g) != g->dtype)
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "gemm: C of %s with %s operands is gemm_ex's",
+                             osp_datatype_wire_name(g->c_dtype),
+                             osp_datatype_wire_name(g->dtype));
     if (g->m < 0 || g->n < 0 || g->k < 0 || g->m > INT_MAX || g->n > INT_MAX ||
         g->k > INT_MAX)
         return osp_error_new(OSP_ERROR_INVALID_ARG,

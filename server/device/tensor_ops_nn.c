@@ -67,6 +67,14 @@ static osp_error *check_gemm_ex(const osp_gemm_ex_args *x, bool *empty) {
         return osp_error_new(OSP_ERROR_UNSUPPORTED,
                              "gemm_ex: datatype %s is not FP32 or FP16",
                              osp_datatype_wire_name(g->dtype));
+    osp_datatype c_dtype = osp_gemm_c_dtype(g);
+    if (c_dtype != g->dtype &&
+        !(g->dtype == OSP_TYPE_FP16 && c_dtype == OSP_TYPE_FP32))
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "gemm_ex: C of %s with %s operands is not "
+                             "supported (FP32 C takes FP16 operands only)",
+                             osp_datatype_wire_name(c_dtype),
+                             osp_datatype_wire_name(g->dtype));
     if (g->m < 0 || g->n < 0 || g->k < 0 || g->m > INT_MAX || g->n > INT_MAX ||
         g->k > INT_MAX)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
@@ -204,6 +212,11 @@ static osp_error *gemm_ex_fallback(osp_stream *stream,
     int64_t batch = x->batch_count > 1 ? x->batch_count : 1;
     bool epilogue =
         x->bias != NULL || x->residual != NULL || x->act != OSP_UNARY_IDENTITY;
+    if (osp_gemm_c_dtype(g) != g->dtype)
+        return osp_error_new(OSP_ERROR_UNSUPPORTED,
+                             "device %s has no gemm_ex op, and its fallback "
+                             "has no FP32 C for FP16 operands",
+                             dev->info.name);
     if (epilogue && g->dtype != OSP_TYPE_FP32)
         return osp_error_new(OSP_ERROR_UNSUPPORTED,
                              "device %s has no gemm_ex op, and its fallback "
@@ -402,10 +415,60 @@ static osp_error *check_conv(const char *op, const osp_conv_args *a,
         *empty = true;
         return NULL;
     }
-    if (a->x == NULL || a->w == NULL || a->y == NULL)
+    if (a->x == NULL || (a->w == NULL && a->w_fp16 == NULL) || a->y == NULL)
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "%s: x, w and y are required", op);
+    if (a->w_fp16 == NULL)
+        return NULL;
+    if (transpose || (a->group > 1 && a->in_channels == a->group))
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "%s: w_fp16 is for convs other than depthwise "
+                             "ones",
+                             op);
+    /* One output position's im2col column, over every group, in FP16. */
+    size_t column = (size_t)a->in_channels * (size_t)k_sp * 2;
+    if (a->workspace == NULL || a->workspace_bytes < column)
+        return osp_error_new(OSP_ERROR_INVALID_ARG,
+                             "%s: w_fp16 needs a workspace of at least %zu "
+                             "bytes, got %zu",
+                             op, column,
+                             a->workspace != NULL ? a->workspace_bytes : 0);
     return NULL;
+}
+
+/* a * b, or SIZE_MAX when it does not fit. */
+static size_t mul_saturating(size_t a, size_t b) {
+    size_t r;
+    return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+size_t osp_conv_workspace_bytes(const osp_conv_args *a, bool fp16) {
+    if (a == NULL || (!fp16 && !a->allow_tf32) || a->group < 1 ||
+        a->in_channels < 1 || a->batch < 0 || a->spatial_rank < 1 ||
+        a->spatial_rank > OSP_CONV_MAX_SPATIAL ||
+        (a->group > 1 && a->in_channels == a->group))
+        return 0;
+    size_t taps = 1, positions = 1;
+    bool pointwise = true;
+    for (int d = 0; d < a->spatial_rank; d++) {
+        if (a->kernel[d] < 1 || a->out_dims[d] < 0)
+            return 0;
+        taps = mul_saturating(taps, (size_t)a->kernel[d]);
+        positions = mul_saturating(positions, (size_t)a->out_dims[d]);
+        pointwise &= a->kernel[d] == 1 && a->stride[d] == 1 &&
+                     a->pad_begin[d] == 0 && a->in_dims[d] == a->out_dims[d];
+    }
+    if (!fp16 && pointwise)
+        return 0; /* x is the GEMM's operand as it lies */
+    /* One output position's column: every group's channels x taps. */
+    size_t column = mul_saturating(mul_saturating((size_t)a->in_channels, taps),
+                                   fp16 ? 2 : 4);
+    size_t whole =
+        mul_saturating(mul_saturating(column, positions), (size_t)a->batch);
+    size_t want = whole < OSP_CONV_WORKSPACE_MAX_BYTES
+                      ? whole
+                      : OSP_CONV_WORKSPACE_MAX_BYTES;
+    return want > column ? want : column;
 }
 
 osp_error *osp_op_conv(osp_stream *stream, const osp_conv_args *args) {

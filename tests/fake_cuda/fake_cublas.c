@@ -2,13 +2,18 @@
  * The cuBLAS calls of cuda/cuda_gemm.c (Sgemm, GemmEx,
  * GemmStridedBatchedEx and cuBLASLt's matmul), faked with OpenBLAS in cuBLAS's
  * own (column-major) convention, so that the row-major mapping in cuda_gemm.c
- * is really tested. Arguments are checked as cuBLAS checks them; TF32 math
- * rounds the inputs to TF32 as tensor cores do.
+ * is really tested. Arguments are checked as cuBLAS checks them; the
+ * precision asked for is honoured: TF32 math rounds the FP32 inputs to
+ * TF32 as tensor cores do, FP16 operands are read as the FP16 values they
+ * hold, and the sums are FP32, rounded to FP16 only where C is FP16. Each
+ * call that computes something is counted by precision
+ * (fake_cublas_counts_get), so that tests can tell which route ran.
  */
 #include <cblas.h>
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,10 +78,30 @@ const char *cublasGetStatusString(cublasStatus_t status) {
     }
 }
 
+/* ---- counts ----------------------------------------------------------- */
+
+static atomic_ulong count_fp32, count_tf32, count_fp16, count_fp16_fp32c;
+
+void fake_cublas_counts_get(fake_cublas_counts *out) {
+    out->fp32 = atomic_load(&count_fp32);
+    out->tf32 = atomic_load(&count_tf32);
+    out->fp16 = atomic_load(&count_fp16);
+    out->fp16_fp32c = atomic_load(&count_fp16_fp32c);
+}
+
+/* Counts one call about to be queued. */
+static void count_call(bool ab_fp16, bool c_fp16, bool tf32) {
+    atomic_ulong *c = ab_fp16 ? (c_fp16 ? &count_fp16 : &count_fp16_fp32c)
+                      : tf32  ? &count_tf32
+                              : &count_fp32;
+    atomic_fetch_add(c, 1);
+}
+
 /* ---- gemm ------------------------------------------------------------- */
 
 typedef struct gemm_ctx {
-    bool trans_a, trans_b, tf32, fp16;
+    bool trans_a, trans_b, tf32;
+    bool ab_fp16, c_fp16; /* A and B FP16; C FP16 (else FP32) */
     int m, n, k, lda, ldb, ldc;
     int batch;
     long long stride_a, stride_b, stride_c;
@@ -107,9 +132,9 @@ static float *to_float(const void *p, size_t n, bool fp16, bool tf32) {
 
 static void run_gemm(void *ctx) {
     gemm_ctx *g = ctx;
-    float *a = to_float(g->a, g->a_elems, g->fp16, g->tf32);
-    float *b = to_float(g->b, g->b_elems, g->fp16, g->tf32);
-    float *c = g->fp16 ? to_float(g->c, g->c_elems, true, false) : g->c;
+    float *a = to_float(g->a, g->a_elems, g->ab_fp16, g->tf32);
+    float *b = to_float(g->b, g->b_elems, g->ab_fp16, g->tf32);
+    float *c = g->c_fp16 ? to_float(g->c, g->c_elems, true, false) : g->c;
     if (a == NULL || b == NULL || c == NULL) {
         fprintf(stderr, "fake cuBLAS: out of host memory\n");
         abort();
@@ -119,7 +144,7 @@ static void run_gemm(void *ctx) {
                     g->trans_b ? CblasTrans : CblasNoTrans, g->m, g->n, g->k,
                     g->alpha, a + i * g->stride_a, g->lda, b + i * g->stride_b,
                     g->ldb, g->beta, c + i * g->stride_c, g->ldc);
-    if (g->fp16) {
+    if (g->c_fp16) {
         for (size_t i = 0; i < g->c_elems; i++)
             ((uint16_t *)g->c)[i] = fp32_to_fp16(c[i]);
         free(c);
@@ -161,13 +186,14 @@ typedef struct gemm_batch {
 } gemm_batch;
 
 /* Every gemm: checks as cuBLAS does, then queues run_gemm on the stream.
- * TF32 when the compute type asks (fast_tf32) or the handle's math mode
- * does. */
+ * A and B are FP16 when ab_fp16, C when c_fp16 (else FP32). TF32 when
+ * the compute type asks (fast_tf32) or the handle's math mode does, for
+ * FP32 operands. */
 static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta,
                            cublasOperation_t tb, int m, int n, int k,
                            float alpha, const void *a, int lda, const void *b,
-                           int ldb, float beta, void *c, int ldc, bool fp16,
-                           bool fast_tf32, gemm_batch batch) {
+                           int ldb, float beta, void *c, int ldc, bool ab_fp16,
+                           bool c_fp16, bool fast_tf32, gemm_batch batch) {
     if (h == NULL)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     if (batch.count < 0 || batch.stride_a < 0 || batch.stride_b < 0 ||
@@ -205,11 +231,13 @@ static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta,
     gemm_ctx g = {
         .trans_a = trans_a,
         .trans_b = trans_b,
-        .fp16 = fp16,
-        .tf32 = !fp16 && (fast_tf32 ||
-                          (h->math &
-                           ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) ==
-                              CUBLAS_TF32_TENSOR_OP_MATH),
+        .ab_fp16 = ab_fp16,
+        .c_fp16 = c_fp16,
+        .tf32 =
+            !ab_fp16 &&
+            (fast_tf32 ||
+             (h->math & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) ==
+                 CUBLAS_TF32_TENSOR_OP_MATH),
         .m = m,
         .n = n,
         .k = k,
@@ -230,12 +258,13 @@ static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta,
         .b_elems =
             k ? extent(rows_b, cols_b, ldb, batch.count, batch.stride_b) : 0,
         .c_elems = extent(m, n, ldc, batch.count, batch.stride_c)};
-    size_t elem = fp16 ? 2 : 4;
+    size_t elem = ab_fp16 ? 2 : 4, c_elem = c_fp16 ? 2 : 4;
     const void *cv = c;
     if (!map_matrix(&g, "A", &g.a, g.a_elems, elem, h->gpu) ||
         !map_matrix(&g, "B", &g.b, g.b_elems, elem, h->gpu) ||
-        !map_matrix(&g, "C", &cv, g.c_elems, elem, h->gpu))
+        !map_matrix(&g, "C", &cv, g.c_elems, c_elem, h->gpu))
         return CUBLAS_STATUS_EXECUTION_FAILED;
+    count_call(ab_fp16, c_fp16, g.tf32);
     g.c = (void *)cv;
     gemm_ctx *queued = malloc(sizeof *queued);
     if (queued == NULL)
@@ -253,10 +282,11 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
                            int ldc) {
     fake_enter(__func__);
     return gemm(handle, transa, transb, m, n, k, *alpha, A, lda, B, ldb, *beta,
-                C, ldc, false, false, (gemm_batch){1, 0, 0, 0});
+                C, ldc, false, false, false, (gemm_batch){1, 0, 0, 0});
 }
 
-/* Only what cuda_gemm.c uses: FP16 storage with FP32 compute. */
+/* Only what cuda_gemm.c uses: FP16 A and B, FP16 or FP32 C, FP32
+ * compute. */
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cublasOperation_t transb, int m, int n, int k,
                             const void *alpha, const void *A,
@@ -267,16 +297,18 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cublasGemmAlgo_t algo) {
     (void)algo;
     fake_enter(__func__);
-    if (Atype != CUDA_R_16F || Btype != CUDA_R_16F || Ctype != CUDA_R_16F ||
+    if (Atype != CUDA_R_16F || Btype != CUDA_R_16F ||
+        (Ctype != CUDA_R_16F && Ctype != CUDA_R_32F) ||
         computeType != CUBLAS_COMPUTE_32F)
         return CUBLAS_STATUS_NOT_SUPPORTED;
     return gemm(handle, transa, transb, m, n, k, *(const float *)alpha, A, lda,
-                B, ldb, *(const float *)beta, C, ldc, true, false,
-                (gemm_batch){1, 0, 0, 0});
+                B, ldb, *(const float *)beta, C, ldc, true, Ctype == CUDA_R_16F,
+                false, (gemm_batch){1, 0, 0, 0});
 }
 
 /* Only what cuda_gemm.c uses: A, B and C of one type, FP32 (compute 32F,
- * or 32F_FAST_TF32) or FP16 (compute 32F). */
+ * or 32F_FAST_TF32) or FP16 (compute 32F), or FP16 A and B with an FP32
+ * C (compute 32F). */
 cublasStatus_t cublasGemmStridedBatchedEx(
     cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
     int m, int n, int k, const void *alpha, const void *A, cudaDataType Atype,
@@ -288,22 +320,22 @@ cublasStatus_t cublasGemmStridedBatchedEx(
     fake_enter(__func__);
     bool fp16 = Atype == CUDA_R_16F;
     if ((Atype != CUDA_R_16F && Atype != CUDA_R_32F) || Btype != Atype ||
-        Ctype != Atype ||
+        (Ctype != Atype && !(fp16 && Ctype == CUDA_R_32F)) ||
         (computeType != CUBLAS_COMPUTE_32F &&
          (fp16 || computeType != CUBLAS_COMPUTE_32F_FAST_TF32)))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     return gemm(handle, transa, transb, m, n, k, *(const float *)alpha, A, lda,
-                B, ldb, *(const float *)beta, C, ldc, fp16,
+                B, ldb, *(const float *)beta, C, ldc, fp16, Ctype == CUDA_R_16F,
                 computeType == CUBLAS_COMPUTE_32F_FAST_TF32,
                 (gemm_batch){batchCount, strideA, strideB, strideC});
 }
 
 /* ---- cuBLASLt: the matmul with an epilogue of cuda_gemm.c ---------------
  * Descriptors live in the opaque storage cublasLt.h declares. Only what
- * cuda_gemm.c uses: FP32 A, B, C and D, the implicit heuristic (algo
- * NULL), strided batches, transposes and the epilogues DEFAULT, RELU,
- * GELU (tanh approximation) and BIAS with either. The handle is a cuBLAS
- * handle cast, as cuBLAS allows. */
+ * cuda_gemm.c uses: FP32 C and D, of FP32 or FP16 A and B (compute 32F),
+ * the implicit heuristic (algo NULL), strided batches, transposes and the
+ * epilogues DEFAULT, RELU, GELU (tanh approximation) and BIAS with either. The
+ * handle is a cuBLAS handle cast, as cuBLAS allows. */
 
 typedef struct lt_desc {
     cublasComputeType_t compute;
@@ -477,8 +509,10 @@ cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t computeDesc,
     if (algo != NULL || d->scale != CUDA_R_32F ||
         (d->compute != CUBLAS_COMPUTE_32F &&
          d->compute != CUBLAS_COMPUTE_32F_FAST_TF32) ||
-        la->type != CUDA_R_32F || lb->type != CUDA_R_32F ||
-        lc->type != CUDA_R_32F || ld->type != CUDA_R_32F ||
+        (la->type != CUDA_R_32F && la->type != CUDA_R_16F) ||
+        lb->type != la->type || lc->type != CUDA_R_32F ||
+        ld->type != CUDA_R_32F ||
+        (la->type == CUDA_R_16F && d->compute != CUBLAS_COMPUTE_32F) ||
         (act != CUBLASLT_EPILOGUE_DEFAULT && act != CUBLASLT_EPILOGUE_RELU &&
          act != CUBLASLT_EPILOGUE_GELU && act != 0))
         return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -509,9 +543,11 @@ cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t computeDesc,
                 gpu, fake_current_device());
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
+    bool ab_fp16 = la->type == CUDA_R_16F;
     lt_ctx l = {.g = {.trans_a = ta,
                       .trans_b = tb,
                       .tf32 = d->compute == CUBLAS_COMPUTE_32F_FAST_TF32,
+                      .ab_fp16 = ab_fp16,
                       .m = (int)m,
                       .n = (int)n,
                       .k = (int)k,
@@ -545,8 +581,9 @@ cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t computeDesc,
     }
     if (m == 0 || n == 0)
         return CUBLAS_STATUS_SUCCESS;
-    if (!map_matrix(&l.g, "A", &l.g.a, l.g.a_elems, 4, gpu) ||
-        !map_matrix(&l.g, "B", &l.g.b, l.g.b_elems, 4, gpu) ||
+    size_t ab_elem = ab_fp16 ? 2 : 4;
+    if (!map_matrix(&l.g, "A", &l.g.a, l.g.a_elems, ab_elem, gpu) ||
+        !map_matrix(&l.g, "B", &l.g.b, l.g.b_elems, ab_elem, gpu) ||
         !map_matrix(&l.g, "D", &dv, l.g.c_elems, 4, gpu) ||
         !map_matrix(&l.g, "C", &cv, l.g.c_elems, 4, gpu) ||
         (bias != NULL && !map_matrix(&l.g, "bias", &bias, m, 4, gpu)))
@@ -554,6 +591,7 @@ cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t computeDesc,
     l.g.c = (void *)dv;
     l.c = cv;
     l.bias = bias;
+    count_call(ab_fp16, false, l.g.tf32);
     lt_ctx *queued = malloc(sizeof *queued);
     if (queued == NULL)
         return CUBLAS_STATUS_ALLOC_FAILED;

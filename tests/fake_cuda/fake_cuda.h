@@ -104,6 +104,18 @@ bool fake_stream_capturing(cudaStream_t stream);
  * thread: it is live and its GPU is current. */
 cudaError_t fake_check_launch(cudaStream_t stream);
 
+/* cuBLAS (and cuBLASLt) calls that computed something, since the
+ * process started, by the precision they multiplied in: for tests that
+ * check which route an op took. A call counts once whatever its batch;
+ * a graph's replays do not count again. */
+typedef struct fake_cublas_counts {
+    unsigned long fp32;       /* FP32 operands, FP32 math */
+    unsigned long tf32;       /* FP32 operands rounded to TF32 */
+    unsigned long fp16;       /* FP16 operands, FP16 C */
+    unsigned long fp16_fp32c; /* FP16 operands, FP32 C */
+} fake_cublas_counts;
+void fake_cublas_counts_get(fake_cublas_counts *out);
+
 /* The fake IPC handle (64 bytes, cudaIpcMemHandle_t):
  *   bytes 0..15  FAKE_IPC_MAGIC, NUL-padded
  *   byte  16     FAKE_IPC_LOCAL (what cudaIpcGetMemHandle makes): bytes

@@ -15,7 +15,8 @@
 # short run of those, the ONNX architectures end to end (e2e_onnx.py:
 # ResNet-18 and BERT on the GPU against onnxruntime's CPU outputs, FP32,
 # TF32 and FP16 tolerances, then infer/s at batch 1, 8, 64 with and without
-# CUDA graphs), and the benchmarks in tests/gpu/: H2D
+# CUDA graphs, and at 8 and 64 with TF32 and FP16), and the benchmarks in
+# tests/gpu/: H2D
 # bandwidth pinned vs pageable (4 KiB..256 MiB) and GEMM TFLOP/s (FP32/TF32/
 # FP16 at 8192^3 and at digits_mlp-like shapes), then an end-to-end HTTP
 # run of a 4096-4096-4096-1000 dense model on the GPU vs the CPU
@@ -358,7 +359,7 @@ fi
 ONNX_LOG=$LOGS/e2e_onnx.log
 ONNX_ARGS=(--duration 2)
 ((DRY_RUN)) && ONNX_ARGS=(--dry-run --archs mlp)
-STEP_CAP=180 step "e2e onnx (resnet18, bert)" "$ONNX_LOG" "$PYTHON" "$ROOT/tests/gpu/e2e_onnx.py" \
+STEP_CAP=210 step "e2e onnx (resnet18, bert)" "$ONNX_LOG" "$PYTHON" "$ROOT/tests/gpu/e2e_onnx.py" \
     --osprey "$BUILD/osprey" --load-client "$BUILD/tests/bench/load_client" "${ONNX_ARGS[@]}"
 if ((STEP_RC == 3)); then
     row "e2e onnx (resnet18, bert)" "NOT RUN ($(tail -1 "$ONNX_LOG"))"
@@ -370,6 +371,9 @@ elif ((STEP_RC == 0)); then
             "$ONNX_LOG" | sort -nu); do
             row "onnx $arch b=$batch infer/s graphs off / on" \
                 "$(result "$ONNX_LOG" onnx "arch=$arch" graphs=off "batch=$batch" infer_per_s) / $(result "$ONNX_LOG" onnx "arch=$arch" graphs=on "batch=$batch" infer_per_s)"
+            [[ -z $(result "$ONNX_LOG" onnx_prec "arch=$arch" prec=fp16 "batch=$batch" infer_per_s) ]] && continue
+            row "onnx $arch b=$batch infer/s FP32 / TF32 / FP16" \
+                "$(result "$ONNX_LOG" onnx "arch=$arch" graphs=off "batch=$batch" infer_per_s) / $(result "$ONNX_LOG" onnx_prec "arch=$arch" prec=tf32 "batch=$batch" infer_per_s) / $(result "$ONNX_LOG" onnx_prec "arch=$arch" prec=fp16 "batch=$batch" infer_per_s)"
         done
     done
 elif [[ -f $ONNX_LOG ]]; then

@@ -1,8 +1,9 @@
 """The Python parts of tests/gpu/check.sh, tried on a host without a GPU:
 check.sh parses (bash -n), e2e_onnx.py's --dry-run (every model on the
 CPU) generates its models, checks the served outputs against onnxruntime
-and prints the throughput rows check.sh reads, and e2e_python_dlpack.py
-passes its checks over the fake GPUs (as check.sh's dry run runs it)."""
+and prints the throughput rows check.sh reads (graphs off and on, TF32 and
+FP16), and e2e_python_dlpack.py passes its checks over the fake GPUs (as
+check.sh's dry run runs it)."""
 
 import pathlib
 import re
@@ -28,11 +29,17 @@ def test_check_sh_parses():
 
 
 def test_tolerances_hold_per_precision():
+    """The largest error relative to the output's largest magnitude (at
+    least 1): 1e-4 for FP32, 2e-3 for TF32 and FP16."""
     want = np.array([1.0, -2.0, 100.0], np.float32)
-    assert e2e_onnx.within(want + 5e-4, want, "fp32")[1]
+    assert e2e_onnx.within(want + 5e-3, want, "fp32")[1]
     assert not e2e_onnx.within(want + 0.05, want, "fp32")[1]
-    assert e2e_onnx.within(want * 1.01, want, "tf32")[1]
+    assert e2e_onnx.within(want + 0.15, want, "tf32")[1]
+    assert not e2e_onnx.within(want * 1.01, want, "fp16")[1]
     assert not e2e_onnx.within(want[:2], want, "tf32")[1]
+    small = np.array([0.5, -0.25], np.float32)  # scale 1: absolute
+    assert e2e_onnx.within(small + 1.5e-3, small, "fp16")[1]
+    assert not e2e_onnx.within(small + 3e-3, small, "fp16")[1]
 
 
 def test_request_body_round_trips():
@@ -58,6 +65,11 @@ def test_e2e_onnx_dry_run(capsys):
     assert sorted((g, b) for g, b, _ in rows) == [("off", "1"), ("off", "2"),
                                                   ("on", "1"), ("on", "2")], out
     assert all(float(v) > 0 for _, _, v in rows)
+    # TF32 and FP16 throughput, at every batch but the smallest
+    prec = re.findall(r"^RESULT onnx_prec arch=mlp prec=(tf32|fp16) batch=(\d+) "
+                      r"p50_ms=\S+ infer_per_s=(\S+)$", out, re.M)
+    assert sorted((p, b) for p, b, _ in prec) == [("fp16", "2"), ("tf32", "2")], out
+    assert all(float(v) > 0 for _, _, v in prec)
 
 
 @pytest.mark.skipif(not FAKE_GPU_BIN.exists() or not FAKE_RUNTIME.exists(),

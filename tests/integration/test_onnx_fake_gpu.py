@@ -6,7 +6,9 @@ CUDA graphs on, with them off, and on the CPU. Every copy must answer what
 the CPU copy answers, through KServe HTTP and gRPC, batch after batch
 (the graph copy records its graph on the second run of a shape and then
 replays it), for several batch sizes. The graph is what the CUDA device can
-run today: MatMul chains with a Cast (its gemm and cast slots).
+run today: MatMul chains with a Cast (its gemm and cast slots). A model
+with STRING tensors on GPU instances runs its graph on the CPU device and
+answers as its KIND_CPU copy.
 """
 
 import pathlib
@@ -215,3 +217,89 @@ def test_a_batch_of_requests_gives_its_small_inputs_values_to_the_plan(
     s = stats["model_stats"][0]
     assert s["inference_count"] == 4
     assert s["execution_count"] == 1, "the four requests ran as one batch"
+
+
+def strings_model(width):
+    """TEXT (STRING [batch, width]) and NUM (FP32 [batch, width]) in;
+    AS_FLOAT = TEXT as FP32, SUM = AS_FLOAT + NUM and AS_TEXT = NUM as
+    STRING out."""
+    S, F32 = TensorProto.STRING, TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["TEXT"], ["AS_FLOAT"], to=F32),
+         helper.make_node("Add", ["AS_FLOAT", "NUM"], ["SUM"]),
+         helper.make_node("Cast", ["NUM"], ["AS_TEXT"], to=S)],
+        "g", [vi("TEXT", S, ["batch", width]), vi("NUM", F32, ["batch", width])],
+        [vi("AS_FLOAT", F32, ["batch", width]), vi("SUM", F32, ["batch", width]),
+         vi("AS_TEXT", S, ["batch", width])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_a_model_with_strings_runs_on_gpu_instances(start_server, tmp_path):
+    """STRING tensors on KIND_GPU instances: the instances run the graph on
+    the CPU device (the log says so once per model), reading their inputs
+    from the GPU (batches of four requests, 16 KiB an input, which the
+    core gathers on the GPU only) or from a request's own host bytes (no
+    dynamic batching), and writing their outputs back to the GPU. Answers
+    are the KIND_CPU copy's, over HTTP and gRPC."""
+    import concurrent.futures
+    width = 1024
+    batching = ('dynamic_batching { preferred_batch_size: [ 4 ] '
+                'max_queue_delay_microseconds: 60000000 }\n')
+    models = {"str_gpu": ("kind: KIND_GPU count: 2 gpus: [ 1 ]", batching),
+              "str_gpu_single": ("kind: KIND_GPU count: 1 gpus: [ 0 ]", ""),
+              "str_cpu": ("kind: KIND_CPU count: 1", batching)}
+    root = tmp_path / "repo"
+    for name, (placement, scheduling) in models.items():
+        (root / name / "1").mkdir(parents=True)
+        onnx.save(strings_model(width), str(root / name / "1" / "model.onnx"))
+        (root / name / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "onnxruntime"\nmax_batch_size: 4\n'
+            f'{scheduling}instance_group [ {{ {placement} }} ]\n')
+    srv = start_server(root, ["--strict-gpu"], binary=FAKE_GPU_BIN)
+
+    def request(seed):
+        r = np.random.default_rng(seed)
+        num = r.standard_normal((1, width)).astype(np.float32)
+        text = np.array([[f"{v:.3f}".encode() for v in r.standard_normal(width)]],
+                        dtype=object)
+        return text, num
+
+    def infer(model, text, num, grpc=False):
+        mod, url = (grpcclient, srv.grpc_url) if grpc else (httpclient, srv.hostport)
+        c = mod.InferenceServerClient(url)
+        t = mod.InferInput("TEXT", list(text.shape), "BYTES")
+        t.set_data_from_numpy(text)
+        n = mod.InferInput("NUM", list(num.shape), "FP32")
+        n.set_data_from_numpy(num)
+        r = c.infer(model, [t, n])
+        return {o: r.as_numpy(o) for o in ("AS_FLOAT", "SUM", "AS_TEXT")}
+
+    reqs = [request(seed) for seed in range(8)]
+    answers = {}
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for model in ("str_cpu", "str_gpu"):
+            # four at a time: each batching model runs them as one batch
+            answers[model] = [a for first in (0, 4) for a in pool.map(
+                lambda i: infer(model, *reqs[i], grpc=i % 2 == 1),
+                range(first, first + 4))]
+    answers["str_gpu_single"] = [infer("str_gpu_single", *r, grpc=i % 2 == 1)
+                                 for i, r in enumerate(reqs)]
+    for model in ("str_cpu", "str_gpu"):
+        s = requests.get(srv.url + f"/v2/models/{model}/stats").json()["model_stats"][0]
+        assert s["inference_count"] == 8 and s["execution_count"] == 2, s
+    for (text, num), want, batched, single in zip(
+            reqs, answers["str_cpu"], answers["str_gpu"], answers["str_gpu_single"]):
+        for got in (batched, single):
+            np.testing.assert_array_equal(got["AS_FLOAT"],
+                                          text.astype(str).astype(np.float32))
+            np.testing.assert_array_equal(got["SUM"], got["AS_FLOAT"] + num)
+            assert got["AS_TEXT"].tolist() == want["AS_TEXT"].tolist()
+    log = srv.log()
+    for model in ("str_gpu", "str_gpu_single"):
+        assert log.count(f"model '{model}' has STRING tensors: its instances on "
+                         "GPUs run the graph on the CPU device") == 1, log
+    assert "model 'str_cpu' has STRING tensors" not in log, log

@@ -106,3 +106,82 @@ inline std::vector<float> RandomFloats(size_t n, uint32_t seed) {
         f = dist(rng);
     return v;
 }
+
+// ---- models of several dtypes and ops with attributes
+// (test_onnx_session_gpu.cc) ----------------------------------------------
+
+// ONNX's TensorProto.DataType codes the tests use.
+constexpr int kOnnxFloat = 1, kOnnxFloat16 = 10;
+
+// A ValueInfoProto of a tensor of elem_type; a negative dim is "N".
+inline Pb OnnxValue(const std::string &name, int elem_type,
+                    const std::vector<int64_t> &dims) {
+    Pb shape;
+    for (int64_t d : dims) {
+        Pb dim;
+        if (d >= 0)
+            dim.Varint(1, static_cast<uint64_t>(d));
+        else
+            dim.Bytes(2, "N");
+        shape.Msg(1, dim);
+    }
+    Pb tensor_type;
+    tensor_type.Varint(1, static_cast<uint64_t>(elem_type)).Msg(2, shape);
+    Pb type;
+    type.Msg(1, tensor_type);
+    Pb v;
+    v.Bytes(1, name).Msg(2, type);
+    return v;
+}
+
+// A TensorProto initializer of elem_type whose raw_data is `raw`.
+inline Pb OnnxRawInitializer(const std::string &name, int elem_type,
+                             const std::vector<int64_t> &dims,
+                             const std::string &raw) {
+    Pb t;
+    for (int64_t d : dims)
+        t.Varint(1, static_cast<uint64_t>(d));
+    t.Varint(2, static_cast<uint64_t>(elem_type)).Bytes(8, name).Bytes(9, raw);
+    return t;
+}
+
+// An AttributeProto: an int, a list of ints, a float or a string.
+inline Pb OnnxIntAttr(const std::string &name, int64_t v) {
+    Pb a;
+    a.Bytes(1, name).Varint(3, static_cast<uint64_t>(v)).Varint(20, 2);
+    return a;
+}
+inline Pb OnnxIntsAttr(const std::string &name, const std::vector<int64_t> &v) {
+    Pb a;
+    a.Bytes(1, name);
+    for (int64_t x : v)
+        a.Varint(8, static_cast<uint64_t>(x));
+    a.Varint(20, 7);
+    return a;
+}
+inline Pb OnnxFloatAttr(const std::string &name, float v) {
+    Pb a;
+    a.Bytes(1, name).Float(2, v).Varint(20, 1);
+    return a;
+}
+inline Pb OnnxStringAttr(const std::string &name, const std::string &v) {
+    Pb a;
+    a.Bytes(1, name).Bytes(4, v).Varint(20, 3);
+    return a;
+}
+
+// A NodeProto of op_type over inputs to outputs, with attributes.
+inline Pb OnnxNode(const std::string &op_type,
+                   const std::vector<std::string> &inputs,
+                   const std::vector<std::string> &outputs,
+                   const std::vector<Pb> &attrs = {}) {
+    Pb n;
+    for (const std::string &i : inputs)
+        n.Bytes(1, i);
+    for (const std::string &o : outputs)
+        n.Bytes(2, o);
+    n.Bytes(4, op_type);
+    for (const Pb &a : attrs)
+        n.Msg(5, a);
+    return n;
+}

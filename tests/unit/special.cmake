@@ -46,7 +46,8 @@ foreach(src ${OSPREY_CUDA_OP_TESTS})
     osprey_add_unit_test(${name} SOURCES ${src} $<TARGET_OBJECTS:osprey_cuda_fake>)
     target_compile_definitions(${name} PRIVATE
       OSPREY_TEST_CUDA_ONLY=1 OSPREY_TEST_FAKE_CUDA=1)
-    target_include_directories(${name} PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+    target_include_directories(${name} PRIVATE ${CUDAToolkit_INCLUDE_DIRS}
+      ${PROJECT_SOURCE_DIR}/tests/fake_cuda)
     target_link_options(${name} PRIVATE -Wl,--as-needed)
     osprey_add_unit_test(${name}_gpu SOURCES ${src} LABELS gpu)
     target_compile_definitions(${name}_gpu PRIVATE OSPREY_TEST_CUDA_ONLY=1)
@@ -251,7 +252,7 @@ if(OSPREY_HAVE_CUDA)
   target_compile_definitions(test_onnx_session_gpu PRIVATE
     OSPREY_TEST_CUDA_ONLY=1 OSPREY_TEST_FAKE_CUDA=1)
   target_include_directories(test_onnx_session_gpu PRIVATE
-    ${CUDAToolkit_INCLUDE_DIRS})
+    ${CUDAToolkit_INCLUDE_DIRS} ${PROJECT_SOURCE_DIR}/tests/fake_cuda)
   target_link_options(test_onnx_session_gpu PRIVATE -Wl,--as-needed)
   target_link_libraries(test_onnx_session_gpu PRIVATE osprey_onnx)
   osprey_add_unit_test(test_onnx_session_gpu_gpu

@@ -23,14 +23,18 @@ struct GemmCase {
 enum Epilogue { kNone, kBias, kResidual, kAll };
 
 // Runs gemm_ex c on the device and the CPU; arrays a, b, c, bias, residual.
+// c_dt: C's dtype when it is not dt's (FP32 C of FP16 operands).
 void RunGemmCase(CudaOps *t, const GemmCase &gc, osp_datatype dt, bool tf32,
-                 Epilogue ep, osp_unary_op act, double tol) {
+                 Epilogue ep, osp_unary_op act, double tol,
+                 osp_datatype c_dt = OSP_TYPE_INVALID) {
+    osp_datatype c_type = c_dt != OSP_TYPE_INVALID ? c_dt : dt;
     SCOPED_TRACE(testing::Message()
                  << "m=" << gc.m << " n=" << gc.n << " k=" << gc.k << " trans="
                  << gc.trans_a << gc.trans_b << " batch=" << gc.batch
                  << " bcast=" << gc.broadcast_a << gc.broadcast_b
                  << " pad=" << gc.pad << " dtype=" << osp_datatype_wire_name(dt)
-                 << " tf32=" << tf32 << " epilogue=" << ep << " act=" << act);
+                 << " c=" << osp_datatype_wire_name(c_type) << " tf32=" << tf32
+                 << " epilogue=" << ep << " act=" << act);
     int64_t a_rows = gc.trans_a ? gc.k : gc.m,
             a_cols = gc.trans_a ? gc.m : gc.k;
     int64_t b_rows = gc.trans_b ? gc.n : gc.k,
@@ -49,7 +53,7 @@ void RunGemmCase(CudaOps *t, const GemmCase &gc, osp_datatype dt, bool tf32,
     std::vector<Bytes> arrays = {
         rng.Data(dt, count(stride_a, a_rows, lda), 0.1, 1.0),
         rng.Data(dt, count(stride_b, b_rows, ldb), 0.1, 1.0),
-        rng.Data(dt, count(stride_c, gc.m, ldc), 0.1, 1.0),
+        rng.Data(c_type, count(stride_c, gc.m, ldc), 0.1, 1.0),
         ep == kBias || ep == kAll ? rng.Data(OSP_TYPE_FP32, gc.n) : Bytes(),
         ep == kResidual || ep == kAll
             ? rng.Data(OSP_TYPE_FP32, count(stride_c, gc.m, ldc))
@@ -71,7 +75,8 @@ void RunGemmCase(CudaOps *t, const GemmCase &gc, osp_datatype dt, bool tf32,
                   .ldb = ldb,
                   .c = p[2],
                   .ldc = ldc,
-                  .allow_tf32 = tf32};
+                  .allow_tf32 = tf32,
+                  .c_dtype = c_dt};
         x.batch_count = gc.batch;
         x.stride_a = stride_a;
         x.stride_b = stride_b;
@@ -83,7 +88,7 @@ void RunGemmCase(CudaOps *t, const GemmCase &gc, osp_datatype dt, bool tf32,
         x.act_beta = 0.8f;
         return osp_op_gemm_ex(s, &x);
     };
-    t->Compare(op, arrays, {{2, dt}}, tol);
+    t->Compare(op, arrays, {{2, c_type}}, tol);
 }
 
 const GemmCase kCases[] = {
@@ -137,6 +142,42 @@ TEST_P(CudaOps, GemmExFp16) {
                 ep == kNone ? OSP_UNARY_IDENTITY : OSP_UNARY_RELU, 5e-3));
 }
 
+// FP16 operands into an FP32 C (precision fp16's products): the sums are
+// never rounded to FP16, so the device matches the CPU's widened sgemm to
+// FP32 rounding (the operands are the same FP16 values on both), with and
+// without the epilogue (cuBLASLt's, or the kernel after the GEMM).
+TEST_P(CudaOps, GemmExFp16OperandsFp32C) {
+    for (const GemmCase &gc : kCases)
+        for (Epilogue ep : {kNone, kBias, kResidual, kAll})
+            ASSERT_NO_FATAL_FAILURE(
+                RunGemmCase(this, gc, OSP_TYPE_FP16, false, ep,
+                            ep == kAll ? OSP_UNARY_GELU_TANH : OSP_UNARY_RELU,
+                            1e-5, OSP_TYPE_FP32));
+}
+
+// FP32 C with FP32 operands names C's own dtype; any other mix is
+// refused by the dispatcher, and plain gemm takes no mix at all.
+TEST_P(CudaOps, GemmExRefusesOtherMixes) {
+    BufferPtr buf = Alloc(64);
+    ASSERT_NE(buf, nullptr);
+    osp_gemm_ex_args x = {};
+    x.gemm.m = x.gemm.n = x.gemm.k = 2;
+    x.gemm.alpha = 1.0f;
+    x.gemm.lda = x.gemm.ldb = x.gemm.ldc = 2;
+    x.gemm.a = x.gemm.b = buf->data;
+    x.gemm.c = (char *)buf->data + 32;
+    x.gemm.dtype = OSP_TYPE_FP32;
+    x.gemm.c_dtype = OSP_TYPE_FP16;
+    EXPECT_ERROR_CODE(osp_op_gemm_ex(stream_.get(), &x), OSP_ERROR_UNSUPPORTED);
+    x.gemm.dtype = OSP_TYPE_FP16;
+    x.gemm.c_dtype = OSP_TYPE_FP32;
+    EXPECT_ERROR_CODE(osp_op_gemm(stream_.get(), &x.gemm),
+                      OSP_ERROR_UNSUPPORTED);
+    x.gemm.dtype = OSP_TYPE_FP32;
+    ASSERT_OK(osp_op_gemm_ex(stream_.get(), &x));
+    ASSERT_OK(osp_stream_synchronize(stream_.get()));
+}
+
 // A large-ish GEMM through the whole path.
 TEST_P(CudaOps, GemmExLarge) {
     const GemmCase gc = {130,   257,  96, false, true, 2,
@@ -184,7 +225,8 @@ TEST_P(CudaOps, GemmExHostPointerFails) {
               .ldb = 2,
               .c = c.data(),
               .ldc = 2,
-              .allow_tf32 = false};
+              .allow_tf32 = false,
+              .c_dtype = OSP_TYPE_INVALID};
     osp_error *err = osp_op_gemm_ex(stream_.get(), &x);
     EXPECT_NE(err, nullptr) << "host operands";
     osp_error_free(err);

@@ -1,12 +1,17 @@
 // The CUDA device's neural-network slots (cuda/cuda_ops_nn.c and the
 // kernels of cuda/kernels_conv.cu, kernels_pool.cu, kernels_reduce.cu,
 // kernels_norm.cu) against the CPU device: conv (implicit GEMM,
-// depthwise, pointwise through cuBLAS; groups, strides, pads, dilations,
-// the epilogue), conv_transpose, pool, reduce, softmax, layer_norm and
+// depthwise, pointwise through cuBLAS, TF32 and FP16 operands through
+// im2col and cuBLAS in chunks; groups, strides, pads, dilations, the
+// epilogue), conv_transpose, pool, reduce, softmax, layer_norm and
 // channel_affine, over odd, 1-element, wide and block-sized shapes. Over
 // the fake runtime (tests/fake_cuda) the kernels' own code runs on the
 // host; as _gpu on a real GPU.
 #include "cuda_ops_compare.h"
+
+#ifdef OSPREY_TEST_FAKE_CUDA
+#include "fake_cuda.h"
+#endif
 
 namespace {
 
@@ -240,37 +245,212 @@ TEST_P(CudaOps, ConvClipEpilogue) {
     }
 }
 
-// allow_tf32 reaches cuBLAS on the 1x1 route (on the fake runtime TF32
-// rounds each input to 10 mantissa bits, so the result must move away
-// from the CPU's FP32; a real GPU may pick a non-tensor-core kernel for
-// so small a GEMM, so there it is only bounded), and the implicit-GEMM
-// and depthwise kernels stay FP32 with it set.
-TEST_P(CudaOps, ConvTf32) {
-    const ConvCase pointwise = {
-        "pointwise", 2, 2, 64, 8, 1, {6, 5}, {1, 1}, {1, 1}, {0, 0}, {0, 0},
-        {1, 1}};
-    for (const ConvCase &c : {pointwise, kConvCases[0], kConvCases[4]})
-        for (bool tf32 : {false, true}) {
-            SCOPED_TRACE(testing::Message() << c.name << " tf32 " << tf32);
-            size_t xn, wn, yn;
-            ConvCounts(c, false, &xn, &wn, &yn);
-            std::vector<Bytes> arrays = {Floats(xn), Floats(wn), Bytes(),
-                                         Bytes(), FloatZeros(yn)};
-            Op op = [&](osp_stream *s, const Ptrs &p) {
-                osp_conv_args a = ConvArgs(c, p, false);
-                a.allow_tf32 = tf32;
-                return osp_op_conv(s, &a);
-            };
-            std::vector<Bytes> got = arrays, want = arrays;
-            ASSERT_NO_FATAL_FAILURE(RunArrays(true, op, got));
-            ASSERT_NO_FATAL_FAILURE(RunArrays(false, op, want));
-            double err = ScaledError(OSP_TYPE_FP32, got[4], want[4], yn);
-            bool uses_tf32 = tf32 && c.kernel[0] == 1;
-            EXPECT_LE(err, uses_tf32 ? 1e-2 : 1e-5);
-            if (uses_tf32 && kFakeCuda) {
-                EXPECT_GT(err, 1e-5);
+// ---- conv through cuBLAS: TF32 and FP16 operands ---------------------------
+
+// What the GEMM route (cuda/cuda_conv_gemm.c) is given to lay im2col
+// matrices in: what osp_conv_workspace_bytes asks for (the whole batch
+// at once), two images' matrices (chunks of images, the last one short
+// when the batch is odd), three output positions' columns (chunks of
+// positions, the last one short), or less than one column (TF32 then
+// stays FP32 on the device's own kernel).
+enum WorkspaceSize { kWholeBatch, kTwoImages, kThreePositions, kTooSmall };
+
+size_t WorkspaceFor(const osp_conv_args &a, bool fp16, WorkspaceSize size) {
+    size_t taps = 1, positions = 1;
+    for (int d = 0; d < a.spatial_rank; d++) {
+        taps *= (size_t)a.kernel[d];
+        positions *= (size_t)a.out_dims[d];
+    }
+    size_t column = (size_t)a.in_channels * taps * (fp16 ? 2 : 4);
+    switch (size) {
+    case kWholeBatch:
+        return osp_conv_workspace_bytes(&a, fp16);
+    case kTwoImages:
+        return 2 * column * positions;
+    case kThreePositions:
+        return 3 * column;
+    case kTooSmall:
+        return column - 1;
+    }
+    return 0;
+}
+
+// GEMM calls the fake cuBLAS made in a precision so far (0 on a GPU).
+unsigned long GemmCalls(bool fp16) {
+#ifdef OSPREY_TEST_FAKE_CUDA
+    fake_cublas_counts c;
+    fake_cublas_counts_get(&c);
+    return fp16 ? c.fp16_fp32c : c.tf32;
+#else
+    (void)fp16;
+    return 0;
+#endif
+}
+
+const ConvCase kGemmRouteCases[] = {
+    {"batch5", 2, 5, 3, 4, 1, {5, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+    {"batch5_groups2",
+     2,
+     5,
+     4,
+     6,
+     2,
+     {4, 5},
+     {2, 3},
+     {2, 1},
+     {0, 1},
+     {1, 1},
+     {1, 2}},
+};
+
+// conv c through the GEMM route: the FP16 form (w_fp16, w not given) or
+// TF32, in a workspace of `size`, against the CPU device: the FP16 form
+// to FP32 rounding of the CPU's own FP16 form (x and w rounded the same
+// way) and within 1e-2 of its FP32 conv (11 significant bits per
+// operand), TF32 within 5e-3 of FP32 (and, on the fake, away from it:
+// the inputs really were rounded). The fake cuBLAS's counts show the
+// route ran, a call at least per chunk.
+void RunConvGemmRoute(CudaOps *t, const ConvCase &c, bool fp16,
+                      WorkspaceSize size, int epilogue) {
+    SCOPED_TRACE(testing::Message()
+                 << c.name << (fp16 ? " fp16" : " tf32") << " workspace "
+                 << size << " epilogue " << epilogue);
+    size_t xn, wn, yn;
+    ConvCounts(c, false, &xn, &wn, &yn);
+    osp_conv_args shape = ConvArgs(c, Ptrs(5, nullptr), false);
+    shape.allow_tf32 = !fp16;
+    size_t ws = WorkspaceFor(shape, fp16, size);
+    Bytes w = t->Floats(wn), w16(wn * 2);
+    for (size_t i = 0; i < wn; i++) {
+        float f;
+        memcpy(&f, &w[i * 4], 4);
+        uint16_t h = fp32_to_fp16(f);
+        memcpy(&w16[i * 2], &h, 2);
+    }
+    std::vector<Bytes> arrays = {
+        t->Floats(xn),
+        w,
+        epilogue > 0 ? t->Floats((size_t)c.out_channels) : Bytes(),
+        epilogue > 1 ? t->Floats(yn) : Bytes(),
+        FloatZeros(yn),
+        w16,
+        Bytes(std::max<size_t>(ws, 1), 0)};
+    osp_unary_op act = epilogue == 0 ? OSP_UNARY_IDENTITY : OSP_UNARY_RELU;
+    auto conv = [&](bool route) {
+        return [&, route](osp_stream *s, const Ptrs &p) {
+            osp_conv_args a = ConvArgs(c, p, false);
+            a.act = act;
+            if (route && fp16) {
+                a.w = nullptr;
+                a.w_fp16 = p[5];
+            }
+            a.allow_tf32 = route && !fp16;
+            a.workspace = route ? p[6] : nullptr;
+            a.workspace_bytes = route ? ws : 0;
+            return osp_op_conv(s, &a);
+        };
+    };
+    unsigned long calls = GemmCalls(fp16);
+    std::vector<Bytes> got = arrays, same = arrays, fp32 = arrays;
+    ASSERT_NO_FATAL_FAILURE(t->RunArrays(true, conv(true), got));
+    unsigned long made = GemmCalls(fp16) - calls;
+    ASSERT_NO_FATAL_FAILURE(t->RunArrays(false, conv(true), same));
+    ASSERT_NO_FATAL_FAILURE(t->RunArrays(false, conv(false), fp32));
+    double to_same =
+        CudaOpsTest::ScaledError(OSP_TYPE_FP32, got[4], same[4], yn);
+    double to_fp32 =
+        CudaOpsTest::ScaledError(OSP_TYPE_FP32, got[4], fp32[4], yn);
+    bool pointwise = WorkspaceFor(shape, false, kWholeBatch) == 0;
+    // The chunks the workspace makes: whole images while one fits, else
+    // runs of positions of one image.
+    size_t positions = yn / (size_t)(c.batch * c.out_channels);
+    size_t column = WorkspaceFor(shape, fp16, kThreePositions) / 3;
+    size_t images = ws / (column * positions), batch = (size_t)c.batch;
+    size_t run = std::max<size_t>(ws / column, 1);
+    unsigned long chunks =
+        images >= 1 ? (unsigned long)((batch + images - 1) / images)
+                    : (unsigned long)(batch * ((positions + run - 1) / run));
+    if (fp16) {
+        EXPECT_LE(to_same, 2e-5);
+        EXPECT_LE(to_fp32, 1e-2);
+        if (kFakeCuda) {
+            EXPECT_GE(made, chunks);
+        }
+    } else if (size == kTooSmall && !pointwise) {
+        EXPECT_LE(to_fp32, 1e-5); // the FP32 kernel
+        EXPECT_EQ(made, 0u);
+    } else {
+        EXPECT_LE(to_fp32, 5e-3);
+        if (kFakeCuda) {
+            EXPECT_GE(made, pointwise ? 1 : chunks);
+            if (xn * wn > 100) {
+                EXPECT_GT(to_fp32, 1e-6) << "not TF32";
             }
         }
+    }
+}
+
+TEST_P(CudaOps, ConvGemmRoute) {
+    int i = 0;
+    auto run = [&](const ConvCase &c) {
+        if (c.group > 1 && c.in_channels == c.group)
+            return; // depthwise: FP32 only
+        for (bool fp16 : {true, false})
+            for (WorkspaceSize size :
+                 {kWholeBatch, kTwoImages, kThreePositions, kTooSmall}) {
+                if (fp16 && size == kTooSmall)
+                    continue; // refused: ConvFp16WeightsNeedAWorkspace
+                ASSERT_NO_FATAL_FAILURE(
+                    RunConvGemmRoute(this, c, fp16, size, i++ % 3));
+            }
+    };
+    for (const ConvCase &c : kConvCases)
+        run(c);
+    for (const ConvCase &c : kGemmRouteCases)
+        run(c);
+}
+
+// The FP16 form needs a column's worth of workspace, and depthwise convs
+// keep their FP32 kernel: both refused by the dispatcher, nothing runs.
+TEST_P(CudaOps, ConvFp16WeightsNeedAWorkspace) {
+    for (const ConvCase &c : {kConvCases[0], kConvCases[4]}) {
+        size_t xn, wn, yn;
+        ConvCounts(c, false, &xn, &wn, &yn);
+        BufferPtr x = Alloc(xn * 4), w16 = Alloc(wn * 2), y = Alloc(yn * 4),
+                  ws = Alloc(1 << 16);
+        ASSERT_TRUE(x && w16 && y && ws);
+        osp_conv_args a =
+            ConvArgs(c, {x->data, nullptr, nullptr, nullptr, y->data}, false);
+        a.w_fp16 = w16->data;
+        a.workspace = ws->data;
+        a.workspace_bytes = WorkspaceFor(a, true, kTooSmall);
+        EXPECT_ERROR_CODE(osp_op_conv(stream_.get(), &a),
+                          OSP_ERROR_INVALID_ARG);
+        a.workspace_bytes = 1 << 16;
+        if (c.group > 1)
+            EXPECT_ERROR_CODE(osp_op_conv(stream_.get(), &a),
+                              OSP_ERROR_INVALID_ARG);
+        else
+            ASSERT_OK(osp_op_conv(stream_.get(), &a));
+    }
+    ASSERT_OK(osp_stream_synchronize(stream_.get()));
+}
+
+// Depthwise convs stay on their FP32 kernel under allow_tf32.
+TEST_P(CudaOps, ConvDepthwiseStaysFp32UnderTf32) {
+    const ConvCase &c = kConvCases[4];
+    size_t xn, wn, yn;
+    ConvCounts(c, false, &xn, &wn, &yn);
+    std::vector<Bytes> arrays = {Floats(xn), Floats(wn), Bytes(), Bytes(),
+                                 FloatZeros(yn)};
+    Op op = [&](osp_stream *s, const Ptrs &p) {
+        osp_conv_args a = ConvArgs(c, p, false);
+        a.allow_tf32 = true;
+        return osp_op_conv(s, &a);
+    };
+    unsigned long calls = GemmCalls(false);
+    ASSERT_NO_FATAL_FAILURE(Compare(op, arrays, {{4, OSP_TYPE_FP32}}, 1e-5));
+    EXPECT_EQ(GemmCalls(false), calls);
 }
 
 TEST_P(CudaOps, ConvTranspose) {

@@ -1619,6 +1619,36 @@ TEST_F(NnOps, GemmExFp16) {
     }
 }
 
+// FP16 operands into an FP32 C (c_dtype): the reference's FP32 sums of
+// the same FP16 values, never rounded to FP16, beta reading C as FP32.
+TEST_F(NnOps, GemmExFp16OperandsFp32C) {
+    for (int64_t k : {7, 0}) {
+        SCOPED_TRACE("k " + std::to_string(k));
+        GemmSpec s = {true, true, 5, 6, k, 3};
+        s.bias = s.residual = true;
+        s.beta = 0.5f;
+        s.act = OSP_UNARY_SIGMOID;
+        GemmData d = MakeGemm(s, BaseSeed());
+        auto to_half = [](std::vector<float> &v) {
+            std::vector<uint16_t> h(v.size());
+            for (size_t i = 0; i < v.size(); i++) {
+                h[i] = fp32_to_fp16(v[i]);
+                v[i] = fp16_to_fp32(h[i]);
+            }
+            return h;
+        };
+        std::vector<uint16_t> a16 = to_half(d.a), b16 = to_half(d.b);
+        PointAt(d);
+        std::vector<double> want = RefGemm(d);
+        d.args.gemm.dtype = OSP_TYPE_FP16;
+        d.args.gemm.c_dtype = OSP_TYPE_FP32;
+        d.args.gemm.a = a16.data();
+        d.args.gemm.b = b16.data();
+        ASSERT_OK(osp_op_gemm_ex(stream_, &d.args));
+        ExpectNear(d.c, want, 1e-5, 1e-5, "fp16 into fp32");
+    }
+}
+
 // A device that is the CPU device but for the slots a test takes away.
 class FakeDevice {
   public:
@@ -1778,6 +1808,121 @@ TEST_F(NnOps, GemmExRejects) {
     empty.gemm.n = 4;
     empty.batch_count = 3;
     ASSERT_OK(osp_op_gemm_ex(stream_, &empty));
+}
+
+// The w_fp16 form: x and w rounded to FP16, products summed in FP32, y
+// FP32 (the reference the CUDA device's FP16 route is held to), for a
+// plain, a strided and grouped, and a pointwise conv with the epilogue.
+TEST_F(NnOps, ConvWithFp16WeightsRoundsXAndW) {
+    const ConvSpec specs[] = {
+        {2, 2, 3, 4, 1, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+        {2, 1, 4, 6, 2, {7, 6}, {3, 2}, {2, 1}, {1, 0}, {0, 1}, {1, 2}},
+        {2, 2, 5, 3, 1, {4, 5}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}},
+    };
+    uint64_t seed = BaseSeed();
+    for (ConvSpec spec : specs) {
+        spec.bias = spec.residual = true;
+        spec.act = OSP_UNARY_RELU;
+        ConvSpec s = WithOut(spec);
+        int64_t cg = s.in_channels / s.group;
+        auto x = RandomFloats(s.batch * s.in_channels * Product(s.in), seed);
+        auto w =
+            RandomFloats(s.out_channels * cg * Product(s.kernel), seed + 1);
+        auto bias = RandomFloats(s.out_channels, seed + 2);
+        size_t y_count = s.batch * s.out_channels * Product(s.out);
+        auto res = RandomFloats(y_count, seed + 3);
+        std::vector<uint16_t> w16(w.size());
+        std::vector<float> xr(x.size()), wr(w.size());
+        for (size_t i = 0; i < w.size(); i++) {
+            w16[i] = fp32_to_fp16(w[i]);
+            wr[i] = fp16_to_fp32(w16[i]);
+        }
+        for (size_t i = 0; i < x.size(); i++)
+            xr[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
+        osp_conv_args a;
+        FillConvArgs(s, &a);
+        std::vector<float> y(y_count, NAN);
+        std::vector<char> ws(osp_conv_workspace_bytes(&a, true));
+        a.x = x.data();
+        a.w_fp16 = w16.data();
+        a.bias = bias.data();
+        a.residual = res.data();
+        a.y = y.data();
+        a.workspace = ws.data();
+        a.workspace_bytes = ws.size();
+        ASSERT_OK(osp_op_conv(stream_, &a));
+        ASSERT_OK(osp_stream_synchronize(stream_));
+        ExpectNear(y, RefConv(s, xr, wr, bias, res), 1e-5, 1e-5, "fp16");
+    }
+}
+
+// What the GEMM route's workspace comes to: nothing for FP32, depthwise
+// or TF32 pointwise convs; the whole batch's im2col matrix (FP16 or
+// FP32 elements) up to the budget; never less than one column.
+TEST_F(NnOps, ConvWorkspaceBytes) {
+    ConvSpec s = WithOut(
+        {2, 3, 4, 6, 2, {5, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}});
+    osp_conv_args a;
+    FillConvArgs(s, &a);
+    size_t im2col = 3 * 4 * 9 * 25; // batch x channels x taps x positions
+    EXPECT_EQ(osp_conv_workspace_bytes(&a, false), 0u);
+    EXPECT_EQ(osp_conv_workspace_bytes(&a, true), im2col * 2);
+    a.allow_tf32 = true;
+    EXPECT_EQ(osp_conv_workspace_bytes(&a, false), im2col * 4);
+    a.batch = 100000;
+    EXPECT_EQ(osp_conv_workspace_bytes(&a, true), OSP_CONV_WORKSPACE_MAX_BYTES);
+    a.batch = 0;
+    EXPECT_EQ(osp_conv_workspace_bytes(&a, true), 4u * 9 * 2);
+    osp_conv_args pw;
+    FillConvArgs(
+        WithOut(
+            {2, 2, 4, 6, 1, {5, 5}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}}),
+        &pw);
+    pw.allow_tf32 = true;
+    EXPECT_EQ(osp_conv_workspace_bytes(&pw, false), 0u);
+    EXPECT_EQ(osp_conv_workspace_bytes(&pw, true), 2u * 4 * 25 * 2);
+    osp_conv_args dw;
+    FillConvArgs(
+        WithOut(
+            {2, 1, 4, 4, 4, {5, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}),
+        &dw);
+    dw.allow_tf32 = true;
+    EXPECT_EQ(osp_conv_workspace_bytes(&dw, false), 0u);
+    EXPECT_EQ(osp_conv_workspace_bytes(&dw, true), 0u);
+    EXPECT_EQ(osp_conv_workspace_bytes(nullptr, true), 0u);
+}
+
+// w_fp16 needs a workspace of at least a column, is not for depthwise
+// convs or conv_transpose, and stands in for w.
+TEST_F(NnOps, ConvFp16WeightsRejects) {
+    ConvSpec s = WithOut(
+        {2, 1, 4, 6, 2, {5, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}});
+    std::vector<float> x(4 * 25), y(6 * 25);
+    std::vector<uint16_t> w16(6 * 2 * 9);
+    std::vector<char> ws(4 * 9 * 2);
+    osp_conv_args good;
+    FillConvArgs(s, &good);
+    good.x = x.data();
+    good.w_fp16 = w16.data();
+    good.y = y.data();
+    good.workspace = ws.data();
+    good.workspace_bytes = ws.size();
+    ASSERT_OK(osp_op_conv(stream_, &good));
+    osp_conv_args bad = good;
+    bad.workspace_bytes = ws.size() - 1;
+    EXPECT_ERROR_CODE(osp_op_conv(stream_, &bad), OSP_ERROR_INVALID_ARG);
+    bad.workspace_bytes = ws.size();
+    bad.workspace = nullptr;
+    EXPECT_ERROR_CODE(osp_op_conv(stream_, &bad), OSP_ERROR_INVALID_ARG);
+    bad = good;
+    bad.w_fp16 = nullptr;
+    EXPECT_ERROR_CODE(osp_op_conv(stream_, &bad), OSP_ERROR_INVALID_ARG);
+    EXPECT_ERROR_CODE(osp_op_conv_transpose(stream_, &good),
+                      OSP_ERROR_INVALID_ARG);
+    bad = good;
+    bad.group = bad.in_channels = bad.out_channels = 4; // depthwise
+    EXPECT_ERROR_CODE(osp_op_conv(stream_, &bad), OSP_ERROR_INVALID_ARG);
+    ASSERT_OK(osp_stream_synchronize(stream_));
 }
 
 TEST_F(NnOps, ConvRejects) {
