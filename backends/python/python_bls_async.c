@@ -374,10 +374,21 @@ void pybls_call_start(pybls_outbox *o, osp_server *server, const char *instance,
         answer_now(o, id, err);
         return;
     }
-    pthread_mutex_lock(&o->lock);
-    bls_call *c = register_call_locked(o, instance, bls.model, id, &err);
-    pthread_mutex_unlock(&o->lock);
+    /* exec(decoupled=True) can be cancelled (BLS_CANCEL): its token is
+     * the call's before the call is listed. */
+    osp_cancel_token *cancel = NULL;
+    if (bls.decoupled && !(cancel = osp_cancel_token_new()))
+        err = osp_error_out_of_memory();
+    bls_call *c = NULL;
+    if (!err) {
+        pthread_mutex_lock(&o->lock);
+        if ((c = register_call_locked(o, instance, bls.model, id, &err)))
+            c->cancel = cancel;
+        pthread_mutex_unlock(&o->lock);
+    }
     if (err) {
+        if (cancel)
+            osp_cancel_token_unref(cancel);
         pyproto_bls_destroy(&bls);
         answer_now(o, id, err);
         return;
@@ -388,10 +399,6 @@ void pybls_call_start(pybls_outbox *o, osp_server *server, const char *instance,
                             "BLS requests need a server (none attached)");
     if (!err)
         err = pybls_build_request(&bls, bls.data, &req);
-    if (!err && bls.decoupled && !(c->cancel = osp_cancel_token_new())) {
-        osp_infer_request_free(req);
-        err = osp_error_out_of_memory();
-    }
     /* From here on the callbacks own c, possibly before the call returns;
      * ownership of req moves to the server either way. */
     if (!err)
