@@ -62,6 +62,8 @@ leakcheck: deps venv
 	  tests/integration/test_sequence_cancel.py tests/integration/test_model_warmup.py \
 	  tests/integration/test_python_backend.py tests/integration/test_python_requests.py \
 	  tests/integration/test_python_bls_threads.py tests/integration/test_python_bls_concurrent.py \
+	  tests/integration/test_python_bls_background.py tests/integration/test_python_bls_stream.py \
+	  tests/integration/test_python_bls_options.py \
 	  tests/integration/test_decoupled.py tests/integration/test_onnx_strings.py \
 	  tests/integration/test_onnx_fake_gpu_ops.py
 

@@ -116,8 +116,10 @@ void pyargs_init_payload(pyproto_text *t, const char *model_name,
     pyproto_text_json_string(t, in->model_file);
     pyproto_text_printf(t,
                         ",\"growth\":%zu,\"region_max\":%zu,"
+                        "\"frame_max\":%zu,\"doorbell\":%s,"
                         "\"memory_limit\":%llu,\"args\":{",
-                        in->shm_growth, in->shm_limit,
+                        in->shm_growth, in->shm_limit, in->frame_max,
+                        in->doorbell ? "true" : "false",
                         (unsigned long long)in->memory_limit);
     arg(t, "model_config", in->config_json, true);
     arg(t, "model_instance_kind", in->kind, false);

@@ -4,6 +4,8 @@
  */
 #pragma once
 
+#include <stdbool.h>
+
 #include "osprey/model_config.h"
 #include "python_protocol.h"
 
@@ -26,6 +28,8 @@ typedef struct pyargs_instance {
     int device_id;
     const char *config_json; /* from pyargs_config_json */
     size_t shm_growth, shm_limit;
+    size_t frame_max;      /* largest frame it may send (pyproto_frame_max) */
+    bool doorbell;         /* it has a doorbell (fd 5, python_watch.h) */
     uint64_t memory_limit; /* the stub's RLIMIT_DATA; 0 = none */
 } pyargs_instance;
 

@@ -6,7 +6,10 @@
  * execute() gets one InferenceRequest per request of the batch, whose
  * tensors are numpy views of its own rows there. The stub writes each
  * request's response into the region and the server answers each request
- * with its own outputs or error (osp_execute_respond).
+ * with its own outputs or error (osp_execute_respond). A decoupled model's
+ * instance has a reader thread (python_decoupled.h); one that is not has
+ * a watcher of its channel between requests, for the BLS calls of its
+ * model's threads (python_watch.h).
  *
  * Settings (--backend-config=python,<key>=<value>):
  *   python-executable         the Python to run (default: python3 in PATH);
@@ -14,7 +17,9 @@
  *                             Python prefix folder, wins over it
  *   shm-default-byte-size     initial region size (Triton's; 1 MiB)
  *   shm-growth-byte-size      growth step (Triton's; 1 MiB)
- *   shm-region-max-byte-size  largest region (Osprey's; 1 GiB)
+ *   shm-region-max-byte-size  largest region, and the most tensor bytes
+ *                             of a frame with tensors inline (Osprey's;
+ *                             1 GiB)
  *   stub-timeout-seconds      how long initialize may take (Triton's; 30)
  *   execute-timeout-seconds   how long one execute may take before the stub
  *                             is killed and restarted (Osprey's; 0 = none;
@@ -52,6 +57,7 @@
 #include "python_protocol.h"
 #include "python_requests.h"
 #include "python_stub.h"
+#include "python_watch.h"
 
 #ifndef OSPREY_PYTHON_STUB_DIR
 #define OSPREY_PYTHON_STUB_DIR "backends/python/stub"
@@ -97,7 +103,8 @@ typedef struct python_instance {
     pystub stub;
     uint64_t batches;  /* EXECs sent: RESPONSE frames name theirs */
     pydec *dec;        /* a decoupled model's open requests; else NULL */
-    pybls_outbox *bls; /* else: its BLS calls while execute runs; owned */
+    pybls_outbox *bls; /* else: its BLS calls; owned */
+    pywatch *watch;    /* else: its channel between requests; owned */
 } python_instance;
 
 /* Reads a size or seconds setting: the model parameter `key` if given and
@@ -340,6 +347,7 @@ static osp_error *instance_start(python_instance *inst) {
         .shm_initial = m->shm_initial,
         .shm_growth = m->shm_growth,
         .shm_limit = m->shm_limit,
+        .doorbell_fd = inst->watch ? pywatch_doorbell_fd(inst->watch) : 0,
     };
     osp_error *err = pystub_start(&inst->stub, &options);
     if (err)
@@ -354,6 +362,8 @@ static osp_error *instance_start(python_instance *inst) {
         .config_json = m->config_json,
         .shm_growth = m->shm_growth,
         .shm_limit = m->shm_limit,
+        .frame_max = inst->stub.max_frame,
+        .doorbell = inst->watch != NULL,
         .memory_limit = m->memory_limit,
     };
     pyproto_text init = {0};
@@ -395,6 +405,36 @@ static void convert_response(const void *model, const pyproto_response *resp,
                              const uint8_t *data, osp_sent_response *sent,
                              osp_infer_output **outputs);
 
+/* A model that is not decoupled: the outbox of the instance's BLS calls
+ * and the watcher of its channel between requests (python_watch.h),
+ * watching from now on. */
+static osp_error *instance_watch_new(python_instance *inst) {
+    if (!(inst->bls =
+              pybls_outbox_new(pyproto_frame_max(inst->model->shm_limit))))
+        return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                             "python backend: cannot make the BLS outbox "
+                             "(out of memory or file descriptors)");
+    inst->stub.bls = inst->bls;
+    osp_error *err = pywatch_new(&inst->stub, inst->bls, &inst->watch);
+    if (err) {
+        pybls_outbox_unref(inst->bls);
+        inst->bls = inst->stub.bls = NULL;
+    }
+    return err;
+}
+
+/* Stops the watcher and drops the outbox (calls still in the core keep it
+ * until they end, their answers dropped). The stub is already stopped. */
+static void instance_watch_free(python_instance *inst) {
+    pywatch_free(inst->watch);
+    inst->watch = NULL;
+    if (inst->bls) {
+        pybls_outbox_close(inst->bls);
+        pybls_outbox_unref(inst->bls);
+        inst->bls = inst->stub.bls = NULL;
+    }
+}
+
 static osp_error *python_instance_new(void *opaque, osp_device *device,
                                       osp_stream *stream, void **out) {
     (void)stream;
@@ -413,20 +453,17 @@ static osp_error *python_instance_new(void *opaque, osp_device *device,
     inst->stub.server = atomic_load(&bls_server);
     snprintf(inst->stub.name, sizeof inst->stub.name, "%s_0_%d", m->name,
              atomic_fetch_add(&m->next_instance, 1));
-    if (!m->decoupled && !(inst->bls = pybls_outbox_new())) {
-        free(inst);
-        return osp_error_new(OSP_ERROR_UNAVAILABLE,
-                             "python backend: cannot make the BLS outbox "
-                             "(out of memory or file descriptors)");
-    }
-    inst->stub.bls = inst->bls;
-    osp_error *err = instance_start(inst);
+    osp_error *err = m->decoupled ? NULL : instance_watch_new(inst);
     if (err) {
-        pybls_outbox_unref(inst->bls);
         free(inst);
         return err;
     }
-    if (m->decoupled) {
+    if (inst->watch)
+        pywatch_take(inst->watch);
+    err = instance_start(inst);
+    if (inst->watch)
+        pywatch_give(inst->watch);
+    if (!err && m->decoupled) {
         /* The reader thread owns the channel's reads from now on. */
         if (!(inst->dec = malloc(sizeof *inst->dec))) {
             err = osp_error_out_of_memory();
@@ -435,13 +472,18 @@ static osp_error *python_instance_new(void *opaque, osp_device *device,
                              convert_response);
             if (!err && (err = pydec_start(inst->dec)))
                 pydec_destroy(inst->dec);
+            if (err) {
+                free(inst->dec);
+                inst->dec = NULL;
+            }
         }
-        if (err) {
-            free(inst->dec);
+        if (err)
             pystub_stop(&inst->stub, 0);
-            free(inst);
-            return err;
-        }
+    }
+    if (err) {
+        instance_watch_free(inst);
+        free(inst);
+        return err;
     }
     *out = inst;
     return NULL;
@@ -456,11 +498,10 @@ static void python_instance_free(void *opaque) {
         pydec_destroy(inst->dec);
         free(inst->dec);
     }
+    if (inst->watch)
+        pywatch_stop(inst->watch); /* finalize's calls: pystub_stop's */
     pystub_stop(&inst->stub, 5000);
-    if (inst->bls) {
-        pybls_outbox_close(inst->bls);
-        pybls_outbox_unref(inst->bls);
-    }
+    instance_watch_free(inst);
     free(inst);
 }
 
@@ -710,9 +751,9 @@ static osp_error *execute_decoupled(python_instance *inst, osp_execute_ctx *ctx,
 }
 
 /* Runs one batch on the stub; a dead or hung stub fails the batch with
- * Triton's "not healthy" message and is restarted for the next one. */
-static osp_error *python_execute(void *opaque, osp_execute_ctx *ctx) {
-    python_instance *inst = opaque;
+ * Triton's "not healthy" message and is restarted for the next one. The
+ * caller holds the channel of a model that is not decoupled. */
+static osp_error *execute_batch(python_instance *inst, osp_execute_ctx *ctx) {
     python_model *m = inst->model;
     osp_error *err = NULL;
     pyproto_text exec = {0};
@@ -779,6 +820,16 @@ out:
     return err;
 }
 
+static osp_error *python_execute(void *opaque, osp_execute_ctx *ctx) {
+    python_instance *inst = opaque;
+    if (!inst->watch)
+        return execute_batch(inst, ctx);
+    pywatch_take(inst->watch);
+    osp_error *err = execute_batch(inst, ctx);
+    pywatch_give(inst->watch);
+    return err;
+}
+
 /* Triton's auto_complete_config: a short-lived stub imports model.py, runs
  * TritonPythonModel.auto_complete_config on the config so far and answers
  * what it added (python_complete.h). */
@@ -801,7 +852,10 @@ static osp_error *python_auto_complete(osp_model_config *config,
                             &timeout_s)))
         goto out;
     snprintf(stub.name, sizeof stub.name, "%s_auto_complete", config->name);
-    pystub_options options = {python, script, 0, 4096, 4096};
+    pystub_options options = {.python = python,
+                              .stub_script = script,
+                              .shm_growth = 4096,
+                              .shm_limit = 4096};
     if ((err = pystub_start(&stub, &options)))
         goto out;
     pyproto_text_printf(&request, "{\"model_file\":");

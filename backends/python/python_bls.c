@@ -21,27 +21,6 @@ void pybls_append_error(pyproto_text *t, const osp_error *err) {
     pyproto_text_append(t, message, fields[2]);
 }
 
-/* The BLS_RESULT body of a decoupled call: every response collected. */
-static osp_error *encode_all(pystub *stub, const pybls_gathered *g,
-                             uint64_t cursor, pyproto_text *t,
-                             uint32_t *count) {
-    if (g->lost)
-        return osp_error_new(OSP_ERROR_UNAVAILABLE,
-                             "too many responses for one BLS request (at "
-                             "most %d)",
-                             PYBLS_MAX_GATHERED);
-    for (size_t i = 0; i < g->n_responses; i++) {
-        osp_infer_response *r = g->responses[i];
-        osp_error *err = NULL;
-        if (r && r->error)
-            pybls_append_error(t, r->error);
-        else if ((err = encode_outputs(stub, r, &cursor, t)))
-            return err;
-    }
-    *count = (uint32_t)g->n_responses;
-    return NULL;
-}
-
 osp_error *pybls_build_request(const pyproto_bls_request *bls,
                                const uint8_t *base, osp_infer_request **out) {
     osp_infer_request *req = osp_infer_request_new(bls->model, bls->version);
@@ -66,6 +45,9 @@ osp_error *pybls_build_request(const pyproto_bls_request *bls,
     }
     for (size_t i = 0; i < bls->n_outputs && !err; i++)
         err = osp_infer_request_add_output(req, bls->outputs[i]);
+    for (size_t i = 0; i < bls->n_parameters && !err; i++)
+        err = osp_infer_request_add_parameter(req, &bls->parameters[i]);
+    req->timeout_us = bls->timeout_us; /* the core's queue applies it */
     if (err)
         osp_infer_request_free(req);
     else
@@ -103,16 +85,14 @@ bool pybls_send_gathered(pystub *stub, const pybls_gathered *g) {
     pyproto_text answer = {0};
     osp_error *err = NULL;
     const osp_error *failed = g->error;
-    if (!failed && !g->decoupled && g->response && g->response->error)
+    if (!failed && g->response && g->response->error)
         failed = g->response->error;
     uint64_t header[1] = {0};
     uint32_t count = 1;
     pyproto_text_append(&answer, header, sizeof header);
     pyproto_text_append(&answer, &count, sizeof count);
     uint64_t cursor = g->out_offset;
-    if (!failed && g->decoupled)
-        err = encode_all(stub, g, cursor, &answer, &count);
-    else if (!failed)
+    if (!failed)
         err = encode_outputs(stub, g->response, &cursor, &answer);
     if (err)
         failed = err;
@@ -137,9 +117,6 @@ void pybls_gathered_free(pybls_gathered *g) {
     if (!g)
         return;
     osp_infer_response_free(g->response);
-    for (size_t i = 0; i < g->n_responses; i++)
-        osp_infer_response_free(g->responses[i]);
-    free(g->responses);
     osp_error_free(g->error);
     free(g);
 }

@@ -26,18 +26,9 @@ extern "C" {
  * channel's thread to write it into the region and send BLS_RESULT. */
 typedef struct pybls_gathered {
     uint64_t out_offset;          /* where the call's outputs may start */
-    bool decoupled;               /* exec(decoupled=True): every response */
-    osp_infer_response *response; /* exec(): its response; owned */
-    /* exec(decoupled=True): each response, NULL for the final flag alone;
-     * owned */
-    osp_infer_response **responses;
-    size_t n_responses;
-    bool lost;        /* a response could not be kept (OOM or too many) */
+    osp_infer_response *response; /* its response; owned */
     osp_error *error; /* the call failed before the core answered; owned */
 } pybls_gathered;
-
-/* Most responses one region exec(decoupled=True) collects. */
-#define PYBLS_MAX_GATHERED 65536
 
 /* Writes the outputs of `g` (borrowed) into the stub's region (growing
  * it) and sends the BLS_RESULT answer; an error becomes the answer's one
@@ -47,11 +38,11 @@ bool pybls_send_gathered(pystub *stub, const pybls_gathered *g);
 /* Frees what `g` holds and `g` itself. NULL is fine. */
 void pybls_gathered_free(pybls_gathered *g);
 
-/* Builds the core's request from a decoded BLS request; each input's
- * bytes are copied from `base` (borrowed: the region, or a BLS_CALL's
- * inline data) + its offset, which the decoder checked, or from its GPU
- * memory (python_gpu.h). Caller owns *out on success; nothing to free on
- * failure. */
+/* Builds the core's request from a decoded BLS request (its inputs,
+ * outputs, timeout and parameters); each input's bytes are copied from
+ * `base` (borrowed: the region, or a BLS_CALL's inline data) + its offset,
+ * which the decoder checked, or from its GPU memory (python_gpu.h). Caller
+ * owns *out on success; nothing to free on failure. */
 osp_error *pybls_build_request(const pyproto_bls_request *bls,
                                const uint8_t *base, osp_infer_request **out);
 

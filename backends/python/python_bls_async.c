@@ -44,6 +44,8 @@ typedef struct bls_call {
 } bls_call;
 
 struct pybls_outbox {
+    size_t max_frame;     /* largest BLS_ANSWER (pyproto_frame_max) */
+    size_t max_waiting;   /* most answer bytes waiting for the stub */
     pthread_mutex_t lock; /* everything below */
     int refs;
     int wake_fd;         /* eventfd: non-zero while answers wait */
@@ -56,10 +58,14 @@ struct pybls_outbox {
     bls_call *region_call; /* the one call using the region, or NULL */
 };
 
-pybls_outbox *pybls_outbox_new(void) {
+pybls_outbox *pybls_outbox_new(size_t max_frame) {
     pybls_outbox *o = calloc(1, sizeof *o);
     if (!o)
         return NULL;
+    o->max_frame = max_frame;
+    /* Room for at least one answer of the largest size beside others. */
+    o->max_waiting =
+        PYBLS_OUTBOX_MAX_BYTES > max_frame ? PYBLS_OUTBOX_MAX_BYTES : max_frame;
     o->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (o->wake_fd < 0) {
         free(o);
@@ -145,11 +151,11 @@ static void enqueue_locked(pybls_outbox *o, bls_answer *a) {
 
 /* A BLS_ANSWER payload: the call's id, the final flag, and the response
  * `r` (NULL: an empty one) or the error `err` (wins over r), tensors
- * inline. A response over PYPROTO_MAX_FRAME becomes an error saying so.
- * NULL when out of memory. */
+ * inline. A response over `max_frame` becomes an error saying so. NULL
+ * when out of memory. */
 static bls_answer *encode_answer(uint64_t id, bool final,
                                  const osp_infer_response *r,
-                                 const osp_error *err) {
+                                 const osp_error *err, size_t max_frame) {
     if (!err && r && r->error)
         err = r->error;
     pyproto_text t = {0};
@@ -172,13 +178,16 @@ static bls_answer *encode_answer(uint64_t id, bool final,
                                     data_len, out->byte_size);
         data_len += out->byte_size;
     }
-    if (!bad && t.len + data_len > PYPROTO_MAX_FRAME)
-        bad = osp_error_new(OSP_ERROR_UNAVAILABLE,
-                            "python backend: a BLS response of a decoupled "
-                            "python model carries at most %u bytes of "
-                            "tensors and descriptors, this one has %llu",
-                            PYPROTO_MAX_FRAME,
-                            (unsigned long long)(t.len + data_len));
+    if (!bad && t.len + data_len > max_frame)
+        bad = osp_error_new_reason(
+            OSP_ERROR_INVALID_ARG, OSP_REASON_TOO_LARGE,
+            "python backend: a BLS response with its tensors inline carries "
+            "at most %zu bytes (shm-region-max-byte-size plus %u of "
+            "descriptors), this one has %llu",
+            max_frame, PYPROTO_MAX_FRAME,
+            (unsigned long long)(t.len + data_len));
+    if (!bad)
+        pyproto_text_reserve(&t, data_len);
     for (size_t k = 0; k < n && !bad; k++) {
         const osp_infer_output *out = &r->outputs[k];
         if (out->byte_size)
@@ -187,7 +196,7 @@ static bls_answer *encode_answer(uint64_t id, bool final,
     bls_answer *a = NULL;
     if (bad) {
         pyproto_text_free(&t);
-        a = encode_answer(id, final, NULL, bad);
+        a = encode_answer(id, final, NULL, bad, max_frame);
         osp_error_free(bad);
         return a;
     }
@@ -207,7 +216,7 @@ static bls_answer *encode_answer(uint64_t id, bool final,
  * memory of its own, so that the waiting thread never hangs. */
 static bls_answer *out_of_memory_answer(uint64_t id, bool final) {
     osp_error *oom = osp_error_out_of_memory();
-    bls_answer *a = encode_answer(id, final, NULL, oom);
+    bls_answer *a = encode_answer(id, final, NULL, oom, PYPROTO_MAX_FRAME);
     osp_error_free(oom);
     return a;
 }
@@ -236,11 +245,11 @@ static void post_answer(bls_call *c, bls_answer *a, bool final) {
     if (current && !a && final)
         a = out_of_memory_answer(c->id, true);
     if (current && a && !final &&
-        (c->lost || o->bytes + a->len > PYBLS_OUTBOX_MAX_BYTES)) {
+        (c->lost || (o->bytes && o->bytes + a->len > o->max_waiting))) {
         if (!c->lost)
             OSP_LOG_WARN("python backend: BLS responses of model '%s' wait "
-                         "unread past %u bytes; dropping them",
-                         c->model, PYBLS_OUTBOX_MAX_BYTES);
+                         "unread past %zu bytes; dropping them",
+                         c->model, o->max_waiting);
         c->lost = true;
         free_answers(a);
         a = NULL;
@@ -250,9 +259,9 @@ static void post_answer(bls_call *c, bls_answer *a, bool final) {
         osp_error *err = osp_error_new(
             OSP_ERROR_UNAVAILABLE,
             "python backend: responses of the BLS request to model '%s' "
-            "were dropped: more than %u bytes of them waited for the stub",
-            c->model, PYBLS_OUTBOX_MAX_BYTES);
-        a = encode_answer(c->id, true, NULL, err);
+            "were dropped: more than %zu bytes of them waited for the stub",
+            c->model, o->max_waiting);
+        a = encode_answer(c->id, true, NULL, err, o->max_frame);
         osp_error_free(err);
     }
     if (current && a)
@@ -275,14 +284,18 @@ static void post_answer(bls_call *c, bls_answer *a, bool final) {
 /* The core's completion of a call of a model that is not decoupled. */
 static void call_complete(osp_infer_response *response, void *user) {
     bls_call *c = user;
-    post_answer(c, encode_answer(c->id, true, response, NULL), true);
+    post_answer(
+        c, encode_answer(c->id, true, response, NULL, c->outbox->max_frame),
+        true);
     osp_infer_response_free(response);
 }
 
 /* Each response of an exec(decoupled=True) call. */
 static void call_respond(osp_infer_response *response, bool final, void *user) {
     bls_call *c = user;
-    post_answer(c, encode_answer(c->id, final, response, NULL), final);
+    post_answer(
+        c, encode_answer(c->id, final, response, NULL, c->outbox->max_frame),
+        final);
     osp_infer_response_free(response);
 }
 
@@ -302,31 +315,10 @@ static void region_complete(osp_infer_response *response, void *user) {
     post_region_answer(c);
 }
 
-/* Each response of a region exec(decoupled=True) call: kept until the
- * final one (the core sends one request's responses one at a time). */
-static void region_respond(osp_infer_response *response, bool final,
-                           void *user) {
-    bls_call *c = user;
-    pybls_gathered *g = c->gathered;
-    osp_infer_response **grown = NULL;
-    if (g->n_responses < PYBLS_MAX_GATHERED)
-        grown =
-            realloc(g->responses, (g->n_responses + 1) * sizeof *g->responses);
-    if (grown) {
-        g->responses = grown;
-        g->responses[g->n_responses++] = response;
-    } else {
-        osp_infer_response_free(response);
-        g->lost = true;
-    }
-    if (final)
-        post_region_answer(c);
-}
-
 /* Answers call `id` with `err` at once (a call that never reached the
  * core; it is not listed). Takes err. */
 static void answer_now(pybls_outbox *o, uint64_t id, osp_error *err) {
-    bls_answer *a = encode_answer(id, true, NULL, err);
+    bls_answer *a = encode_answer(id, true, NULL, err, o->max_frame);
     osp_error_free(err);
     if (!a)
         a = out_of_memory_answer(id, true);
@@ -382,10 +374,21 @@ void pybls_call_start(pybls_outbox *o, osp_server *server, const char *instance,
         answer_now(o, id, err);
         return;
     }
-    pthread_mutex_lock(&o->lock);
-    bls_call *c = register_call_locked(o, instance, bls.model, id, &err);
-    pthread_mutex_unlock(&o->lock);
+    /* exec(decoupled=True) can be cancelled (BLS_CANCEL): its token is
+     * the call's before the call is listed. */
+    osp_cancel_token *cancel = NULL;
+    if (bls.decoupled && !(cancel = osp_cancel_token_new()))
+        err = osp_error_out_of_memory();
+    bls_call *c = NULL;
+    if (!err) {
+        pthread_mutex_lock(&o->lock);
+        if ((c = register_call_locked(o, instance, bls.model, id, &err)))
+            c->cancel = cancel;
+        pthread_mutex_unlock(&o->lock);
+    }
     if (err) {
+        if (cancel)
+            osp_cancel_token_unref(cancel);
         pyproto_bls_destroy(&bls);
         answer_now(o, id, err);
         return;
@@ -396,10 +399,6 @@ void pybls_call_start(pybls_outbox *o, osp_server *server, const char *instance,
                             "BLS requests need a server (none attached)");
     if (!err)
         err = pybls_build_request(&bls, bls.data, &req);
-    if (!err && bls.decoupled && !(c->cancel = osp_cancel_token_new())) {
-        osp_infer_request_free(req);
-        err = osp_error_out_of_memory();
-    }
     /* From here on the callbacks own c, possibly before the call returns;
      * ownership of req moves to the server either way. */
     if (!err)
@@ -409,9 +408,36 @@ void pybls_call_start(pybls_outbox *o, osp_server *server, const char *instance,
                   : osp_server_infer_async(server, req, call_complete, c);
     pyproto_bls_destroy(&bls);
     if (err) {
-        post_answer(c, encode_answer(id, true, NULL, err), true);
+        post_answer(c, encode_answer(id, true, NULL, err, o->max_frame), true);
         osp_error_free(err);
     }
+}
+
+void pybls_call_cancel(pybls_outbox *o, const uint8_t *payload, size_t len) {
+    uint64_t id = 0;
+    osp_error *err = pyproto_bls_cancel_decode(payload, len, &id);
+    if (err) {
+        OSP_LOG_ERROR("%s", osp_error_message(err));
+        osp_error_free(err);
+        return;
+    }
+    pthread_mutex_lock(&o->lock);
+    /* Ids are the stub's: only a call of the current stub matches. */
+    for (bls_call *c = o->calls; c; c = c->next)
+        if (c->id == id && c->generation == o->generation && c->cancel &&
+            c != o->region_call)
+            osp_cancel_token_cancel(c->cancel);
+    pthread_mutex_unlock(&o->lock);
+}
+
+void pybls_outbox_drop_region_call(pybls_outbox *o) {
+    pthread_mutex_lock(&o->lock);
+    if (o->region_call) {
+        /* An old generation's answer is dropped when it comes. */
+        o->region_call->generation = o->generation - 1;
+        o->region_call = NULL;
+    }
+    pthread_mutex_unlock(&o->lock);
 }
 
 bool pybls_outbox_flush(pybls_outbox *o, pystub *stub) {
@@ -480,15 +506,11 @@ bool pybls_region_call_start(pybls_outbox *o, pystub *stub,
         return sent;
     }
     g->out_offset = bls.out_offset;
-    g->decoupled = bls.decoupled;
     c->gathered = g;
     c->region_answer = a;
     /* From here on the callbacks own c; ownership of req moves to the
      * server either way. */
-    err = bls.decoupled
-              ? osp_server_infer_stream_async(stub->server, req, NULL,
-                                              region_respond, c)
-              : osp_server_infer_async(stub->server, req, region_complete, c);
+    err = osp_server_infer_async(stub->server, req, region_complete, c);
     pyproto_bls_destroy(&bls);
     if (err) {
         c->gathered->error = err;

@@ -23,7 +23,7 @@
 osp_error *pydec_init(pydec *d, pystub *stub, const void *model,
                       const char *model_name, pydec_convert_fn convert) {
     memset(d, 0, sizeof *d);
-    if (!(d->bls = pybls_outbox_new()))
+    if (!(d->bls = pybls_outbox_new(stub->max_frame)))
         return osp_error_new(OSP_ERROR_UNAVAILABLE,
                              "python backend: cannot make the BLS outbox "
                              "(out of memory or file descriptors)");
@@ -168,11 +168,16 @@ static void *reader_main(void *arg) {
         uint8_t *buf = NULL;
         size_t len = 0;
         /* Once a frame begins it is read whole. */
-        if (pyproto_recv(stub->control, 0, &type, &buf, &len) !=
-            PYPROTO_RECV_OK)
+        if (pyproto_recv(stub->control, 0, stub->max_frame, &type, &buf,
+                         &len) != PYPROTO_RECV_OK)
             break;
         if (type == PYPROTO_BLS_CALL) {
             pybls_call_start(d->bls, stub->server, stub->name, buf, len);
+            free(buf);
+            continue;
+        }
+        if (type == PYPROTO_BLS_CANCEL) {
+            pybls_call_cancel(d->bls, buf, len);
             free(buf);
             continue;
         }

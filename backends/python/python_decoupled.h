@@ -6,12 +6,12 @@
  * reader thread per stub reads every frame the stub sends and routes each
  * RESPONSE by its request (the EXEC's batch number) to that request's
  * sender until its final flag; it also serves LOG frames, starts the BLS
- * calls the model's threads make (BLS_CALL, python_bls_async.h) and sends
- * their answers, tells the stub which clients have gone (CANCEL), and
- * hands the EXEC's answer to the instance's worker. A stub that dies ends
- * every open request with Triton's "Stub process '<instance>' is not
- * healthy."; its BLS calls still in the core are cancelled and their
- * answers dropped.
+ * calls the model's threads make (BLS_CALL, python_bls_async.h), cancels
+ * them (BLS_CANCEL) and sends their answers, tells the stub which clients
+ * have gone (CANCEL), and hands the EXEC's answer to the instance's
+ * worker. A stub that dies ends every open request with Triton's "Stub
+ * process '<instance>' is not healthy."; its BLS calls still in the core
+ * are cancelled and their answers dropped.
  */
 #pragma once
 

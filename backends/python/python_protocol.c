@@ -58,6 +58,23 @@ void pyproto_text_json_string(pyproto_text *t, const char *s) {
     pyproto_text_printf(t, "\"");
 }
 
+bool pyproto_text_reserve(pyproto_text *t, size_t more) {
+    if (t->failed || t->len + more + 1 <= t->cap)
+        return !t->failed;
+    if (more > SIZE_MAX - t->len - 1) {
+        t->failed = true;
+        return false;
+    }
+    char *p = realloc(t->data, t->len + more + 1);
+    if (!p) {
+        t->failed = true;
+        return false;
+    }
+    t->data = p;
+    t->cap = t->len + more + 1;
+    return true;
+}
+
 void pyproto_text_append(pyproto_text *t, const void *data, size_t n) {
     if (n == 0 || !text_reserve(t, n))
         return;
@@ -315,9 +332,49 @@ out:
     return err;
 }
 
-/* The part BLS and BLS_CALL share: model, version, id, inputs (each inside
- * [0, limit)), outputs; then, after any decoupled byte the caller reads,
- * nothing. Fills req; the caller destroys it on failure. */
+/* The request's parameters: u32 count, then per parameter u16 key
+ * length, key, u8 type and the value (python_protocol.h). Fills req. */
+static osp_error *decode_parameters(reader *r, pyproto_bls_request *req) {
+    uint32_t count = 0;
+    /* Each takes at least 4 bytes (key length, type, a bool). */
+    if (!take(r, &count, 4) || count > r->left / 4)
+        return bad_result("BLS parameter count");
+    req->parameters = calloc(count ? count : 1, sizeof *req->parameters);
+    if (!req->parameters)
+        return osp_error_out_of_memory();
+    for (uint32_t i = 0; i < count; i++) {
+        osp_parameter *p = &req->parameters[i];
+        uint8_t type = 0, flag = 0;
+        req->n_parameters = i + 1;
+        if (!take_string(r, 2, &p->key) || !take(r, &type, 1))
+            return bad_result("BLS parameter");
+        switch (type) {
+        case 0:
+            p->type = OSP_PARAM_STRING;
+            if (!take_string(r, 4, &p->value.s))
+                return bad_result("BLS parameter value");
+            break;
+        case 1:
+            p->type = OSP_PARAM_INT;
+            if (!take(r, &p->value.i, 8))
+                return bad_result("BLS parameter value");
+            break;
+        case 2:
+            p->type = OSP_PARAM_BOOL;
+            if (!take(r, &flag, 1) || flag > 1)
+                return bad_result("BLS parameter value");
+            p->value.b = flag == 1;
+            break;
+        default:
+            return bad_result("BLS parameter type");
+        }
+    }
+    return NULL;
+}
+
+/* The request BLS and BLS_CALL share: model, version, id, inputs (each
+ * inside [0, limit)), outputs, timeout, parameters. Fills req; the caller
+ * destroys it on failure. */
 static osp_error *decode_bls_body(reader *r, uint64_t limit,
                                   pyproto_bls_request *req) {
     uint32_t count = 0;
@@ -342,7 +399,9 @@ static osp_error *decode_bls_body(reader *r, uint64_t limit,
         if (!take_string(r, 2, &req->outputs[i]))
             return bad_result("BLS output name");
     }
-    return NULL;
+    if (!take(r, &req->timeout_us, 8))
+        return bad_result("BLS timeout");
+    return decode_parameters(r, req);
 }
 
 osp_error *pyproto_bls_decode(const uint8_t *payload, size_t len,
@@ -354,9 +413,6 @@ osp_error *pyproto_bls_decode(const uint8_t *payload, size_t len,
         err = bad_result("BLS request header");
     if (!err)
         err = decode_bls_body(&r, req.region_size, &req);
-    uint8_t decoupled = 0;
-    if (!err && r.left == 1 && take(&r, &decoupled, 1))
-        req.decoupled = decoupled == 1;
     if (!err && r.left != 0)
         err = bad_result("trailing bytes");
     if (err)
@@ -395,6 +451,14 @@ osp_error *pyproto_bls_call_decode(const uint8_t *payload, size_t len,
     else
         *out = req;
     return err;
+}
+
+osp_error *pyproto_bls_cancel_decode(const uint8_t *payload, size_t len,
+                                     uint64_t *call_id) {
+    reader r = {payload, len};
+    if (!take(&r, call_id, 8) || r.left != 0)
+        return bad_result("BLS cancel");
+    return NULL;
 }
 
 osp_error *pyproto_stream_response_decode(const uint8_t *payload, size_t len,
@@ -440,6 +504,12 @@ void pyproto_bls_destroy(pyproto_bls_request *request) {
     for (size_t i = 0; i < request->n_outputs && request->outputs; i++)
         free(request->outputs[i]);
     free(request->outputs);
+    for (size_t i = 0; i < request->n_parameters; i++) {
+        free(request->parameters[i].key);
+        if (request->parameters[i].type == OSP_PARAM_STRING)
+            free(request->parameters[i].value.s);
+    }
+    free(request->parameters);
     memset(request, 0, sizeof *request);
 }
 
@@ -455,7 +525,16 @@ void pyproto_result_destroy(pyproto_result *result) {
     memset(result, 0, sizeof *result);
 }
 
+size_t pyproto_frame_max(size_t shm_limit) {
+    uint64_t max = (uint64_t)shm_limit + PYPROTO_MAX_FRAME;
+    if (max < shm_limit || max > UINT32_MAX) /* the frame length is a u32 */
+        max = UINT32_MAX;
+    return (size_t)max;
+}
+
 bool pyproto_send(int fd, uint32_t type, const void *payload, size_t len) {
+    if (len > UINT32_MAX)
+        return false;
     uint32_t header[2] = {type, (uint32_t)len};
     struct iovec iov[2] = {{header, sizeof header}, {(void *)payload, len}};
     struct msghdr msg = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
@@ -512,13 +591,14 @@ static pyproto_recv_status read_full(int fd, uint64_t deadline_ns, void *dst,
     return PYPROTO_RECV_OK;
 }
 
-pyproto_recv_status pyproto_recv(int fd, uint64_t deadline_ns, uint32_t *type,
-                                 uint8_t **payload, size_t *len) {
+pyproto_recv_status pyproto_recv(int fd, uint64_t deadline_ns, size_t max_frame,
+                                 uint32_t *type, uint8_t **payload,
+                                 size_t *len) {
     uint32_t header[2];
     pyproto_recv_status st = read_full(fd, deadline_ns, header, sizeof header);
     if (st != PYPROTO_RECV_OK)
         return st;
-    if (header[1] > PYPROTO_MAX_FRAME)
+    if (header[1] > max_frame)
         return PYPROTO_RECV_INVALID;
     uint8_t *buf = malloc((size_t)header[1] + 1);
     if (!buf)

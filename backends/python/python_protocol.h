@@ -2,8 +2,9 @@
  * The control channel between the server and a python stub
  * (stub/osprey_python_stub.py): frames of an 8-byte header (u32 type, u32
  * payload length, little-endian) and a payload, on a Unix stream socket.
- * Only descriptors travel here; tensors live in the shared-memory region
- * (python_shm.h), or in GPU memory (below).
+ * Tensors live in the shared-memory region (python_shm.h), except in the
+ * frames that carry them inline (RESPONSE, BLS_CALL, BLS_ANSWER), or in
+ * GPU memory (below).
  *
  * A tensor descriptor (EXEC's inputs, RESULT's outputs, BLS inputs) is:
  * u16 name length, name, u8 datatype length, datatype, u8 rank, i64
@@ -21,7 +22,9 @@
  *
  * server -> stub
  *   INIT      JSON {"model_file", "args": {Triton's initialize args},
- *             "growth", "region_max"}; answered OK or ERROR
+ *             "growth", "region_max", "frame_max" (the largest frame it
+ *             may send), "doorbell" (true: fd 5 is its doorbell),
+ *             "memory_limit"}; answered OK or ERROR
  *   EXEC      binary (the stub unpacks it with struct.unpack_from): u64
  *             region size, u64 where outputs may start, u64 the batch's
  *             number, u32 request count, then per request of the batch
@@ -61,16 +64,14 @@
  *   LOG       u32 level (0 info, 1 warning, 2 error, 3 verbose), message;
  *             may come before any answer
  *   BLS       a request of the model's own (pb_utils.InferenceRequest.exec),
- *             sent during EXEC by a model that is not decoupled, one at a
- *             time (others then go as BLS_CALL): u64 region size, u64 where the
- * server may write outputs, u16 model length, model, i64 version, u16 id
- *             length, id, u32 input count, input descriptors (as RESULT's
- *             outputs, tensors in the region), u32 output count, per output
- *             u16 length and name. The server answers BLS_RESULT: a RESULT
- *             payload with one response, before the EXEC's answer. A
- *             trailing u8 1 asks for every response of a decoupled model
- *             (exec(decoupled=True)): BLS_RESULT then holds them all, the
- *             last one empty when the model sent only the final flag.
+ *             sent during EXEC by a model that is not decoupled, from the
+ *             thread running execute, one at a time (the others go as
+ *             BLS_CALL), never for exec(decoupled=True): u64 region
+ *             size, u64 where the server may write outputs, then the
+ *             request (below) with its input descriptors' offsets in the
+ *             region. The server answers
+ *             BLS_RESULT: a RESULT payload with one response, before the
+ *             EXEC's answer.
  *   RESPONSE  a decoupled model's response (its response sender), during
  *             or after EXEC: u64 the EXEC's "batch" number, u32 flags (1 =
  *             final), u32 1 when a response follows (0: only the flags),
@@ -79,18 +80,31 @@
  *             may come from another thread while the region is in use).
  *             A decoupled EXEC is answered RESULT with no responses once
  *             execute has returned None, or ERROR.
- *   BLS_CALL  a BLS request with its tensors inline: a decoupled model's,
- *             from any thread between initialize and finalize, or one of a
- *             model that is not decoupled, during EXEC, while its region
- *             call is in flight: u64 a call id of the stub's choice
- *             (BLS_ANSWER frames name it), u8 1 for exec(decoupled=True),
- *             u64 data size, u16 model length, model, i64 version, u16 id
- *             length, id, u32 input count, input descriptors (offsets into
- *             the data), u32 output count, per output u16 length and name,
- *             then the data: tensors travel inline, as the region belongs
- *             to whichever request the instance runs meanwhile. Several
- *             calls may be in flight at once; the server answers each as
- *             its responses come.
+ *   BLS_CALL  a BLS request with its tensors inline (every one but a
+ *             BLS), from any thread between initialize and finalize:
+ *             u64 a call id of the stub's choice (BLS_ANSWER and
+ *             BLS_CANCEL frames name it), u8 1 for exec(decoupled=True),
+ *             u64 data size, the request (below) with its input
+ *             descriptors' offsets into the data, then the data: tensors
+ *             travel inline, as the region belongs to whichever request
+ *             the instance runs meanwhile. Several calls may be in flight
+ *             at once; the server answers each as its responses come.
+ *   BLS_CANCEL  u64 the id of an exec(decoupled=True) call in flight
+ *             (ResponseIterator.cancel()): the server cancels the called
+ *             request; its answers still end with a final one.
+ *
+ * The request of BLS and BLS_CALL: u16 model length, model, i64 version,
+ * u16 id length, id, u32 input count, input descriptors (as RESULT's
+ * outputs), u32 output count, per output u16 length and name, u64 timeout
+ * in microseconds (0 = none), u32 parameter count, per parameter u16 key
+ * length, key, u8 type (0 string: u32 length and the bytes; 1 int: i64;
+ * 2 bool: u8 0 or 1).
+ *
+ * Frames carry at most pyproto_frame_max(shm-region-max-byte-size) bytes:
+ * inline tensors count against the region's limit, as they would in the
+ * region. A stub whose model is not decoupled rings its doorbell (fd 5,
+ * python_watch.h) for each frame it sends while the server is not reading
+ * (no INIT, EXEC or FINALIZE in flight), once the frame's header is sent.
  */
 #pragma once
 
@@ -102,6 +116,7 @@
 #include "osprey/datatype.h"
 #include "osprey/device.h"
 #include "osprey/error.h"
+#include "osprey/infer.h"
 #include "osprey/tensor.h"
 
 #ifdef __cplusplus
@@ -124,11 +139,17 @@ enum {
     PYPROTO_BLS = 14,
     PYPROTO_RESPONSE = 15,
     PYPROTO_BLS_CALL = 16,
+    PYPROTO_BLS_CANCEL = 17,
 };
 
-/* Largest frame the server accepts from a stub (descriptors and messages
- * only: tensors never travel on the channel). */
+/* What a frame may hold besides tensors (descriptors, messages). Frames
+ * without tensors (RESULT, EXEC, LOG) stay under it. */
 #define PYPROTO_MAX_FRAME (16u << 20)
+
+/* Largest frame of a stub whose region may grow to `shm_limit` bytes
+ * (shm-region-max-byte-size): inline tensors up to that limit, plus
+ * PYPROTO_MAX_FRAME of descriptors, within the u32 frame length. */
+size_t pyproto_frame_max(size_t shm_limit);
 
 /* A growable NUL-terminated text buffer for building JSON payloads. */
 typedef struct pyproto_text {
@@ -195,7 +216,10 @@ typedef struct pyproto_bls_request {
     size_t n_inputs;
     char **outputs; /* owned */
     size_t n_outputs;
-    bool decoupled; /* exec(decoupled=True): every response */
+    bool decoupled;      /* BLS_CALL: exec(decoupled=True), every response */
+    uint64_t timeout_us; /* the request's queue timeout; 0 = none */
+    osp_parameter *parameters; /* owned, each key and string value too */
+    size_t n_parameters;
     /* BLS_CALL only: the stub's id of the call, and the inline tensors
      * (borrowed from the payload; input offsets are checked against
      * data_len instead of region_size, which is 0). */
@@ -218,6 +242,10 @@ void pyproto_bls_destroy(pyproto_bls_request *request);
  * that the caller can answer the call with the error. */
 osp_error *pyproto_bls_call_decode(const uint8_t *payload, size_t len,
                                    pyproto_bls_request *out, uint64_t *call_id);
+
+/* Decodes a BLS_CANCEL payload (borrowed): the call's id. */
+osp_error *pyproto_bls_cancel_decode(const uint8_t *payload, size_t len,
+                                     uint64_t *call_id);
 
 /* A decoded RESPONSE frame. */
 typedef struct pyproto_stream_response {
@@ -259,6 +287,11 @@ size_t pyproto_append_release(pyproto_text *t,
 /* Appends `n` raw bytes to a payload being built. */
 void pyproto_text_append(pyproto_text *t, const void *data, size_t n);
 
+/* Makes room for `more` bytes at once (a large tensor appended next is
+ * then copied once, into a buffer of its size); false, and t->failed, when
+ * out of memory. */
+bool pyproto_text_reserve(pyproto_text *t, size_t more);
+
 /* The pb_utils.TritonError code of an osp_error code. */
 uint32_t pyproto_triton_code(osp_error_code code);
 
@@ -272,14 +305,16 @@ typedef enum pyproto_recv_status {
     PYPROTO_RECV_OK = 0,
     PYPROTO_RECV_CLOSED,  /* the stub closed the channel or died */
     PYPROTO_RECV_TIMEOUT, /* nothing complete before the deadline */
-    PYPROTO_RECV_INVALID, /* a frame over PYPROTO_MAX_FRAME, or no memory */
+    PYPROTO_RECV_INVALID, /* a frame over max_frame, or no memory */
 } pyproto_recv_status;
 
-/* Reads one frame, waiting at most until `deadline_ns` (osp_now_ns clock;
- * 0 = no deadline). On OK the caller owns *payload (malloc'd, NUL
- * appended, may be NULL when *len is 0). */
-pyproto_recv_status pyproto_recv(int fd, uint64_t deadline_ns, uint32_t *type,
-                                 uint8_t **payload, size_t *len);
+/* Reads one frame of at most `max_frame` payload bytes, waiting at most
+ * until `deadline_ns` (osp_now_ns clock; 0 = no deadline). On OK the
+ * caller owns *payload (malloc'd, NUL appended, may be NULL when *len is
+ * 0). */
+pyproto_recv_status pyproto_recv(int fd, uint64_t deadline_ns, size_t max_frame,
+                                 uint32_t *type, uint8_t **payload,
+                                 size_t *len);
 
 #ifdef __cplusplus
 }

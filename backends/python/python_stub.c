@@ -22,15 +22,15 @@
 
 extern char **environ;
 
-/* The fds the stub finds its channel and region on. */
-enum { STUB_CONTROL_FD = 3, STUB_REGION_FD = 4 };
+/* The fds the stub finds its channel, region and doorbell on. */
+enum { STUB_CONTROL_FD = 3, STUB_REGION_FD = 4, STUB_DOORBELL_FD = 5 };
 
 /* Moves *fd (close-on-exec) above the fds the stub expects, so the
- * child's dup2 onto 3 and 4 cannot clobber a source fd. */
+ * child's dup2 onto 3, 4 and 5 cannot clobber a source fd. */
 static osp_error *move_above_stub_fds(int *fd) {
-    if (*fd > STUB_REGION_FD)
+    if (*fd > STUB_DOORBELL_FD)
         return NULL;
-    int moved = fcntl(*fd, F_DUPFD_CLOEXEC, STUB_REGION_FD + 1);
+    int moved = fcntl(*fd, F_DUPFD_CLOEXEC, STUB_DOORBELL_FD + 1);
     if (moved < 0)
         return osp_error_new(OSP_ERROR_UNAVAILABLE, "python backend: fcntl: %s",
                              strerror(errno));
@@ -44,6 +44,12 @@ osp_error *pystub_start(pystub *stub, const pystub_options *options) {
     osp_error *err = NULL;
     stub->pid = 0;
     stub->control = -1;
+    stub->max_frame = pyproto_frame_max(options->shm_limit);
+    if (options->doorbell_fd > 0 && options->doorbell_fd <= STUB_DOORBELL_FD)
+        return osp_error_new(OSP_ERROR_INTERNAL,
+                             "python backend: the doorbell must lie above fd "
+                             "%d",
+                             STUB_DOORBELL_FD);
     if ((err = pyshm_region_init(&stub->region, options->shm_initial,
                                  options->shm_growth, options->shm_limit)))
         return err;
@@ -60,9 +66,14 @@ osp_error *pystub_start(pystub *stub, const pystub_options *options) {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, sv[1], STUB_CONTROL_FD);
     posix_spawn_file_actions_adddup2(&actions, stub->region.fd, STUB_REGION_FD);
+    if (options->doorbell_fd > 0)
+        posix_spawn_file_actions_adddup2(&actions, options->doorbell_fd,
+                                         STUB_DOORBELL_FD);
     /* Nothing else of the server's (listening sockets, other stubs'
      * channels) reaches the stub. */
-    posix_spawn_file_actions_addclosefrom_np(&actions, STUB_REGION_FD + 1);
+    posix_spawn_file_actions_addclosefrom_np(
+        &actions,
+        (options->doorbell_fd > 0 ? STUB_DOORBELL_FD : STUB_REGION_FD) + 1);
     char *argv[] = {(char *)options->python, (char *)options->stub_script,
                     NULL};
     pid_t pid = 0;
@@ -142,6 +153,10 @@ pystub_frame_status pystub_serve_frame(pystub *stub, uint32_t type,
         pybls_call_start(stub->bls, stub->server, stub->name, payload, len);
         return PYSTUB_FRAME_SERVED;
     }
+    if (type == PYPROTO_BLS_CANCEL && stub->bls) {
+        pybls_call_cancel(stub->bls, payload, len);
+        return PYSTUB_FRAME_SERVED;
+    }
     if (type != PYPROTO_BLS)
         return PYSTUB_FRAME_OTHER;
     bool sent;
@@ -212,7 +227,8 @@ pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
         size_t n = 0;
         pyproto_recv_status st = wait_for_frame(stub, deadline_ns);
         if (st == PYPROTO_RECV_OK)
-            st = pyproto_recv(stub->control, deadline_ns, &got, &buf, &n);
+            st = pyproto_recv(stub->control, deadline_ns, stub->max_frame, &got,
+                              &buf, &n);
         if (st != PYPROTO_RECV_OK) {
             pystub_kill(stub);
             return st == PYPROTO_RECV_TIMEOUT ? PYSTUB_TIMED_OUT : PYSTUB_DEAD;
@@ -226,10 +242,11 @@ pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
             }
             continue;
         }
-        /* A stub answers once its calls are answered; calls of one that
-         * did not must not write into the region of the next EXEC. */
-        if (stub->bls && pybls_outbox_busy(stub->bls))
-            pybls_outbox_forget_stub(stub->bls);
+        /* A stub answers once its region call is answered; one that did
+         * not must not have it write into the region of the next EXEC.
+         * Inline calls go on: their answers wait in the outbox. */
+        if (stub->bls)
+            pybls_outbox_drop_region_call(stub->bls);
         *reply_type = got;
         *reply = buf;
         *reply_len = n;

@@ -21,13 +21,14 @@ typedef struct pystub {
     pid_t pid;   /* 0 when not running */
     int control; /* the server's end of the socket; -1 when closed */
     pyshm_region region;
+    size_t max_frame;   /* largest frame it may send (pyproto_frame_max) */
     char name[256];     /* "<model>_0_<n>", as Triton names the instance */
     osp_server *server; /* where its BLS requests go (borrowed); may be NULL */
     /* (optional) held around each frame sent, where two threads send
      * (a decoupled instance's worker and reader); borrowed */
     pthread_mutex_t *send_lock;
-    /* (optional) a model that is not decoupled: its calls in flight while
-     * an EXEC runs (python_bls_async.h); borrowed, the instance's */
+    /* (optional) a model that is not decoupled: its BLS calls in flight
+     * (python_bls_async.h); borrowed, the instance's */
     struct pybls_outbox *bls;
 } pystub;
 
@@ -35,6 +36,10 @@ typedef struct pystub_options {
     const char *python;      /* executable, looked up in PATH without '/' */
     const char *stub_script; /* osprey_python_stub.py */
     size_t shm_initial, shm_growth, shm_limit;
+    /* (optional) the doorbell the stub rings when it sends while the
+     * server is not reading (python_watch.h); it becomes the stub's fd 5.
+     * Borrowed; 0 = none. */
+    int doorbell_fd;
 } pystub_options;
 
 /* Starts the stub (borrowed strings are copied by the exec); the stub is
@@ -53,11 +58,13 @@ bool pystub_send(pystub *stub, uint32_t type, const void *payload, size_t len);
 
 /* Sends one frame and waits for the answer, writing LOG frames that come
  * first into the server log, starting the BLS calls the stub makes
- * meanwhile (BLS and BLS_CALL, with stub->bls) and sending their answers
- * as the core gives them (python_bls_async.h). Calls still in the core
- * when the answer comes are forgotten (their answers dropped).
- * deadline_ns 0 waits as long as the stub lives. Anything but ANSWERED leaves
- * the stub killed and reaped. The caller owns *reply (free()). */
+ * meanwhile (BLS, BLS_CALL and BLS_CANCEL, with stub->bls) and sending
+ * their answers as the core gives them (python_bls_async.h). Inline calls
+ * still in the core when the answer comes stay in flight (their answers
+ * wait in the outbox for whoever reads the channel next); a region call
+ * cannot outlive the EXEC and is dropped. deadline_ns 0 waits as long as
+ * the stub lives. Anything but ANSWERED leaves the stub killed and reaped.
+ * The caller owns *reply (free()). */
 pystub_call_status pystub_call(pystub *stub, uint32_t type, const void *payload,
                                size_t len, uint64_t deadline_ns,
                                uint32_t *reply_type, uint8_t **reply,
@@ -70,9 +77,9 @@ typedef enum pystub_frame_status {
 } pystub_frame_status;
 
 /* Serves a frame the stub may send at any time during a call: LOG (into
- * the server log), and with stub->bls the BLS calls BLS and BLS_CALL
- * (python_bls_async.h; without it a BLS frame is answered with an error).
- * payload borrowed. */
+ * the server log), and with stub->bls the BLS calls BLS, BLS_CALL and
+ * BLS_CANCEL (python_bls_async.h; without it a BLS frame is answered with
+ * an error). payload borrowed. */
 pystub_frame_status pystub_serve_frame(pystub *stub, uint32_t type,
                                        const uint8_t *payload, size_t len);
 

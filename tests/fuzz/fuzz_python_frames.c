@@ -1,14 +1,15 @@
 /*
  * libFuzzer target for what a python stub sends the server
  * (backends/python/python_protocol.c): a stub runs user code, so its
- * frames are untrusted. Byte 0 mod 4 picks the decoder for the rest: a
+ * frames are untrusted. Byte 0 mod 5 picks the decoder for the rest: a
  * RESULT (execute's responses), a BLS request, a decoupled model's
- * RESPONSE frame, or a decoupled model's BLS_CALL. A payload that decodes
- * must hold what the decoders promise: ranks within OSP_MAX_DIMS, and
- * every tensor inside the region (RESULT, BLS) or the frame (RESPONSE,
- * BLS_CALL) it names, or, for a tensor in GPU memory, a device, a range
- * that does not wrap and no BYTES (its CUDA allocation bounds it when the
- * server opens it).
+ * RESPONSE frame, a BLS_CALL (tensors inline) or a BLS_CANCEL. A payload
+ * that decodes must hold what the decoders promise: ranks within
+ * OSP_MAX_DIMS, every tensor inside the region (RESULT, BLS) or the frame
+ * (RESPONSE, BLS_CALL) it names, or, for a tensor in GPU memory, a device,
+ * a range that does not wrap and no BYTES (its CUDA allocation bounds it
+ * when the server opens it), and every parameter a key (and a string
+ * value when a string).
  * Build: see README.md.
  */
 #include <stddef.h>
@@ -33,6 +34,17 @@ static void check_output(const pyproto_output *out, uint64_t limit) {
     }
 }
 
+/* Aborts unless each parameter has its key and a string its value. */
+static void check_parameters(const pyproto_bls_request *req) {
+    if (req->n_parameters && !req->parameters)
+        abort();
+    for (size_t i = 0; i < req->n_parameters; i++) {
+        const osp_parameter *p = &req->parameters[i];
+        if (!p->key || (p->type == OSP_PARAM_STRING && !p->value.s))
+            abort();
+    }
+}
+
 static void check_response(const pyproto_response *r, uint64_t limit) {
     if (r->is_error && !r->error_message)
         abort();
@@ -46,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *payload = data + 1;
     size_t len = size - 1;
     osp_error *err = NULL;
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
     case 0: {
         pyproto_result result;
         if (!(err = pyproto_result_decode(payload, len, &result))) {
@@ -66,6 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (size_t i = 0; i < bls.n_outputs; i++)
                 if (!bls.outputs[i])
                     abort();
+            check_parameters(&bls);
             pyproto_bls_destroy(&bls);
         }
         break;
@@ -84,8 +97,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (size_t i = 0; i < call.n_outputs; i++)
                 if (!call.outputs[i])
                     abort();
+            check_parameters(&call);
             pyproto_bls_destroy(&call);
         }
+        break;
+    }
+    case 4: {
+        uint64_t id = 0;
+        if (!(err = pyproto_bls_cancel_decode(payload, len, &id)) && len != 8)
+            abort();
         break;
     }
     default: {

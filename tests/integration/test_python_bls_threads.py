@@ -1,8 +1,8 @@
 """BLS from a decoupled python model's own threads, after execute returned,
 as Triton allows between initialize and finalize: py_bls_threads starts a
 thread per request that calls other models (exec, async_exec gathered,
-exec(decoupled=True) iterated) and streams each result through its
-response sender over gRPC. Two streams at once share the instance's stub;
+exec(decoupled=True) iterated, and cancelled) and streams each result
+through its response sender over gRPC. Two streams at once share the instance's stub;
 a stub that dies while a BLS call is in the core fails its request with
 Triton's message and a fresh stub serves on.
 """
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from test_decoupled import Stream, final_flag, grpc_input
-from test_python_backend import served_python_models
+from test_python_backend import served_python_models, wait_for
 
-SERVED = ["py_bls_threads", "py_add_sub", "py_square", "py_slow"]
+SERVED = ["py_bls_threads", "py_add_sub", "py_square", "py_slow", "py_stream_gate"]
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +101,20 @@ def test_two_streams_at_once_each_get_their_own_results(srv):
         assert [i for i, _ in got] == list(range(30))
         for i, out in got:
             np.testing.assert_array_equal(out, x + i)
+
+
+def test_a_thread_cancels_exec_decoupled_and_the_called_model_sees_it(srv, tmp_path):
+    gate = tmp_path / "stream"
+    stream = Stream(srv)
+    try:
+        stream.send("py_bls_threads", inputs(7, 2, np.zeros(4), str(gate)),
+                    enable_empty_final_response=True)
+        got = collect(stream)
+    finally:
+        stream.close()
+    assert len(got) == 1 and got[0][0] >= 1  # the final response at least
+    wait_for(tmp_path.joinpath("stream.cancelled").exists,
+             "py_stream_gate to see is_cancelled()")
 
 
 def test_exec_from_execute_itself_still_works(srv):

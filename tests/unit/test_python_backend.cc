@@ -2,7 +2,8 @@
 // region (sizes from 0 bytes past its growth to its limit), the control
 // channel's frames and RESULT payloads (valid, truncated, hostile), and
 // stub processes played by /bin/sh scripts (answers, LOG frames, a stub
-// that exits, a stub that hangs past its deadline).
+// that exits, a stub that hangs past its deadline), BLS calls and the
+// watcher of an idle channel.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -26,6 +28,7 @@
 #include "python/python_requests.h"
 #include "python/python_shm.h"
 #include "python/python_stub.h"
+#include "python/python_watch.h"
 
 namespace {
 
@@ -246,6 +249,17 @@ TEST(PythonProtocol, RefusesHostileDescriptors) {
     EXPECT_ERROR_CODE(decode(trailing), OSP_ERROR_INTERNAL);
 }
 
+// The tail of a BLS request: its timeout and parameters (a string, an int
+// and a bool), as the stub's request_body packs them.
+Payload &BlsOptions(Payload &p, uint64_t timeout_us) {
+    p.put<uint64_t>(timeout_us).put<uint32_t>(3);
+    p.str("s", 2).put<uint8_t>(0).str("text", 4);
+    p.str("i", 2).put<uint8_t>(1).put<int64_t>(-7);
+    p.str("b", 2).put<uint8_t>(2).put<uint8_t>(1);
+    return p;
+}
+
+
 // ---- GPU tensors (Tensor.from_dlpack of a CUDA tensor) ----
 
 // One response: a GPU output far past the region (it lies in its CUDA
@@ -344,6 +358,7 @@ TEST(PythonProtocol, GpuInputsOfABlsCallTakeNoData) {
     p.gpu_output("G", "INT32", {2}, 4096, 8, 0, 0, 1);
     p.output("H", "INT8", {4}, 0, 4);
     p.put<uint32_t>(0);
+    p.put<uint64_t>(0).put<uint32_t>(0); // no timeout, no parameters
     p.put<int32_t>(0);
     pyproto_bls_request req;
     uint64_t id = 0;
@@ -403,6 +418,7 @@ TEST(PythonProtocol, DecodesBlsRequestsAndRefusesTruncatedOnes) {
     p.output("INPUT0", "FP32", {1, 4}, 0, 16);
     p.output("INPUT1", "BYTES", {2}, 64, 10);
     p.put<uint32_t>(1).str("OUTPUT0", 2);
+    BlsOptions(p, 100000);
     pyproto_bls_request req;
     ASSERT_OK(pyproto_bls_decode(p.bytes.data(), p.bytes.size(), &req));
     EXPECT_STREQ(req.model, "py_add_sub");
@@ -413,11 +429,37 @@ TEST(PythonProtocol, DecodesBlsRequestsAndRefusesTruncatedOnes) {
     EXPECT_EQ(req.inputs[1].dtype, OSP_TYPE_BYTES);
     ASSERT_EQ(req.n_outputs, 1u);
     EXPECT_STREQ(req.outputs[0], "OUTPUT0");
+    EXPECT_EQ(req.timeout_us, 100000u);
+    ASSERT_EQ(req.n_parameters, 3u);
+    EXPECT_STREQ(req.parameters[0].key, "s");
+    EXPECT_EQ(req.parameters[0].type, OSP_PARAM_STRING);
+    EXPECT_STREQ(req.parameters[0].value.s, "text");
+    EXPECT_EQ(req.parameters[1].type, OSP_PARAM_INT);
+    EXPECT_EQ(req.parameters[1].value.i, -7);
+    EXPECT_EQ(req.parameters[2].type, OSP_PARAM_BOOL);
+    EXPECT_TRUE(req.parameters[2].value.b);
     pyproto_bls_destroy(&req);
     for (size_t len = 0; len < p.bytes.size(); len++) {
         SCOPED_TRACE("length " + std::to_string(len));
         EXPECT_ERROR_CODE(pyproto_bls_decode(p.bytes.data(), len, &req),
                           OSP_ERROR_INTERNAL);
+    }
+    // Parameters of an unknown type, a bool that is neither 0 nor 1, and
+    // more of them than the payload could hold.
+    for (int bad = 0; bad < 3; bad++) {
+        Payload q;
+        q.put<uint64_t>(4096).put<uint64_t>(0).str("m", 2).put<int64_t>(1);
+        q.str("", 2).put<uint32_t>(0).put<uint32_t>(0).put<uint64_t>(0);
+        if (bad == 0)
+            q.put<uint32_t>(1).str("k", 2).put<uint8_t>(3).put<int64_t>(0);
+        else if (bad == 1)
+            q.put<uint32_t>(1).str("k", 2).put<uint8_t>(2).put<uint8_t>(2);
+        else
+            q.put<uint32_t>(1000).str("k", 2).put<uint8_t>(2).put<uint8_t>(1);
+        SCOPED_TRACE("bad parameters " + std::to_string(bad));
+        EXPECT_ERROR_CODE(
+            pyproto_bls_decode(q.bytes.data(), q.bytes.size(), &req),
+            OSP_ERROR_INTERNAL);
     }
     EXPECT_EQ(pyproto_triton_code(OSP_ERROR_INVALID_ARG), 3u);
     EXPECT_EQ(pyproto_error_code(pyproto_triton_code(OSP_ERROR_NOT_FOUND)),
@@ -484,6 +526,7 @@ Payload ValidBlsCall() {
     p.str("py_square", 2).put<int64_t>(2).str("", 2).put<uint32_t>(1);
     p.output("IN", "FP32", {2}, 0, 8);
     p.put<uint32_t>(1).str("OUT", 2);
+    BlsOptions(p, 5);
     p.put<float>(1.5f).put<float>(-2.0f);
     return p;
 }
@@ -506,6 +549,9 @@ TEST(PythonProtocol, DecodesBlsCallsWithInlineTensors) {
     EXPECT_EQ(second, -2.0f);
     ASSERT_EQ(req.n_outputs, 1u);
     EXPECT_STREQ(req.outputs[0], "OUT");
+    EXPECT_EQ(req.timeout_us, 5u);
+    ASSERT_EQ(req.n_parameters, 3u);
+    EXPECT_STREQ(req.parameters[1].key, "i");
     pyproto_bls_destroy(&req);
 
     for (size_t len = 0; len < p.bytes.size(); len++) {
@@ -525,7 +571,7 @@ TEST(PythonProtocol, RefusesBlsCallsWhoseTensorsLeaveTheirData) {
         p.put<uint64_t>(1).put<uint8_t>(decoupled).put<uint64_t>(data_len);
         p.str("m", 2).put<int64_t>(-1).str("", 2).put<uint32_t>(1);
         p.output("IN", "INT8", {int64_t(size)}, offset, size);
-        p.put<uint32_t>(0);
+        p.put<uint32_t>(0).put<uint64_t>(0).put<uint32_t>(0);
         p.bytes.insert(p.bytes.end(), data_bytes, 0);
         return p;
     };
@@ -543,6 +589,20 @@ TEST(PythonProtocol, RefusesBlsCallsWhoseTensorsLeaveTheirData) {
         EXPECT_ERROR_CODE(pyproto_bls_call_decode(bad.bytes.data(),
                                                   bad.bytes.size(), &req, &id),
                           OSP_ERROR_INTERNAL);
+}
+
+TEST(PythonProtocol, DecodesBlsCancelsOfExactlyOneId) {
+    Payload p;
+    p.put<uint64_t>(77);
+    uint64_t id = 0;
+    ASSERT_OK(pyproto_bls_cancel_decode(p.bytes.data(), p.bytes.size(), &id));
+    EXPECT_EQ(id, 77u);
+    EXPECT_ERROR_CODE(pyproto_bls_cancel_decode(p.bytes.data(), 7, &id),
+                      OSP_ERROR_INTERNAL);
+    p.put<uint8_t>(0);
+    EXPECT_ERROR_CODE(
+        pyproto_bls_cancel_decode(p.bytes.data(), p.bytes.size(), &id),
+        OSP_ERROR_INTERNAL);
 }
 
 TEST(PythonProtocol, JsonStringsAreEscaped) {
@@ -829,8 +889,9 @@ TEST(PythonProtocol, FramesOfEverySizeArriveWhole) {
         uint32_t type = 0;
         uint8_t *payload = nullptr;
         size_t len = 0;
-        ASSERT_EQ(pyproto_recv(s.fd[1], 0, &type, &payload, &len),
-                  PYPROTO_RECV_OK);
+        ASSERT_EQ(
+            pyproto_recv(s.fd[1], 0, PYPROTO_MAX_FRAME, &type, &payload, &len),
+            PYPROTO_RECV_OK);
         EXPECT_EQ(type, uint32_t(PYPROTO_EXEC));
         ASSERT_EQ(len, n);
         for (size_t i = 0; i < n; i += 997)
@@ -846,21 +907,36 @@ TEST(PythonProtocol, RecvReportsDeadlineCloseAndOversizeFrames) {
     size_t len;
     {
         SocketPair s;
-        EXPECT_EQ(pyproto_recv(s.fd[1], osp_now_ns() + 20000000, &type,
-                               &payload, &len),
+        EXPECT_EQ(pyproto_recv(s.fd[1], osp_now_ns() + 20000000,
+                               PYPROTO_MAX_FRAME, &type, &payload, &len),
                   PYPROTO_RECV_TIMEOUT);
         uint32_t huge[2] = {PYPROTO_RESULT, PYPROTO_MAX_FRAME + 1};
         ASSERT_EQ(write(s.fd[0], huge, sizeof huge), ssize_t(sizeof huge));
-        EXPECT_EQ(pyproto_recv(s.fd[1], 0, &type, &payload, &len),
+        EXPECT_EQ(
+            pyproto_recv(s.fd[1], 0, PYPROTO_MAX_FRAME, &type, &payload, &len),
+            PYPROTO_RECV_INVALID);
+    }
+    {
+        // A stub's own limit: its region's plus the descriptors'.
+        SocketPair s;
+        size_t max = pyproto_frame_max(64u << 20);
+        EXPECT_EQ(max, size_t(80u << 20));
+        uint32_t over[2] = {PYPROTO_BLS_CALL, uint32_t(max + 1)};
+        ASSERT_EQ(write(s.fd[0], over, sizeof over), ssize_t(sizeof over));
+        EXPECT_EQ(pyproto_recv(s.fd[1], 0, max, &type, &payload, &len),
                   PYPROTO_RECV_INVALID);
     }
+    // The frame length is a u32: larger regions still cap frames there.
+    EXPECT_EQ(pyproto_frame_max(SIZE_MAX), size_t(UINT32_MAX));
+    EXPECT_EQ(pyproto_frame_max(0), size_t(PYPROTO_MAX_FRAME));
     SocketPair s;
     uint32_t half[2] = {PYPROTO_OK, 100};
     ASSERT_EQ(write(s.fd[0], half, sizeof half), ssize_t(sizeof half));
     close(s.fd[0]);
     s.fd[0] = -1;
-    EXPECT_EQ(pyproto_recv(s.fd[1], 0, &type, &payload, &len),
-              PYPROTO_RECV_CLOSED);
+    EXPECT_EQ(
+        pyproto_recv(s.fd[1], 0, PYPROTO_MAX_FRAME, &type, &payload, &len),
+        PYPROTO_RECV_CLOSED);
     EXPECT_FALSE(pyproto_send(s.fd[1], PYPROTO_EXEC, "x", 1));
 }
 
@@ -881,7 +957,8 @@ struct FakeStub {
         unlink(path.c_str());
     }
     osp_error *start(pystub *stub) {
-        pystub_options options = {"/bin/sh", path.c_str(), 4096, 4096, 65536};
+        pystub_options options = {"/bin/sh", path.c_str(), 4096,
+                                  4096,      65536,        0};
         snprintf(stub->name, sizeof stub->name, "fake_0_0");
         return pystub_start(stub, &options);
     }
@@ -948,7 +1025,8 @@ TEST(PythonStub, AStubThatHangsIsKilledAtTheDeadline) {
 
 TEST(PythonStub, AMissingExecutableIsALoadError) {
     pystub stub = {};
-    pystub_options options = {"/nonexistent/python3", "stub.py", 0, 4096, 4096};
+    pystub_options options = {
+        "/nonexistent/python3", "stub.py", 0, 4096, 4096, 0};
     EXPECT_ERROR_CODE(pystub_start(&stub, &options), OSP_ERROR_UNAVAILABLE);
     EXPECT_EQ(stub.pid, 0);
 }
@@ -968,9 +1046,9 @@ Answer ReadAnswer(int fd) {
     uint8_t *payload = nullptr;
     size_t len = 0;
     Answer a;
-    EXPECT_EQ(
-        pyproto_recv(fd, osp_now_ns() + 5000000000ull, &type, &payload, &len),
-        PYPROTO_RECV_OK);
+    EXPECT_EQ(pyproto_recv(fd, osp_now_ns() + 5000000000ull, PYPROTO_MAX_FRAME,
+                           &type, &payload, &len),
+              PYPROTO_RECV_OK);
     EXPECT_EQ(type, uint32_t(PYPROTO_BLS_ANSWER));
     if (!payload || len < 24) {
         free(payload);
@@ -1005,7 +1083,7 @@ TEST(PythonBlsCalls, EveryCallIsAnsweredByItsIdEvenWhenItFails) {
     pystub stub = {};
     stub.control = s.fd[0];
     stub.region.fd = -1;
-    pybls_outbox *o = pybls_outbox_new();
+    pybls_outbox *o = pybls_outbox_new(PYPROTO_MAX_FRAME);
     ASSERT_NE(o, nullptr);
     EXPECT_FALSE(Waiting(o));
     Payload call = ValidBlsCall();
@@ -1036,7 +1114,7 @@ TEST(PythonBlsCalls, AnswersWaitingForAStubThatWentAreDropped) {
     pystub stub = {};
     stub.control = s.fd[0];
     stub.region.fd = -1;
-    pybls_outbox *o = pybls_outbox_new();
+    pybls_outbox *o = pybls_outbox_new(PYPROTO_MAX_FRAME);
     ASSERT_NE(o, nullptr);
     Payload call = ValidBlsCall();
     pybls_call_start(o, nullptr, "m_0_0", call.bytes.data(), call.bytes.size());
@@ -1052,6 +1130,83 @@ TEST(PythonBlsCalls, AnswersWaitingForAStubThatWentAreDropped) {
     EXPECT_FALSE(pybls_outbox_flush(o, &stub));
     pybls_outbox_close(o);
     pybls_outbox_unref(o);
+}
+
+// ---- the watcher of an idle channel (python_watch.h) ----
+
+// A stub between requests, played by a socket pair: the test writes what
+// the stub would send and reads what the server answers. Its pid is a
+// child that only waits, so that killing it harms nothing.
+struct IdleStub {
+    SocketPair s;
+    pystub stub = {};
+    pybls_outbox *outbox = nullptr;
+    pywatch *watch = nullptr;
+    IdleStub() {
+        pid_t child = fork();
+        if (child == 0) {
+            pause();
+            _exit(0);
+        }
+        stub.pid = child;
+        stub.control = s.fd[0];
+        s.fd[0] = -1; // the stub's now: pystub_kill closes it
+        stub.region.fd = -1;
+        stub.max_frame = PYPROTO_MAX_FRAME;
+        snprintf(stub.name, sizeof stub.name, "idle_0_0");
+        outbox = pybls_outbox_new(PYPROTO_MAX_FRAME);
+        stub.bls = outbox;
+        EXPECT_EQ(pywatch_new(&stub, outbox, &watch), nullptr);
+        EXPECT_GE(pywatch_doorbell_fd(watch), 6); // above the stub's fds
+    }
+    ~IdleStub() {
+        pywatch_free(watch);
+        pystub_kill(&stub); // reaps the child
+        pybls_outbox_close(outbox);
+        pybls_outbox_unref(outbox);
+    }
+    // Sends a frame as the stub does between requests: its header, the
+    // doorbell, then the rest.
+    void send_rung(uint32_t type, const Payload &p) {
+        uint32_t header[2] = {type, uint32_t(p.bytes.size())};
+        ASSERT_EQ(write(s.fd[1], header, sizeof header),
+                  ssize_t(sizeof header));
+        uint64_t one = 1;
+        ASSERT_EQ(write(pywatch_doorbell_fd(watch), &one, 8), 8);
+        ASSERT_EQ(write(s.fd[1], p.bytes.data(), p.bytes.size()),
+                  ssize_t(p.bytes.size()));
+    }
+    pid_t pid() {
+        pywatch_take(watch);
+        pid_t pid = stub.pid;
+        pywatch_give(watch);
+        return pid;
+    }
+};
+
+TEST(PythonWatch, ServesACallMadeWhileNoRequestRuns) {
+    IdleStub idle;
+    idle.send_rung(PYPROTO_BLS_CALL, ValidBlsCall());
+    Answer a = ReadAnswer(idle.s.fd[1]); // no server: an error, final
+    EXPECT_EQ(a.id, 42u);
+    EXPECT_TRUE(a.final);
+    EXPECT_NE(a.error.find("need a server"), std::string::npos) << a.error;
+    // While the worker holds the channel the watcher waits; the call is
+    // served once it is given back.
+    pywatch_take(idle.watch);
+    idle.send_rung(PYPROTO_BLS_CALL, ValidBlsCall());
+    pywatch_give(idle.watch);
+    EXPECT_EQ(ReadAnswer(idle.s.fd[1]).id, 42u);
+}
+
+TEST(PythonWatch, AStubThatGoesBetweenRequestsIsKilled) {
+    IdleStub idle;
+    Payload nothing;
+    idle.send_rung(PYPROTO_RESULT, nothing); // no request waits for one
+    uint64_t deadline = osp_now_ns() + 10000000000ull;
+    while (idle.pid() != 0 && osp_now_ns() < deadline)
+        usleep(1000);
+    EXPECT_EQ(idle.pid(), 0);
 }
 
 } // namespace

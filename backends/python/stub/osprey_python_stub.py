@@ -2,16 +2,21 @@
 
 Started by the server (backends/python/python_stub.c) as
     <python> osprey_python_stub.py
-with fd 3 a Unix stream socket to the server (the control channel) and fd 4
-a memfd holding the shared-memory region that carries tensors. Frames on
-the socket are an 8-byte header (u32 type, u32 length, little-endian) and a
+with fd 3 a Unix stream socket to the server (the control channel), fd 4
+a memfd holding the shared-memory region that carries tensors and, for a
+model that is not decoupled, fd 5 an eventfd: its doorbell. Frames on the
+socket are an 8-byte header (u32 type, u32 length, little-endian) and a
 payload; python_protocol.h documents each type. The stub answers one frame
 at a time, so the server never has two requests in flight to one stub.
 
 A decoupled model's stub reads the channel on a thread of its own once
 initialize has returned (DecoupledChannel): execute runs on the main thread
 while the model's threads send responses and make BLS calls, each call
-waiting for the answers that name it.
+waiting for the answers that name it. A model that is not decoupled has no
+such thread, which would cost a hop per request: whoever waits reads the
+channel (SharedChannel), the main loop for its next EXEC, a thread for its
+BLS call's answer; the server reads its channel between requests only when
+the doorbell rings (python_watch.h).
 
 GPU tensors (pb_utils.Tensor.from_dlpack of a CUDA tensor) never enter the
 region: their descriptors carry the CUDA IPC handle of their allocation
@@ -43,27 +48,91 @@ import triton_python_backend_utils as pb_utils
 
 INIT, EXEC, FINALIZE, AUTO_COMPLETE, BLS_RESULT, CANCEL, BLS_ANSWER = 1, 2, 3, 4, 5, 6, 7
 RELEASE = 8  # server -> stub: lent GPU tensors may go
-OK, ERROR, RESULT, LOG, BLS, RESPONSE, BLS_CALL = 10, 11, 12, 13, 14, 15, 16
-MAX_FRAME = 16 << 20  # the server's PYPROTO_MAX_FRAME
+OK, ERROR, RESULT, LOG, BLS, RESPONSE, BLS_CALL, BLS_CANCEL = 10, 11, 12, 13, 14, 15, 16, 17
 HEADER = struct.Struct("<II")
 ALIGN = 64
+# The largest frame the server takes from this stub (INIT's frame_max:
+# shm-region-max-byte-size plus 16 MiB of descriptors).
+MAX_FRAME = 16 << 20
 
 control = socket.socket(fileno=3)
 send_lock = threading.Lock()
+# A model that is not decoupled: the eventfd (fd 5) the stub rings for each
+# frame it sends while the server is not reading (python_watch.h), and
+# whether the server reads now: from an INIT, EXEC or FINALIZE to its
+# answer. Both under send_lock.
+doorbell = None
+server_reading = False
+RING = (1).to_bytes(8, "little")
 
 
-def send_frame(kind, payload=b""):
+def ring_first():
+    """send_lock held, a frame about to go: whether it goes while the
+    server is not reading, so that its header goes alone, then the
+    doorbell rings, then the rest. The watcher woken by the ring then
+    finds the frame begun and reads it whole; ringing before the first
+    byte could let it find nothing, and ringing after the last would
+    never come for a frame larger than the socket's buffer."""
+    return doorbell is not None and not server_reading
+
+
+def send_frame(kind, payload=b"", answer=False):
+    """One frame; `answer`: it answers the INIT, EXEC or FINALIZE the
+    server waits on (the server stops reading after it)."""
+    global server_reading
+    header = HEADER.pack(kind, len(payload))
     with send_lock:
-        control.sendall(HEADER.pack(kind, len(payload)) + payload)
+        if not answer and ring_first():
+            control.sendall(header)
+            os.write(doorbell, RING)
+            control.sendall(payload)
+        else:
+            control.sendall(header + payload)
+        if answer:
+            server_reading = False
+
+
+def send_parts(kind, parts):
+    """One frame from several buffers (bytes, or C-contiguous arrays or
+    memoryviews of tensors), sent without joining them: large tensors are
+    not copied on the way."""
+    views = [memoryview(p) for p in parts]
+    views = [v.cast("B") for v in views if v.nbytes]
+    total = sum(v.nbytes for v in views)
+    if len(views) > 256:  # far below the kernel's iovec limit
+        views = [memoryview(b"".join(views))]
+    header = HEADER.pack(kind, total)
+    with send_lock:
+        if ring_first():
+            control.sendall(header)
+            os.write(doorbell, RING)
+        else:
+            views.insert(0, memoryview(header))
+        while views:
+            sent = control.sendmsg(views)
+            while sent:
+                if sent >= views[0].nbytes:
+                    sent -= views.pop(0).nbytes
+                else:
+                    views[0], sent = views[0][sent:], 0
+
+
+def start_serving():
+    """An INIT, EXEC or FINALIZE came: the server reads until its answer.
+    (No lock: a thread that still sees False only rings once too often.)"""
+    global server_reading
+    server_reading = True
 
 
 pending = b""  # bytes received past the last frame read
 
 
 def read_frame():
-    """The next frame on the channel as (type, payload bytes). One recv
-    usually brings a whole frame (the server sends each with one sendmsg);
-    what comes after it waits in `pending` for the next call."""
+    """The next frame on the channel as (type, payload). One recv usually
+    brings a whole frame (the server sends each with one sendmsg); what
+    comes after it waits in `pending` for the next call. A large frame is
+    read straight into a bytearray of its payload's size (the payload then
+    is that bytearray, which arrays may view without a copy)."""
     global pending
     data = pending
     while len(data) < HEADER.size:
@@ -73,19 +142,20 @@ def read_frame():
         data += chunk
     kind, length = HEADER.unpack_from(data)
     end = HEADER.size + length
-    if len(data) < end:
-        # A large frame: read the rest into one buffer of its size.
-        buf = bytearray(end)
-        buf[:len(data)] = data
-        view, got = memoryview(buf), len(data)
-        while got < end:
-            k = control.recv_into(view[got:], end - got)
-            if k == 0:
-                raise EOFError
-            got += k
-        data = bytes(buf)
-    pending = data[end:]
-    return kind, data[HEADER.size:end]
+    if len(data) >= end:
+        pending = data[end:]
+        return kind, data[HEADER.size:end]
+    payload = bytearray(length)
+    got = len(data) - HEADER.size
+    payload[:got] = data[HEADER.size:]
+    view = memoryview(payload)
+    while got < length:
+        k = control.recv_into(view[got:], length - got)
+        if k == 0:
+            raise EOFError
+        got += k
+    pending = b""
+    return kind, payload
 
 
 def log_to_server(level, message):
@@ -184,6 +254,10 @@ def initialize(payload):
         s["output_name"] for s in config.get("sequence_batching", {}).get("state", []))
     instance_name = args["model_instance_name"]
     region = Region(init["growth"], init["region_max"])
+    global MAX_FRAME, doorbell
+    MAX_FRAME = init.get("frame_max", MAX_FRAME)
+    if init.get("doorbell"):
+        doorbell = 5
     global out_of_memory_frame
     message = ("instance '%s' ran out of memory in execute; its stub exits"
                % instance_name).encode("utf-8")
@@ -484,17 +558,24 @@ def send_decoupled_response(request, response, flags):
                         data.append(view)
                         cursor += len(view)
         head = struct.pack("<QIIQ", request._batch, final, response is not None, cursor)
-        size = len(head) + sum(len(p) for p in parts) + cursor
-        if size > MAX_FRAME:
-            raise pb_utils.TritonModelException(
-                "a response of a decoupled model carries at most %d bytes, this one "
-                "has %d" % (MAX_FRAME, size))
-        send_frame(RESPONSE, head + b"".join(parts) + b"".join(bytes(d) for d in data))
+        check_frame_size("a response of a decoupled model",
+                         len(head) + sum(len(p) for p in parts) + cursor)
+        send_parts(RESPONSE, [head] + parts + data)
     except BaseException:
         release(leased)  # never sent: the server will not name them
         raise
     if final:
         open_requests.pop(request._batch, None)
+
+
+def check_frame_size(what, size):
+    """Tensors that travel inline count against the region's limit, as they
+    would in the region."""
+    if size > MAX_FRAME:
+        raise pb_utils.TritonModelException(
+            "%s with its tensors inline carries at most %d bytes "
+            "(shm-region-max-byte-size plus %d of descriptors), this one has %d"
+            % (what, MAX_FRAME, 16 << 20, size))
 
 
 def write_outputs(response, wanted, cursor, out, leased):
@@ -553,163 +634,328 @@ def gpu_tensors(request):
     return [t for t in request.inputs() if t._gpu is not None]
 
 
-def region_call_payload(request, decoupled):
+def request_body(request, descriptors, n_inputs):
+    """The request part of a BLS or BLS_CALL frame (python_protocol.h):
+    model, version, id, the input descriptors, requested outputs, timeout
+    and parameters."""
+    model = request.model_name() or ""
+    if isinstance(model, str):  # Triton takes str or bytes
+        model = model.encode("utf-8")
+    rid = str(request.request_id() or "").encode("utf-8")
+    outputs = [n.encode("utf-8") for n in request.requested_output_names()]
+    return (U16.pack(len(model)) + model +
+            struct.pack("<q", int(request.model_version())) +
+            U16.pack(len(rid)) + rid + U32.pack(n_inputs) + b"".join(descriptors) +
+            U32.pack(len(outputs)) +
+            b"".join(U16.pack(len(n)) + n for n in outputs) +
+            U64.pack(request._timeout) + pack_parameters(request))
+
+
+def pack_parameters(request):
+    """The request's parameters (a JSON object's text, as parameters()
+    gives it) as the frame carries them: u32 count, then per parameter its
+    key and a typed value. Triton's types only: str, int (64 bits), bool."""
+    items = json.loads(request.parameters() or "{}")
+    out = [U32.pack(len(items))]
+    for key, value in items.items():
+        raw = key.encode("utf-8")
+        out.append(U16.pack(len(raw)) + raw)
+        if isinstance(value, bool):
+            out.append(struct.pack("<BB", 2, value))
+        elif isinstance(value, int):
+            out.append(struct.pack("<Bq", 1, value))
+        elif isinstance(value, str):
+            raw = value.encode("utf-8")
+            out.append(struct.pack("<BI", 0, len(raw)) + raw)
+        else:
+            raise pb_utils.TritonModelException(
+                "Expect parameters values to have type bool/int/str, found type "
+                + str(type(value)))
+    return b"".join(out)
+
+
+def region_call_payload(request):
     """A BLS frame: the request's inputs written into the region after the
     batch's inputs, the outputs to come after them."""
     parts, cursor = [], bls_base
     for tensor in request.inputs():
         desc, cursor = write_tensor(tensor, cursor)
         parts.append(desc)
-    model = request.model_name() or ""
-    if isinstance(model, str):  # Triton takes str or bytes
-        model = model.encode("utf-8")
-    rid = str(request.request_id() or "").encode("utf-8")
-    outputs = [n.encode("utf-8") for n in request.requested_output_names()]
-    return (struct.pack("<QQ", region.size, cursor) +
-            struct.pack("<H", len(model)) + model +
-            struct.pack("<q", int(request.model_version())) +
-            struct.pack("<H", len(rid)) + rid +
-            struct.pack("<I", len(parts)) + b"".join(parts) +
-            struct.pack("<I", len(outputs)) +
-            b"".join(struct.pack("<H", len(n)) + n for n in outputs) +
-            (b"\x01" if decoupled else b""))
+    return struct.pack("<QQ", region.size, cursor) + request_body(request, parts, len(parts))
+
+
+def inline_call_parts(request, decoupled, call_id):
+    """A BLS_CALL frame as parts for send_parts: the call's id and the
+    request, tensors inline after it."""
+    descriptors, data, cursor = [], [], 0
+    for tensor in request.inputs():
+        desc, view = inline_tensor(tensor, cursor)
+        descriptors.append(desc)
+        if view is not None:
+            data.append(view)
+            cursor += len(view)
+    body = request_body(request, descriptors, len(descriptors))
+    head = struct.pack("<QBQ", call_id, 1 if decoupled else 0, cursor)
+    check_frame_size("a BLS request", len(head) + len(body) + cursor)
+    return [head, body] + data
 
 
 def read_bls_result(reply):
-    """A BLS_RESULT: every response, copied out of the region."""
+    """A BLS_RESULT: its one response, copied out of the region."""
     size, count = struct.unpack_from("<QI", reply, 0)
     region.remap(size)
-    responses, pos = [], 12
-    for _ in range(count):
-        response, pos = read_bls_response(reply, pos)
-        responses.append(response)
-    return responses
+    response, _ = read_bls_response(reply, 12)
+    return response
 
 
-class ExecCalls:
-    """BLS calls of a model that is not decoupled, from any thread while
-    execute runs, several at once. The first call to find the region free
-    uses it (a BLS frame, answered BLS_RESULT); the others travel inline
-    (BLS_CALL, answered BLS_ANSWER). No thread of the stub's own reads the
-    channel: a caller waiting for an answer reads frames, one reader at a
-    time, and hands each answer to its call."""
+class BlsCall:
+    """One BLS call in flight: the answers that name it, delivered by
+    whichever thread reads the channel, waited for by the thread that made
+    it."""
+
+    def __init__(self, channel, call_id, region=False):
+        self.answers = queue.SimpleQueue()  # (final, response) or an exception
+        self.channel = channel
+        self.id = call_id
+        self.region = region  # a region call (BLS, answered BLS_RESULT)
+
+    def next_answer(self):
+        """(final, response), waiting for it; raises when the stub goes."""
+        return self.channel.wait(self)
+
+    def next_answer_now(self):
+        item = self.answers.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def wait_one(self):
+        return self.next_answer()[1]
+
+    def cancel(self):
+        self.channel.cancel(self)
+
+
+class ResponseIterator:
+    """What exec(decoupled=True) returns, as Triton's: each response of the
+    called model as it comes, the last one empty when that model sent the
+    final flag alone. Iterating again after the end starts over from the
+    first response. cancel() cancels the called request (the called model
+    sees is_cancelled()); the iteration still ends with its final
+    response."""
+
+    def __init__(self, call):
+        self._call = call
+        self._responses = []
+        self._index = 0
+        self._finished = False
+        self._cancelled = False
+
+    def __iter__(self):
+        if self._finished and self._index >= len(self._responses):
+            self._index = 0
+        return self
+
+    def __next__(self):
+        if self._index < len(self._responses):
+            self._index += 1
+            return self._responses[self._index - 1]
+        if self._finished:
+            raise StopIteration
+        final, response = self._call.next_answer()
+        self._finished = final
+        self._responses.append(response)
+        self._index += 1
+        return response
+
+    def cancel(self):
+        if not self._finished and not self._cancelled:
+            self._cancelled = True
+            self._call.cancel()
+
+
+ANSWERS = frozenset((BLS_RESULT, BLS_ANSWER))  # frames that answer a call
+
+
+class SharedChannel:
+    """The channel of a model that is not decoupled. No thread of the
+    stub's own reads it (a reader thread would cost a context switch per
+    request): whoever waits reads, one at a time (the holder of
+    read_lock), and hands each frame to its reader: the main loop for its
+    next frame (EXEC, FINALIZE), a thread for its call's answer. BLS calls
+    may start from any thread from the end of initialize to finalize; an
+    exec() or async_exec() of execute itself uses the region when it is
+    free (a BLS frame, answered BLS_RESULT), the others travel inline
+    (BLS_CALL, answered BLS_ANSWER): calls gathered at once, those of the
+    model's threads, which may outlive execute, and exec(decoupled=True). A frame sent while the server does not read rings
+    the doorbell (send_frame), so that the server's watcher reads it.
+
+    The main loop's plain path takes read_lock alone: it touches the
+    condition only when a thread waits or a call's answer comes."""
 
     def __init__(self):
-        self.cv = threading.Condition()
-        self.open = False  # execute runs: calls may start
-        self.reading = False  # a caller reads the channel
+        self.cv = threading.Condition(threading.Lock())
+        self.read_lock = threading.Lock()  # held by the thread that reads
+        self.waiters = 0  # threads in the condition's wait loop (under cv)
+        self.bls_open = False  # from the end of initialize to finalize
+        self.region_open = False  # execute runs: the region may take a call
         self.calls = {}  # call id -> BlsCall; 0 is the region call
+        self.inbox = collections.deque()  # frames for the main loop
         self.ids = itertools.count(1)
+        self.gone = None  # once the channel ended: what waiting calls raise
 
-    def start(self, request, decoupled):
+    def start_call(self, request, decoupled):
         """Sends the call; returns its BlsCall."""
         with self.cv:
-            if not self.open:  # initialize, finalize, or after execute
+            if not self.bls_open:  # initialize or finalize
                 raise pb_utils.TritonModelException(
                     "BLS is only supported during the 'execute' function.")
-            call = BlsCall(self)
+            if self.gone is not None:
+                raise self.gone
+            # The region serves the thread running execute (and its event
+            # loop) only: execute's result waits for a region call, and a
+            # thread's call may outlive execute.
+            region = (self.region_open and not decoupled and 0 not in self.calls
+                      and threading.get_ident() == MAIN_THREAD)
+            call = BlsCall(self, 0 if region else next(self.ids), region)
             call.held = gpu_tensors(request)
-            call.region = 0 not in self.calls
-            call_id = 0 if call.region else next(self.ids)
-            self.calls[call_id] = call
+            self.calls[call.id] = call
         try:
-            if call.region:
-                send_frame(BLS, region_call_payload(request, decoupled))
+            if region:
+                send_frame(BLS, region_call_payload(request))
             else:
-                send_frame(BLS_CALL, inline_call_payload(request, decoupled, call_id))
+                send_parts(BLS_CALL, inline_call_parts(request, decoupled, call.id))
         except BaseException:
             with self.cv:
-                self.calls.pop(call_id, None)
+                self.calls.pop(call.id, None)
                 self.cv.notify_all()
             raise
         return call
 
+    def cancel(self, call):
+        send_frame(BLS_CANCEL, U64.pack(call.id))
+
+    def next_frame(self):
+        """The main loop's next frame, read by it or handed over by the
+        thread that read it."""
+        if self.read_lock.acquire(blocking=False):
+            if not self.inbox:  # nothing handed over: read it here
+                try:
+                    kind, payload = read_frame()
+                except BaseException:
+                    with self.cv:
+                        self.channel_ended()
+                    raise EOFError
+                if kind not in ANSWERS:
+                    self.read_lock.release()
+                    if self.waiters:  # one of them reads from now on
+                        with self.cv:
+                            self.cv.notify_all()
+                    return kind, payload
+                with self.cv:
+                    self.deliver(kind, payload)
+                    self.read_lock.release()
+                    self.cv.notify_all()
+            else:
+                self.read_lock.release()
+        return self.wait_until(lambda: self.inbox or self.gone, self.take_frame)
+
+    def take_frame(self):
+        if not self.inbox:
+            raise EOFError
+        return self.inbox.popleft()
+
     def wait(self, call):
-        """Reads frames until `call` has an answer (or another caller reads
+        """Reads frames until `call` has an answer (or another thread reads
         meanwhile); returns the answer."""
-        with self.cv:
-            while call.answers.empty():
-                if self.reading:
-                    self.cv.wait()
-                else:
-                    self.read_one()
-            return call.next_answer_now()
+        return self.wait_until(lambda: not call.answers.empty(),
+                               call.next_answer_now)
 
-    def close(self):
-        """execute returned: no call may start, and the calls its threads
-        left in flight are answered before the batch's result goes."""
+    def open_region(self):
         with self.cv:
-            self.open = False
-            while self.calls:
-                if self.reading:
-                    self.cv.wait()
-                else:
-                    self.read_one()
+            self.region_open = True
 
-    def read_one(self):
-        """Reads one frame (self.cv held on entry and exit, released while
-        reading) and hands it to its call."""
-        self.reading = True
-        self.cv.release()
-        try:
-            kind, payload = read_frame()
-        except BaseException:  # the channel ended: the stub is going
-            self.cv.acquire()
-            self.reading = False
-            gone = pb_utils.TritonModelException(
-                "Stub process '%s' is not healthy." % instance_name)
-            for call in self.calls.values():
-                call.answers.put(gone)
-            self.calls.clear()
-            self.cv.notify_all()
-            return
-        self.cv.acquire()
-        self.reading = False
-        self.cv.notify_all()
+    def close_region(self):
+        """execute returned: the region takes no call, and the one in flight
+        is answered before the batch's result goes (the next EXEC reuses
+        the region). Inline calls go on."""
+        with self.cv:
+            self.region_open = False
+        self.wait_until(lambda: 0 not in self.calls, lambda: None)
+
+    def wait_until(self, done, then):
+        """Reads frames, or waits while another thread does, until done();
+        returns then(), both called under cv."""
+        with self.cv:
+            self.waiters += 1
+            try:
+                while not done():
+                    if not self.read_lock.acquire(blocking=False):
+                        self.cv.wait()
+                        continue
+                    self.cv.release()
+                    try:
+                        kind, payload = read_frame()
+                    except BaseException:
+                        self.cv.acquire()
+                        self.channel_ended()
+                        continue
+                    self.cv.acquire()
+                    self.deliver(kind, payload)
+                    self.read_lock.release()
+                    self.cv.notify_all()
+                return then()
+            finally:
+                self.waiters -= 1
+
+    def deliver(self, kind, payload):
+        """Hands a frame to its call or to the main loop (cv held; before
+        read_lock goes, so that a thread taking it finds the frame)."""
         if kind == BLS_RESULT:
             call = self.calls.pop(0, None)
             if call is not None:
-                for response in read_bls_result(payload):
-                    call.answers.put((False, response))
-                call.answers.put((True, None))
+                call.answers.put((True, read_bls_result(payload)))
         elif kind == BLS_ANSWER:
             call_id, final, response = read_bls_answer(payload)
             call = self.calls.pop(call_id, None) if final else self.calls.get(call_id)
             if call is not None:
                 call.answers.put((final, response))
-        elif kind == CANCEL:
-            mark_cancelled(payload)
+        else:
+            self.inbox.append((kind, payload))
+
+    def channel_ended(self):
+        """The channel ended (the stub is going; cv and read_lock held):
+        every call waiting fails, the main loop ends."""
+        self.gone = pb_utils.TritonModelException(
+            "Stub process '%s' is not healthy." % instance_name)
+        for call in self.calls.values():
+            call.answers.put(self.gone)
+        self.calls.clear()
+        self.read_lock.release()
+        self.cv.notify_all()
 
 
-exec_calls = ExecCalls()
+shared = SharedChannel()
+MAIN_THREAD = threading.get_ident()  # runs execute and its event loop
 
 
 def bls_exec(request, decoupled=False):
     """Sends a BLS request (pb_utils.InferenceRequest.exec) into the server
-    and waits for its response (with decoupled, an iterator of every
-    response of a decoupled model); errors come back as the response's
-    error."""
-    if channel is not None:  # a decoupled model: from any thread
-        call = channel.start_call(request, decoupled)
-        return call.responses() if decoupled else call.wait_one()
-    call = exec_calls.start(request, decoupled)
-    if not decoupled:
-        return call.wait_one()
-    if call.region:  # every response came in the one answer
-        return list(call.responses())
-    return call.responses()
+    and waits for its response (with decoupled, a ResponseIterator over
+    every response of a decoupled model); errors come back as the
+    response's error."""
+    call = (channel or shared).start_call(request, decoupled)
+    return ResponseIterator(call) if decoupled else call.wait_one()
 
 
 async def bls_exec_async(request, decoupled=False):
-    """async_exec: the wait happens off the event loop, so calls gathered
-    with asyncio run at once."""
-    loop = asyncio.get_running_loop()
-    if channel is None:
-        return await loop.run_in_executor(None, bls_exec, request, decoupled)
-    call = channel.start_call(request, decoupled)
-    if decoupled:
-        return call.responses()
-    return await loop.run_in_executor(None, call.wait_one)
+    """async_exec: the call starts on the event loop's thread (the first
+    of execute's may use the region) and its wait happens off the loop, so
+    calls gathered with asyncio run at once."""
+    call = (channel or shared).start_call(request, decoupled)
+    if decoupled:  # the iterator waits as it is iterated
+        return ResponseIterator(call)
+    return await asyncio.get_running_loop().run_in_executor(None, call.wait_one)
 
 
 pb_utils._bls_exec = bls_exec
@@ -720,7 +966,8 @@ event_loop = asyncio.new_event_loop()
 def read_inline_tensor(payload, pos, data_start):
     """Reads one descriptor of `payload` at `pos` whose offset counts from
     `data_start` (tensors inline in the frame); returns (Tensor, next pos).
-    The array is a copy the model may write to."""
+    The array is the model's to write to: a view of a large frame's own
+    buffer, else a copy."""
     name, dtype, dims, offset, nbytes, pos = read_descriptor(payload, pos)
     start = data_start + offset
     if dtype == "BYTES":
@@ -729,7 +976,9 @@ def read_inline_tensor(payload, pos, data_start):
     else:
         array = np.frombuffer(payload, NUMPY_TYPES[dtype],
                               nbytes // NUMPY_TYPES[dtype].itemsize,
-                              start).reshape(dims).copy()
+                              start).reshape(dims)
+        if not isinstance(payload, bytearray):
+            array = array.copy()
     return pb_utils.Tensor(name, array, dtype), pos
 
 
@@ -744,7 +993,7 @@ def read_bls_answer(payload):
     (rkind,) = U32.unpack_from(payload, pos)
     if rkind == 1:
         code, n = struct.unpack_from("<II", payload, pos + 4)
-        message = payload[pos + 12:pos + 12 + n].decode("utf-8", "replace")
+        message = bytes(payload[pos + 12:pos + 12 + n]).decode("utf-8", "replace")
         response = pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
     else:
         (n_out,) = U32.unpack_from(payload, pos + 4)
@@ -754,43 +1003,6 @@ def read_bls_answer(payload):
             tensors.append(tensor)
         response = pb_utils.InferenceResponse(tensors)
     return call_id, bool(flags & 1), response
-
-
-class BlsCall:
-    """One BLS call of a decoupled model in flight: the answers the channel's
-    reader delivers, waited for by the thread that made it."""
-
-    def __init__(self, reader=None):
-        self.answers = queue.SimpleQueue()  # (final, response) or an exception
-        self.reader = reader  # ExecCalls: the waiting caller reads the channel
-        self.region = False
-
-    def next_answer(self):
-        if self.reader is not None:
-            return self.reader.wait(self)
-        return self.next_answer_now()
-
-    def next_answer_now(self):
-        item = self.answers.get()
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def wait_one(self):
-        final, response = self.next_answer()
-        while not final:  # the region answer's end marker follows
-            final = self.next_answer()[0]
-        return response
-
-    def responses(self):
-        """Every response as it comes, the last one with the final flag (an
-        empty response when the called model sent the flag alone)."""
-        while True:
-            final, response = self.next_answer()
-            if response is not None:  # None: a region answer's end marker
-                yield response
-            if final:
-                return
 
 
 class DecoupledChannel:
@@ -854,42 +1066,21 @@ class DecoupledChannel:
         if not self.bls_open:
             raise pb_utils.TritonModelException(
                 "BLS is only supported during the 'execute' function.")
-        call, call_id = BlsCall(), next(self.ids)
+        call = BlsCall(self, next(self.ids))
+        parts = inline_call_parts(request, decoupled, call.id)
         call.held = gpu_tensors(request)
-        payload = inline_call_payload(request, decoupled, call_id)
         with self.lock:
             if self.gone is not None:
                 raise self.gone
-            self.calls[call_id] = call
-        send_frame(BLS_CALL, payload)
+            self.calls[call.id] = call
+        send_parts(BLS_CALL, parts)
         return call
 
+    def wait(self, call):
+        return call.next_answer_now()  # the reader thread delivers
 
-def inline_call_payload(request, decoupled, call_id):
-    """A BLS_CALL frame: the call's id and the request, tensors inline."""
-    parts, data, cursor = [], [], 0
-    for tensor in request.inputs():
-        desc, view = inline_tensor(tensor, cursor)
-        parts.append(desc)
-        if view is not None:
-            data.append(view)
-            cursor += len(view)
-    model = request.model_name() or ""
-    if isinstance(model, str):  # Triton takes str or bytes
-        model = model.encode("utf-8")
-    rid = str(request.request_id() or "").encode("utf-8")
-    outputs = [n.encode("utf-8") for n in request.requested_output_names()]
-    body = (U16.pack(len(model)) + model +
-            struct.pack("<q", int(request.model_version())) +
-            U16.pack(len(rid)) + rid + U32.pack(len(parts)) + b"".join(parts) +
-            U32.pack(len(outputs)) +
-            b"".join(U16.pack(len(n)) + n for n in outputs))
-    head = struct.pack("<QBQ", call_id, 1 if decoupled else 0, cursor)
-    if len(head) + len(body) + cursor > MAX_FRAME:
-        raise pb_utils.TritonModelException(
-            "a BLS request with its tensors inline carries at most %d bytes, "
-            "this one has %d" % (MAX_FRAME, len(head) + len(body) + cursor))
-    return head + body + b"".join(bytes(d) for d in data)
+    def cancel(self, call):
+        send_frame(BLS_CANCEL, U64.pack(call.id))
 
 
 channel = None  # a decoupled model's DecoupledChannel, once initialized
@@ -991,7 +1182,7 @@ def execute(payload):
         return batch_failure(exc)
     bls_base = out_offset
     if not decoupled:
-        exec_calls.open = True  # no call is in flight: no lock needed
+        shared.open_region()
     try:
         responses = model.execute(requests)
         if inspect.isawaitable(responses):  # async def execute
@@ -1010,7 +1201,7 @@ def execute(payload):
         return batch_failure(exc)
     finally:
         if not decoupled:
-            exec_calls.close()
+            shared.close_region()
     if decoupled:
         if responses is not None:
             open_requests.pop(batch, None)
@@ -1046,12 +1237,14 @@ def execute(payload):
 
 def main():
     global channel
-    next_frame = read_frame
+    next_frame = read_frame  # until initialize has run, no thread calls
     while True:
         try:
             kind, payload = next_frame()
         except (EOFError, ConnectionError):
             return 0
+        if kind in (INIT, EXEC, FINALIZE):
+            start_serving()
         if kind == INIT:
             try:
                 initialize(payload)
@@ -1059,9 +1252,14 @@ def main():
                     # From now on the channel's thread reads every frame.
                     channel = DecoupledChannel()
                     next_frame = channel.next_frame
-                send_frame(OK)
+                else:
+                    with shared.cv:
+                        shared.bls_open = True
+                    next_frame = shared.next_frame
+                send_frame(OK, answer=True)
             except Exception as exc:
-                send_frame(ERROR, describe_exception(exc).encode("utf-8", "replace"))
+                send_frame(ERROR, describe_exception(exc).encode("utf-8", "replace"),
+                           answer=True)
         elif kind == AUTO_COMPLETE:
             try:
                 send_frame(OK, auto_complete(payload))
@@ -1069,14 +1267,17 @@ def main():
                 send_frame(ERROR, describe_exception(exc).encode("utf-8", "replace"))
             return 0
         elif kind == EXEC:
-            send_frame(*execute(payload))
+            answer, body = execute(payload)
+            send_frame(answer, body, answer=True)
         elif kind == CANCEL:
             mark_cancelled(payload)
         elif kind == RELEASE:
             read_release(payload)
         elif kind == FINALIZE:
+            with shared.cv:  # Triton refuses BLS in finalize
+                shared.bls_open = False
             if channel is not None:
-                channel.bls_open = False  # Triton refuses BLS in finalize
+                channel.bls_open = False
             try:
                 if model is not None and hasattr(model, "finalize"):
                     model.finalize()
@@ -1084,7 +1285,7 @@ def main():
                 log_to_server(2, "finalize of '%s' failed: %s"
                               % (instance_name, describe_exception(exc)))
             close_opened()
-            send_frame(OK)
+            send_frame(OK, answer=True)
             return 0
         else:
             send_frame(ERROR, b"unknown frame type %d" % kind)

@@ -380,12 +380,13 @@ class InferenceRequest:
         self._correlation_id = correlation_id
         self._model_version = model_version
         self._flags = flags
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or \
+                not 0 <= timeout < 1 << 64:
+            raise TritonModelException(
+                "timeout must be a non-negative integer of microseconds, got %r"
+                % (timeout,))
         self._timeout = timeout
-        if parameters is None:
-            parameters = "{}"
-        elif not isinstance(parameters, str):
-            parameters = json.dumps(parameters)
-        self._parameters = parameters
+        self._parameters = _parameters_json(parameters)
         self._sender = None
         self._sent_response = None
         self._send = None  # the stub's, for a decoupled model
@@ -442,24 +443,59 @@ class InferenceRequest:
         return self._sender
 
     def exec(self, decoupled=False):
-        """BLS: runs this request on model_name through the server. Errors
-        come back as the response's error(). decoupled=True gives an
-        iterator of the responses."""
+        """BLS: runs this request on model_name through the server, with
+        its timeout (microseconds in the called model's queue, 0 = none)
+        and parameters. Errors come back as the response's error().
+        decoupled=True gives a ResponseIterator over the responses, as
+        they come, with cancel()."""
         if _bls_exec is None:
             raise TritonModelException(
                 "BLS is only supported during the 'execute' function.")
-        if decoupled:
-            return iter(_bls_exec(self, decoupled=True))
-        return _bls_exec(self)
+        return _bls_exec(self, decoupled=bool(decoupled))
 
     async def async_exec(self, decoupled=False):
-        """BLS, awaitable. A decoupled model's calls run concurrently (the
-        wait happens off the event loop); decoupled=True gives the iterator
-        of exec(decoupled=True)."""
+        """BLS, awaitable: the wait happens off the event loop, so calls
+        gathered with asyncio run at once; decoupled=True gives the
+        iterator of exec(decoupled=True)."""
         if _bls_exec_async is None:
             raise TritonModelException(
                 "BLS is only supported during the 'execute' function.")
-        return await _bls_exec_async(self, decoupled)
+        return await _bls_exec_async(self, bool(decoupled))
+
+
+def _parameters_json(parameters):
+    """The text of a BLS request's parameters as parameters() gives it,
+    checked as Triton checks them: a dict of str keys and bool, int or str
+    values (here also the text of such a JSON object, as parameters()
+    returns it)."""
+    if parameters is None:
+        return "{}"
+    if isinstance(parameters, (str, bytes)):
+        try:
+            parameters = json.loads(parameters)
+        except ValueError as e:
+            raise TritonModelException(
+                "parameters given as a string must be a JSON object: %s" % e)
+        if not isinstance(parameters, dict):
+            raise TritonModelException(
+                "parameters given as a string must be a JSON object, found %s"
+                % type(parameters))
+    elif not isinstance(parameters, dict):
+        raise TritonModelException(
+            "Expect parameters to be a dict, found type " + str(type(parameters)))
+    for key, value in parameters.items():
+        if not isinstance(key, str):
+            raise TritonModelException(
+                "Expect parameters keys to have type str, found type " + str(type(key)))
+        if not isinstance(value, (bool, int, str)):
+            raise TritonModelException(
+                "Expect parameters values to have type bool/int/str, found type "
+                + str(type(value)))
+        if isinstance(value, int) and not isinstance(value, bool) and \
+                not -(1 << 63) <= value < 1 << 63:
+            raise TritonModelException(
+                "parameter '%s': %d does not fit a 64-bit integer" % (key, value))
+    return json.dumps(parameters)
 
 
 _RECEIVED_DEFAULTS = {

@@ -8,6 +8,9 @@ another thread ends the stub once py_slow has started (the file GATE +
 ".entered"). 4: a BLS call to a model that does not exist, its error sent
 as an error response. 5: the error the BLS call in initialize got, as an
 error response. 6: one exec() from execute itself, answered from execute.
+7: exec(decoupled=True) on py_stream_gate (MODE 1, GATE), cancel() after
+COUNT responses, then the rest until its end: one response, OUT = X,
+INDEX = how many came after the cancel.
 """
 import asyncio
 import os
@@ -102,6 +105,16 @@ class TritonPythonModel:
         elif mode == 4:
             response = add_request(x, 0, model="no_such_model").exec()
             sender.send(sum_or_error(response, 0))
+        elif mode == 7:
+            stream = pb_utils.InferenceRequest(
+                model_name="py_stream_gate", requested_output_names=["OUT"],
+                inputs=[pb_utils.Tensor("MODE", np.array([1], np.int32)),
+                        pb_utils.Tensor("GATE", np.array([gate.encode()], np.object_))])
+            responses = stream.exec(decoupled=True)
+            for _ in range(count):
+                next(responses)
+            responses.cancel()
+            sender.send(result(x, sum(1 for _ in responses)))
         elif mode == 5:
             sender.send(pb_utils.InferenceResponse(
                 error=pb_utils.TritonError(self.init_error)))
