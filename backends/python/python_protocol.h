@@ -54,6 +54,7 @@
  *             is not decoupled gets one, final; exec(decoupled=True) one per
  *             response of the called model, the final flag on the last (an
  *             empty response when that model sent the flag alone)
+ *   METRIC_ANSWER  the answer to a METRIC frame (python_metrics.h)
  * stub -> server
  *   OK, ERROR (UTF-8 message)
  *   RESULT    u64 region size, u32 response count, then per response
@@ -92,6 +93,9 @@
  *   BLS_CANCEL  u64 the id of an exec(decoupled=True) call in flight
  *             (ResponseIterator.cancel()): the server cancels the called
  *             request; its answers still end with a final one.
+ *   METRIC    a custom metrics operation (pb_utils.MetricFamily, Metric):
+ *             python_metrics.h has its layout; answered METRIC_ANSWER
+ *             unless its call id is 0
  *
  * The request of BLS and BLS_CALL: u16 model length, model, i64 version,
  * u16 id length, id, u32 input count, input descriptors (as RESULT's
@@ -132,6 +136,7 @@ enum {
     PYPROTO_CANCEL = 6,
     PYPROTO_BLS_ANSWER = 7,
     PYPROTO_RELEASE = 8,
+    PYPROTO_METRIC_ANSWER = 9,
     PYPROTO_OK = 10,
     PYPROTO_ERROR = 11,
     PYPROTO_RESULT = 12,
@@ -140,6 +145,7 @@ enum {
     PYPROTO_RESPONSE = 15,
     PYPROTO_BLS_CALL = 16,
     PYPROTO_BLS_CANCEL = 17,
+    PYPROTO_METRIC = 18,
 };
 
 /* What a frame may hold besides tensors (descriptors, messages). Frames

@@ -18,6 +18,7 @@
 #include "osprey/log.h"
 #include "python_bls.h"
 #include "python_bls_async.h"
+#include "python_metrics.h"
 #include "python_protocol.h"
 
 extern char **environ;
@@ -108,6 +109,8 @@ out:
 void pystub_kill(pystub *stub) {
     if (stub->bls)
         pybls_outbox_forget_stub(stub->bls); /* no one to answer */
+    pymetrics_free(stub->metrics);
+    stub->metrics = NULL;
     if (stub->pid > 0) {
         kill(stub->pid, SIGKILL);
         while (waitpid(stub->pid, NULL, 0) < 0 && errno == EINTR)
@@ -143,6 +146,24 @@ static void stub_log(const pystub *stub, const uint8_t *payload, size_t len) {
     (void)stub;
 }
 
+/* Serves a METRIC frame and sends its answer; false when the stub broke
+ * the protocol or is gone. */
+static bool serve_metric(pystub *stub, const uint8_t *payload, size_t len) {
+    if (!stub->metrics && !(stub->metrics = pymetrics_new()))
+        return false;
+    pyproto_text answer = {0};
+    osp_error *err = pymetrics_serve(stub->metrics, payload, len, &answer);
+    bool ok = !err && (answer.len == 0 ||
+                       pystub_send(stub, PYPROTO_METRIC_ANSWER, answer.data,
+                                   answer.len));
+    if (err) {
+        OSP_LOG_ERROR("%s: %s", stub->name, osp_error_message(err));
+        osp_error_free(err);
+    }
+    pyproto_text_free(&answer);
+    return ok;
+}
+
 pystub_frame_status pystub_serve_frame(pystub *stub, uint32_t type,
                                        const uint8_t *payload, size_t len) {
     if (type == PYPROTO_LOG) {
@@ -153,6 +174,9 @@ pystub_frame_status pystub_serve_frame(pystub *stub, uint32_t type,
         pybls_call_start(stub->bls, stub->server, stub->name, payload, len);
         return PYSTUB_FRAME_SERVED;
     }
+    if (type == PYPROTO_METRIC)
+        return serve_metric(stub, payload, len) ? PYSTUB_FRAME_SERVED
+                                                : PYSTUB_FRAME_BROKEN;
     if (type == PYPROTO_BLS_CANCEL && stub->bls) {
         pybls_call_cancel(stub->bls, payload, len);
         return PYSTUB_FRAME_SERVED;

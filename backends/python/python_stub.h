@@ -30,6 +30,9 @@ typedef struct pystub {
     /* (optional) a model that is not decoupled: its BLS calls in flight
      * (python_bls_async.h); borrowed, the instance's */
     struct pybls_outbox *bls;
+    /* the custom metrics it made (python_metrics.h): made at its first
+     * METRIC frame, freed when it ends */
+    struct pymetrics *metrics;
 } pystub;
 
 typedef struct pystub_options {

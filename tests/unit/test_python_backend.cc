@@ -24,6 +24,7 @@
 #include "osprey/clock.h"
 #include "python/python_bls_async.h"
 #include "python/python_complete.h"
+#include "python/python_metrics.h"
 #include "python/python_protocol.h"
 #include "python/python_requests.h"
 #include "python/python_shm.h"
@@ -409,6 +410,96 @@ TEST(PythonProtocol, AppendsGpuDescriptorsTheDecoderReads) {
     EXPECT_EQ(release.len, 0u);
     pyproto_text_free(&release);
     pyproto_result_destroy(&r);
+}
+
+// ---- custom metrics (METRIC frames) ----
+
+// A METRIC frame's head: call id, op, handle id.
+Payload MetricFrame(uint64_t call, uint8_t op, uint64_t id) {
+    Payload p;
+    p.put<uint64_t>(call).put<uint8_t>(op).put<uint64_t>(id);
+    return p;
+}
+
+// Serves the frame; returns the answer's status and message (or the
+// protocol error's message, prefixed "broken: ").
+std::string ServeMetric(pymetrics *m, const Payload &p, double *value = nullptr) {
+    pyproto_text answer = {};
+    osp_error *err = pymetrics_serve(m, p.bytes.data(), p.bytes.size(), &answer);
+    if (err) {
+        std::string why = std::string("broken: ") + osp_error_message(err);
+        osp_error_free(err);
+        pyproto_text_free(&answer);
+        return why;
+    }
+    std::string out = "none";
+    if (answer.len) {
+        uint32_t status, len;
+        memcpy(&status, answer.data + 8, 4);
+        if (value)
+            memcpy(value, answer.data + 12, 8);
+        memcpy(&len, answer.data + 20, 4);
+        out = (status ? "error: " : "ok") + std::string(answer.data + 24, len);
+    }
+    pyproto_text_free(&answer);
+    return out;
+}
+
+TEST(PythonMetrics, ServesFamiliesMetricsAndTheirOperations) {
+    pymetrics *m = pymetrics_new();
+    ASSERT_NE(m, nullptr);
+    Payload family = MetricFrame(1, 0, 10);
+    family.put<uint8_t>(1).str("unit_py_gauge", 2).str("help", 4);
+    EXPECT_EQ(ServeMetric(m, family), "ok");
+    Payload metric = MetricFrame(2, 1, 11);
+    metric.put<uint64_t>(10).put<uint32_t>(1).str("k", 2).str("v", 4);
+    metric.put<uint32_t>(UINT32_MAX);
+    EXPECT_EQ(ServeMetric(m, metric), "ok");
+    Payload set = MetricFrame(3, 4, 11);
+    set.put<double>(2.5);
+    EXPECT_EQ(ServeMetric(m, set), "ok");
+    double value = 0;
+    EXPECT_EQ(ServeMetric(m, MetricFrame(4, 6, 11), &value), "ok");
+    EXPECT_EQ(value, 2.5);
+    Payload observe = MetricFrame(5, 5, 11);
+    observe.put<double>(1);
+    EXPECT_EQ(ServeMetric(m, observe),
+              "error: Failed to observe metric value: "
+              "TRITONSERVER_METRIC_KIND_GAUGE does not support Observe");
+    // A delete wants no answer.
+    EXPECT_EQ(ServeMetric(m, MetricFrame(0, 2, 11)), "none");
+    pymetrics_free(m);
+}
+
+TEST(PythonMetrics, MalformedFramesBreakTheProtocol) {
+    pymetrics *m = pymetrics_new();
+    Payload family = MetricFrame(1, 0, 10);
+    family.put<uint8_t>(0).str("unit_py_counter", 2).str("", 4);
+    ASSERT_EQ(ServeMetric(m, family), "ok");
+    // every truncation of a valid frame
+    for (size_t len = 0; len < family.bytes.size(); len++) {
+        Payload cut;
+        cut.bytes.assign(family.bytes.begin(), family.bytes.begin() + len);
+        EXPECT_EQ(ServeMetric(m, cut).rfind("broken: ", 0), 0u) << len;
+    }
+    EXPECT_EQ(ServeMetric(m, family), "broken: python backend: malformed METRIC "
+                                      "frame (an id used twice)");
+    Payload unknown = MetricFrame(2, 3, 99);
+    unknown.put<double>(1);
+    EXPECT_EQ(ServeMetric(m, unknown),
+              "broken: python backend: malformed METRIC frame (an unknown metric)");
+    Payload labels = MetricFrame(3, 1, 12);
+    labels.put<uint64_t>(10).put<uint32_t>(1000000);
+    EXPECT_EQ(ServeMetric(m, labels),
+              "broken: python backend: malformed METRIC frame (labels)");
+    Payload buckets = MetricFrame(4, 1, 12);
+    buckets.put<uint64_t>(10).put<uint32_t>(0).put<uint32_t>(3).put<double>(1);
+    EXPECT_EQ(ServeMetric(m, buckets),
+              "broken: python backend: malformed METRIC frame (buckets)");
+    Payload op = MetricFrame(5, 42, 10);
+    EXPECT_EQ(ServeMetric(m, op),
+              "broken: python backend: malformed METRIC frame (unknown operation)");
+    pymetrics_free(m);
 }
 
 TEST(PythonProtocol, DecodesBlsRequestsAndRefusesTruncatedOnes) {

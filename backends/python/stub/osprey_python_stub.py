@@ -48,7 +48,9 @@ import triton_python_backend_utils as pb_utils
 
 INIT, EXEC, FINALIZE, AUTO_COMPLETE, BLS_RESULT, CANCEL, BLS_ANSWER = 1, 2, 3, 4, 5, 6, 7
 RELEASE = 8  # server -> stub: lent GPU tensors may go
+METRIC_ANSWER = 9  # server -> stub: a METRIC frame's answer (python_metrics.h)
 OK, ERROR, RESULT, LOG, BLS, RESPONSE, BLS_CALL, BLS_CANCEL = 10, 11, 12, 13, 14, 15, 16, 17
+METRIC = 18
 HEADER = struct.Struct("<II")
 ALIGN = 64
 # The largest frame the server takes from this stub (INIT's frame_max:
@@ -774,7 +776,7 @@ class ResponseIterator:
             self._call.cancel()
 
 
-ANSWERS = frozenset((BLS_RESULT, BLS_ANSWER))  # frames that answer a call
+ANSWERS = frozenset((BLS_RESULT, BLS_ANSWER, METRIC_ANSWER))  # frames that answer a call
 
 
 class SharedChannel:
@@ -834,6 +836,22 @@ class SharedChannel:
 
     def cancel(self, call):
         send_frame(BLS_CANCEL, U64.pack(call.id))
+
+    def start_metric(self, body):
+        """Sends a METRIC frame that wants an answer; returns its call."""
+        with self.cv:
+            if self.gone is not None:
+                raise self.gone
+            call = BlsCall(self, next(self.ids))
+            self.calls[call.id] = call
+        try:
+            send_frame(METRIC, U64.pack(call.id) + body)
+        except BaseException:
+            with self.cv:
+                self.calls.pop(call.id, None)
+                self.cv.notify_all()
+            raise
+        return call
 
     def next_frame(self):
         """The main loop's next frame, read by it or handed over by the
@@ -920,6 +938,11 @@ class SharedChannel:
             call = self.calls.pop(call_id, None) if final else self.calls.get(call_id)
             if call is not None:
                 call.answers.put((final, response))
+        elif kind == METRIC_ANSWER:
+            call_id, answer = read_metric_answer(payload)
+            call = self.calls.pop(call_id, None)
+            if call is not None:
+                call.answers.put((True, answer))
         else:
             self.inbox.append((kind, payload))
 
@@ -958,6 +981,31 @@ async def bls_exec_async(request, decoupled=False):
     return await asyncio.get_running_loop().run_in_executor(None, call.wait_one)
 
 
+METRIC_ANSWER_HEAD = struct.Struct("<QIdI")  # call id, status, value, message length
+
+
+def read_metric_answer(payload):
+    """A METRIC_ANSWER frame: (call id, (ok, value, message))."""
+    call_id, status, value, length = METRIC_ANSWER_HEAD.unpack_from(payload, 0)
+    start = METRIC_ANSWER_HEAD.size
+    message = bytes(payload[start:start + length]).decode("utf-8", "replace")
+    return call_id, (status == 0, value, message)
+
+
+def metric_call(op, handle, body, answer):
+    """pb_utils' custom metrics (python_metrics.h): one METRIC frame; with
+    `answer`, waits for it and returns its value or raises its error."""
+    frame = struct.pack("<BQ", op, handle) + body
+    if not answer:
+        send_frame(METRIC, U64.pack(0) + frame)
+        return None
+    ok, value, message = (channel or shared).start_metric(frame).wait_one()
+    if not ok:
+        raise pb_utils.TritonModelException(message)
+    return value
+
+
+pb_utils._metric_call = metric_call
 pb_utils._bls_exec = bls_exec
 pb_utils._bls_exec_async = bls_exec_async
 event_loop = asyncio.new_event_loop()
@@ -1026,6 +1074,12 @@ class DecoupledChannel:
                 kind, payload = read_frame()
                 if kind == BLS_ANSWER:
                     self.deliver(payload)
+                elif kind == METRIC_ANSWER:
+                    call_id, answer = read_metric_answer(payload)
+                    with self.lock:
+                        call = self.calls.pop(call_id, None)
+                    if call is not None:
+                        call.answers.put((True, answer))
                 elif kind == CANCEL:
                     mark_cancelled(payload)
                 elif kind == RELEASE:
@@ -1074,6 +1128,16 @@ class DecoupledChannel:
                 raise self.gone
             self.calls[call.id] = call
         send_parts(BLS_CALL, parts)
+        return call
+
+    def start_metric(self, body):
+        """Sends a METRIC frame that wants an answer; returns its call."""
+        call = BlsCall(self, next(self.ids))
+        with self.lock:
+            if self.gone is not None:
+                raise self.gone
+            self.calls[call.id] = call
+        send_frame(METRIC, U64.pack(call.id) + body)
         return call
 
     def wait(self, call):

@@ -7,6 +7,7 @@ the request list handed to execute(), and the log channel.
 """
 
 import ctypes
+import itertools
 import json
 import threading
 import struct
@@ -314,6 +315,112 @@ class Logger:
     @staticmethod
     def log_verbose(message):
         _log_sink(LogLevel.VERBOSE, str(message))
+
+
+# ---- custom metrics (Triton's MetricFamily and Metric) ----
+
+# Set by the stub: _metric_call(op, handle id, body bytes, answer) sends a
+# METRIC frame (backends/python/python_metrics.h) and, with answer, waits
+# for its answer: the value, or TritonModelException with the server's
+# message.
+_metric_call = None
+_metric_ids = itertools.count(1)
+
+
+class MetricKind(int):
+    """Kinds of a MetricFamily, as Triton's enum."""
+
+
+MetricKind.COUNTER = MetricKind(0)
+MetricKind.GAUGE = MetricKind(1)
+MetricKind.HISTOGRAM = MetricKind(2)
+
+
+def _metric_string(text, width):
+    raw = str(text).encode("utf-8")
+    return struct.pack("<H" if width == 2 else "<I", len(raw)) + raw
+
+
+class Metric:
+    """One series of a family (its labels), made by MetricFamily.Metric.
+    Deleted (it leaves /metrics unless another object holds its labels)
+    when it is garbage."""
+
+    def __init__(self, family, labels, buckets):
+        self._id = next(_metric_ids)
+        body = struct.pack("<QI", family._id, len(labels))
+        for key, value in labels.items():
+            body += _metric_string(key, 2) + _metric_string(value, 4)
+        if buckets is None:
+            body += struct.pack("<I", 0xFFFFFFFF)
+        else:
+            body += struct.pack("<I%dd" % len(buckets), len(buckets), *buckets)
+        _metric_call(1, self._id, body, True)
+        self._family = family  # deleted after its metrics, as Triton asks
+
+    def increment(self, value):
+        _metric_call(3, self._id, struct.pack("<d", float(value)), True)
+
+    def set(self, value):
+        _metric_call(4, self._id, struct.pack("<d", float(value)), True)
+
+    def observe(self, value):
+        _metric_call(5, self._id, struct.pack("<d", float(value)), True)
+
+    def value(self):
+        return _metric_call(6, self._id, b"", True)
+
+    def __del__(self):
+        if getattr(self, "_family", None) is not None:
+            _metric_delete(self._id)
+
+
+class MetricFamily:
+    """A family of metrics served on the server's /metrics port, as
+    Triton's: MetricFamily(name, description, kind) with kind COUNTER,
+    GAUGE or HISTOGRAM; families of one name share their series."""
+
+    COUNTER = MetricKind.COUNTER
+    GAUGE = MetricKind.GAUGE
+    HISTOGRAM = MetricKind.HISTOGRAM
+
+    def __init__(self, name, description, kind):
+        if name is None or description is None or kind is None:
+            raise TypeError("MetricFamily(name, description, kind): none may be None")
+        if kind not in (0, 1, 2):
+            raise TritonModelException("Error when creating MetricFamily: Unknown metric kind")
+        self._kind = int(kind)
+        self._id = next(_metric_ids)
+        _metric_call(0, self._id, struct.pack("<B", self._kind) + _metric_string(name, 2) +
+                     _metric_string(description, 4), True)
+        self._made = True
+
+    def Metric(self, labels=None, buckets=None):
+        if labels is not None and not isinstance(labels, dict):
+            raise TritonModelException("Failed to create metric. Labels must be a dictionary.")
+        if buckets is not None:
+            if not isinstance(buckets, list):
+                raise TritonModelException("Failed to create metric. Buckets must be a list.")
+            if self._kind != MetricKind.HISTOGRAM:
+                raise TritonModelException("Failed to create metric. Unexpected buckets found.")
+            buckets = [float(b) for b in buckets]
+        elif self._kind == MetricKind.HISTOGRAM:
+            raise TritonModelException("Failed to create metric. Missing required buckets.")
+        return Metric(self, labels or {}, buckets)
+
+    def __del__(self):
+        if getattr(self, "_made", False):
+            _metric_delete(self._id)
+
+
+def _metric_delete(handle):
+    """Tells the server a family or metric is garbage; never raises (it
+    may run at the interpreter's exit, the channel gone)."""
+    try:
+        if _metric_call is not None:
+            _metric_call(2, handle, b"", False)
+    except Exception:
+        pass
 
 
 class InferenceResponse:
