@@ -781,9 +781,12 @@ static osp_error *execute_batch(python_instance *inst, osp_execute_ctx *ctx) {
         err = execute_decoupled(inst, ctx, &exec, deadline);
         goto out;
     }
+    inst->stub.exec_ctx = ctx; /* for request.is_cancelled() */
+    inst->stub.exec_batch = inst->batches;
     pystub_call_status st =
         pystub_call(&inst->stub, PYPROTO_EXEC, exec.data, exec.len, deadline,
                     &type, &reply, &len);
+    inst->stub.exec_ctx = NULL;
     if (st != PYSTUB_ANSWERED) {
         OSP_LOG_ERROR("python model '%s': the stub of instance '%s' %s",
                       m->name, inst->stub.name,

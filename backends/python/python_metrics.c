@@ -266,13 +266,7 @@ osp_error *pymetrics_serve(pymetrics *m, const uint8_t *payload, size_t len,
         osp_error_free(refused);
         return err;
     }
-    const char *message = refused ? osp_error_message(refused) : "";
-    uint32_t status = refused ? 1 : 0, message_len = (uint32_t)strlen(message);
-    pyproto_text_append(answer, &call, 8);
-    pyproto_text_append(answer, &status, 4);
-    pyproto_text_append(answer, &value, 8);
-    pyproto_text_append(answer, &message_len, 4);
-    pyproto_text_append(answer, message, message_len);
+    pyproto_append_call_answer(answer, call, refused, value);
     osp_error_free(refused);
     return answer->failed ? osp_error_out_of_memory() : NULL;
 }

@@ -15,8 +15,8 @@
  *   2 delete      (a family or a metric)
  *   3 increment, 4 set, 5 observe   f64 value
  *   6 value
- * METRIC_ANSWER (server -> stub): u64 call id, u32 0 or 1 (an error
- * follows), f64 value (op 6), u32 message length, message.
+ * CALL_ANSWER (server -> stub, python_protocol.h) carries the value of op 6
+ * or the refusal's message.
  */
 #pragma once
 
@@ -38,7 +38,7 @@ pymetrics *pymetrics_new(void);
 void pymetrics_free(pymetrics *m);
 
 /* Serves one METRIC frame (payload borrowed). Returns the answer to send
- * as METRIC_ANSWER in *answer (caller frees; len 0: none wanted), or an
+ * as CALL_ANSWER in *answer (caller frees; len 0: none wanted), or an
  * error when the frame is malformed (the stub broke the protocol).
  * Thread-safe. */
 osp_error *pymetrics_serve(pymetrics *m, const uint8_t *payload, size_t len,

@@ -613,3 +613,14 @@ pyproto_recv_status pyproto_recv(int fd, uint64_t deadline_ns, size_t max_frame,
     *len = header[1];
     return PYPROTO_RECV_OK;
 }
+
+void pyproto_append_call_answer(pyproto_text *t, uint64_t call,
+                                const osp_error *refused, double value) {
+    const char *message = refused ? osp_error_message(refused) : "";
+    uint32_t status = refused ? 1 : 0, len = (uint32_t)strlen(message);
+    pyproto_text_append(t, &call, 8);
+    pyproto_text_append(t, &status, 4);
+    pyproto_text_append(t, &value, 8);
+    pyproto_text_append(t, &len, 4);
+    pyproto_text_append(t, message, len);
+}

@@ -54,7 +54,10 @@
  *             is not decoupled gets one, final; exec(decoupled=True) one per
  *             response of the called model, the final flag on the last (an
  *             empty response when that model sent the flag alone)
- *   METRIC_ANSWER  the answer to a METRIC frame (python_metrics.h)
+ *   CALL_ANSWER  the answer to a METRIC or IS_CANCELLED frame: u64 the
+ *             frame's call id, u32 0 or 1 (an error follows), f64 a value
+ *             (a metric's; IS_CANCELLED: 1 when cancelled), u32 message
+ *             length, message
  * stub -> server
  *   OK, ERROR (UTF-8 message)
  *   RESULT    u64 region size, u32 response count, then per response
@@ -94,8 +97,12 @@
  *             (ResponseIterator.cancel()): the server cancels the called
  *             request; its answers still end with a final one.
  *   METRIC    a custom metrics operation (pb_utils.MetricFamily, Metric):
- *             python_metrics.h has its layout; answered METRIC_ANSWER
+ *             python_metrics.h has its layout; answered CALL_ANSWER
  *             unless its call id is 0
+ *   IS_CANCELLED  request.is_cancelled() of a model that is not
+ *             decoupled: u64 call id, u64 the EXEC's batch number, u32 the
+ *             request's index in it; answered CALL_ANSWER, 1 when that
+ *             request's client has gone (0 once its EXEC was answered)
  *
  * The request of BLS and BLS_CALL: u16 model length, model, i64 version,
  * u16 id length, id, u32 input count, input descriptors (as RESULT's
@@ -136,7 +143,7 @@ enum {
     PYPROTO_CANCEL = 6,
     PYPROTO_BLS_ANSWER = 7,
     PYPROTO_RELEASE = 8,
-    PYPROTO_METRIC_ANSWER = 9,
+    PYPROTO_CALL_ANSWER = 9,
     PYPROTO_OK = 10,
     PYPROTO_ERROR = 11,
     PYPROTO_RESULT = 12,
@@ -146,6 +153,7 @@ enum {
     PYPROTO_BLS_CALL = 16,
     PYPROTO_BLS_CANCEL = 17,
     PYPROTO_METRIC = 18,
+    PYPROTO_IS_CANCELLED = 19,
 };
 
 /* What a frame may hold besides tensors (descriptors, messages). Frames
@@ -273,6 +281,11 @@ void pyproto_stream_response_destroy(pyproto_stream_response *r);
  * length, datatype, u8 rank, i64 dims[rank], u64 offset, u64 byte size),
  * as EXEC, RESULT and BLS frames carry them. INVALID_ARG for a name over
  * 65535 bytes; nothing is appended then. */
+/* Appends a CALL_ANSWER payload: `refused` (borrowed; NULL: success) or
+ * `value`. */
+void pyproto_append_call_answer(pyproto_text *t, uint64_t call,
+                                const osp_error *refused, double value);
+
 osp_error *pyproto_append_tensor(pyproto_text *t, const char *name,
                                  osp_datatype dtype, const osp_shape *shape,
                                  uint64_t offset, uint64_t byte_size);

@@ -154,7 +154,7 @@ static bool serve_metric(pystub *stub, const uint8_t *payload, size_t len) {
     pyproto_text answer = {0};
     osp_error *err = pymetrics_serve(stub->metrics, payload, len, &answer);
     bool ok = !err && (answer.len == 0 ||
-                       pystub_send(stub, PYPROTO_METRIC_ANSWER, answer.data,
+                       pystub_send(stub, PYPROTO_CALL_ANSWER, answer.data,
                                    answer.len));
     if (err) {
         OSP_LOG_ERROR("%s: %s", stub->name, osp_error_message(err));
@@ -162,6 +162,30 @@ static bool serve_metric(pystub *stub, const uint8_t *payload, size_t len) {
     }
     pyproto_text_free(&answer);
     return ok;
+}
+
+/* Answers IS_CANCELLED: whether request `index` of the batch the stub
+ * names has lost its client (false once that batch was answered). */
+static bool serve_is_cancelled(pystub *stub, const uint8_t *payload,
+                               size_t len) {
+    uint64_t call, batch;
+    uint32_t index;
+    if (len != 20)
+        return false;
+    memcpy(&call, payload, 8);
+    memcpy(&batch, payload + 8, 8);
+    memcpy(&index, payload + 16, 4);
+    const osp_batch_request *request =
+        stub->exec_ctx && batch == stub->exec_batch
+            ? osp_execute_request(stub->exec_ctx, index)
+            : NULL;
+    bool cancelled = request && osp_cancel_token_is_cancelled(request->cancel);
+    pyproto_text answer = {0};
+    pyproto_append_call_answer(&answer, call, NULL, cancelled ? 1.0 : 0.0);
+    bool sent = !answer.failed && pystub_send(stub, PYPROTO_CALL_ANSWER,
+                                              answer.data, answer.len);
+    pyproto_text_free(&answer);
+    return sent;
 }
 
 pystub_frame_status pystub_serve_frame(pystub *stub, uint32_t type,
@@ -177,6 +201,9 @@ pystub_frame_status pystub_serve_frame(pystub *stub, uint32_t type,
     if (type == PYPROTO_METRIC)
         return serve_metric(stub, payload, len) ? PYSTUB_FRAME_SERVED
                                                 : PYSTUB_FRAME_BROKEN;
+    if (type == PYPROTO_IS_CANCELLED)
+        return serve_is_cancelled(stub, payload, len) ? PYSTUB_FRAME_SERVED
+                                                      : PYSTUB_FRAME_BROKEN;
     if (type == PYPROTO_BLS_CANCEL && stub->bls) {
         pybls_call_cancel(stub->bls, payload, len);
         return PYSTUB_FRAME_SERVED;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "osprey/backend.h"
 #include "osprey/error.h"
 #include "osprey/server.h"
 #include "python_shm.h"
@@ -33,6 +34,11 @@ typedef struct pystub {
     /* the custom metrics it made (python_metrics.h): made at its first
      * METRIC frame, freed when it ends */
     struct pymetrics *metrics;
+    /* A model that is not decoupled: the batch whose EXEC the instance
+     * worker waits for (NULL otherwise) and its number, for the stub's
+     * IS_CANCELLED questions; set and read on the worker's thread. */
+    osp_execute_ctx *exec_ctx;
+    uint64_t exec_batch;
 } pystub;
 
 typedef struct pystub_options {

@@ -162,6 +162,9 @@ typedef struct osp_batch_request {
     /* Per config output: whether this request asked for it (all when it
      * named none). */
     const bool *output_requested;
+    /* Its client's cancellation (osp_cancel_token_is_cancelled of
+     * osprey/server.h turns true once the client has gone); may be NULL. */
+    const struct osp_cancel_token *cancel;
 } osp_batch_request;
 
 /* Request `index` (< osp_execute_request_count) of the batch, or NULL. */

@@ -27,6 +27,7 @@ one it lent alive until the server's RELEASE names its lease.
 import asyncio
 import atexit
 import collections
+import functools
 import importlib.util
 import inspect
 import json
@@ -48,9 +49,9 @@ import triton_python_backend_utils as pb_utils
 
 INIT, EXEC, FINALIZE, AUTO_COMPLETE, BLS_RESULT, CANCEL, BLS_ANSWER = 1, 2, 3, 4, 5, 6, 7
 RELEASE = 8  # server -> stub: lent GPU tensors may go
-METRIC_ANSWER = 9  # server -> stub: a METRIC frame's answer (python_metrics.h)
+CALL_ANSWER = 9  # server -> stub: a METRIC or IS_CANCELLED frame's answer
 OK, ERROR, RESULT, LOG, BLS, RESPONSE, BLS_CALL, BLS_CANCEL = 10, 11, 12, 13, 14, 15, 16, 17
-METRIC = 18
+METRIC, IS_CANCELLED = 18, 19
 HEADER = struct.Struct("<II")
 ALIGN = 64
 # The largest frame the server takes from this stub (INIT's frame_max:
@@ -776,7 +777,7 @@ class ResponseIterator:
             self._call.cancel()
 
 
-ANSWERS = frozenset((BLS_RESULT, BLS_ANSWER, METRIC_ANSWER))  # frames that answer a call
+ANSWERS = frozenset((BLS_RESULT, BLS_ANSWER, CALL_ANSWER))  # frames that answer a call
 
 
 class SharedChannel:
@@ -837,15 +838,16 @@ class SharedChannel:
     def cancel(self, call):
         send_frame(BLS_CANCEL, U64.pack(call.id))
 
-    def start_metric(self, body):
-        """Sends a METRIC frame that wants an answer; returns its call."""
+    def start_query(self, kind, body):
+        """Sends a frame answered CALL_ANSWER (METRIC, IS_CANCELLED) after
+        its call id; returns its call."""
         with self.cv:
             if self.gone is not None:
                 raise self.gone
             call = BlsCall(self, next(self.ids))
             self.calls[call.id] = call
         try:
-            send_frame(METRIC, U64.pack(call.id) + body)
+            send_frame(kind, U64.pack(call.id) + body)
         except BaseException:
             with self.cv:
                 self.calls.pop(call.id, None)
@@ -938,8 +940,8 @@ class SharedChannel:
             call = self.calls.pop(call_id, None) if final else self.calls.get(call_id)
             if call is not None:
                 call.answers.put((final, response))
-        elif kind == METRIC_ANSWER:
-            call_id, answer = read_metric_answer(payload)
+        elif kind == CALL_ANSWER:
+            call_id, answer = read_call_answer(payload)
             call = self.calls.pop(call_id, None)
             if call is not None:
                 call.answers.put((True, answer))
@@ -981,15 +983,23 @@ async def bls_exec_async(request, decoupled=False):
     return await asyncio.get_running_loop().run_in_executor(None, call.wait_one)
 
 
-METRIC_ANSWER_HEAD = struct.Struct("<QIdI")  # call id, status, value, message length
+CALL_ANSWER_HEAD = struct.Struct("<QIdI")  # call id, status, value, message length
 
 
-def read_metric_answer(payload):
-    """A METRIC_ANSWER frame: (call id, (ok, value, message))."""
-    call_id, status, value, length = METRIC_ANSWER_HEAD.unpack_from(payload, 0)
-    start = METRIC_ANSWER_HEAD.size
+def read_call_answer(payload):
+    """A CALL_ANSWER frame: (call id, (ok, value, message))."""
+    call_id, status, value, length = CALL_ANSWER_HEAD.unpack_from(payload, 0)
+    start = CALL_ANSWER_HEAD.size
     message = bytes(payload[start:start + length]).decode("utf-8", "replace")
     return call_id, (status == 0, value, message)
+
+
+def ask_cancelled(batch, index):
+    """request.is_cancelled() of a model that is not decoupled: the
+    server's answer for request `index` of EXEC `batch` (python_protocol.h
+    IS_CANCELLED)."""
+    ok, value, _ = shared.start_query(IS_CANCELLED, struct.pack("<QI", batch, index)).wait_one()
+    return ok and value == 1.0
 
 
 def metric_call(op, handle, body, answer):
@@ -999,7 +1009,7 @@ def metric_call(op, handle, body, answer):
     if not answer:
         send_frame(METRIC, U64.pack(0) + frame)
         return None
-    ok, value, message = (channel or shared).start_metric(frame).wait_one()
+    ok, value, message = (channel or shared).start_query(METRIC, frame).wait_one()
     if not ok:
         raise pb_utils.TritonModelException(message)
     return value
@@ -1074,8 +1084,8 @@ class DecoupledChannel:
                 kind, payload = read_frame()
                 if kind == BLS_ANSWER:
                     self.deliver(payload)
-                elif kind == METRIC_ANSWER:
-                    call_id, answer = read_metric_answer(payload)
+                elif kind == CALL_ANSWER:
+                    call_id, answer = read_call_answer(payload)
                     with self.lock:
                         call = self.calls.pop(call_id, None)
                     if call is not None:
@@ -1130,14 +1140,15 @@ class DecoupledChannel:
         send_parts(BLS_CALL, parts)
         return call
 
-    def start_metric(self, body):
-        """Sends a METRIC frame that wants an answer; returns its call."""
+    def start_query(self, kind, body):
+        """Sends a frame answered CALL_ANSWER (METRIC) after its call id;
+        returns its call."""
         call = BlsCall(self, next(self.ids))
         with self.lock:
             if self.gone is not None:
                 raise self.gone
             self.calls[call.id] = call
-        send_frame(METRIC, U64.pack(call.id) + body)
+        send_frame(kind, U64.pack(call.id) + body)
         return call
 
     def wait(self, call):
@@ -1234,6 +1245,8 @@ def decode_requests(payload):
             request._batch = batch
             request._send = send_decoupled_response
             open_requests[batch] = request
+        else:
+            request._ask_cancelled = functools.partial(ask_cancelled, batch, len(requests))
         requests.append(request)
     return out_offset, batch, requests
 

@@ -542,6 +542,12 @@ class InferenceRequest:
         return self._parameters
 
     def is_cancelled(self):
+        """Whether the request's client has gone. A decoupled model's
+        requests learn it from the server as it happens; a request of a
+        model that is not decoupled asks the server (_ask_cancelled, set
+        by the stub), as Triton's does at each call."""
+        if not self._cancelled and self._ask_cancelled is not None:
+            self._cancelled = self._ask_cancelled()
         return self._cancelled
 
     def get_response_sender(self):
@@ -608,7 +614,7 @@ def _parameters_json(parameters):
 _RECEIVED_DEFAULTS = {
     "_model_name": None, "_model_version": -1, "_flags": 0, "_timeout": 0,
     "_sender": None, "_sent_response": None, "_send": None, "_batch": 0,
-    "_cancelled": False,
+    "_cancelled": False, "_ask_cancelled": None,
 }
 
 

@@ -122,6 +122,7 @@ static void describe_requests(const osp_model *model, batch_state *bs,
         const osp_infer_request *req = batch[r]->req;
         osp_batch_request *view = &bs->requests[r];
         view->id = req->id ? req->id : "";
+        view->cancel = batch[r]->cancel;
         view->parameters = &bs->params[used];
         for (size_t i = 0; i < req->n_parameters; i++) {
             const osp_parameter *prm = &req->parameters[i];
