@@ -16,6 +16,8 @@
  * what a stub can make the server allocate for one frame. */
 #define MAX_LABELS 64
 #define MAX_BUCKETS 4096
+/* Families and metrics one stub may hold at once. */
+#define MAX_HANDLES 65536
 
 typedef struct handle {
     uint64_t id;
@@ -59,6 +61,8 @@ static handle *find(pymetrics *m, uint64_t id) {
 }
 
 static bool add(pymetrics *m, handle h) {
+    if (m->n >= MAX_HANDLES)
+        return false;
     if (m->n == m->cap) {
         size_t cap = m->cap ? 2 * m->cap : 16;
         handle *grown = realloc(m->handles, cap * sizeof *grown);
@@ -110,6 +114,14 @@ static osp_error *malformed(const char *what) {
                          "python backend: malformed METRIC frame (%s)", what);
 }
 
+/* A handle the table cannot take (out of memory, or MAX_HANDLES). */
+static osp_error *too_many(void) {
+    return osp_error_new(OSP_ERROR_UNAVAILABLE,
+                         "a python model holds at most %d metric families "
+                         "and metrics at once",
+                         MAX_HANDLES);
+}
+
 /* An error of the registry as Triton's python backend words it. */
 static osp_error *wrapped(const char *prefix, osp_error *err) {
     if (!err)
@@ -137,7 +149,7 @@ static osp_error *family_new(pymetrics *m, uint64_t id, cursor *c,
                                                  help, &f));
         if (f && !add(m, (handle){.id = id, .family = f})) {
             osp_metric_family_delete(f);
-            *refused = osp_error_out_of_memory();
+            *refused = too_many();
         }
     }
     free(name);
@@ -187,7 +199,7 @@ static osp_error *metric_new(pymetrics *m, uint64_t id, cursor *c,
                        n_buckets == UINT32_MAX ? 0 : n_buckets, &metric));
     if (metric && !add(m, (handle){.id = id, .metric = metric})) {
         osp_metric_delete(metric);
-        *refused = osp_error_out_of_memory();
+        *refused = too_many();
     }
 done:
     for (uint32_t i = 0; i < n_labels && i < MAX_LABELS; i++) {

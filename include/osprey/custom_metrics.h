@@ -12,8 +12,9 @@
  * series for one set of labels; handles of the same labels share it, and
  * it leaves /metrics when its last handle is deleted. Deleting a family
  * handle invalidates the metric handles made through it (later operations
- * on them fail, as Triton's do). Every function is thread-safe; handles
- * are owned by their creator.
+ * on them fail, as Triton's do). At most 4096 families are made (a
+ * model making them in a loop is refused). Every function is thread-safe;
+ * handles are owned by their creator.
  */
 #pragma once
 

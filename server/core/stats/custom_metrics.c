@@ -51,8 +51,13 @@ struct osp_metric {
     osp_metric *next_child, *prev_child;
 };
 
+/* Families stay for the process's life (as Triton's): a bound keeps a
+ * model that makes them in a loop from taking the server's memory. */
+#define MAX_FAMILIES 4096
+
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static family_node *g_first, *g_last;
+static size_t g_families;
 
 /* ---- names ---------------------------------------------------------------- */
 
@@ -98,6 +103,10 @@ osp_error *osp_metric_family_new(osp_metric_kind kind, const char *name,
     osp_error *err = NULL;
     if (node && node->kind != kind) {
         err = invalid("Family name already exists with different type");
+    } else if (!node && g_families >= MAX_FAMILIES) {
+        err = osp_error_new(OSP_ERROR_UNAVAILABLE,
+                            "too many metric families (at most %d)",
+                            MAX_FAMILIES);
     } else if (!node) {
         node = calloc(1, sizeof *node);
         if (node && (!(node->name = strdup(name)) ||
@@ -110,6 +119,7 @@ osp_error *osp_metric_family_new(osp_metric_kind kind, const char *name,
             err = osp_error_out_of_memory();
         } else {
             node->kind = kind;
+            g_families++;
             if (g_last)
                 g_last->next = node;
             else
