@@ -41,7 +41,8 @@ test: deps venv build
 # scenario and model services, the ONNX models, ensembles, the response
 # cache, the sequence batcher (ONNX and python sequence models too), model
 # warmup and the python backend's server
-# side, decoupled models included); the harness fails a test whose server
+# side, decoupled models, custom metrics and GPU tensors included, gRPC
+# cancellation, header forwarding and the redis response cache); the harness fails a test whose server
 # log holds any sanitizer report or whose exit is not 0.
 leakcheck: deps venv
 	cmake -S . -B $(BUILD)-asan -DOSPREY_SANITIZE=ON $(CMAKE_ARGS)
@@ -63,9 +64,11 @@ leakcheck: deps venv
 	  tests/integration/test_python_backend.py tests/integration/test_python_requests.py \
 	  tests/integration/test_python_bls_threads.py tests/integration/test_python_bls_concurrent.py \
 	  tests/integration/test_python_bls_background.py tests/integration/test_python_bls_stream.py \
-	  tests/integration/test_python_bls_options.py \
+	  tests/integration/test_python_bls_options.py tests/integration/test_python_metrics.py \
+	  tests/integration/test_python_dlpack.py \
 	  tests/integration/test_decoupled.py tests/integration/test_onnx_strings.py \
-	  tests/integration/test_onnx_fake_gpu_ops.py
+	  tests/integration/test_onnx_fake_gpu_ops.py tests/integration/test_grpc_unary_cancel.py \
+	  tests/integration/test_header_forward.py tests/integration/test_response_cache_redis.py
 
 # ThreadSanitizer on the concurrent core: a -fsanitize=thread build of the
 # server and of the unit tests of the batcher, instance execution, the

@@ -605,11 +605,13 @@ def test_max_inflight_requests_bounds_each_steps_requests(start_server, tmp_path
         in srv.stderr()
     deadline_s = 60 * harness.timeout_scale()
 
-    def run(model, streams, per_stream, max_pending):
+    def run(model, streams, per_stream, max_pending, limit):
         """Sends `streams` requests of `per_stream` responses each while the
         gate is shut; waits until the producer is done and the gated step
-        queues max_pending (checking it never queues more), then opens the
-        gate and checks every response."""
+        queues max_pending (checking it never queues more than `limit`, its
+        requests in flight: before the instance takes its first one, all of
+        them wait in the queue), then opens the gate and checks every
+        response."""
         if gate.exists():
             gate.unlink()
         produced = stats_of(srv, "producer")["inference_count"]
@@ -625,7 +627,7 @@ def test_max_inflight_requests_bounds_each_steps_requests(start_server, tmp_path
         deadline = time.monotonic() + deadline_s
         while True:
             pending = pending_of(srv, "gated")
-            assert pending <= max_pending
+            assert pending <= limit
             done = stats_of(srv, "producer")["inference_count"] == produced + streams
             if done and pending == max_pending:
                 break
@@ -645,11 +647,11 @@ def test_max_inflight_requests_bounds_each_steps_requests(start_server, tmp_path
         assert sorted(values) == sorted(list(range(per_stream)) * streams)
 
     # Two requests of 4 share the limit: 2 in flight (1 executing, 1 queued).
-    run("ens_limited", 2, 4, max_pending=1)
+    run("ens_limited", 2, 4, max_pending=1, limit=2)
     # Without it the gated step queues all but the one it executes.
-    run("ens_free", 2, 4, max_pending=7)
+    run("ens_free", 2, 4, max_pending=7, limit=8)
     # The slots all came back: the limited ensemble runs again.
-    run("ens_limited", 1, 3, max_pending=1)
+    run("ens_limited", 1, 3, max_pending=1, limit=2)
 
 
 def test_values_cross_between_batching_and_non_batching_models(start_server, tmp_path):
