@@ -50,21 +50,29 @@ static mem_get_address_range_fn address_range_fn(void) {
     return (mem_get_address_range_fn)fn;
 }
 
-/* Bytes of the allocation that holds ptr, from ptr to its end. */
-static osp_error *allocation_size_from(void *ptr, size_t *size) {
+/* The allocation that holds ptr: its start and its size in bytes. */
+static osp_error *allocation_of(const void *ptr, CUdeviceptr *base,
+                                size_t *range) {
     mem_get_address_range_fn fn = address_range_fn();
     if (!fn)
         return osp_error_new(OSP_ERROR_INTERNAL,
                              "Failed to get CUDA driver entry point");
-    CUdeviceptr base = 0;
-    size_t range = 0;
-    CUresult r = fn(&base, &range, (CUdeviceptr)(uintptr_t)ptr);
+    CUresult r = fn(base, range, (CUdeviceptr)(uintptr_t)ptr);
     if (r != CUDA_SUCCESS)
         return osp_error_new(OSP_ERROR_INTERNAL,
                              "Failed to get CUDA address range: error %d",
                              (int)r);
-    *size = range - (size_t)((CUdeviceptr)(uintptr_t)ptr - base);
     return NULL;
+}
+
+/* Bytes of the allocation that holds ptr, from ptr to its end. */
+static osp_error *allocation_size_from(void *ptr, size_t *size) {
+    CUdeviceptr base = 0;
+    size_t range = 0;
+    osp_error *err = allocation_of(ptr, &base, &range);
+    if (!err)
+        *size = range - (size_t)((CUdeviceptr)(uintptr_t)ptr - base);
+    return err;
 }
 
 osp_error *cuda_ipc_open(osp_device *dev, const void *handle, size_t handle_len,
@@ -110,10 +118,6 @@ osp_error *cuda_ipc_export(osp_device *dev, const void *ptr, void *handle,
         return osp_error_new(OSP_ERROR_INVALID_ARG,
                              "a CUDA IPC handle has %zu bytes, not %zu",
                              sizeof h, handle_len);
-    mem_get_address_range_fn fn = address_range_fn();
-    if (!fn)
-        return osp_error_new(OSP_ERROR_INTERNAL,
-                             "Failed to get CUDA driver entry point");
     cudaError_t st = cudaSetDevice(cuda_device_of(dev)->ordinal);
     if (st == cudaSuccess)
         st = cudaIpcGetMemHandle(&h, (void *)ptr);
@@ -122,11 +126,9 @@ osp_error *cuda_ipc_export(osp_device *dev, const void *ptr, void *handle,
                             "failed to get CUDA IPC handle", st);
     CUdeviceptr base = 0;
     size_t range = 0;
-    CUresult r = fn(&base, &range, (CUdeviceptr)(uintptr_t)ptr);
-    if (r != CUDA_SUCCESS)
-        return osp_error_new(OSP_ERROR_INTERNAL,
-                             "Failed to get CUDA address range: error %d",
-                             (int)r);
+    osp_error *err = allocation_of(ptr, &base, &range);
+    if (err)
+        return err;
     memcpy(handle, &h, sizeof h);
     *offset = (uint64_t)((CUdeviceptr)(uintptr_t)ptr - base);
     return NULL;

@@ -823,11 +823,16 @@ class SharedChannel:
             call = BlsCall(self, 0 if region else next(self.ids), region)
             call.held = gpu_tensors(request)
             self.calls[call.id] = call
+        if region:
+            return self.send_call(call, lambda: send_frame(BLS, region_call_payload(request)))
+        return self.send_call(call, lambda: send_parts(
+            BLS_CALL, inline_call_parts(request, decoupled, call.id)))
+
+    def send_call(self, call, send):
+        """Runs send() for a listed call; returns the call, or forgets it
+        when the send fails."""
         try:
-            if region:
-                send_frame(BLS, region_call_payload(request))
-            else:
-                send_parts(BLS_CALL, inline_call_parts(request, decoupled, call.id))
+            send()
         except BaseException:
             with self.cv:
                 self.calls.pop(call.id, None)
@@ -846,14 +851,7 @@ class SharedChannel:
                 raise self.gone
             call = BlsCall(self, next(self.ids))
             self.calls[call.id] = call
-        try:
-            send_frame(kind, U64.pack(call.id) + body)
-        except BaseException:
-            with self.cv:
-                self.calls.pop(call.id, None)
-                self.cv.notify_all()
-            raise
-        return call
+        return self.send_call(call, lambda: send_frame(kind, U64.pack(call.id) + body))
 
     def next_frame(self):
         """The main loop's next frame, read by it or handed over by the

@@ -7,6 +7,7 @@
  * per cache, so that a client cannot aim at another request's key.
  */
 #include "cache_request_key.h"
+#include "cache_value.h"
 #include "response_cache.h"
 
 #include <pthread.h>
@@ -263,15 +264,8 @@ static bool local_cache_lookup(response_cache *base, cache_key key,
         c->misses++;
     c->lookup_ns += osp_now_ns() - start;
     pthread_mutex_unlock(&c->lock);
-    if (!hit) { /* a copy cut short by OOM leaves nothing behind */
-        for (size_t i = 0; i < resp->n_outputs; i++) {
-            free(resp->outputs[i].name);
-            osp_buffer_free(resp->outputs[i].data);
-        }
-        free(resp->outputs);
-        resp->outputs = NULL;
-        resp->n_outputs = 0;
-    }
+    if (!hit) /* a copy cut short by OOM leaves nothing behind */
+        cache_response_drop_outputs(resp);
     return hit;
 }
 

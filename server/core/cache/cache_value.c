@@ -158,7 +158,7 @@ static bool take_le(reader *r, int n, uint64_t *v) {
     return true;
 }
 
-static void drop_outputs(osp_infer_response *resp) {
+void cache_response_drop_outputs(osp_infer_response *resp) {
     for (size_t i = 0; i < resp->n_outputs; i++) {
         free(resp->outputs[i].name);
         osp_buffer_free(resp->outputs[i].data);
@@ -259,13 +259,13 @@ bool cache_value_decode(const unsigned char *value, size_t len,
     for (uint64_t i = 0; i < n; i++) {
         resp->n_outputs = (size_t)i + 1;
         if (!decode_output(&r, &resp->outputs[i], why)) {
-            drop_outputs(resp);
+            cache_response_drop_outputs(resp);
             return false;
         }
     }
     if (r.left != 0) {
         *why = "bytes after the last output";
-        drop_outputs(resp);
+        cache_response_drop_outputs(resp);
         return false;
     }
     return true;

@@ -46,6 +46,10 @@ bool cache_value_encode(const osp_infer_response *resp, size_t max_len,
 bool cache_value_decode(const unsigned char *value, size_t len,
                         osp_infer_response *resp, const char **why);
 
+/* Frees resp's outputs and leaves it with none (a copy or decode cut
+ * short). */
+void cache_response_drop_outputs(osp_infer_response *resp);
+
 #ifdef __cplusplus
 }
 #endif
