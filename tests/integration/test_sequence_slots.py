@@ -4,6 +4,7 @@ NOT_READY_ROWS outputs: a sequence keeps its slot and instance, `direct`
 batches fill empty slots with READY=false rows, sequences beyond the slots
 wait in a backlog, minimum_slot_utilization, max_candidate_sequences."""
 
+import concurrent.futures
 import queue
 
 import pytest
@@ -122,17 +123,27 @@ def test_more_sequences_than_slots_wait_in_the_backlog(slot_server):
     assert (f["OUTPUT"], f["INSTANCE"], f["BATCH_INDEX"]) == (7, 0, 0)
     assert step(c, "slots_one", 2, 1, end=True)["OUTPUT"] == 8
 
-    # 12 sequences of 3 steps each, every request sent at once
-    handles = []
-    for seq in range(10, 22):
-        handles.append(async_step(c, "slots_one", seq, seq, start=True))
-        handles.append(async_step(c, "slots_one", seq, 1))
-        handles.append(async_step(c, "slots_one", seq, 1, end=True))
-    got = wait_all(handles)
-    for i, seq in enumerate(range(10, 22)):
-        assert [f["OUTPUT"] for f in got[3 * i:3 * i + 3]] == [seq, seq + 1, seq + 2]
-    assert all(f["BATCH_SIZE"] == 1 for f in got)
     c.close()
+
+    # 12 sequences of 3 steps each, all at once: each on a connection of
+    # its own that sends its next step as soon as the previous one is
+    # answered (a shared pool of connections could hold a sequence's next
+    # step back, behind requests waiting for the slot, past the 300 ms
+    # after which the slot's idle sequence is released).
+    def run_sequence(seq):
+        own = httpclient.InferenceServerClient(slot_server.hostport)
+        try:
+            return [step(own, "slots_one", seq, seq, start=True),
+                    step(own, "slots_one", seq, 1),
+                    step(own, "slots_one", seq, 1, end=True)]
+        finally:
+            own.close()
+
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        runs = list(pool.map(run_sequence, range(10, 22)))
+    for seq, got in zip(range(10, 22), runs):
+        assert [f["OUTPUT"] for f in got] == [seq, seq + 1, seq + 2]
+        assert all(f["BATCH_SIZE"] == 1 for f in got)
 
 
 def test_idle_slot_holder_is_released_for_the_backlog(slot_server):
