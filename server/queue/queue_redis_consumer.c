@@ -573,9 +573,31 @@ static void forget_job_fail(redis_job *job, osp_error *err) {
     forget_job_free((forget_job *)job);
 }
 
+/* The job that forgets c's line in the queue's consumer table, or NULL
+ * when memory is short (the line then goes stale by itself). Built while
+ * the caller still holds its reference to c. */
+static forget_job *forget_job_new(redis_queue *q, const redis_consumer *c) {
+    forget_job *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return NULL;
+    f->base.run = forget_job_run;
+    f->base.fail = forget_job_fail;
+    f->q = q;
+    f->gid = strdup(c->gid);
+    f->uid = strdup(c->uid);
+    if (f->gid == NULL || f->uid == NULL) {
+        forget_job_free(f);
+        return NULL;
+    }
+    return f;
+}
+
 void redis_consumer_close(osp_queue_consumer *consumer) {
     redis_consumer *c = (redis_consumer *)consumer;
     redis_queue *q = c->q;
+    /* Before our reference goes: once it has, a job on the store's worker
+     * may drop the last one and free c. */
+    forget_job *f = forget_job_new(q, c);
     pthread_mutex_lock(&q->mu);
     if (!c->closed) {
         c->closed = true;
@@ -595,18 +617,8 @@ void redis_consumer_close(osp_queue_consumer *consumer) {
     int refs = --c->refs;
     pthread_mutex_unlock(&q->mu);
 
-    forget_job *f = calloc(1, sizeof *f);
-    if (f != NULL) {
-        f->base.run = forget_job_run;
-        f->base.fail = forget_job_fail;
-        f->q = q;
-        f->gid = strdup(c->gid);
-        f->uid = strdup(c->uid);
-        if (f->gid == NULL || f->uid == NULL)
-            forget_job_free(f);
-        else
-            redis_store_submit(q->rs, &f->base, false);
-    }
+    if (f != NULL)
+        redis_store_submit(q->rs, &f->base, false);
     if (refs == 0)
         consumer_free(c);
 }
