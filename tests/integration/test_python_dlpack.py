@@ -23,7 +23,6 @@ import re
 import queue
 import shutil
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -130,16 +129,23 @@ def stream_infer(server, model, mode, values):
 def live_after(server, model, stream=False):
     """The model's DeviceArrays alive at the start of a plain request,
     asked until none is left (the stub frees what it lent when the
-    server's RELEASE comes, right after the copy)."""
-    deadline = time.monotonic() + 30 * harness.timeout_scale()
-    while True:
+    server's RELEASE comes, right after the copy); the last count when
+    some stay past the deadline."""
+    last = []
+
+    def none_left():
         if stream:
             live = int(stream_infer(server, model, NUMPY, [0.0])[0].as_numpy("LIVE")[0])
         else:
             live = int(infer(server, model, NUMPY, [0.0]).as_numpy("LIVE")[0])
-        if live == 0 or time.monotonic() > deadline:
-            return live
-        time.sleep(0.02)
+        last.append(live)
+        return live == 0
+
+    try:
+        harness.wait_for(none_left, f"{model}'s lent GPU tensors to be freed")
+    except AssertionError:
+        pass
+    return last[-1]
 
 
 def assert_no_open_handles(server):
